@@ -1,0 +1,53 @@
+// Package network gives every sandbox its own network namespace, a veth pair
+// and its own address, and enforces the isolation policy with nftables:
+// sandboxes reach neither the host (daemon, loopback services) nor each other;
+// outbound internet goes through NAT only when allowed.
+package network
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// DefaultSubnet is the pool sandbox addresses are carved from: every sandbox
+// gets a /30 (host side .1, sandbox side .2 within its block).
+const DefaultSubnet = "10.77.0.0/16"
+
+// Config of the network manager.
+type Config struct {
+	Subnet netip.Prefix // pool, default DefaultSubnet
+	// NamePrefix prefixes netns and host veth names; default "airlock"/"al".
+	// Tests use a different prefix so they never touch a running daemon.
+	NamePrefix string
+}
+
+// Options for one sandbox.
+type Options struct {
+	AllowInternet bool
+}
+
+// Endpoint is what a sandbox's network looks like once set up.
+type Endpoint struct {
+	ID        string
+	Slot      int
+	NetNSPath string     // e.g. /var/run/netns/airlock-<id>
+	HostIf    string     // host-side veth name
+	HostIP    netip.Addr // gateway address on the host side
+	GuestIP   netip.Addr // sandbox address (the agent listens here)
+	PrefixLen int
+}
+
+// SlotAddrs returns the host and guest address of slot n within subnet.
+func SlotAddrs(subnet netip.Prefix, slot int) (host, guest netip.Addr, err error) {
+	bits := subnet.Addr().BitLen() - subnet.Bits()
+	if bits < 2 || slot < 0 || (uint64(slot)+1)*4 > uint64(1)<<bits {
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("slot %d does not fit in %s", slot, subnet)
+	}
+	a := subnet.Masked().Addr().As4()
+	base := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	base += uint32(slot) * 4
+	mk := func(v uint32) netip.Addr {
+		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	}
+	return mk(base + 1), mk(base + 2), nil
+}

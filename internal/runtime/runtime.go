@@ -1,0 +1,92 @@
+// Package runtime defines the isolation runtime interface that every sandbox
+// backend (gVisor, microVM) implements. The sandbox manager only talks to this
+// interface; kernel-facing details live in the sub-packages.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned when the runtime knows nothing about a sandbox id.
+var ErrNotFound = errors.New("runtime: sandbox not found")
+
+// Resources are the limits applied to one sandbox.
+type Resources struct {
+	CPUCount int // whole CPUs (quota); 0 = runtime default
+	MemoryMB int // memory limit; 0 = runtime default
+	PIDs     int // max processes/threads; 0 = runtime default
+	DiskMB   int // size of the writable layer (best effort for overlay); 0 = default
+}
+
+// Spec describes one sandbox to start.
+type Spec struct {
+	ID string // sandbox id, [a-z0-9]+
+	// RootFS is the read-only template root filesystem directory (never written).
+	RootFS string
+	// Dir is a private per-sandbox state directory owned by the runtime
+	// (overlay upper/work dirs, bundle, logs). Deleted by Destroy.
+	Dir string
+	// NetNSPath is the network namespace the sandbox joins
+	// (e.g. /var/run/netns/airlock-<id>), already configured by internal/network.
+	NetNSPath string
+	// AgentPath is the host path of the static airlock-envd binary; the runtime
+	// makes it available inside the sandbox at AgentGuestPath and runs it as
+	// the sandbox's init/agent (as root).
+	AgentPath string
+	// Hostname inside the sandbox.
+	Hostname string
+	// Nameservers written to /etc/resolv.conf inside the sandbox.
+	Nameservers []string
+	// Hosts are extra /etc/hosts lines ("ip name").
+	Hosts []string
+	// Env for the agent process.
+	Env       []string
+	Resources Resources
+}
+
+// AgentGuestPath is where the agent binary appears inside every sandbox.
+const AgentGuestPath = "/usr/local/bin/airlock-envd"
+
+// State of a sandbox as the runtime sees it.
+type State string
+
+const (
+	StateRunning State = "running"
+	StatePaused  State = "paused"
+	StateStopped State = "stopped"
+)
+
+// Stats is a point-in-time resource reading.
+type Stats struct {
+	Time        time.Time
+	CPUUsageNs  uint64 // cumulative CPU time
+	MemoryUsed  uint64 // bytes
+	MemoryCache uint64 // bytes
+	MemoryLimit uint64 // bytes
+	DiskUsed    uint64 // bytes in the writable layer
+	DiskLimit   uint64 // bytes
+	PIDs        uint64
+}
+
+// Runtime is an isolation backend. Implementations must be safe for
+// concurrent use on different ids.
+type Runtime interface {
+	// Name is the runtime's identifier ("gvisor", "microvm", "unsafe").
+	Name() string
+	// Start creates and starts a sandbox from spec and returns once the agent
+	// process has been started (not necessarily listening yet).
+	Start(ctx context.Context, spec Spec) error
+	// Destroy stops the sandbox (if running) and releases everything the
+	// runtime created for it: processes, mounts, cgroups and spec.Dir.
+	// Destroying an unknown id is not an error.
+	Destroy(ctx context.Context, id, dir string) error
+	// State reports the sandbox's state, or ErrNotFound.
+	State(ctx context.Context, id string) (State, error)
+	// Stats reads resource usage.
+	Stats(ctx context.Context, id, dir string) (Stats, error)
+	// List returns the ids of all sandboxes this runtime currently holds
+	// (used after a daemon restart to re-attach or clean up).
+	List(ctx context.Context) ([]string, error)
+}

@@ -1,0 +1,66 @@
+// Package store records sandboxes, templates and API keys. The Store
+// interface is small on purpose so that a PostgreSQL implementation can back a
+// multi-node deployment later; the default is embedded SQLite (pure Go).
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned for unknown rows.
+var ErrNotFound = errors.New("store: not found")
+
+// Sandbox is the persisted record of one sandbox.
+type Sandbox struct {
+	ID            string
+	TemplateID    string // template name/alias as requested (e.g. "base")
+	TemplateHash  string // content hash of the template build used
+	Alias         string
+	State         string // "running" | "paused"
+	Runtime       string // runtime name
+	Slot          int    // network slot
+	GuestIP       string // agent address
+	AccessToken   string // envdAccessToken
+	TrafficToken  string // trafficAccessToken ("" when public)
+	Metadata      map[string]string
+	EnvVars       map[string]string
+	AllowInternet bool
+	CPUCount      int
+	MemoryMB      int
+	DiskSizeMB    int
+	StartedAt     time.Time
+	EndAt         time.Time // when the timeout fires
+	OnTimeout     string    // "kill" | "pause"
+	Extra         string    // JSON blob for runtime/feature specific fields
+}
+
+// Template is one built template (root filesystem).
+type Template struct {
+	Name      string // alias, e.g. "base"
+	Hash      string // content hash; rootfs lives under <data>/templates/<hash>
+	Runtime   string // "" = any
+	SizeBytes int64
+	CreatedAt time.Time
+	Spec      string // JSON description of how it was built
+}
+
+// Store is the persistence interface.
+type Store interface {
+	PutSandbox(ctx context.Context, s *Sandbox) error // insert or replace
+	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
+	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+	DeleteSandbox(ctx context.Context, id string) error
+
+	PutTemplate(ctx context.Context, t *Template) error
+	GetTemplate(ctx context.Context, name string) (*Template, error)
+	ListTemplates(ctx context.Context) ([]*Template, error)
+	DeleteTemplate(ctx context.Context, name string) error
+
+	// Settings is a small key/value table (API key, schema version …).
+	GetSetting(ctx context.Context, key string) (string, error)
+	PutSetting(ctx context.Context, key, value string) error
+
+	Close() error
+}
