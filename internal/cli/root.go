@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -33,12 +34,12 @@ func register(f func(root *cobra.Command)) { registry = append(registry, f) }
 // Execute runs the CLI and exits with a non-zero status on error.
 func Execute(ctx context.Context) {
 	if err := NewRoot().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "airlock:", err)
+		// A remote command's exit status is passed through silently.
 		var ec interface{ ExitCode() int }
-		if e, ok := err.(interface{ ExitCode() int }); ok {
-			ec = e
+		if errors.As(err, &ec) {
 			os.Exit(ec.ExitCode())
 		}
+		fmt.Fprintln(os.Stderr, "airlock:", err)
 		os.Exit(1)
 	}
 }

@@ -1,0 +1,160 @@
+//go:build linux
+
+// Command airlock-envd is the agent that runs inside every sandbox (usually
+// as its PID 1). It serves the E2B envd protocol on port 49983.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"os/user"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/interpreter"
+	"github.com/airlock-sandbox/airlock/internal/envd/process"
+	"github.com/airlock-sandbox/airlock/internal/envd/server"
+	"github.com/airlock-sandbox/airlock/internal/envd/state"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "airlock-envd:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	port := flag.Int("port", 49983, "TCP port to listen on")
+	addr := flag.String("addr", "", "address to listen on (default all interfaces)")
+	defUser := flag.String("default-user", defaultUser(), "user for requests that name none")
+	debug := flag.Bool("debug", false, "debug logging")
+	interpPort := flag.Int("interpreter-port", 49999, "TCP port of the code interpreter")
+	interpMode := flag.String("interpreter", "auto", "code interpreter: auto (when ipykernel is installed), on, off")
+	version := flag.Bool("version", false, "print the envd protocol version and exit")
+	flag.Parse()
+	if *version {
+		fmt.Println(state.Version)
+		return nil
+	}
+
+	level := slog.LevelInfo
+	if *debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	if os.Getpid() == 1 {
+		go process.NewReaper(log).Run(ctx)
+	}
+
+	st := state.New(*defUser)
+	h := server.New(st, log, server.Options{})
+	if c, ok := h.(io.Closer); ok {
+		defer c.Close()
+	}
+	listenAddr := net.JoinHostPort(*addr, strconv.Itoa(*port))
+	ln, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", listenAddr, err)
+	}
+	srv := server.NewHTTPServer(listenAddr, h, log)
+	log.Info("airlock-envd listening", "addr", ln.Addr().String(), "version", state.Version,
+		"defaultUser", *defUser, "pid", os.Getpid())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	if interpreterWanted(*interpMode) {
+		isrv, err := startInterpreter(ctx, st, log, net.JoinHostPort(*addr, strconv.Itoa(*interpPort)))
+		if err != nil {
+			return err
+		}
+		defer isrv.Close()
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		// Streams (long-running commands, watches) do not finish by themselves.
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving: %w", err)
+	}
+	return nil
+}
+
+// interpreterWanted decides whether to serve the code interpreter.
+func interpreterWanted(mode string) bool {
+	switch mode {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	for _, dir := range []string{"/usr/lib/python3/dist-packages/ipykernel", "/usr/local/lib/python3/dist-packages/ipykernel"} {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			return true
+		}
+	}
+	return false
+}
+
+// startInterpreter serves the stateful code interpreter (spec §4) and warms
+// the default Python and JavaScript contexts in the background.
+func startInterpreter(ctx context.Context, st *state.State, log *slog.Logger, addr string) (io.Closer, error) {
+	isvc, err := interpreter.New(st, log.With("component", "interpreter"), interpreter.Options{
+		StateDir: "/run/airlock-interpreter", Warmup: interpreter.DefaultWarmup,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	srv := server.NewHTTPServer(addr, isvc.Handler(), log)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("interpreter server", "err", err)
+		}
+	}()
+	isvc.StartDefaults(ctx)
+	log.Info("code interpreter listening", "addr", ln.Addr().String())
+	return closerFunc(func() error {
+		_ = srv.Close()
+		isvc.Close()
+		return nil
+	}), nil
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// defaultUser is "user" when that account exists, else "root".
+func defaultUser() string {
+	if _, err := user.Lookup("user"); err == nil {
+		return "user"
+	}
+	return "root"
+}

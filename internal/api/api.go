@@ -1,0 +1,206 @@
+// Package api serves the E2B-compatible control-plane REST API (v1 and v2
+// sandbox endpoints, templates) plus Airlock's own extensions under
+// /airlock/v1/.
+package api
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+)
+
+// ClientID is the deprecated constant clientID E2B returns.
+const ClientID = "6532622b"
+
+// maxBodyBytes caps request bodies.
+const maxBodyBytes = 1 << 20
+
+// Options configure the API handler.
+type Options struct {
+	// APIKey every request must carry in X-API-Key (except GET /health).
+	APIKey string
+	// Domain returned as the sandboxes' domain; "" ⇒ null (clients use
+	// E2B_SANDBOX_URL / their own domain setting).
+	Domain string
+	Logger *slog.Logger
+}
+
+// api holds the handler state.
+type api struct {
+	m         *sandbox.Manager
+	templates Templates
+	opts      Options
+	log       *slog.Logger
+	mux       *http.ServeMux
+}
+
+// New returns the control-plane handler.
+func New(m *sandbox.Manager, templates Templates, opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	a := &api{m: m, templates: templates, opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	a.routes()
+	return a
+}
+
+func (a *api) routes() {
+	h := a.mux.HandleFunc
+	h("GET /health", a.health)
+
+	h("POST /sandboxes", a.createV1)
+	h("POST /v2/sandboxes", a.createV2)
+	h("GET /sandboxes", a.listV1)
+	h("GET /v2/sandboxes", a.listV2)
+	h("GET /sandboxes/{id}", a.getSandbox)
+	h("DELETE /sandboxes/{id}", a.killSandbox)
+	h("POST /sandboxes/{id}/timeout", a.setTimeout)
+	h("POST /sandboxes/{id}/refreshes", a.refresh)
+	h("POST /sandboxes/{id}/connect", a.connectV1)
+	h("POST /v2/sandboxes/{id}/connect", a.connectV2)
+	h("POST /sandboxes/{id}/resume", a.resume)
+
+	for _, p := range []string{
+		"POST /sandboxes/{id}/pause",
+		"GET /sandboxes/{id}/metrics",
+		"GET /sandboxes/metrics",
+		"PUT /sandboxes/{id}/network",
+		"POST /sandboxes/{id}/fork",
+		"POST /sandboxes/{id}/snapshots",
+		"GET /snapshots",
+		"GET /sandboxes/{id}/logs",
+		"GET /v2/sandboxes/{id}/logs",
+		"DELETE /templates/{id}",
+		"POST /v3/templates",
+		"POST /v2/templates/{id}/builds/{build}",
+		"GET /templates/{id}/builds/{build}/status",
+		"GET /volumes",
+		"POST /volumes",
+	} {
+		what := p
+		h(p, func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotImplemented, fmt.Sprintf("%s is not supported yet", what))
+		})
+	}
+
+	h("GET /templates", a.listTemplates)
+	h("POST /airlock/v1/templates/{name}/build", a.buildTemplate)
+}
+
+// ServeHTTP applies CORS, auth and the body cap, then routes.
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setCORS(w, r)
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if !(r.Method == http.MethodGet && r.URL.Path == "/health") && !a.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "Invalid API key")
+		return
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	}
+	if _, pattern := a.mux.Handler(r); pattern == "" {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+		return
+	}
+	a.mux.ServeHTTP(w, r) // sets the path values
+}
+
+// authorized checks X-API-Key in constant time.
+func (a *api) authorized(r *http.Request) bool {
+	got := r.Header.Get("X-API-Key")
+	if got == "" || a.opts.APIKey == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(a.opts.APIKey)) == 1
+}
+
+// setCORS lets browser SDKs call the API.
+func setCORS(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		origin = "*"
+	} else {
+		hdr.Add("Vary", "Origin")
+	}
+	hdr.Set("Access-Control-Allow-Origin", origin)
+	hdr.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS")
+	allow := "Content-Type, X-API-Key, Authorization, User-Agent, browser, lang, lang_version, package_version, publisher, sdk_runtime, system"
+	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+		allow = req
+	}
+	hdr.Set("Access-Control-Allow-Headers", allow)
+	hdr.Set("Access-Control-Expose-Headers", "X-Next-Token, X-Total-Running")
+	hdr.Set("Access-Control-Max-Age", "600")
+}
+
+// errorBody is E2B's error model: code always equals the HTTP status.
+type errorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Code: status, Message: msg})
+}
+
+// fail reports err: user errors as-is, others logged and hidden.
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if ue, ok := sandbox.AsUserError(err); ok {
+		writeError(w, ue.Code, ue.Msg)
+		return
+	}
+	a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusInternalServerError, "internal server error (see the daemon log)")
+}
+
+// decodeBody reads a JSON body into v. An empty body is allowed only when
+// optional. It writes the error response itself and reports success.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		return false
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		if optional {
+			return true
+		}
+		writeError(w, http.StatusBadRequest, "request body is required")
+		return false
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func (a *api) health(w http.ResponseWriter, r *http.Request) {
+	if a.m == nil || !a.m.Ready() {
+		writeError(w, http.StatusServiceUnavailable, "not ready: templates are being prepared")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -1,0 +1,321 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+)
+
+// Default timeouts (spec §1.4).
+const (
+	defaultTimeoutV1      = 15 * time.Second
+	defaultTimeoutV2      = 300 * time.Second
+	defaultConnectTimeout = 300 * time.Second
+)
+
+// sandboxJSON is the E2B Sandbox schema (create/connect responses).
+type sandboxJSON struct {
+	TemplateID         string  `json:"templateID"`
+	SandboxID          string  `json:"sandboxID"`
+	ClientID           string  `json:"clientID"`
+	EnvdVersion        string  `json:"envdVersion"`
+	Alias              string  `json:"alias,omitempty"`
+	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
+	TrafficAccessToken *string `json:"trafficAccessToken"`
+	Domain             *string `json:"domain"`
+}
+
+// listedSandboxJSON is the E2B ListedSandbox schema.
+type listedSandboxJSON struct {
+	TemplateID   string            `json:"templateID"`
+	Alias        string            `json:"alias,omitempty"`
+	SandboxID    string            `json:"sandboxID"`
+	ClientID     string            `json:"clientID"`
+	StartedAt    time.Time         `json:"startedAt"`
+	EndAt        time.Time         `json:"endAt"`
+	CPUCount     int               `json:"cpuCount"`
+	MemoryMB     int               `json:"memoryMB"`
+	DiskSizeMB   int               `json:"diskSizeMB"`
+	Metadata     map[string]string `json:"metadata"`
+	State        string            `json:"state"`
+	EnvdVersion  string            `json:"envdVersion"`
+	VolumeMounts []any             `json:"volumeMounts"`
+}
+
+// lifecycleJSON is SandboxDetail.lifecycle.
+type lifecycleJSON struct {
+	OnTimeout  string `json:"onTimeout"`
+	AutoResume bool   `json:"autoResume"`
+}
+
+// sandboxDetailJSON is the E2B SandboxDetail schema.
+type sandboxDetailJSON struct {
+	listedSandboxJSON
+	EnvdAccessToken     string        `json:"envdAccessToken,omitempty"`
+	Domain              *string       `json:"domain"`
+	AllowInternetAccess bool          `json:"allowInternetAccess"`
+	Lifecycle           lifecycleJSON `json:"lifecycle"`
+}
+
+func (a *api) domain() *string {
+	if a.opts.Domain == "" {
+		return nil
+	}
+	d := a.opts.Domain
+	return &d
+}
+
+func (a *api) toSandbox(sb *sandbox.Sandbox) sandboxJSON {
+	out := sandboxJSON{
+		TemplateID:      sb.TemplateID,
+		SandboxID:       sb.ID,
+		ClientID:        ClientID,
+		EnvdVersion:     sandbox.EnvdVersion,
+		Alias:           sb.Alias,
+		EnvdAccessToken: sb.AccessToken,
+		Domain:          a.domain(),
+	}
+	if sb.TrafficToken != "" {
+		t := sb.TrafficToken
+		out.TrafficAccessToken = &t
+	}
+	return out
+}
+
+func toListed(sb *sandbox.Sandbox) listedSandboxJSON {
+	md := sb.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	return listedSandboxJSON{
+		TemplateID:   sb.TemplateID,
+		Alias:        sb.Alias,
+		SandboxID:    sb.ID,
+		ClientID:     ClientID,
+		StartedAt:    sb.StartedAt.UTC(),
+		EndAt:        sb.EndAt.UTC(),
+		CPUCount:     sb.CPUCount,
+		MemoryMB:     sb.MemoryMB,
+		DiskSizeMB:   sb.DiskSizeMB,
+		Metadata:     md,
+		State:        sb.State,
+		EnvdVersion:  sandbox.EnvdVersion,
+		VolumeMounts: []any{},
+	}
+}
+
+func (a *api) toDetail(sb *sandbox.Sandbox) sandboxDetailJSON {
+	onTimeout := sb.OnTimeout
+	if onTimeout == "" {
+		onTimeout = "kill"
+	}
+	return sandboxDetailJSON{
+		listedSandboxJSON:   toListed(sb),
+		EnvdAccessToken:     sb.AccessToken,
+		Domain:              a.domain(),
+		AllowInternetAccess: sb.AllowInternet,
+		Lifecycle:           lifecycleJSON{OnTimeout: onTimeout},
+	}
+}
+
+// newSandboxBody is NewSandbox (v1) / NewSandboxV2.
+type newSandboxBody struct {
+	TemplateID          string            `json:"templateID"`
+	Timeout             *int64            `json:"timeout"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+	AllowInternetAccess *bool             `json:"allow_internet_access"`
+	Secure              *bool             `json:"secure"`
+	AutoPause           *bool             `json:"autoPause"`
+	MCP                 json.RawMessage   `json:"mcp"`
+	Network             *networkBody      `json:"network"`
+	VolumeMounts        []json.RawMessage `json:"volumeMounts"`
+}
+
+// networkBody is the part of SandboxNetworkConfig we can judge.
+type networkBody struct {
+	AllowOut           []string        `json:"allowOut"`
+	DenyOut            []string        `json:"denyOut"`
+	AllowPublicTraffic *bool           `json:"allowPublicTraffic"`
+	MaskRequestHost    *string         `json:"maskRequestHost"`
+	Rules              json.RawMessage `json:"rules"`
+	EgressProxy        json.RawMessage `json:"egressProxy"`
+}
+
+func (n *networkBody) unsupported() bool {
+	if n == nil {
+		return false
+	}
+	isSet := func(raw json.RawMessage) bool {
+		s := strings.TrimSpace(string(raw))
+		return s != "" && s != "null" && s != "{}"
+	}
+	return len(n.AllowOut) > 0 || len(n.DenyOut) > 0 || (n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic) ||
+		(n.MaskRequestHost != nil && *n.MaskRequestHost != "") || isSet(n.Rules) || isSet(n.EgressProxy)
+}
+
+func (a *api) createV1(w http.ResponseWriter, r *http.Request) { a.create(w, r, false) }
+func (a *api) createV2(w http.ResponseWriter, r *http.Request) { a.create(w, r, true) }
+
+func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
+	var body newSandboxBody
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	if body.Network.unsupported() {
+		writeError(w, http.StatusNotImplemented, "sandbox network configuration is not supported yet")
+		return
+	}
+	if len(body.VolumeMounts) > 0 {
+		writeError(w, http.StatusNotImplemented, "volume mounts are not supported yet")
+		return
+	}
+	req := sandbox.CreateRequest{
+		TemplateID:    body.TemplateID,
+		Metadata:      body.Metadata,
+		EnvVars:       body.EnvVars,
+		AllowInternet: body.AllowInternetAccess,
+		Secure:        v2 || (body.Secure != nil && *body.Secure),
+		AutoPause:     body.AutoPause != nil && *body.AutoPause,
+	}
+	switch {
+	case body.Timeout == nil && v2:
+		req.Timeout = defaultTimeoutV2
+	case body.Timeout == nil:
+		req.Timeout = defaultTimeoutV1
+	case *body.Timeout <= 0:
+		writeError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+		return
+	default:
+		req.Timeout = time.Duration(*body.Timeout) * time.Second
+	}
+	if !a.m.Ready() {
+		writeError(w, http.StatusServiceUnavailable, "not ready: templates are being prepared")
+		return
+	}
+	sb, err := a.m.Create(r.Context(), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, a.toSandbox(sb))
+}
+
+// pathID returns the {id} path value with a legacy "-<clientID>" suffix
+// stripped.
+func pathID(r *http.Request) string {
+	id := r.PathValue("id")
+	if i := strings.IndexByte(id, '-'); i >= 0 {
+		id = id[:i]
+	}
+	return id
+}
+
+func (a *api) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := a.m.Get(pathID(r))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.toDetail(sb))
+}
+
+func (a *api) killSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := a.m.Kill(r.Context(), pathID(r)); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// seconds converts a client-supplied number of seconds.
+func seconds(v int64) time.Duration { return time.Duration(v) * time.Second }
+
+func (a *api) setTimeout(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Timeout *int64 `json:"timeout"`
+	}
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	if body.Timeout == nil {
+		writeError(w, http.StatusBadRequest, "timeout is required")
+		return
+	}
+	if err := a.m.SetTimeout(r.Context(), pathID(r), seconds(*body.Timeout)); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) refresh(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Duration *int64 `json:"duration"`
+	}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	var d time.Duration
+	if body.Duration != nil {
+		if *body.Duration < 0 || *body.Duration > 3600 {
+			writeError(w, http.StatusBadRequest, "duration must be between 0 and 3600 seconds")
+			return
+		}
+		d = seconds(*body.Duration)
+	}
+	if err := a.m.Refresh(r.Context(), pathID(r), d); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type connectBody struct {
+	Timeout *int64 `json:"timeout"`
+	Memory  *bool  `json:"memory"`
+}
+
+func (a *api) connectV1(w http.ResponseWriter, r *http.Request) { a.connect(w, r, false) }
+func (a *api) connectV2(w http.ResponseWriter, r *http.Request) { a.connect(w, r, true) }
+
+// connect implements both connect endpoints: v1 (Python) requires a
+// timeout, v2 (JS) defaults it to 300 s.
+func (a *api) connect(w http.ResponseWriter, r *http.Request, v2 bool) {
+	var body connectBody
+	if !decodeBody(w, r, &body, v2) {
+		return
+	}
+	d := defaultConnectTimeout
+	switch {
+	case body.Timeout == nil && !v2:
+		writeError(w, http.StatusBadRequest, "timeout is required")
+		return
+	case body.Timeout != nil:
+		d = seconds(*body.Timeout)
+	}
+	sb, resumed, err := a.m.Connect(r.Context(), pathID(r), d)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if resumed {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, a.toSandbox(sb))
+}
+
+// resume answers the legacy resume endpoint: nothing can be paused yet, so a
+// live sandbox is a conflict and anything else is unknown.
+func (a *api) resume(w http.ResponseWriter, r *http.Request) {
+	id := pathID(r)
+	if _, err := a.m.Get(id); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeError(w, http.StatusConflict, "sandbox \""+id+"\" is already running")
+}

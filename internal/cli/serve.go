@@ -1,0 +1,375 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-sandbox/airlock/internal/api"
+	"github.com/airlock-sandbox/airlock/internal/envd/files"
+	"github.com/airlock-sandbox/airlock/internal/network"
+	"github.com/airlock-sandbox/airlock/internal/proxy"
+	"github.com/airlock-sandbox/airlock/internal/runtime/gvisor"
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/store"
+	"github.com/airlock-sandbox/airlock/internal/store/sqlite"
+	"github.com/airlock-sandbox/airlock/internal/template"
+)
+
+// DefaultListen is the daemon's default listen address.
+const DefaultListen = "127.0.0.1:49982"
+
+// apiKeySetting is the settings key holding the generated API key.
+const apiKeySetting = "api_key"
+
+func init() {
+	register(func(root *cobra.Command) { root.AddCommand(newServeCmd()) })
+}
+
+// serveOptions are the flags of `airlock serve`.
+type serveOptions struct {
+	listen     string
+	dataDir    string
+	envdPath   string
+	runtime    string
+	domain     string
+	subnet     string
+	logLevel   string
+	logFormat  string
+	killOnExit bool
+}
+
+func newServeCmd() *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the Airlock daemon (E2B-compatible API and sandbox proxy)",
+		Long: `Run the Airlock daemon: one listener serves the E2B-compatible REST API and
+all sandbox traffic. On first start it builds the "base" template (GET /health
+answers 503 until that is done), then prints the environment variables the E2B
+SDKs need.
+
+On SIGTERM/SIGINT the daemon stops serving but leaves running sandboxes alone;
+the next start re-attaches them (or cleans them up if they died or expired).
+Use --kill-on-exit to kill every sandbox on shutdown instead.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", DefaultListen, "address to serve the API and sandbox traffic on")
+	f.StringVar(&o.dataDir, "data-dir", firstNonEmpty(os.Getenv("AIRLOCK_DATA_DIR"), DefaultDataDir), "data directory (database, templates, sandboxes)")
+	f.StringVar(&o.envdPath, "envd-path", "", "path of the airlock-envd agent binary (default: next to this executable, else $PATH)")
+	f.StringVar(&o.runtime, "runtime", "gvisor", "isolation runtime (only gvisor for now)")
+	f.StringVar(&o.domain, "domain", "", "sandbox domain returned to SDKs; sandboxes are then reached as <port>-<id>.<domain> (optional)")
+	f.StringVar(&o.subnet, "subnet", network.DefaultSubnet, "IPv4 pool for sandbox addresses")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	f.BoolVar(&o.killOnExit, "kill-on-exit", false, "kill all sandboxes when the daemon shuts down")
+	return cmd
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("invalid --log-level %q: %w", level, err)
+	}
+	hopts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, hopts)), nil
+	}
+	return nil, fmt.Errorf("invalid --log-format %q: want text or json", format)
+}
+
+func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	log, err := newLogger(o.logLevel, o.logFormat)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	if o.runtime != "gvisor" {
+		return fmt.Errorf("unsupported --runtime %q (only gvisor for now)", o.runtime)
+	}
+	subnet, err := netip.ParsePrefix(o.subnet)
+	if err != nil || !subnet.Addr().Is4() || subnet.Bits() > 30 {
+		return fmt.Errorf("invalid --subnet %q: want an IPv4 prefix of at most /30", o.subnet)
+	}
+	envdPath, err := findEnvd(o.envdPath)
+	if err != nil {
+		return err
+	}
+	dataDir, err := filepath.Abs(o.dataDir)
+	if err != nil {
+		return fmt.Errorf("resolving --data-dir: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dataDir, "sandboxes"), 0o700); err != nil {
+		return fmt.Errorf("creating data directory: %w", err)
+	}
+
+	st, err := sqlite.Open(filepath.Join(dataDir, "airlock.db"))
+	if err != nil {
+		return fmt.Errorf("opening store: %w", err)
+	}
+	defer closeLogged(log, "store", st.Close)
+
+	apiKey, err := resolveAPIKey(ctx, flagString(cmd, "api-key"), dataDir, st)
+	if err != nil {
+		return err
+	}
+
+	netMgr, err := network.NewManager(ctx, network.Config{Subnet: subnet}, log)
+	if err != nil {
+		return fmt.Errorf("starting network manager: %w", err)
+	}
+	rt, err := gvisor.New(gvisor.Config{Root: filepath.Join(dataDir, "runsc")}, log.With("component", "gvisor"))
+	if err != nil {
+		return fmt.Errorf("starting gvisor runtime: %w", err)
+	}
+	tm := template.NewManager(dataDir, st, log)
+
+	mgr, err := sandbox.New(sandbox.Config{
+		Runtime:   rt,
+		Network:   netMgr,
+		Templates: sandboxTemplates{tm},
+		Store:     st,
+		Logger:    log.With("component", "sandbox"),
+		DataDir:   dataDir,
+		AgentPath: envdPath,
+		MaxSlots:  1 << (32 - subnet.Bits() - 2),
+	})
+	if err != nil {
+		return err
+	}
+	rep, err := mgr.Restore(ctx)
+	if err != nil {
+		log.Error("restoring sandboxes (continuing)", "err", err)
+	}
+	log.Info("restore done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
+
+	apiHandler := api.New(mgr, apiTemplates{tm}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api")})
+	var apiHosts []string
+	if o.domain != "" {
+		apiHosts = append(apiHosts, "api."+o.domain)
+	}
+	handler := proxy.New(proxy.FromManager(mgr), apiHandler, proxy.Options{
+		APIHosts:        apiHosts,
+		VerifySignature: files.VerifySignature,
+		Logger:          log.With("component", "proxy"),
+	})
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", o.listen, err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       620 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("listening (not ready until the base template exists)", "addr", ln.Addr().String())
+
+	// Ensure the base template while /health answers 503.
+	ready := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		_, err := tm.Ensure(ctx, "base", template.TerminalProgress(os.Stderr))
+		if err == nil {
+			log.Info("base template ready", "elapsed", time.Since(start).Round(time.Millisecond))
+		}
+		ready <- err
+	}()
+
+	shutdown := func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		mgr.SetReady(false)
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("shutting down HTTP server", "err", err)
+		}
+		var errs []error
+		if o.killOnExit {
+			if err := mgr.KillAll(sctx); err != nil {
+				errs = append(errs, fmt.Errorf("killing sandboxes: %w", err))
+			}
+		}
+		if err := mgr.Close(sctx); err != nil {
+			errs = append(errs, err)
+		}
+		left := len(mgr.List())
+		if err := netMgr.Close(sctx, o.killOnExit && left == 0); err != nil {
+			errs = append(errs, fmt.Errorf("closing network manager: %w", err))
+		}
+		log.Info("daemon stopped", "sandboxes_left_running", left)
+		return errors.Join(errs...)
+	}
+
+	for {
+		select {
+		case err := <-ready:
+			if err != nil {
+				_ = shutdown()
+				return fmt.Errorf("preparing the base template: %w", err)
+			}
+			mgr.SetReady(true)
+			fmt.Fprintf(cmd.OutOrStdout(), "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
+				displayURL(ln.Addr()), displayURL(ln.Addr()), apiKey)
+			log.Info("airlock ready", "addr", ln.Addr().String())
+			ready = nil
+		case err := <-serveErr:
+			_ = shutdown()
+			return fmt.Errorf("serving: %w", err)
+		case <-ctx.Done():
+			log.Info("signal received, shutting down")
+			return shutdown()
+		}
+	}
+}
+
+// displayURL is the URL clients use for a listener address.
+func displayURL(addr net.Addr) string {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	ip := ap.Addr().Unmap()
+	if ip.IsUnspecified() {
+		ip = netip.MustParseAddr("127.0.0.1")
+	}
+	return "http://" + netip.AddrPortFrom(ip, ap.Port()).String()
+}
+
+// findEnvd locates the agent binary.
+func findEnvd(flag string) (string, error) {
+	if flag != "" {
+		p, err := filepath.Abs(flag)
+		if err != nil {
+			return "", fmt.Errorf("resolving --envd-path: %w", err)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("--envd-path: %w", err)
+		}
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "airlock-envd")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("airlock-envd")
+	if err != nil {
+		return "", errors.New("airlock-envd not found next to this executable or in $PATH; pass --envd-path")
+	}
+	return filepath.Abs(p)
+}
+
+// resolveAPIKey returns --api-key / $AIRLOCK_API_KEY, else the stored key,
+// else generates "e2b_" + 40 hex digits and stores it in the settings and in
+// <data>/api-key (0600).
+func resolveAPIKey(ctx context.Context, flag, dataDir string, st store.Store) (string, error) {
+	if k := firstNonEmpty(flag, os.Getenv("AIRLOCK_API_KEY")); k != "" {
+		return k, nil
+	}
+	path := filepath.Join(dataDir, "api-key")
+	key, err := st.GetSetting(ctx, apiKeySetting)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("reading API key setting: %w", err)
+	}
+	if key == "" {
+		if b, err := os.ReadFile(path); err == nil {
+			key = strings.TrimSpace(string(b))
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("reading %s: %w", path, err)
+		}
+	}
+	if key == "" {
+		b := make([]byte, 20)
+		if _, err := rand.Read(b); err != nil {
+			return "", fmt.Errorf("generating API key: %w", err)
+		}
+		key = "e2b_" + hex.EncodeToString(b)
+	}
+	if err := st.PutSetting(ctx, apiKeySetting, key); err != nil {
+		return "", fmt.Errorf("saving API key setting: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return "", fmt.Errorf("restricting %s: %w", path, err)
+	}
+	return key, nil
+}
+
+func closeLogged(log *slog.Logger, what string, f func() error) {
+	if err := f(); err != nil {
+		log.Warn("closing "+what, "err", err)
+	}
+}
+
+// sandboxTemplates adapts the template manager to sandbox.Templates.
+type sandboxTemplates struct{ tm *template.Manager }
+
+func (s sandboxTemplates) Resolve(ctx context.Context, name string) (*sandbox.Template, error) {
+	t, err := s.tm.Get(ctx, name)
+	if errors.Is(err, template.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrTemplateNotFound, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &sandbox.Template{Name: t.Name, Hash: t.Hash, RootFS: t.RootFS}, nil
+}
+
+// apiTemplates adapts the template manager to api.Templates.
+type apiTemplates struct{ tm *template.Manager }
+
+func toTemplateInfo(t *template.Template) api.TemplateInfo {
+	return api.TemplateInfo{Name: t.Name, Hash: t.Hash, SizeBytes: t.SizeBytes, CreatedAt: t.CreatedAt}
+}
+
+func (a apiTemplates) List(ctx context.Context) ([]api.TemplateInfo, error) {
+	ts, err := a.tm.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.TemplateInfo, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, toTemplateInfo(t))
+	}
+	return out, nil
+}
+
+func (a apiTemplates) Build(ctx context.Context, name string, force bool, progress func(api.Progress)) (*api.TemplateInfo, error) {
+	t, err := a.tm.Build(ctx, name, template.BuildOptions{Force: force}, func(p template.Progress) {
+		progress(api.Progress{Phase: p.Phase, Message: p.Message, Done: p.Done, Total: p.Total})
+	})
+	if err != nil {
+		return nil, err
+	}
+	info := toTemplateInfo(t)
+	return &info, nil
+}

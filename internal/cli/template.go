@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-sandbox/airlock/internal/client"
+)
+
+func init() {
+	register(func(root *cobra.Command) {
+		tc := &cobra.Command{
+			Use:     "template",
+			Aliases: []string{"templates", "tpl"},
+			Short:   "List and build templates",
+		}
+		tc.AddCommand(newTemplateListCmd(), newTemplateBuildCmd())
+		root.AddCommand(tc)
+	})
+}
+
+func newTemplateListCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List templates",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newClient(cmd)
+			if err != nil {
+				return err
+			}
+			ts, err := c.ListTemplates(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if ts == nil {
+					ts = []client.Template{}
+				}
+				return printJSON(cmd.OutOrStdout(), ts)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TEMPLATE\tALIASES\tBUILD\tSIZE\tCREATED")
+			for _, t := range ts {
+				size := "-"
+				if t.SizeBytes > 0 {
+					size = humanize.IBytes(uint64(t.SizeBytes))
+				}
+				created := "-"
+				if !t.CreatedAt.IsZero() {
+					created = t.CreatedAt.Local().Format(time.DateTime)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.TemplateID, firstNonEmpty(strings.Join(t.Aliases, ","), "-"),
+					firstNonEmpty(t.BuildID, "-"), size, created)
+			}
+			if err := tw.Flush(); err != nil {
+				return fmt.Errorf("writing table: %w", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newTemplateBuildCmd() *cobra.Command {
+	var (
+		force  bool
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "build <name>",
+		Short: "Build (or rebuild with --force) a template on the daemon",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient(cmd)
+			if err != nil {
+				return err
+			}
+			errw := cmd.ErrOrStderr()
+			tty := isTerminal(errw)
+			var (
+				bar   *progressbar.ProgressBar
+				phase string
+			)
+			onProgress := func(p client.Progress) {
+				if !tty {
+					if p.Total > 0 {
+						fmt.Fprintf(errw, "%s: %s (%d/%d)\n", p.Phase, p.Message, p.Done, p.Total)
+					} else {
+						fmt.Fprintf(errw, "%s: %s\n", p.Phase, p.Message)
+					}
+					return
+				}
+				if bar == nil || p.Phase != phase {
+					if bar != nil {
+						bar.Finish()
+						fmt.Fprintln(errw)
+					}
+					phase = p.Phase
+					total := p.Total
+					if total <= 0 {
+						total = -1 // spinner
+					}
+					bar = progressbar.NewOptions64(total,
+						progressbar.OptionSetWriter(errw),
+						progressbar.OptionSetDescription(p.Phase),
+						progressbar.OptionThrottle(100*time.Millisecond))
+				}
+				bar.Describe(p.Phase + ": " + truncate(p.Message, 50))
+				if p.Total > 0 {
+					bar.Set64(p.Done)
+				}
+			}
+			t, err := c.BuildTemplate(cmd.Context(), args[0], force, onProgress)
+			if bar != nil {
+				bar.Finish()
+				fmt.Fprintln(errw)
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "built template %s (build %s)\n", t.TemplateID, firstNonEmpty(t.BuildID, "-"))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "rebuild even if the template exists")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the built template as JSON")
+	return cmd
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

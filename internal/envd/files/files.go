@@ -1,0 +1,277 @@
+//go:build linux
+
+// Package files serves the agent's `/files` REST endpoint (spec §3.5, §7):
+// streaming downloads (Range, gzip) and uploads (multipart or raw octet
+// stream, atomic replace, xattr metadata), authorised by the access token
+// header or an E2B URL signature. File operations run as the acting Unix
+// user, so permissions are the security boundary.
+package files
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/identity"
+	"github.com/airlock-sandbox/airlock/internal/envd/state"
+)
+
+// AccessTokenHeader carries the agent's access token.
+const AccessTokenHeader = "X-Access-Token"
+
+type handler struct {
+	st  *state.State
+	log *slog.Logger
+	now func() time.Time
+}
+
+// New returns the handler for `GET /files` and `POST /files`. Mount it at
+// "/files"; it answers 404 for any other path.
+func New(st *state.State, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &handler{st: st, log: log.With("service", "files"), now: time.Now}
+}
+
+// apiError is an error with the HTTP status and client-facing message.
+type apiError struct {
+	status int
+	msg    string
+	err    error // internal cause, logged for 5xx
+}
+
+func (e *apiError) Error() string { return e.msg }
+func (e *apiError) Unwrap() error { return e.err }
+
+func userError(status int, format string, args ...any) *apiError {
+	return &apiError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+// fsError classifies a filesystem error for the client.
+func fsError(what string, err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		status = http.StatusNotFound
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		status = http.StatusForbidden
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		status = http.StatusInsufficientStorage
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.EINVAL),
+		errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.ELOOP), errors.Is(err, fs.ErrExist):
+		status = http.StatusBadRequest
+	}
+	return &apiError{status: status, msg: fmt.Sprintf("%s: %v", what, err), err: err}
+}
+
+func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = &apiError{status: http.StatusInternalServerError, msg: "internal error", err: err}
+	}
+	if ae.status >= 500 {
+		h.log.Error("files request failed", "method", r.Method, "path", r.URL.Query().Get("path"), "status", ae.status, "err", err)
+	} else {
+		h.log.Debug("files request rejected", "method", r.Method, "status", ae.status, "msg", ae.msg)
+	}
+	writeJSON(w, ae.status, map[string]any{"code": ae.status, "message": ae.msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("Content-Encoding")
+	w.Header().Del("Content-Disposition")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/files" {
+		h.writeError(w, r, userError(http.StatusNotFound, "not found"))
+		return
+	}
+	var err error
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		err = h.download(w, r)
+	case http.MethodPost:
+		err = h.upload(w, r)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		err = userError(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+	}
+}
+
+// authorize applies the /files rule: a present X-Access-Token header must
+// match; otherwise, when a token is configured, a valid URL signature for
+// operation is required.
+func (h *handler) authorize(r *http.Request, operation string) error {
+	token := h.st.AccessToken()
+	if token == "" {
+		return nil
+	}
+	if got := r.Header.Get(AccessTokenHeader); got != "" {
+		if !h.st.CheckToken(got) {
+			return userError(http.StatusUnauthorized, "access token present in header but does not match")
+		}
+		return nil
+	}
+	if err := VerifySignature(r.URL.Query(), operation, token, h.now()); err != nil {
+		return &apiError{status: http.StatusUnauthorized, msg: err.Error()}
+	}
+	return nil
+}
+
+// actingUser resolves the `username` query parameter (default user if empty).
+func (h *handler) actingUser(r *http.Request) (*identity.User, error) {
+	name := r.URL.Query().Get("username")
+	if name == "" {
+		name = h.st.DefaultUser()
+	}
+	u, err := identity.Lookup(name)
+	if err != nil {
+		if errors.Is(err, identity.ErrUnknownUser) {
+			return nil, userError(http.StatusUnauthorized, "invalid username: '%s'", name)
+		}
+		return nil, &apiError{status: http.StatusInternalServerError, msg: "looking up user", err: err}
+	}
+	return u, nil
+}
+
+func (h *handler) download(w http.ResponseWriter, r *http.Request) error {
+	if err := h.authorize(r, OpRead); err != nil {
+		return err
+	}
+	u, err := h.actingUser(r)
+	if err != nil {
+		return err
+	}
+	p := identity.ResolvePath(r.URL.Query().Get("path"), u.Home, h.st.DefaultWorkdir())
+	useGzip, ok := negotiateEncoding(r.Header.Get("Accept-Encoding"))
+	if !ok {
+		return userError(http.StatusNotAcceptable, "no acceptable content encoding (supported: gzip, identity)")
+	}
+
+	var f *os.File
+	err = identity.RunAs(u, func() error {
+		var err error
+		// O_NONBLOCK so a FIFO cannot hang the open; regular files ignore it.
+		f, err = os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return userError(http.StatusNotFound, "path '%s' does not exist", p)
+		}
+		return fsError("opening "+p, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fsError("stat "+p, err)
+	}
+	if fi.IsDir() {
+		return userError(http.StatusBadRequest, "path '%s' is a directory", p)
+	}
+	if !fi.Mode().IsRegular() {
+		return userError(http.StatusBadRequest, "path '%s' is not a regular file", p)
+	}
+
+	hdr := w.Header()
+	hdr.Set("Content-Disposition", mime.FormatMediaType("inline", map[string]string{"filename": filepath.Base(p)}))
+	hdr.Add("Vary", "Accept-Encoding")
+	if !useGzip || fi.Size() == 0 {
+		// ServeContent: Content-Length (0 for empty files), type, Last-Modified, Range, conditionals.
+		http.ServeContent(w, r, filepath.Base(p), fi.ModTime(), f)
+		return nil
+	}
+
+	ctype := mime.TypeByExtension(filepath.Ext(p))
+	if ctype == "" {
+		var buf [512]byte
+		n, _ := io.ReadFull(f, buf[:])
+		ctype = http.DetectContentType(buf[:n])
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return fsError("seeking "+p, err)
+		}
+	}
+	hdr.Set("Content-Type", ctype)
+	hdr.Set("Content-Encoding", "gzip")
+	hdr.Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if _, err := io.Copy(gz, f); err != nil {
+		h.log.Debug("gzip download aborted", "path", p, "err", err)
+		return nil // headers are out; nothing useful left to tell the client
+	}
+	if err := gz.Close(); err != nil {
+		h.log.Debug("gzip download aborted", "path", p, "err", err)
+	}
+	return nil
+}
+
+// negotiateEncoding picks gzip or identity from an Accept-Encoding header.
+// ok is false when neither is acceptable.
+func negotiateEncoding(header string) (useGzip, ok bool) {
+	if strings.TrimSpace(header) == "" {
+		return false, true
+	}
+	q := map[string]float64{}
+	for _, part := range strings.Split(header, ",") {
+		name, params, _ := strings.Cut(part, ";")
+		name = strings.ToLower(strings.TrimSpace(name))
+		if name == "" {
+			continue
+		}
+		weight := 1.0
+		for _, p := range strings.Split(params, ";") {
+			k, v, found := strings.Cut(strings.TrimSpace(p), "=")
+			if found && strings.EqualFold(strings.TrimSpace(k), "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					weight = f
+				}
+			}
+		}
+		q[name] = weight
+	}
+	lookup := func(name string) (float64, bool) {
+		if v, ok := q[name]; ok {
+			return v, true
+		}
+		v, ok := q["*"]
+		return v, ok
+	}
+	if v, found := lookup("gzip"); found && v > 0 {
+		return true, true
+	}
+	if v, found := q["x-gzip"]; found && v > 0 {
+		return true, true
+	}
+	if v, found := lookup("identity"); found && v <= 0 {
+		return false, false
+	}
+	return false, true
+}

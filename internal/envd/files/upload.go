@@ -1,0 +1,315 @@
+//go:build linux
+
+package files
+
+import (
+	"compress/gzip"
+	"errors"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/filesystem"
+	"github.com/airlock-sandbox/airlock/internal/envd/identity"
+)
+
+// TempPrefix starts the name of every in-progress upload file (created next
+// to its destination and renamed into place when complete). Watchers hide
+// such names.
+const TempPrefix = filesystem.UploadTempPrefix
+
+const metadataHeaderPrefix = "X-Metadata-"
+
+// copyBufSize is the streaming buffer per upload; uploads never hold more.
+const copyBufSize = 256 << 10
+
+// WrittenEntry is one element of the POST /files response.
+type WrittenEntry struct {
+	Path     string            `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+func (h *handler) upload(w http.ResponseWriter, r *http.Request) error {
+	if err := h.authorize(r, OpWrite); err != nil {
+		return err
+	}
+	u, err := h.actingUser(r)
+	if err != nil {
+		return err
+	}
+	meta, err := metadataFromHeaders(r.Header)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	queryPath, hasPath := q.Get("path"), q.Has("path") && q.Get("path") != ""
+
+	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return userError(http.StatusBadRequest, "invalid or missing Content-Type: %v", err)
+	}
+	var written []WrittenEntry
+	switch mediaType {
+	case "application/octet-stream":
+		if !hasPath {
+			return userError(http.StatusBadRequest, "the path query parameter is required for application/octet-stream uploads")
+		}
+		var body io.Reader = r.Body
+		switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+		case "", "identity":
+		case "gzip", "x-gzip":
+			gz, err := gzip.NewReader(r.Body)
+			if err != nil {
+				return userError(http.StatusBadRequest, "invalid gzip request body: %v", err)
+			}
+			defer gz.Close()
+			body = gz
+		default:
+			return userError(http.StatusBadRequest, "unsupported Content-Encoding %q", enc)
+		}
+		p := identity.ResolvePath(queryPath, u.Home, h.st.DefaultWorkdir())
+		e, err := writeFile(u, p, body, meta)
+		if err != nil {
+			return err
+		}
+		written = append(written, e)
+	case "multipart/form-data":
+		mr, err := r.MultipartReader()
+		if err != nil {
+			return userError(http.StatusBadRequest, "invalid multipart body: %v", err)
+		}
+		seen := map[string]bool{}
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return userError(http.StatusBadRequest, "reading multipart body: %v", err)
+			}
+			if part.FormName() != "file" {
+				_ = part.Close()
+				continue
+			}
+			target := queryPath
+			if !hasPath {
+				// The raw filename, slashes included (Part.FileName would strip directories).
+				target = rawFilename(part.Header.Get("Content-Disposition"))
+				if target == "" {
+					_ = part.Close()
+					return userError(http.StatusBadRequest, "a file part has no filename and no path query parameter was given")
+				}
+			}
+			p := identity.ResolvePath(target, u.Home, h.st.DefaultWorkdir())
+			if seen[p] {
+				_ = part.Close()
+				return userError(http.StatusBadRequest, "you cannot upload multiple files to the same path '%s' in one upload request", p)
+			}
+			seen[p] = true
+			e, err := writeFile(u, p, part, meta)
+			_ = part.Close()
+			if err != nil {
+				return err
+			}
+			written = append(written, e)
+		}
+		if len(written) == 0 {
+			return userError(http.StatusBadRequest, "no part named 'file' in the multipart body")
+		}
+	default:
+		return userError(http.StatusBadRequest, "unsupported Content-Type %q (use multipart/form-data or application/octet-stream)", mediaType)
+	}
+	writeJSON(w, http.StatusOK, written)
+	return nil
+}
+
+// rawFilename extracts the filename parameter of a Content-Disposition
+// header without dropping directory components.
+func rawFilename(cd string) string {
+	_, params, err := mime.ParseMediaType(cd)
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
+}
+
+// metadataFromHeaders collects X-Metadata-<key> headers (keys lowercased).
+// It returns nil when there are none.
+func metadataFromHeaders(h http.Header) (map[string]string, error) {
+	var meta map[string]string
+	for k, vs := range h {
+		if len(k) <= len(metadataHeaderPrefix) || !strings.EqualFold(k[:len(metadataHeaderPrefix)], metadataHeaderPrefix) {
+			continue
+		}
+		key := strings.ToLower(k[len(metadataHeaderPrefix):])
+		for _, c := range []byte(key) {
+			if c <= ' ' || c > '~' {
+				return nil, userError(http.StatusBadRequest, "metadata key %q must be printable ASCII", key)
+			}
+		}
+		val := ""
+		if len(vs) > 0 {
+			val = vs[0]
+		}
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		meta[key] = val
+	}
+	return meta, nil
+}
+
+// writeFile streams src into path as user u: parents are created (0755),
+// data goes to a temp file in the destination directory which is renamed
+// over the destination only when complete, so a failed upload never leaves
+// a truncated file nor loses the previous content. meta (if non-nil)
+// replaces the file's metadata; otherwise an existing file's metadata is kept.
+func writeFile(u *identity.User, path string, src io.Reader, meta map[string]string) (WrittenEntry, error) {
+	var (
+		final string
+		tmp   *os.File
+		keep  map[string]string
+	)
+	err := identity.RunAs(u, func() error {
+		final = path
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			// Write through a symlink to its target, like open(2) would.
+			if real, err := filepath.EvalSymlinks(path); err == nil {
+				final = real
+			}
+		}
+		mode := fs.FileMode(0o644)
+		fi, err := os.Stat(final)
+		switch {
+		case err == nil && fi.IsDir():
+			return userError(http.StatusBadRequest, "path '%s' is a directory", path)
+		case err == nil && !fi.Mode().IsRegular():
+			return userError(http.StatusBadRequest, "path '%s' is not a regular file", path)
+		case err == nil:
+			// The user must be allowed to modify the existing file itself.
+			f, err := os.OpenFile(final, os.O_WRONLY, 0)
+			if err != nil {
+				return fsError("opening "+path+" for writing", err)
+			}
+			_ = f.Close()
+			mode = fi.Mode().Perm()
+			if meta == nil {
+				keep, _ = filesystem.ReadMetadata(final)
+			}
+		case errors.Is(err, fs.ErrNotExist):
+			if err := filesystem.MkdirAllMode(filepath.Dir(final), 0o755); err != nil {
+				return fsError("creating parent directories of "+path, err)
+			}
+		default:
+			return fsError("stat "+path, err)
+		}
+		tmp, err = os.CreateTemp(filepath.Dir(final), TempPrefix+"*")
+		if err != nil {
+			return fsError("creating "+path, err)
+		}
+		if err := tmp.Chmod(mode); err != nil {
+			return fsError("chmod "+path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		if tmp != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+		return WrittenEntry{}, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+
+	size, err := copyData(tmp, src)
+	if err != nil {
+		return WrittenEntry{}, err
+	}
+	setMeta := meta
+	if setMeta == nil {
+		setMeta = keep
+	}
+	fd := int(tmp.Fd())
+	for _, k := range sortedKeys(setMeta) {
+		if err := unix.Fsetxattr(fd, filesystem.MetadataXattrPrefix+k, []byte(setMeta[k]), 0); err != nil {
+			if meta == nil {
+				continue // best effort when only carrying old metadata over
+			}
+			if errors.Is(err, unix.ENOTSUP) {
+				return WrittenEntry{}, &apiError{status: http.StatusInternalServerError,
+					msg: "the filesystem does not support extended attributes; file metadata cannot be stored", err: err}
+			}
+			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+				return WrittenEntry{}, &apiError{status: http.StatusInsufficientStorage, msg: "no space left for file metadata", err: err}
+			}
+			return WrittenEntry{}, userError(http.StatusBadRequest, "cannot store metadata %q: %v", k, err)
+		}
+	}
+	if err := identity.RunAs(u, func() error { return os.Rename(tmp.Name(), final) }); err != nil {
+		return WrittenEntry{}, fsError("replacing "+path, err)
+	}
+	committed = true
+	// A same-size truncate through the still-open descriptor emits an
+	// IN_MODIFY for the final name, so watchers see a WRITE of the
+	// destination (as with an in-place write) and not only the rename.
+	_ = tmp.Truncate(size)
+	if err := tmp.Close(); err != nil {
+		return WrittenEntry{}, fsError("closing "+path, err)
+	}
+	e := WrittenEntry{Path: path, Name: filepath.Base(path), Type: "file"}
+	if len(setMeta) > 0 {
+		e.Metadata = setMeta
+	}
+	return e, nil
+}
+
+// copyData copies src into dst, telling read failures (client's fault: 400)
+// from write failures (507 when out of space).
+func copyData(dst *os.File, src io.Reader) (int64, error) {
+	buf := make([]byte, copyBufSize)
+	var n int64
+	for {
+		nr, rerr := src.Read(buf)
+		if nr > 0 {
+			nw, werr := dst.Write(buf[:nr])
+			n += int64(nw)
+			if werr != nil {
+				return n, fsError("writing file", werr)
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			return n, nil
+		}
+		if rerr != nil {
+			var me *http.MaxBytesError
+			if errors.As(rerr, &me) {
+				return n, userError(http.StatusRequestEntityTooLarge, "upload too large")
+			}
+			return n, userError(http.StatusBadRequest, "reading upload body: %v", rerr)
+		}
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

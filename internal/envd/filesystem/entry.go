@@ -1,0 +1,190 @@
+//go:build linux
+
+package filesystem
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb"
+)
+
+// MetadataXattrPrefix is the extended-attribute namespace holding the file
+// metadata written through /files `X-Metadata-*` headers.
+const MetadataXattrPrefix = "user.e2b."
+
+// UploadTempPrefix starts the names of the temporary files /files uploads
+// write before renaming them into place; watch events for them are hidden.
+const UploadTempPrefix = ".airlock-upload-"
+
+// names caches uid/gid → name lookups (reading /etc/passwd per entry would
+// make large listings slow). Entries never expire: accounts inside a sandbox
+// are practically static.
+type names struct {
+	// mu guards users and groups.
+	mu     sync.Mutex
+	users  map[uint32]string
+	groups map[uint32]string
+}
+
+func (n *names) user(uid uint32) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s, ok := n.users[uid]; ok {
+		return s
+	}
+	s := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(s); err == nil {
+		s = u.Username
+	}
+	if n.users == nil {
+		n.users = map[uint32]string{}
+	}
+	n.users[uid] = s
+	return s
+}
+
+func (n *names) group(gid uint32) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s, ok := n.groups[gid]; ok {
+		return s
+	}
+	s := strconv.FormatUint(uint64(gid), 10)
+	if g, err := user.LookupGroupId(s); err == nil {
+		s = g.Name
+	}
+	if n.groups == nil {
+		n.groups = map[uint32]string{}
+	}
+	n.groups[gid] = s
+	return s
+}
+
+// fileType maps a (non-symlink) mode to the wire enum.
+func fileType(m fs.FileMode) filesystempb.FileType {
+	switch {
+	case m.IsRegular():
+		return filesystempb.FileType_FILE_TYPE_FILE
+	case m.IsDir():
+		return filesystempb.FileType_FILE_TYPE_DIRECTORY
+	case m&fs.ModeSymlink != 0:
+		return filesystempb.FileType_FILE_TYPE_SYMLINK
+	default:
+		// Devices, sockets, fifos: E2B reports them as files.
+		return filesystempb.FileType_FILE_TYPE_FILE
+	}
+}
+
+// entryInfo describes path (reported verbatim as EntryInfo.path) from its
+// lstat result. For a symlink, type/mode/metadata come from the target,
+// symlink_target is the fully resolved target and an unresolvable link has
+// type UNSPECIFIED.
+func (n *names) entryInfo(path string, fi fs.FileInfo) *filesystempb.EntryInfo {
+	e := &filesystempb.EntryInfo{
+		Name:         filepath.Base(path),
+		Path:         path,
+		Size:         fi.Size(),
+		Permissions:  fi.Mode().String(),
+		ModifiedTime: timestamppb.New(fi.ModTime()),
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		e.Owner = n.user(st.Uid)
+		e.Group = n.group(st.Gid)
+	}
+	metaPath := path
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(path)
+		var tfi fs.FileInfo
+		if err == nil {
+			tfi, err = os.Stat(target)
+		}
+		if err != nil {
+			// Broken (or unreadable) link: report where it points, type unknown.
+			if dst, rerr := os.Readlink(path); rerr == nil {
+				if !filepath.IsAbs(dst) {
+					dst = filepath.Join(filepath.Dir(path), dst)
+				}
+				e.SymlinkTarget = &dst
+			}
+			e.Type = filesystempb.FileType_FILE_TYPE_UNSPECIFIED
+			e.Mode = uint32(fi.Mode().Perm())
+			return e
+		}
+		e.SymlinkTarget = &target
+		e.Type = fileType(tfi.Mode())
+		e.Mode = uint32(tfi.Mode().Perm())
+		metaPath = target
+	} else {
+		e.Type = fileType(fi.Mode())
+		e.Mode = uint32(fi.Mode().Perm())
+	}
+	if md, err := ReadMetadata(metaPath); err == nil && len(md) > 0 {
+		e.Metadata = md
+	}
+	return e
+}
+
+// ReadMetadata returns the user.e2b.* extended attributes of path (following
+// symlinks) with the prefix stripped. A filesystem without xattr support
+// yields an empty map.
+func ReadMetadata(path string) (map[string]string, error) {
+	size, err := unix.Listxattr(path, nil)
+	if err != nil {
+		if errors.Is(err, unix.ENOTSUP) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing xattrs of %s: %w", path, err)
+	}
+	if size == 0 {
+		return nil, nil
+	}
+	buf := make([]byte, size)
+	size, err = unix.Listxattr(path, buf)
+	if err != nil {
+		return nil, fmt.Errorf("listing xattrs of %s: %w", path, err)
+	}
+	out := map[string]string{}
+	for _, name := range strings.Split(string(buf[:size]), "\x00") {
+		key, ok := strings.CutPrefix(name, MetadataXattrPrefix)
+		if !ok || key == "" {
+			continue
+		}
+		val, err := getxattr(path, name)
+		if err != nil {
+			continue // removed concurrently
+		}
+		out[key] = val
+	}
+	return out, nil
+}
+
+func getxattr(path, name string) (string, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Getxattr(path, name, buf)
+		if errors.Is(err, unix.ERANGE) {
+			sz, serr := unix.Getxattr(path, name, nil)
+			if serr != nil {
+				return "", fmt.Errorf("sizing xattr %s: %w", name, serr)
+			}
+			buf = make([]byte, sz)
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading xattr %s: %w", name, err)
+		}
+		return string(buf[:n]), nil
+	}
+}

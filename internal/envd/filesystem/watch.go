@@ -1,0 +1,410 @@
+//go:build linux
+
+package filesystem
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb"
+	"github.com/airlock-sandbox/airlock/internal/envd/identity"
+)
+
+const (
+	// DefaultKeepalive is the keepalive interval when the client sends no
+	// valid Keepalive-Ping-Interval header.
+	DefaultKeepalive = 90 * time.Second
+	// KeepaliveHeader carries the client's keepalive interval in seconds.
+	KeepaliveHeader = "Keepalive-Ping-Interval"
+	// MaxBufferedEvents caps a polling watcher's buffer; the oldest events
+	// are dropped beyond it.
+	MaxBufferedEvents = 10000
+)
+
+// networkFSTypes are mount types a watch refuses unless allow_network_mounts
+// (inotify does not see remote changes there). 9p is deliberately absent:
+// gVisor serves the root filesystem through a gofer.
+var networkFSTypes = map[string]bool{
+	"nfs": true, "nfs4": true, "cifs": true, "smb": true, "smb3": true, "smbfs": true,
+	"fuse.sshfs": true, "sshfs": true,
+}
+
+// keepaliveInterval parses the Keepalive-Ping-Interval header (seconds).
+func keepaliveInterval(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n <= 0 {
+		return DefaultKeepalive
+	}
+	return time.Duration(n) * time.Second
+}
+
+// dirWatch is an fsnotify watcher on one directory (optionally recursive)
+// that translates raw events into wire events.
+type dirWatch struct {
+	root         string
+	recursive    bool
+	includeEntry bool
+	w            *fsnotify.Watcher
+	names        *names
+}
+
+// watchSpec is what WatchDir and CreateWatcher have in common.
+type watchSpec interface {
+	GetPath() string
+	GetRecursive() bool
+	GetIncludeEntry() bool
+	GetAllowNetworkMounts() bool
+}
+
+// startWatch validates the request as the acting user and starts watching.
+func (s *Service) startWatch(u *identity.User, spec watchSpec) (*dirWatch, error) {
+	root := s.resolve(u, spec.GetPath())
+	err := identity.RunAs(u, func() error {
+		fi, err := os.Stat(root)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return userErr(connect.CodeNotFound, "path '%s' does not exist", root)
+			}
+			return err
+		}
+		if !fi.IsDir() {
+			return userErr(connect.CodeInvalidArgument, "path '%s' is not a directory", root)
+		}
+		f, err := os.Open(root) // the user must be able to read the directory
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	})
+	if err != nil {
+		return nil, s.fsError("watching "+root, err)
+	}
+	if !spec.GetAllowNetworkMounts() {
+		real, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			return nil, s.fsError("watching "+root, err)
+		}
+		fstype, err := mountType(real)
+		if err != nil {
+			s.log.Warn("cannot determine filesystem type", "path", real, "err", err)
+		} else if networkFSTypes[fstype] {
+			return nil, userErr(connect.CodeFailedPrecondition,
+				"path '%s' is on a network mount (%s); set allow_network_mounts to watch it", root, fstype)
+		}
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, s.fsError("creating watcher", err)
+	}
+	d := &dirWatch{root: root, recursive: spec.GetRecursive(), includeEntry: spec.GetIncludeEntry(), w: w, names: &s.names}
+	if err := d.add(root); err != nil {
+		_ = w.Close()
+		return nil, s.fsError("watching "+root, err)
+	}
+	return d, nil
+}
+
+// add watches dir and, when recursive, every directory below it.
+func (d *dirWatch) add(dir string) error {
+	if err := d.w.Add(dir); err != nil {
+		return fmt.Errorf("adding watch on %s: %w", dir, err)
+	}
+	if !d.recursive {
+		return nil
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil // unreadable subtree: watch what we can
+	}
+	for _, de := range des {
+		if de.IsDir() {
+			_ = d.add(filepath.Join(dir, de.Name()))
+		}
+	}
+	return nil
+}
+
+func (d *dirWatch) close() { _ = d.w.Close() }
+
+// translate turns one fsnotify event into one wire event per op bit.
+func (d *dirWatch) translate(ev fsnotify.Event) []*filesystempb.FilesystemEvent {
+	if strings.HasPrefix(filepath.Base(ev.Name), UploadTempPrefix) {
+		return nil
+	}
+	name, err := filepath.Rel(d.root, ev.Name)
+	if err != nil {
+		name = ev.Name
+	}
+	if d.recursive && ev.Has(fsnotify.Create) {
+		if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
+			_ = d.add(ev.Name)
+		}
+	}
+	var out []*filesystempb.FilesystemEvent
+	for _, m := range []struct {
+		op fsnotify.Op
+		t  filesystempb.EventType
+	}{
+		{fsnotify.Create, filesystempb.EventType_EVENT_TYPE_CREATE},
+		{fsnotify.Write, filesystempb.EventType_EVENT_TYPE_WRITE},
+		{fsnotify.Remove, filesystempb.EventType_EVENT_TYPE_REMOVE},
+		{fsnotify.Rename, filesystempb.EventType_EVENT_TYPE_RENAME},
+		{fsnotify.Chmod, filesystempb.EventType_EVENT_TYPE_CHMOD},
+	} {
+		if !ev.Has(m.op) {
+			continue
+		}
+		fe := &filesystempb.FilesystemEvent{Name: name, Type: m.t}
+		if d.includeEntry && (m.op == fsnotify.Create || m.op == fsnotify.Write || m.op == fsnotify.Chmod) {
+			if fi, err := os.Lstat(ev.Name); err == nil {
+				fe.Entry = d.names.entryInfo(ev.Name, fi)
+			}
+		}
+		out = append(out, fe)
+	}
+	return out
+}
+
+// WatchDir streams filesystem events: start{} first, then events and
+// keepalives, until the client goes away.
+func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystempb.WatchDirRequest], stream *connect.ServerStream[filesystempb.WatchDirResponse]) error {
+	u, err := s.userFor(req.Header())
+	if err != nil {
+		return err
+	}
+	d, err := s.startWatch(u, req.Msg)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+
+	if err := stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Start{Start: &filesystempb.WatchDirResponse_StartEvent{}}}); err != nil {
+		return fmt.Errorf("sending start event: %w", err)
+	}
+	interval := keepaliveInterval(req.Header().Get(KeepaliveHeader))
+	keepalive := time.NewTimer(interval)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-keepalive.C:
+			if err := stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Keepalive{Keepalive: &filesystempb.WatchDirResponse_KeepAlive{}}}); err != nil {
+				return fmt.Errorf("sending keepalive: %w", err)
+			}
+			keepalive.Reset(interval)
+		case werr, ok := <-d.w.Errors:
+			if !ok {
+				return nil
+			}
+			s.log.Warn("watch error", "path", d.root, "err", werr)
+		case ev, ok := <-d.w.Events:
+			if !ok {
+				return nil
+			}
+			for _, fe := range d.translate(ev) {
+				if err := stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Filesystem{Filesystem: fe}}); err != nil {
+					return fmt.Errorf("sending event: %w", err)
+				}
+			}
+			keepalive.Reset(interval)
+		}
+	}
+}
+
+// pollWatcher buffers events for GetWatcherEvents.
+type pollWatcher struct {
+	d      *dirWatch
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// mu guards events and dropped.
+	mu      sync.Mutex
+	events  []*filesystempb.FilesystemEvent
+	dropped int
+}
+
+func (p *pollWatcher) run(ctx context.Context, s *Service) {
+	defer close(p.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case werr, ok := <-p.d.w.Errors:
+			if !ok {
+				return
+			}
+			s.log.Warn("watch error", "path", p.d.root, "err", werr)
+		case ev, ok := <-p.d.w.Events:
+			if !ok {
+				return
+			}
+			fes := p.d.translate(ev)
+			p.mu.Lock()
+			p.events = append(p.events, fes...)
+			if over := len(p.events) - MaxBufferedEvents; over > 0 {
+				p.events = append(p.events[:0:0], p.events[over:]...)
+				if p.dropped == 0 {
+					s.log.Warn("watcher buffer full, dropping oldest events", "path", p.d.root)
+				}
+				p.dropped += over
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+func (p *pollWatcher) drain() []*filesystempb.FilesystemEvent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.events
+	p.events = nil
+	p.dropped = 0
+	return out
+}
+
+func (p *pollWatcher) stop() {
+	p.cancel()
+	p.d.close()
+	<-p.done
+}
+
+// CreateWatcher starts a buffered watcher and returns its id.
+func (s *Service) CreateWatcher(ctx context.Context, req *connect.Request[filesystempb.CreateWatcherRequest]) (*connect.Response[filesystempb.CreateWatcherResponse], error) {
+	u, err := s.userFor(req.Header())
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.startWatch(u, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	var raw [16]byte
+	if _, err := io.ReadFull(rand.Reader, raw[:]); err != nil {
+		d.close()
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("generating watcher id: %w", err))
+	}
+	id := hex.EncodeToString(raw[:])
+	wctx, cancel := context.WithCancel(context.Background())
+	p := &pollWatcher{d: d, cancel: cancel, done: make(chan struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel()
+		d.close()
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("filesystem service is shutting down"))
+	}
+	s.watchers[id] = p
+	s.mu.Unlock()
+	go p.run(wctx, s)
+	return connect.NewResponse(&filesystempb.CreateWatcherResponse{WatcherId: id}), nil
+}
+
+// GetWatcherEvents drains the events buffered since the previous call.
+func (s *Service) GetWatcherEvents(ctx context.Context, req *connect.Request[filesystempb.GetWatcherEventsRequest]) (*connect.Response[filesystempb.GetWatcherEventsResponse], error) {
+	s.mu.Lock()
+	p, ok := s.watchers[req.Msg.GetWatcherId()]
+	s.mu.Unlock()
+	if !ok {
+		return nil, userErr(connect.CodeNotFound, "watcher '%s' not found", req.Msg.GetWatcherId())
+	}
+	return connect.NewResponse(&filesystempb.GetWatcherEventsResponse{Events: p.drain()}), nil
+}
+
+// RemoveWatcher stops and forgets a watcher.
+func (s *Service) RemoveWatcher(ctx context.Context, req *connect.Request[filesystempb.RemoveWatcherRequest]) (*connect.Response[filesystempb.RemoveWatcherResponse], error) {
+	s.mu.Lock()
+	p, ok := s.watchers[req.Msg.GetWatcherId()]
+	delete(s.watchers, req.Msg.GetWatcherId())
+	s.mu.Unlock()
+	if !ok {
+		return nil, userErr(connect.CodeNotFound, "watcher '%s' not found", req.Msg.GetWatcherId())
+	}
+	p.stop()
+	return connect.NewResponse(&filesystempb.RemoveWatcherResponse{}), nil
+}
+
+// mountType returns the filesystem type of the mount containing path.
+func mountType(path string) (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("opening mountinfo: %w", err)
+	}
+	defer f.Close()
+	return mountTypeFrom(f, path)
+}
+
+// mountTypeFrom finds the longest mount point in a mountinfo listing that
+// contains path and returns its filesystem type.
+func mountTypeFrom(r io.Reader, path string) (string, error) {
+	best, bestType := -1, ""
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(pre)
+		postFields := strings.Fields(post)
+		if len(fields) < 5 || len(postFields) < 1 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if !pathWithin(path, mp) {
+			continue
+		}
+		if len(mp) >= best {
+			best, bestType = len(mp), postFields[0]
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("reading mountinfo: %w", err)
+	}
+	if best < 0 {
+		return "", fmt.Errorf("no mount contains %s", path)
+	}
+	return bestType, nil
+}
+
+func pathWithin(path, dir string) bool {
+	if dir == "/" || path == dir {
+		return true
+	}
+	return strings.HasPrefix(path, dir+"/")
+}
+
+// unescapeMountinfo decodes the \ooo octal escapes mountinfo uses for
+// spaces, tabs, newlines and backslashes.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

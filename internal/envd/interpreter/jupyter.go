@@ -1,0 +1,487 @@
+package interpreter
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+const jupyterDelim = "<IDS|MSG>"
+
+// jmsg is a Jupyter wire message (protocol 5.3).
+type jmsg struct {
+	Header       jheader         `json:"header"`
+	ParentHeader jheader         `json:"parent_header"`
+	Metadata     map[string]any  `json:"metadata"`
+	Content      json.RawMessage `json:"content"`
+}
+
+type jheader struct {
+	MsgID    string `json:"msg_id,omitempty"`
+	Session  string `json:"session,omitempty"`
+	Username string `json:"username,omitempty"`
+	Date     string `json:"date,omitempty"`
+	MsgType  string `json:"msg_type,omitempty"`
+	Version  string `json:"version,omitempty"`
+}
+
+// jupyterKernel talks the Jupyter messaging protocol over ZeroMQ straight to
+// an ipykernel process; no Jupyter server in between.
+type jupyterKernel struct {
+	log      *slog.Logger
+	ra       runAs
+	python   string
+	warmup   string // code run silently after start (pre-imports)
+	stateDir string
+
+	// mu serializes executions and guards the fields below.
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	key     []byte
+	session string
+	shell   zmq4.Socket
+	control zmq4.Socket
+	iopub   zmq4.Socket
+	cancel  context.CancelFunc
+	iopubCh chan *jmsg
+	shellCh chan *jmsg
+	count   int
+}
+
+func newJupyterKernel(ctx context.Context, log *slog.Logger, ra runAs, stateDir, warmup string) (*jupyterKernel, error) {
+	py, err := lookPathIn("python3", ra.env)
+	if err != nil {
+		return nil, err
+	}
+	k := &jupyterKernel{log: log, ra: ra, python: py, warmup: warmup, stateDir: stateDir}
+	if err := k.start(ctx); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (k *jupyterKernel) start(ctx context.Context) error {
+	ports, err := freePorts(5)
+	if err != nil {
+		return err
+	}
+	k.key = []byte(randHex(32))
+	k.session = randHex(16)
+	conn := map[string]any{
+		"shell_port": ports[0], "iopub_port": ports[1], "stdin_port": ports[2], "control_port": ports[3], "hb_port": ports[4],
+		"ip": "127.0.0.1", "key": string(k.key), "transport": "tcp", "signature_scheme": "hmac-sha256", "kernel_name": "python3",
+	}
+	b, _ := json.Marshal(conn)
+	connFile := filepath.Join(k.stateDir, "kernel-"+k.session+".json")
+	if err := os.WriteFile(connFile, b, 0o600); err != nil {
+		return fmt.Errorf("writing connection file: %w", err)
+	}
+	if k.ra.user != nil && os.Geteuid() == 0 {
+		_ = os.Chown(connFile, int(k.ra.user.UID), int(k.ra.user.GID))
+	}
+	cmd := exec.Command(k.python, "-m", "ipykernel_launcher", "-f", connFile, "--IPKernelApp.parent_handle=0")
+	k.ra.apply(cmd)
+	cmd.Env = append(cmd.Env, "MPLBACKEND=module://matplotlib_inline.backend_inline", "PYDEVD_DISABLE_FILE_VALIDATION=1", "JPY_SESSION_NAME=")
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	logf, err := os.OpenFile(filepath.Join(k.stateDir, "kernel-"+k.session+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err == nil {
+		cmd.Stdout, cmd.Stderr = logf, logf
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting ipykernel: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		if logf != nil {
+			logf.Close()
+		}
+		os.Remove(connFile)
+		close(exited)
+	}()
+	k.cmd, k.exited = cmd, exited
+
+	sctx, cancel := context.WithCancel(context.Background())
+	k.cancel = cancel
+	addr := func(p int) string { return fmt.Sprintf("tcp://127.0.0.1:%d", p) }
+	k.shell = zmq4.NewDealer(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))
+	k.control = zmq4.NewDealer(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))
+	k.iopub = zmq4.NewSub(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))
+	fail := func(err error) error {
+		k.teardown()
+		return err
+	}
+	if err := k.shell.Dial(addr(ports[0])); err != nil {
+		return fail(fmt.Errorf("connecting kernel shell: %w", err))
+	}
+	if err := k.control.Dial(addr(ports[3])); err != nil {
+		return fail(fmt.Errorf("connecting kernel control: %w", err))
+	}
+	if err := k.iopub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
+		return fail(fmt.Errorf("subscribing iopub: %w", err))
+	}
+	if err := k.iopub.Dial(addr(ports[1])); err != nil {
+		return fail(fmt.Errorf("connecting kernel iopub: %w", err))
+	}
+	k.iopubCh = make(chan *jmsg, 1024)
+	k.shellCh = make(chan *jmsg, 64)
+	go k.recvLoop(k.iopub, k.iopubCh)
+	go k.recvLoop(k.shell, k.shellCh)
+
+	// Wait until the kernel answers kernel_info and its iopub reaches us.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		id, err := k.send(k.shell, "kernel_info_request", map[string]any{})
+		if err != nil {
+			return fail(err)
+		}
+		gotReply, gotIOPub := false, false
+		timer := time.After(time.Second)
+	wait:
+		for !(gotReply && gotIOPub) {
+			select {
+			case m := <-k.shellCh:
+				if m.ParentHeader.MsgID == id {
+					gotReply = true
+				}
+			case m := <-k.iopubCh:
+				if m.ParentHeader.MsgID == id {
+					gotIOPub = true
+				}
+			case <-timer:
+				break wait
+			case <-exited:
+				return fail(errors.New("ipykernel exited during start (is python3-ipykernel installed?)"))
+			case <-ctx.Done():
+				return fail(ctx.Err())
+			}
+		}
+		if gotReply && gotIOPub {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail(errors.New("ipykernel did not answer within 60s"))
+		}
+	}
+	k.count = 0
+	if k.warmup != "" {
+		if _, err := k.send(k.shell, "execute_request", map[string]any{
+			"code": k.warmup, "silent": true, "store_history": false, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
+		}); err != nil {
+			k.log.Warn("kernel warmup", "err", err)
+		}
+	}
+	return nil
+}
+
+func (k *jupyterKernel) teardown() {
+	if k.cmd != nil && k.cmd.Process != nil {
+		_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if k.cancel != nil {
+		k.cancel()
+	}
+	for _, s := range []zmq4.Socket{k.shell, k.control, k.iopub} {
+		if s != nil {
+			s.Close()
+		}
+	}
+	if k.exited != nil {
+		select {
+		case <-k.exited:
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+func (k *jupyterKernel) recvLoop(s zmq4.Socket, out chan<- *jmsg) {
+	for {
+		raw, err := s.Recv()
+		if err != nil {
+			return
+		}
+		m, err := k.decode(raw.Frames)
+		if err != nil {
+			k.log.Debug("dropping kernel message", "err", err)
+			continue
+		}
+		out <- m
+	}
+}
+
+func (k *jupyterKernel) sign(parts ...[]byte) string {
+	mac := hmac.New(sha256.New, k.key)
+	for _, p := range parts {
+		mac.Write(p)
+	}
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+func (k *jupyterKernel) decode(frames [][]byte) (*jmsg, error) {
+	i := 0
+	for i < len(frames) && string(frames[i]) != jupyterDelim {
+		i++
+	}
+	if len(frames) < i+6 {
+		return nil, errors.New("short jupyter message")
+	}
+	sig, h, p, md, c := frames[i+1], frames[i+2], frames[i+3], frames[i+4], frames[i+5]
+	if !hmac.Equal([]byte(k.sign(h, p, md, c)), sig) {
+		return nil, errors.New("bad signature")
+	}
+	m := &jmsg{Content: c}
+	if err := json.Unmarshal(h, &m.Header); err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	_ = json.Unmarshal(p, &m.ParentHeader)
+	return m, nil
+}
+
+func (k *jupyterKernel) send(s zmq4.Socket, msgType string, content any) (string, error) {
+	id := randHex(16)
+	h, _ := json.Marshal(jheader{MsgID: id, Session: k.session, Username: "airlock", Date: time.Now().UTC().Format(time.RFC3339Nano), MsgType: msgType, Version: "5.3"})
+	c, err := json.Marshal(content)
+	if err != nil {
+		return "", fmt.Errorf("encoding %s: %w", msgType, err)
+	}
+	p, md := []byte("{}"), []byte("{}")
+	msg := zmq4.NewMsgFrom([]byte(jupyterDelim), []byte(k.sign(h, p, md, c)), h, p, md, c)
+	if err := s.Send(msg); err != nil {
+		return "", fmt.Errorf("sending %s: %w", msgType, err)
+	}
+	return id, nil
+}
+
+func pyEnvCode(env map[string]string) (set, restore string) {
+	if len(env) == 0 {
+		return "", ""
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b, _ := json.Marshal(env)
+	kb, _ := json.Marshal(keys)
+	set = fmt.Sprintf("import os as __al_os, json as __al_json\n__al_env_saved = {k: __al_os.environ.get(k) for k in __al_json.loads(%q)}\n__al_os.environ.update(__al_json.loads(%q))\n", string(kb), string(b))
+	restore = "for __al_k, __al_v in __al_env_saved.items():\n    if __al_v is None: __al_os.environ.pop(__al_k, None)\n    else: __al_os.environ[__al_k] = __al_v\ndel __al_env_saved\n"
+	return set, restore
+}
+
+// runSilent executes code without output and waits for its reply.
+func (k *jupyterKernel) runSilent(ctx context.Context, code string) error {
+	id, err := k.send(k.shell, "execute_request", map[string]any{
+		"code": code, "silent": true, "store_history": false, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
+	})
+	if err != nil {
+		return err
+	}
+	for {
+		select {
+		case m := <-k.shellCh:
+			if m.ParentHeader.MsgID == id {
+				return nil
+			}
+		case <-k.iopubCh:
+		case <-k.exited:
+			return ErrDied
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Execute implements Kernel.
+func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string]string, emit func(Output)) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	select {
+	case <-k.exited:
+		k.teardown()
+		if err := k.start(ctx); err != nil {
+			return err
+		}
+	default:
+	}
+	setEnv, restoreEnv := pyEnvCode(env)
+	if setEnv != "" {
+		if err := k.runSilent(ctx, setEnv); err != nil {
+			return k.afterFailure(err)
+		}
+		defer func() { _ = k.runSilent(context.Background(), restoreEnv) }()
+	}
+	id, err := k.send(k.shell, "execute_request", map[string]any{
+		"code": code, "silent": false, "store_history": true, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
+	})
+	if err != nil {
+		return err
+	}
+	gotReply, gotIdle := false, false
+	done := ctx.Done()
+	aborted := false
+	var abortDeadline <-chan time.Time
+	for !(gotReply && gotIdle) {
+		select {
+		case m := <-k.iopubCh:
+			if m.ParentHeader.MsgID != id {
+				continue
+			}
+			if m.Header.MsgType == "status" {
+				var st struct {
+					ExecutionState string `json:"execution_state"`
+				}
+				_ = json.Unmarshal(m.Content, &st)
+				if st.ExecutionState == "idle" {
+					gotIdle = true
+				}
+				continue
+			}
+			if !aborted {
+				k.handleIOPub(m, emit)
+			}
+		case m := <-k.shellCh:
+			if m.ParentHeader.MsgID == id {
+				gotReply = true
+			}
+		case <-k.exited:
+			k.teardown()
+			if err := k.start(context.Background()); err != nil {
+				k.log.Error("restarting ipykernel", "err", err)
+			}
+			if aborted {
+				return ErrAborted
+			}
+			return ErrDied
+		case <-done:
+			aborted = true
+			done = nil
+			if k.cmd != nil && k.cmd.Process != nil {
+				_ = k.cmd.Process.Signal(syscall.SIGINT)
+			}
+			abortDeadline = time.After(5 * time.Second)
+		case <-abortDeadline:
+			k.teardown()
+			if err := k.start(context.Background()); err != nil {
+				k.log.Error("restarting ipykernel", "err", err)
+			}
+			return ErrAborted
+		}
+	}
+	if aborted {
+		return ErrAborted
+	}
+	return nil
+}
+
+func (k *jupyterKernel) afterFailure(err error) error {
+	if errors.Is(err, ErrDied) {
+		k.teardown()
+		if err2 := k.start(context.Background()); err2 != nil {
+			k.log.Error("restarting ipykernel", "err", err2)
+		}
+	}
+	return err
+}
+
+func (k *jupyterKernel) handleIOPub(m *jmsg, emit func(Output)) {
+	switch m.Header.MsgType {
+	case "stream":
+		var c struct {
+			Name string `json:"name"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil {
+			typ := "stdout"
+			if c.Name == "stderr" {
+				typ = "stderr"
+			}
+			emit(Output{Type: typ, Text: c.Text})
+		}
+	case "execute_input":
+		var c struct {
+			ExecutionCount int `json:"execution_count"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil {
+			k.count = c.ExecutionCount
+			emit(Output{Type: "number_of_executions", ExecutionCount: c.ExecutionCount})
+		}
+	case "execute_result", "display_data":
+		var c struct {
+			Data map[string]any `json:"data"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil {
+			emit(Output{Type: "result", IsMain: m.Header.MsgType == "execute_result", Result: MapMimeBundle(c.Data)})
+		}
+	case "error":
+		var c struct {
+			Ename     string   `json:"ename"`
+			Evalue    string   `json:"evalue"`
+			Traceback []string `json:"traceback"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil {
+			emit(Output{Type: "error", ErrName: c.Ename, ErrValue: c.Evalue, Traceback: strings.Join(c.Traceback, "\n")})
+		}
+	}
+}
+
+// Restart implements Kernel.
+func (k *jupyterKernel) Restart(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.teardown()
+	return k.start(ctx)
+}
+
+// Close implements Kernel.
+func (k *jupyterKernel) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.teardown()
+	return nil
+}

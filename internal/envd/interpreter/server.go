@@ -1,0 +1,507 @@
+package interpreter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/identity"
+	"github.com/airlock-sandbox/airlock/internal/envd/state"
+)
+
+// DefaultWarmup is run silently in every new Python context so the user's
+// first `import pandas` does not pay for it.
+const DefaultWarmup = "import numpy, pandas, matplotlib\nimport matplotlib.pyplot"
+
+// keepaliveEvery is how often a keepalive line is sent without other output.
+const keepaliveEvery = 5 * time.Second
+
+// Options configure the interpreter service.
+type Options struct {
+	// StateDir holds connection files, kernel logs and the JS runner.
+	StateDir string
+	// Warmup is run silently in new Python contexts ("" = none).
+	Warmup string
+}
+
+// Server is the code-interpreter HTTP service.
+type Server struct {
+	st   *state.State
+	log  *slog.Logger
+	opts Options
+
+	// mu guards contexts and defaults.
+	mu       sync.Mutex
+	contexts map[string]*entry
+	defaults map[string]*entry // language → default context
+	creating map[string]chan struct{}
+}
+
+type entry struct {
+	ID       string `json:"id"`
+	Language string `json:"language"`
+	Cwd      string `json:"cwd"`
+
+	kernel Kernel
+	// mu serializes executions in this context and guards envApplied.
+	mu         sync.Mutex
+	envApplied map[string]string
+}
+
+// New returns the service. Call StartDefaults to warm the default contexts.
+func New(st *state.State, log *slog.Logger, opts Options) (*Server, error) {
+	if opts.StateDir == "" {
+		opts.StateDir = "/tmp/.airlock-interpreter"
+	}
+	if err := os.MkdirAll(opts.StateDir, 0o711); err != nil {
+		return nil, fmt.Errorf("creating interpreter state dir: %w", err)
+	}
+	return &Server{st: st, log: log, opts: opts, contexts: map[string]*entry{}, defaults: map[string]*entry{}, creating: map[string]chan struct{}{}}, nil
+}
+
+// StartDefaults creates the default Python and JavaScript contexts in the
+// background (errors are logged: a template without node has no JS default).
+func (s *Server) StartDefaults(ctx context.Context) {
+	for _, lang := range []string{"python", "javascript"} {
+		go func() {
+			start := time.Now()
+			if _, err := s.defaultContext(ctx, lang); err != nil {
+				s.log.Warn("default context", "language", lang, "err", err)
+				return
+			}
+			s.log.Info("default context ready", "language", lang, "took", time.Since(start))
+		}()
+	}
+}
+
+// Close stops every kernel.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.contexts {
+		_ = e.kernel.Close()
+	}
+	s.contexts = map[string]*entry{}
+	s.defaults = map[string]*entry{}
+}
+
+func newID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func (s *Server) baseEnv(u *identity.User) []string {
+	env := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "E2B_SANDBOX": "true", "TERM": "xterm-256color",
+	}
+	if u != nil {
+		env["HOME"], env["USER"], env["LOGNAME"] = u.Home, u.Name, u.Name
+	}
+	maps.Copy(env, s.st.EnvVars())
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *Server) newContext(ctx context.Context, language, cwd string) (*entry, error) {
+	u, err := identity.Lookup(s.st.DefaultUser())
+	if err != nil {
+		return nil, fmt.Errorf("kernel user: %w", err)
+	}
+	if cwd == "" {
+		cwd = u.Home
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("cwd %q is not a directory", cwd)
+	}
+	ra := runAs{user: u, cwd: cwd, env: s.baseEnv(u)}
+	var k Kernel
+	switch language {
+	case "python":
+		k, err = newJupyterKernel(ctx, s.log, ra, s.opts.StateDir, s.opts.Warmup)
+	case "javascript", "typescript":
+		var p string
+		if p, err = writeRunner(s.opts.StateDir); err == nil {
+			k, err = newProcKernel(ctx, jsSpec(p, ra, language == "typescript"), s.log)
+		}
+	case "bash":
+		k, err = newProcKernel(ctx, bashSpec(s.opts.StateDir, ra), s.log)
+	default:
+		return nil, fmt.Errorf("%w: %q", errUnsupported, language)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating %s context: %w", language, err)
+	}
+	e := &entry{ID: newID(), Language: language, Cwd: cwd, kernel: k, envApplied: s.st.EnvVars()}
+	s.mu.Lock()
+	s.contexts[e.ID] = e
+	s.mu.Unlock()
+	return e, nil
+}
+
+var errUnsupported = errors.New("unsupported language")
+
+// defaultContext returns (creating once) the default context of a language.
+func (s *Server) defaultContext(ctx context.Context, language string) (*entry, error) {
+	for {
+		s.mu.Lock()
+		if e, ok := s.defaults[language]; ok {
+			s.mu.Unlock()
+			return e, nil
+		}
+		if ch, ok := s.creating[language]; ok {
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		s.creating[language] = ch
+		s.mu.Unlock()
+		e, err := s.newContext(context.WithoutCancel(ctx), language, "")
+		s.mu.Lock()
+		delete(s.creating, language)
+		if err == nil {
+			s.defaults[language] = e
+		}
+		s.mu.Unlock()
+		close(ch)
+		return e, err
+	}
+}
+
+// Handler returns the HTTP handler (port 49999).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `"OK"`)
+	})
+	mux.HandleFunc("POST /execute", s.handleExecute)
+	mux.HandleFunc("GET /contexts", s.handleListContexts)
+	mux.HandleFunc("POST /contexts", s.handleCreateContext)
+	mux.HandleFunc("DELETE /contexts/{id}", s.handleDeleteContext)
+	mux.HandleFunc("POST /contexts/{id}/restart", s.handleRestartContext)
+	return cors(mux)
+}
+
+func cors(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		if r.Method == http.MethodOptions {
+			w.Header().Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+			w.Header().Set("Access-Control-Allow-Headers", "*")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func textError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg)
+}
+
+type executeRequest struct {
+	Code      string            `json:"code"`
+	ContextID *string           `json:"context_id"`
+	Language  *string           `json:"language"`
+	EnvVars   map[string]string `json:"env_vars"`
+}
+
+func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
+	if !s.st.CheckToken(r.Header.Get("X-Access-Token")) {
+		textError(w, http.StatusUnauthorized, "invalid access token")
+		return
+	}
+	var req executeRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20)).Decode(&req); err != nil {
+		textError(w, http.StatusBadRequest, "invalid request body: "+err.Error())
+		return
+	}
+	hasCtx := req.ContextID != nil && *req.ContextID != ""
+	hasLang := req.Language != nil && *req.Language != ""
+	if hasCtx && hasLang {
+		textError(w, http.StatusBadRequest, "Only one of context_id or language can be provided")
+		return
+	}
+	var e *entry
+	var err error
+	switch {
+	case hasCtx:
+		s.mu.Lock()
+		e = s.contexts[*req.ContextID]
+		if e == nil && *req.ContextID == "default" {
+			e = s.defaults["python"]
+		}
+		s.mu.Unlock()
+		if e == nil {
+			textError(w, http.StatusNotFound, fmt.Sprintf("Context %s not found", *req.ContextID))
+			return
+		}
+	case hasLang:
+		e, err = s.defaultContext(r.Context(), NormalizeLanguage(*req.Language))
+	default:
+		e, err = s.defaultContext(r.Context(), "python")
+	}
+	if err != nil {
+		if errors.Is(err, errUnsupported) {
+			textError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		textError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	s.execute(w, r, e, req)
+}
+
+// lineWriter writes NDJSON lines and flushes each one.
+type lineWriter struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	flusher http.Flusher
+	last    time.Time
+	failed  bool
+}
+
+func (lw *lineWriter) write(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if lw.failed {
+		return
+	}
+	if _, err := lw.w.Write(append(b, '\n')); err != nil {
+		lw.failed = true
+		return
+	}
+	if lw.flusher != nil {
+		lw.flusher.Flush()
+	}
+	lw.last = time.Now()
+}
+
+func (lw *lineWriter) idle() time.Duration {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return time.Since(lw.last)
+}
+
+func outputRecord(o Output) map[string]any {
+	switch o.Type {
+	case "stdout", "stderr":
+		return map[string]any{"type": o.Type, "text": o.Text, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)}
+	case "result":
+		m := map[string]any{"type": "result", "is_main_result": o.IsMain}
+		maps.Copy(m, o.Result)
+		return m
+	case "error":
+		return map[string]any{"type": "error", "name": o.ErrName, "value": o.ErrValue, "traceback": o.Traceback}
+	case "number_of_executions":
+		return map[string]any{"type": "number_of_executions", "execution_count": o.ExecutionCount}
+	}
+	return nil
+}
+
+func envSnippet(language string, env map[string]string) string {
+	b, _ := json.Marshal(env)
+	switch language {
+	case "python":
+		return fmt.Sprintf("import os as __al_os, json as __al_json\n__al_os.environ.update(__al_json.loads(%q))\n", string(b))
+	case "javascript", "typescript":
+		return fmt.Sprintf("Object.assign(process.env, %s); undefined", string(b))
+	case "bash":
+		var sb strings.Builder
+		for k, v := range env {
+			if validEnvName(k) {
+				fmt.Fprintf(&sb, "export %s=%s\n", k, shellQuote(v))
+			}
+		}
+		return sb.String()
+	}
+	return ""
+}
+
+// syncGlobalEnv applies sandbox env vars that changed since the context was
+// created (e.g. set by /init after the default contexts started).
+func (s *Server) syncGlobalEnv(ctx context.Context, e *entry) {
+	cur := s.st.EnvVars()
+	if maps.Equal(cur, e.envApplied) {
+		return
+	}
+	if jk, ok := e.kernel.(*jupyterKernel); ok {
+		jk.mu.Lock()
+		err := jk.runSilent(ctx, envSnippet("python", cur))
+		jk.mu.Unlock()
+		if err != nil {
+			return
+		}
+	} else if err := e.kernel.Execute(ctx, envSnippet(e.Language, cur), nil, func(Output) {}); err != nil {
+		return
+	}
+	e.envApplied = cur
+}
+
+func (s *Server) execute(w http.ResponseWriter, r *http.Request, e *entry, req executeRequest) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s.syncGlobalEnv(r.Context(), e)
+
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	lw := &lineWriter{w: w, last: time.Now()}
+	lw.flusher, _ = w.(http.Flusher)
+	if lw.flusher != nil {
+		lw.flusher.Flush()
+	}
+	stopKA := make(chan struct{})
+	kaDone := make(chan struct{})
+	go func() {
+		defer close(kaDone)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopKA:
+				return
+			case <-t.C:
+				if lw.idle() >= keepaliveEvery {
+					lw.write(map[string]any{"type": "keepalive"})
+				}
+			}
+		}
+	}()
+	err := e.kernel.Execute(r.Context(), req.Code, req.EnvVars, func(o Output) {
+		if rec := outputRecord(o); rec != nil {
+			lw.write(rec)
+		}
+	})
+	close(stopKA)
+	<-kaDone
+	switch {
+	case errors.Is(err, ErrAborted):
+		lw.write(map[string]any{"type": "error", "name": "ExecutionAborted", "value": "Execution was aborted", "traceback": ""})
+	case errors.Is(err, ErrDied):
+		lw.write(map[string]any{"type": "error", "name": "ContextRestarting", "value": "Context was restarted: the kernel died during execution", "traceback": ""})
+	case err != nil:
+		lw.write(map[string]any{"type": "error", "name": "UnexpectedEndOfExecution", "value": err.Error(), "traceback": ""})
+	}
+	lw.write(map[string]any{"type": "end_of_execution"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) handleListContexts(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	out := make([]*entry, 0, len(s.contexts))
+	for _, e := range s.contexts {
+		out = append(out, e)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleCreateContext(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Language *string `json:"language"`
+		Cwd      *string `json:"cwd"`
+	}
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			textError(w, http.StatusBadRequest, "invalid request body: "+err.Error())
+			return
+		}
+	}
+	lang, cwd := "python", ""
+	if req.Language != nil {
+		lang = NormalizeLanguage(*req.Language)
+	}
+	if req.Cwd != nil {
+		cwd = *req.Cwd
+	}
+	e, err := s.newContext(r.Context(), lang, cwd)
+	if err != nil {
+		if errors.Is(err, errUnsupported) {
+			textError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		textError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+func (s *Server) lookup(id string) *entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.contexts[id]
+}
+
+func (s *Server) handleDeleteContext(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	e := s.contexts[id]
+	delete(s.contexts, id)
+	for lang, d := range s.defaults {
+		if d == e {
+			delete(s.defaults, lang)
+		}
+	}
+	s.mu.Unlock()
+	if e == nil {
+		textError(w, http.StatusNotFound, fmt.Sprintf("Context %s not found", id))
+		return
+	}
+	_ = e.kernel.Close()
+	writeJSON(w, http.StatusOK, nil)
+}
+
+func (s *Server) handleRestartContext(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	e := s.lookup(id)
+	if e == nil {
+		textError(w, http.StatusNotFound, fmt.Sprintf("Context %s not found", id))
+		return
+	}
+	e.mu.Lock()
+	err := e.kernel.Restart(r.Context())
+	// The restarted kernel has the environment it was created with; force a
+	// re-sync of the sandbox env vars on the next execution.
+	e.envApplied = map[string]string{}
+	e.mu.Unlock()
+	if err != nil {
+		textError(w, http.StatusInternalServerError, "restarting context: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, nil)
+}

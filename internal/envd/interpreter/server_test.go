@@ -1,0 +1,260 @@
+//go:build linux
+
+package interpreter
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/state"
+)
+
+func needTool(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if err := exec.Command(name, args...).Run(); err != nil {
+		t.Fatalf("this test needs %s %v (installed by scripts/setup.sh): %v", name, args, err)
+	}
+}
+
+func newTestServer(t *testing.T) (*Server, *httptest.Server) {
+	t.Helper()
+	st := state.New("root")
+	s, err := New(st, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { ts.Close(); s.Close() })
+	return s, ts
+}
+
+type rec map[string]any
+
+func run(t *testing.T, url string, body map[string]any) []rec {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url+"/execute", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		msg, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, msg)
+	}
+	var out []rec
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	for sc.Scan() {
+		if len(sc.Bytes()) == 0 {
+			t.Fatal("blank line in NDJSON stream")
+		}
+		var r rec
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("bad line %q: %v", sc.Text(), err)
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 || out[len(out)-1]["type"] != "end_of_execution" {
+		t.Fatalf("stream did not end with end_of_execution: %v", out)
+	}
+	return out
+}
+
+func collect(recs []rec, typ, field string) string {
+	var sb strings.Builder
+	for _, r := range recs {
+		if r["type"] == typ {
+			if s, ok := r[field].(string); ok {
+				sb.WriteString(s)
+			}
+		}
+	}
+	return sb.String()
+}
+
+func mainText(recs []rec) string {
+	for _, r := range recs {
+		if r["type"] == "result" && r["is_main_result"] == true {
+			s, _ := r["text"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+func TestPython(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel, matplotlib_inline, pandas")
+	_, ts := newTestServer(t)
+	u := ts.URL
+
+	if got := mainText(run(t, u, rec{"code": "x = 41\nx + 1"})); got != "42" {
+		t.Fatalf("1st cell main result = %q, want 42", got)
+	}
+	out := run(t, u, rec{"code": "print('hello', x)"})
+	if got := collect(out, "stdout", "text"); got != "hello 41\n" {
+		t.Fatalf("stdout = %q", got)
+	}
+	for _, r := range out {
+		if r["type"] == "stdout" && r["timestamp"] == nil {
+			t.Fatal("stdout record without timestamp")
+		}
+	}
+	out = run(t, u, rec{"code": "1/0"})
+	if collect(out, "error", "name") != "ZeroDivisionError" || !strings.Contains(collect(out, "error", "traceback"), "ZeroDivisionError") {
+		t.Fatalf("error records: %v", out)
+	}
+	out = run(t, u, rec{"code": "import pandas as pd\npd.DataFrame({'a':[1,2],'b':[3,4]})"})
+	var html string
+	for _, r := range out {
+		if r["type"] == "result" {
+			html, _ = r["html"].(string)
+		}
+	}
+	if !strings.Contains(html, "<table") {
+		t.Fatalf("DataFrame result has no html table: %v", out)
+	}
+	out = run(t, u, rec{"code": "import matplotlib.pyplot as plt\nplt.plot([1,2,3])\nplt.show()"})
+	var png string
+	for _, r := range out {
+		if r["type"] == "result" {
+			png, _ = r["png"].(string)
+		}
+	}
+	raw, err := base64.StdEncoding.DecodeString(png)
+	if err != nil || !bytes.HasPrefix(raw, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("no PNG result (err %v): %v", err, out)
+	}
+	out = run(t, u, rec{"code": "import os\nprint(os.environ.get('AL_T'))", "env_vars": map[string]string{"AL_T": "v1"}})
+	if got := collect(out, "stdout", "text"); got != "v1\n" {
+		t.Fatalf("env var in execution: %q", got)
+	}
+	out = run(t, u, rec{"code": "import os\nprint(os.environ.get('AL_T'))"})
+	if got := collect(out, "stdout", "text"); got != "None\n" {
+		t.Fatalf("env var not restored: %q", got)
+	}
+}
+
+func TestPythonInterruptAndCrash(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel")
+	_, ts := newTestServer(t)
+	u := ts.URL
+	run(t, u, rec{"code": "y = 7"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", u+"/execute", strings.NewReader(`{"code":"while True: pass"}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil {
+		t.Fatal("infinite loop finished?")
+	}
+	start := time.Now()
+	if got := mainText(run(t, u, rec{"code": "y"})); got != "7" {
+		t.Fatalf("after interrupt: %q", got)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatalf("context took %v to recover after interrupt", time.Since(start))
+	}
+	out := run(t, u, rec{"code": "import os; os._exit(1)"})
+	if collect(out, "error", "name") != "ContextRestarting" {
+		t.Fatalf("crash not reported: %v", out)
+	}
+	if got := mainText(run(t, u, rec{"code": "1+1"})); got != "2" {
+		t.Fatalf("after crash: %q", got)
+	}
+}
+
+func TestJavaScript(t *testing.T) {
+	needTool(t, "node", "--version")
+	_, ts := newTestServer(t)
+	u := ts.URL
+	if got := mainText(run(t, u, rec{"code": "const a = 40; let b = 2; a + b", "language": "js"})); got != "42" {
+		t.Fatalf("js result %q", got)
+	}
+	if got := mainText(run(t, u, rec{"code": "a * b", "language": "javascript"})); got != "80" {
+		t.Fatalf("js state %q", got)
+	}
+	out := run(t, u, rec{"code": "const c = await Promise.resolve(5); console.log('c is', c); c + a", "language": "js"})
+	if mainText(out) != "45" || collect(out, "stdout", "text") != "c is 5\n" {
+		t.Fatalf("top-level await: %v", out)
+	}
+	if got := mainText(run(t, u, rec{"code": "c", "language": "js"})); got != "5" {
+		t.Fatalf("await-cell declaration did not persist: %q", got)
+	}
+	out = run(t, u, rec{"code": "throw new TypeError('boom')", "language": "js"})
+	if collect(out, "error", "name") != "TypeError" || collect(out, "error", "value") != "boom" {
+		t.Fatalf("js error: %v", out)
+	}
+}
+
+func TestBash(t *testing.T) {
+	_, ts := newTestServer(t)
+	u := ts.URL
+	dir := t.TempDir()
+	run(t, u, rec{"code": "cd " + dir + "\nFOO=bar", "language": "bash"})
+	out := run(t, u, rec{"code": "pwd; echo $FOO", "language": "bash"})
+	if got := collect(out, "stdout", "text"); got != dir+"\nbar\n" {
+		t.Fatalf("bash state: %q", got)
+	}
+	out = run(t, u, rec{"code": "false", "language": "bash"})
+	if collect(out, "error", "name") == "" {
+		t.Fatalf("non-zero exit not reported: %v", out)
+	}
+}
+
+func TestContextsAPI(t *testing.T) {
+	_, ts := newTestServer(t)
+	u := ts.URL
+	resp, err := http.Post(u+"/contexts", "application/json", strings.NewReader(`{"language":"bash"}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("create context: %v %v", err, resp)
+	}
+	var c struct{ ID, Language, Cwd string }
+	_ = json.NewDecoder(resp.Body).Decode(&c)
+	resp.Body.Close()
+	if c.ID == "" || c.Language != "bash" {
+		t.Fatalf("context %+v", c)
+	}
+	run(t, u, rec{"code": "X=1", "context_id": c.ID})
+	resp, _ = http.Post(u+"/execute", "application/json", strings.NewReader(`{"code":"1","context_id":"nope"}`))
+	if resp.StatusCode != 404 {
+		t.Fatalf("unknown context: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+	resp, _ = http.Post(u+"/execute", "application/json", strings.NewReader(`{"code":"1","context_id":"`+c.ID+`","language":"python"}`))
+	if resp.StatusCode != 400 {
+		t.Fatalf("both context and language: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+	req, _ := http.NewRequest("POST", u+"/contexts/"+c.ID+"/restart", nil)
+	resp, _ = http.DefaultClient.Do(req)
+	if resp.StatusCode != 200 {
+		t.Fatalf("restart: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+	if got := collect(run(t, u, rec{"code": "echo ${X:-unset}", "context_id": c.ID}), "stdout", "text"); got != "unset\n" {
+		t.Fatalf("restart kept state: %q", got)
+	}
+	req, _ = http.NewRequest("DELETE", u+"/contexts/"+c.ID, nil)
+	resp, _ = http.DefaultClient.Do(req)
+	if resp.StatusCode != 200 {
+		t.Fatalf("delete: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+	_ = os.Getpid()
+}

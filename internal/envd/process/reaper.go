@@ -1,0 +1,177 @@
+//go:build linux
+
+package process
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The agent is PID 1 inside a sandbox, so orphaned grandchildren are
+// re-parented to it and must be reaped. Reaping blindly (wait4(-1)) would
+// steal exit statuses from os/exec, so the reaper only collects zombies that
+// are (a) not started by this package and (b) have stayed zombies across two
+// scans at least orphanAge apart — a child someone waits for is reaped by its
+// waiter immediately, so a lingering zombie has nobody waiting for it.
+
+// orphanAge is how long a zombie must linger before the reaper collects it.
+const orphanAge = 500 * time.Millisecond
+
+var (
+	// trackMu guards tracked.
+	trackMu sync.Mutex
+	tracked = map[int]struct{}{}
+)
+
+// startTracked starts cmd and records its pid so the reaper leaves it to
+// cmd.Wait.
+func startTracked(cmd *exec.Cmd) error {
+	trackMu.Lock()
+	defer trackMu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	tracked[cmd.Process.Pid] = struct{}{}
+	return nil
+}
+
+func untrack(pid int) {
+	trackMu.Lock()
+	delete(tracked, pid)
+	trackMu.Unlock()
+}
+
+func isTracked(pid int) bool {
+	trackMu.Lock()
+	defer trackMu.Unlock()
+	_, ok := tracked[pid]
+	return ok
+}
+
+// Reaper collects orphaned zombie children of this process.
+type Reaper struct {
+	log *slog.Logger
+	// seen maps a zombie pid to when it was first seen; only the goroutine
+	// running Run or ReapOnce touches it.
+	seen map[int]time.Time
+}
+
+// NewReaper returns a Reaper; call Run (when PID 1 or a child subreaper).
+func NewReaper(log *slog.Logger) *Reaper {
+	return &Reaper{log: log, seen: map[int]time.Time{}}
+}
+
+// Run reaps on every SIGCHLD and on a slow tick until ctx ends.
+func (r *Reaper) Run(ctx context.Context) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	defer signal.Stop(sigs)
+	tick := time.NewTicker(orphanAge)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sigs:
+		case <-tick.C:
+		}
+		r.ReapOnce(time.Now())
+	}
+}
+
+// ReapOnce scans /proc once and reaps the orphaned zombies that have lingered
+// for orphanAge. It returns how many it reaped.
+func (r *Reaper) ReapOnce(now time.Time) int {
+	zombies, err := zombieChildren(os.Getpid())
+	if err != nil {
+		r.log.Warn("scanning for zombies", "error", err)
+		return 0
+	}
+	present := make(map[int]bool, len(zombies))
+	n := 0
+	for _, pid := range zombies {
+		present[pid] = true
+		if isTracked(pid) {
+			continue
+		}
+		first, ok := r.seen[pid]
+		if !ok {
+			r.seen[pid] = now
+			continue
+		}
+		if now.Sub(first) < orphanAge {
+			continue
+		}
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if err == nil && got == pid {
+			n++
+			delete(r.seen, pid)
+			r.log.Debug("reaped orphan", "pid", pid, "status", int(ws))
+		}
+	}
+	for pid := range r.seen {
+		if !present[pid] {
+			delete(r.seen, pid)
+		}
+	}
+	return n
+}
+
+// zombieChildren lists pids in state Z whose parent is ppid.
+func zombieChildren(ppid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("reading /proc: %w", err)
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		state, parent, err := readStat(pid)
+		if err != nil {
+			continue // raced with exit
+		}
+		if state == 'Z' && parent == ppid {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
+// readStat returns the state and parent pid from /proc/<pid>/stat.
+func readStat(pid int) (byte, int, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0, err
+	}
+	// "pid (comm) S ppid ..." — comm may contain spaces and parens.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, 0, errors.New("malformed stat")
+	}
+	fields := bytes.Fields(b[i+2:])
+	if len(fields) < 2 || len(fields[0]) != 1 {
+		return 0, 0, errors.New("malformed stat")
+	}
+	ppid, err := strconv.Atoi(string(fields[1]))
+	if err != nil {
+		return 0, 0, fmt.Errorf("parsing ppid: %w", err)
+	}
+	return fields[0][0], ppid, nil
+}

@@ -1,0 +1,284 @@
+//go:build linux
+
+package network
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// InternetSetName is the nftables set of host veth names whose sandboxes may
+// reach the outside world.
+const InternetSetName = "internet_ifaces"
+
+// Chain names in the table.
+const (
+	chainInput       = "input"
+	chainForward     = "forward"
+	chainPostrouting = "postrouting"
+)
+
+// blockedDestinations are never reachable from a sandbox, even with internet
+// allowed (in addition to the sandbox pool itself).
+var blockedDestinations = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"), // link-local, cloud metadata
+	netip.MustParsePrefix("224.0.0.0/4"),    // multicast
+	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, broadcast
+}
+
+// firewall owns the nftables table "inet <NamePrefix>".
+type firewall struct {
+	table    *nftables.Table
+	set      *nftables.Set
+	ifPrefix string
+	subnet   netip.Prefix
+}
+
+func newFirewall(cfg Config) *firewall {
+	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: cfg.NamePrefix}
+	return &firewall{
+		table:    t,
+		set:      &nftables.Set{Table: t, Name: InternetSetName, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian},
+		ifPrefix: IfacePrefix(cfg.NamePrefix),
+		subnet:   cfg.Subnet,
+	}
+}
+
+// ifnameKey encodes an interface name the way the kernel compares it
+// (IFNAMSIZ bytes, NUL padded).
+func ifnameKey(name string) []byte {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, name)
+	return b
+}
+
+// currentInternet returns the members of the internet set of an existing
+// table, or nil when there is none.
+func (f *firewall) currentInternet() ([]string, error) {
+	c, err := nftables.New()
+	if err != nil {
+		return nil, fmt.Errorf("opening nftables: %w", err)
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return nil, fmt.Errorf("listing nftables tables: %w", err)
+	}
+	found := false
+	for _, t := range tables {
+		found = found || t.Name == f.table.Name
+	}
+	if !found {
+		return nil, nil
+	}
+	elems, err := c.GetSetElements(f.set)
+	if err != nil {
+		// The table exists but not (yet) our set: treat as empty.
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading set %s: %w", InternetSetName, err)
+	}
+	var names []string
+	for _, e := range elems {
+		names = append(names, unix.ByteSliceToString(e.Key))
+	}
+	return names, nil
+}
+
+// install atomically replaces the table with a fresh one holding the policy,
+// with keep as the initial members of the internet set.
+func (f *firewall) install(keep []string) error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("opening nftables: %w", err)
+	}
+	// add + delete + add in one batch: replaces the table whether or not it
+	// existed, atomically.
+	c.AddTable(f.table)
+	c.DelTable(f.table)
+	c.AddTable(f.table)
+
+	var elems []nftables.SetElement
+	for _, n := range keep {
+		elems = append(elems, nftables.SetElement{Key: ifnameKey(n)})
+	}
+	set := *f.set // AddSet assigns a transaction id; keep f.set untouched
+	if err := c.AddSet(&set, elems); err != nil {
+		return fmt.Errorf("adding set %s: %w", InternetSetName, err)
+	}
+
+	accept := nftables.ChainPolicyAccept
+	input := c.AddChain(&nftables.Chain{
+		Name: chainInput, Table: f.table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityRef(*nftables.ChainPriorityFilter - 10),
+		Policy: &accept,
+	})
+	forward := c.AddChain(&nftables.Chain{
+		Name: chainForward, Table: f.table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityRef(*nftables.ChainPriorityFilter - 10),
+		Policy: &accept,
+	})
+	post := c.AddChain(&nftables.Chain{
+		Name: chainPostrouting, Table: f.table, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
+		Policy: &accept,
+	})
+
+	rule := func(ch *nftables.Chain, parts ...[]expr.Any) {
+		var exprs []expr.Any
+		for _, p := range parts {
+			exprs = append(exprs, p...)
+		}
+		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: exprs})
+	}
+	fromUs := f.ifaceMatch(expr.MetaKeyIIFNAME, expr.CmpOpEq)
+	toUs := f.ifaceMatch(expr.MetaKeyOIFNAME, expr.CmpOpEq)
+	notToUs := f.ifaceMatch(expr.MetaKeyOIFNAME, expr.CmpOpNeq)
+
+	// input: sandboxes only answer connections the host opened.
+	rule(input, fromUs, ctEstablished(), verdict(expr.VerdictAccept))
+	rule(input, fromUs, verdict(expr.VerdictDrop))
+
+	// forward: never sandbox to sandbox; never to blocked destinations;
+	// outside only when allowed; inbound only as replies.
+	rule(forward, fromUs, toUs, verdict(expr.VerdictDrop))
+	for _, p := range append([]netip.Prefix{f.subnet}, blockedDestinations...) {
+		rule(forward, fromUs, ipv4(), ipInPrefix(16, p), verdict(expr.VerdictDrop))
+	}
+	rule(forward, fromUs, ipv4(), inInternetSet(&set), verdict(expr.VerdictAccept))
+	rule(forward, fromUs, verdict(expr.VerdictDrop))
+	rule(forward, toUs, ctEstablished(), verdict(expr.VerdictAccept))
+	rule(forward, toUs, verdict(expr.VerdictDrop))
+
+	// postrouting: NAT the pool when it leaves through a non-sandbox iface.
+	rule(post, ipv4(), ipInPrefix(12, f.subnet), notToUs, []expr.Any{&expr.Masq{}})
+
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("installing nftables table inet %s: %w", f.table.Name, err)
+	}
+	return nil
+}
+
+// setInternet adds or removes ifname in the internet set. Removing a missing
+// element is not an error.
+func (f *firewall) setInternet(ifname string, allow bool) error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("opening nftables: %w", err)
+	}
+	elems := []nftables.SetElement{{Key: ifnameKey(ifname)}}
+	if allow {
+		err = c.SetAddElements(f.set, elems)
+	} else {
+		err = c.SetDeleteElements(f.set, elems)
+	}
+	if err != nil {
+		return fmt.Errorf("updating set %s: %w", InternetSetName, err)
+	}
+	if err := c.Flush(); err != nil {
+		if !allow && errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("updating set %s (%s allow=%v): %w", InternetSetName, ifname, allow, err)
+	}
+	return nil
+}
+
+// internetMembers lists the internet set.
+func (f *firewall) internetMembers() ([]string, error) {
+	c, err := nftables.New()
+	if err != nil {
+		return nil, fmt.Errorf("opening nftables: %w", err)
+	}
+	elems, err := c.GetSetElements(f.set)
+	if err != nil {
+		return nil, fmt.Errorf("reading set %s: %w", InternetSetName, err)
+	}
+	names := make([]string, 0, len(elems))
+	for _, e := range elems {
+		names = append(names, unix.ByteSliceToString(e.Key))
+	}
+	return names, nil
+}
+
+// remove deletes the table; a missing table is not an error.
+func (f *firewall) remove() error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("opening nftables: %w", err)
+	}
+	c.DelTable(f.table)
+	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("deleting nftables table inet %s: %w", f.table.Name, err)
+	}
+	return nil
+}
+
+// ifaceMatch matches iifname/oifname against our prefix wildcard ("al*").
+func (f *firewall) ifaceMatch(key expr.MetaKey, op expr.CmpOp) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: key, Register: 1},
+		&expr.Cmp{Op: op, Register: 1, Data: []byte(f.ifPrefix)},
+	}
+}
+
+// ipv4 restricts a rule of the inet table to IPv4 packets.
+func ipv4() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+	}
+}
+
+// ipInPrefix matches the IPv4 address at network-header offset off (12 =
+// saddr, 16 = daddr) against p.
+func ipInPrefix(off uint32, p netip.Prefix) []expr.Any {
+	mask := netipMask(p.Bits())
+	net4 := p.Masked().Addr().As4()
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: net4[:]},
+	}
+}
+
+func netipMask(bits int) []byte {
+	m := make([]byte, 4)
+	for i := 0; i < bits; i++ {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	return m
+}
+
+// ctEstablished matches ct state established,related.
+func ctEstablished() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{
+			SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
+			Xor:  binaryutil.NativeEndian.PutUint32(0),
+		},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+	}
+}
+
+// inInternetSet matches iifname in @internet_ifaces.
+func inInternetSet(s *nftables.Set) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID},
+	}
+}
+
+func verdict(k expr.VerdictKind) []expr.Any {
+	return []expr.Any{&expr.Verdict{Kind: k}}
+}

@@ -1,0 +1,281 @@
+// Package proxy routes sandbox traffic arriving on the daemon's single
+// listener: requests naming a sandbox (E2b-Sandbox-Id/E2b-Sandbox-Port
+// headers, a "<port>-<id>.<domain>" Host, or a signed header-less /files URL)
+// are reverse-proxied, unbuffered, to the sandbox's guest address; everything
+// else goes to the control-plane API.
+package proxy
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+)
+
+// EnvdPort is the agent's port; traffic tokens are never required for it.
+const EnvdPort = 49983
+
+// Header names used for routing (matched case-insensitively).
+const (
+	HeaderSandboxID    = "E2b-Sandbox-Id"
+	HeaderSandboxPort  = "E2b-Sandbox-Port"
+	HeaderTrafficToken = "E2b-Traffic-Access-Token"
+)
+
+// internalPaths are agent endpoints only the daemon may call.
+var internalPaths = map[string]bool{
+	"/init": true, "/freeze": true, "/unfreeze": true, "/collapse": true,
+	"/fsfreeze": true, "/fsthaw": true, "/upgrade": true,
+}
+
+// Target is a routable sandbox.
+type Target struct {
+	ID           string
+	Addr         netip.Addr // guest address
+	AccessToken  string     // envd access token ("" = unsecured)
+	TrafficToken string     // required on non-envd ports when set
+}
+
+// Resolver finds live sandboxes.
+type Resolver interface {
+	Lookup(id string) (Target, bool)
+	// Targets lists every live sandbox (used for signed /files routing).
+	Targets() []Target
+}
+
+// VerifyFunc checks a signed /files URL against a sandbox access token
+// (files.VerifySignature).
+type VerifyFunc func(q url.Values, operation, token string, now time.Time) error
+
+// Options configure the proxy.
+type Options struct {
+	// APIHosts are host names (without port) that always reach the API,
+	// even if they look like sandbox hosts.
+	APIHosts []string
+	// VerifySignature enables routing of header-less signed /files requests.
+	VerifySignature VerifyFunc
+	// Transport to the sandboxes; default: direct (no HTTP proxy), 5 s dial
+	// timeout, no compression, 620 s idle.
+	Transport http.RoundTripper
+	Logger    *slog.Logger
+}
+
+type proxy struct {
+	res      Resolver
+	api      http.Handler
+	opts     Options
+	log      *slog.Logger
+	apiHosts map[string]bool
+	rp       *httputil.ReverseProxy
+}
+
+type ctxKey struct{}
+
+// routeInfo travels from ServeHTTP to the ReverseProxy callbacks.
+type routeInfo struct {
+	id   string
+	addr string // host:port
+}
+
+// New returns the combined API + sandbox-traffic handler.
+func New(res Resolver, api http.Handler, opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Transport == nil {
+		opts.Transport = DefaultTransport()
+	}
+	p := &proxy{res: res, api: api, opts: opts, log: opts.Logger, apiHosts: map[string]bool{}}
+	for _, h := range opts.APIHosts {
+		p.apiHosts[strings.ToLower(h)] = true
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:       p.rewrite,
+		Transport:     opts.Transport,
+		FlushInterval: -1,
+		ErrorHandler:  p.upstreamError,
+		ErrorLog:      slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
+	}
+	return p
+}
+
+// DefaultTransport is the transport used to reach sandboxes.
+func DefaultTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DisableCompression:    true,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       620 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if id := r.Header.Get(HeaderSandboxID); id != "" {
+		port := r.Header.Get(HeaderSandboxPort)
+		if port == "" {
+			port = strconv.Itoa(EnvdPort)
+		}
+		p.serveSandbox(w, r, id, port)
+		return
+	}
+	if !p.isAPIHost(r.Host) {
+		if port, id, ok := ParseSandboxHost(r.Host); ok {
+			p.serveSandbox(w, r, id, port)
+			return
+		}
+	}
+	if r.URL.Path == "/files" && r.URL.Query().Get("signature") != "" && p.opts.VerifySignature != nil {
+		p.serveSigned(w, r)
+		return
+	}
+	p.api.ServeHTTP(w, r)
+}
+
+func (p *proxy) isAPIHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return p.apiHosts[strings.ToLower(host)]
+}
+
+// serveSandbox validates the route and proxies to the sandbox.
+func (p *proxy) serveSandbox(w http.ResponseWriter, r *http.Request, id, portStr string) {
+	if !validID(id) {
+		http.Error(w, "invalid sandbox id", http.StatusBadRequest)
+		return
+	}
+	port, ok := parsePort(portStr)
+	if !ok {
+		http.Error(w, "invalid sandbox port", http.StatusBadRequest)
+		return
+	}
+	if internalPaths[r.URL.Path] {
+		writeJSON(w, http.StatusNotFound, map[string]any{"code": http.StatusNotFound, "message": "not found"})
+		return
+	}
+	t, ok := p.res.Lookup(id)
+	if !ok {
+		sandboxGone(w, id)
+		return
+	}
+	if port != EnvdPort && t.TrafficToken != "" {
+		got := r.Header.Get(HeaderTrafficToken)
+		if subtle.ConstantTimeCompare([]byte(got), []byte(t.TrafficToken)) != 1 {
+			writeJSON(w, http.StatusForbidden, map[string]any{"code": http.StatusForbidden, "sandboxId": id,
+				"message": "missing or invalid traffic access token"})
+			return
+		}
+	}
+	p.forward(w, r, t, port)
+}
+
+// serveSigned routes a header-less signed /files request to the sandbox whose
+// access token validates the signature.
+func (p *proxy) serveSigned(w http.ResponseWriter, r *http.Request) {
+	op := "read"
+	if r.Method == http.MethodPost || r.Method == http.MethodPut {
+		op = "write"
+	}
+	q := r.URL.Query()
+	now := time.Now()
+	expired := false
+	for _, t := range p.res.Targets() {
+		if t.AccessToken == "" {
+			continue
+		}
+		err := p.opts.VerifySignature(q, op, t.AccessToken, now)
+		if err == nil {
+			p.forward(w, r, t, EnvdPort)
+			return
+		}
+		if strings.Contains(strings.ToLower(err.Error()), "expired") {
+			expired = true
+		}
+	}
+	msg := "invalid signature: no sandbox matches"
+	if expired {
+		msg = "signature is already expired"
+	}
+	writeJSON(w, http.StatusUnauthorized, map[string]any{"code": http.StatusUnauthorized, "message": msg})
+}
+
+func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port int) {
+	info := &routeInfo{id: t.ID, addr: net.JoinHostPort(t.Addr.String(), strconv.Itoa(port))}
+	r = r.WithContext(contextWithRoute(r.Context(), info))
+	p.rp.ServeHTTP(w, r)
+}
+
+// rewrite points the outgoing request at the sandbox and drops routing
+// headers (ReverseProxy already strips hop-by-hop headers).
+func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
+	info := routeFromContext(pr.In.Context())
+	pr.SetURL(&url.URL{Scheme: "http", Host: info.addr})
+	pr.Out.Host = info.addr
+	pr.SetXForwarded()
+	pr.Out.Header.Del(HeaderSandboxID)
+	pr.Out.Header.Del(HeaderSandboxPort)
+	pr.Out.Header.Del(HeaderTrafficToken)
+}
+
+// upstreamError answers 502 when the sandbox cannot be reached.
+func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	info := routeFromContext(r.Context())
+	if r.Context().Err() != nil {
+		return // client went away
+	}
+	p.log.Debug("sandbox unreachable", "sandbox", info.id, "addr", info.addr, "err", err)
+	sandboxGone(w, info.id)
+}
+
+func sandboxGone(w http.ResponseWriter, id string) {
+	writeJSON(w, http.StatusBadGateway, map[string]any{
+		"sandboxId": id,
+		"message":   "The sandbox was not found or is not reachable on this port",
+		"code":      http.StatusBadGateway,
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// FromManager adapts the sandbox manager to a Resolver.
+func FromManager(m *sandbox.Manager) Resolver { return managerResolver{m} }
+
+type managerResolver struct{ m *sandbox.Manager }
+
+func (mr managerResolver) Lookup(id string) (Target, bool) {
+	sb, err := mr.m.Get(id)
+	if err != nil || sb.State != sandbox.StateRunning {
+		return Target{}, false
+	}
+	return toTarget(sb), true
+}
+
+func (mr managerResolver) Targets() []Target {
+	sbs := mr.m.List()
+	out := make([]Target, 0, len(sbs))
+	for _, sb := range sbs {
+		if sb.State == sandbox.StateRunning {
+			out = append(out, toTarget(sb))
+		}
+	}
+	return out
+}
+
+func toTarget(sb *sandbox.Sandbox) Target {
+	return Target{ID: sb.ID, Addr: sb.GuestIP, AccessToken: sb.AccessToken, TrafficToken: sb.TrafficToken}
+}

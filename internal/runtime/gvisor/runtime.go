@@ -1,0 +1,466 @@
+//go:build linux
+
+// Package gvisor implements runtime.Runtime with gVisor: every sandbox is a
+// runsc container (ptrace platform, gVisor's own network stack) whose root
+// filesystem is an overlay of a read-only template and a per-sandbox
+// writable layer on a size-limited ext4 image.
+//
+// Sandboxes are started in their own session and outlive the process that
+// started them; a new Runtime over the same Root finds them again with List.
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+)
+
+// ErrInvalidSpec marks errors caused by a bad runtime.Spec (a caller error,
+// as opposed to a failure of the host or of runsc).
+var ErrInvalidSpec = errors.New("gvisor: invalid sandbox spec")
+
+// Config configures the gVisor runtime.
+type Config struct {
+	// RunscPath is the runsc binary; default: "runsc" looked up in PATH.
+	RunscPath string
+	// Root is runsc's --root state directory (e.g. <data>/runsc). Required.
+	Root string
+	// Platform is runsc's --platform; default "ptrace".
+	Platform string
+	// ExtraFlags are extra global runsc flags (e.g. "--ignore-cgroups" on
+	// hosts where runsc cannot manage cgroups).
+	ExtraFlags []string
+	// DiskMB is the default size of a sandbox's writable layer when
+	// Resources.DiskMB is 0; 0 means DefaultDiskMB, negative means no
+	// size limit (plain directory layer).
+	DiskMB int
+	// MkfsPath is the mkfs.ext4 binary; default: looked up in PATH, then
+	// /usr/sbin and /sbin.
+	MkfsPath string
+	// DebugLogDir, when set, makes runsc write debug logs for each sandbox
+	// to DebugLogDir/<id>/ (kept after Destroy).
+	DebugLogDir string
+	// NoNetSysctlMask disables the workaround for runsc releases whose
+	// "root network namespace" check looks for
+	// /proc/sys/net/core/rmem_default, which exists in every network
+	// namespace since Linux 6.x (so --network=sandbox always fails). With
+	// the workaround (the default), `runsc run` is started through
+	// unshare(1) in a slave mount namespace where /proc/sys/net is hidden
+	// under an empty tmpfs; the sandbox's own netstack never reads it.
+	// Start checks itself that NetNSPath is not the host's namespace.
+	NoNetSysctlMask bool
+}
+
+// Runtime is the gVisor implementation of runtime.Runtime. It keeps no
+// per-sandbox state in memory; everything lives in runsc's root directory
+// and the sandbox directories, so it is safe for concurrent use.
+type Runtime struct {
+	runsc    string
+	root     string
+	platform string
+	extra    []string
+	diskMB   int
+	mkfsPath string
+	debugDir string
+	// unshare and sh are set when runsc run goes through the
+	// /proc/sys/net mask (see Config.NoNetSysctlMask).
+	unshare string
+	sh      string
+	log     *slog.Logger
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+var idRE = regexp.MustCompile(`^[a-z0-9]{1,64}$`)
+
+// New checks cfg and returns a Runtime.
+func New(cfg Config, log *slog.Logger) (*Runtime, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Root == "" {
+		return nil, errors.New("gvisor: Config.Root is required")
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("resolving runsc root: %w", err)
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("creating runsc root: %w", err)
+	}
+	runsc := cfg.RunscPath
+	if runsc == "" {
+		runsc = "runsc"
+	}
+	if runsc, err = exec.LookPath(runsc); err != nil {
+		return nil, fmt.Errorf("finding runsc: %w", err)
+	}
+	platform := cfg.Platform
+	if platform == "" {
+		platform = "ptrace"
+	}
+	r := &Runtime{
+		runsc:    runsc,
+		root:     root,
+		platform: platform,
+		extra:    append([]string(nil), cfg.ExtraFlags...),
+		diskMB:   cfg.DiskMB,
+		debugDir: cfg.DebugLogDir,
+		log:      log.With("runtime", "gvisor"),
+	}
+	if r.diskMB == 0 {
+		r.diskMB = DefaultDiskMB
+	}
+	if !cfg.NoNetSysctlMask {
+		if r.unshare, err = exec.LookPath("unshare"); err != nil {
+			return nil, fmt.Errorf("finding unshare (util-linux) for the netns workaround: %w", err)
+		}
+		if r.sh, err = exec.LookPath("sh"); err != nil {
+			return nil, fmt.Errorf("finding sh for the netns workaround: %w", err)
+		}
+	}
+	if r.diskMB > 0 {
+		if r.mkfsPath, err = findMkfs(cfg.MkfsPath); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func findMkfs(p string) (string, error) {
+	if p != "" {
+		return exec.LookPath(p)
+	}
+	if p, err := exec.LookPath("mkfs.ext4"); err == nil {
+		return p, nil
+	}
+	for _, c := range []string{"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"} {
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	return "", errors.New("gvisor: mkfs.ext4 not found (install e2fsprogs or set Config.DiskMB < 0)")
+}
+
+// Name implements runtime.Runtime.
+func (r *Runtime) Name() string { return "gvisor" }
+
+func (r *Runtime) globalArgs() []string {
+	args := []string{"--root", r.root, "--platform", r.platform, "--network", "sandbox"}
+	return append(args, r.extra...)
+}
+
+// runscError is a failed runsc invocation.
+type runscError struct {
+	args   []string
+	err    error
+	stderr string
+}
+
+func (e *runscError) Error() string {
+	return fmt.Sprintf("runsc %s: %v: %s", strings.Join(e.args, " "), e.err, e.stderr)
+}
+
+func (e *runscError) Unwrap() error { return e.err }
+
+// notFound reports whether err is runsc saying the container does not exist.
+func notFound(err error) bool {
+	var re *runscError
+	return errors.As(err, &re) && strings.Contains(re.stderr, "does not exist")
+}
+
+// exec runs a short-lived runsc subcommand and returns its stdout.
+func (r *Runtime) exec(ctx context.Context, args ...string) ([]byte, error) {
+	full := append(r.globalArgs(), args...)
+	cmd := exec.CommandContext(ctx, r.runsc, full...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	// Never wait forever for pipes a stray child might have inherited.
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), &runscError{args: args, err: err, stderr: strings.TrimSpace(stderr.String())}
+	}
+	return stdout.Bytes(), nil
+}
+
+func validID(id string) error {
+	if !idRE.MatchString(id) {
+		return fmt.Errorf("%w: id %q must match [a-z0-9]{1,64}", ErrInvalidSpec, id)
+	}
+	return nil
+}
+
+func validate(spec runtime.Spec) error {
+	if err := validID(spec.ID); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(spec.Dir) || filepath.Clean(spec.Dir) == "/" {
+		return fmt.Errorf("%w: Dir %q must be an absolute path", ErrInvalidSpec, spec.Dir)
+	}
+	if fi, err := os.Stat(spec.RootFS); err != nil || !fi.IsDir() || !filepath.IsAbs(spec.RootFS) {
+		return fmt.Errorf("%w: RootFS %q is not an absolute directory", ErrInvalidSpec, spec.RootFS)
+	}
+	if fi, err := os.Stat(spec.AgentPath); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: AgentPath %q is not a regular file", ErrInvalidSpec, spec.AgentPath)
+	}
+	if spec.NetNSPath == "" {
+		return fmt.Errorf("%w: NetNSPath is required", ErrInvalidSpec)
+	}
+	if err := checkNetNS(spec.NetNSPath); err != nil {
+		return err
+	}
+	if spec.Resources.CPUCount < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.PIDs < 0 || spec.Resources.DiskMB < 0 {
+		return fmt.Errorf("%w: negative resource limit", ErrInvalidSpec)
+	}
+	return nil
+}
+
+// Start implements runtime.Runtime: it builds the overlay root filesystem
+// and the OCI bundle in spec.Dir and runs the container detached. It returns
+// once runsc reports the container started. On failure everything created
+// so far is torn down again.
+func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
+	if err := validate(spec); err != nil {
+		return err
+	}
+	dir := filepath.Clean(spec.Dir)
+	if r.known(spec.ID) {
+		return fmt.Errorf("%w: sandbox %s already exists in runsc", ErrInvalidSpec, spec.ID)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("creating parent of sandbox dir: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%w: sandbox dir %s already exists", ErrInvalidSpec, dir)
+		}
+		return fmt.Errorf("creating sandbox dir: %w", err)
+	}
+	started := time.Now()
+	defer func() {
+		if err == nil {
+			return
+		}
+		if tail := logTail(AgentLogPath(dir), 2048); tail != "" {
+			err = fmt.Errorf("%w\nagent.log: %s", err, tail)
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := r.Destroy(cctx, spec.ID, dir); derr != nil {
+			r.log.Error("cleaning up failed start", "id", spec.ID, "err", derr)
+		}
+	}()
+
+	l := effectiveLimits(spec.Resources, r.diskMB)
+	if err := r.prepareLayer(ctx, dir, max(l.diskMB, 0)); err != nil {
+		return err
+	}
+	if err := mountOverlay(filepath.Clean(spec.RootFS), dir); err != nil {
+		return err
+	}
+	hostname := spec.Hostname
+	if hostname == "" {
+		hostname = spec.ID
+	}
+	if err := writeGuestFiles(RootfsDir(dir), spec, hostname); err != nil {
+		return err
+	}
+	if err := writeBundle(dir, buildSpec(spec, RootfsDir(dir), l)); err != nil {
+		return err
+	}
+	layerReady := time.Since(started)
+
+	logf, err := os.OpenFile(AgentLogPath(dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening agent log: %w", err)
+	}
+	defer logf.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", os.DevNull, err)
+	}
+	defer devnull.Close()
+
+	args := r.globalArgs()
+	if r.debugDir != "" {
+		args = append(args, "--debug", "--debug-log", filepath.Join(r.debugDir, spec.ID)+"/")
+	}
+	args = append(args, "run", "--detach", "--bundle", dir, spec.ID)
+	cmd := r.runCommand(ctx, args)
+	// Files, not pipes: the sandbox and gofer inherit runsc's stdio, and
+	// a pipe would keep Wait (and the sandbox) hanging off this process.
+	cmd.Stdin = devnull
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	// Own session: the sandbox must survive the daemon being killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("runsc run %s: %w", spec.ID, err)
+	}
+	r.log.Debug("sandbox started", "id", spec.ID, "layer", layerReady, "total", time.Since(started))
+	return nil
+}
+
+// maskScript hides /proc/sys/net in the (new, slave) mount namespace and
+// then execs the runsc command line given as arguments.
+const maskScript = `mount -t tmpfs -o ro,size=4k,mode=555 airlock-netmask /proc/sys/net && exec "$0" "$@"`
+
+// runCommand returns the command that runs a long-lived runsc subcommand
+// (run, restore), through the /proc/sys/net mask unless disabled.
+func (r *Runtime) runCommand(ctx context.Context, args []string) *exec.Cmd {
+	if r.unshare == "" {
+		return exec.CommandContext(ctx, r.runsc, args...)
+	}
+	// Slave propagation: the host's later unmounts (other sandboxes'
+	// layers) still reach this namespace, so it never pins them.
+	full := append([]string{"--mount", "--propagation", "slave", "--", r.sh, "-c", maskScript, r.runsc}, args...)
+	return exec.CommandContext(ctx, r.unshare, full...)
+}
+
+// checkNetNS verifies that path is a network namespace other than the one
+// of the host (pid 1) and of this process.
+func checkNetNS(path string) error {
+	var st, host, self unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fmt.Errorf("%w: NetNSPath: %v", ErrInvalidSpec, err)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(path, &fs); err != nil || fs.Type != unix.NSFS_MAGIC {
+		return fmt.Errorf("%w: NetNSPath %s is not a namespace file", ErrInvalidSpec, path)
+	}
+	for _, p := range []struct {
+		path string
+		st   *unix.Stat_t
+	}{{"/proc/1/ns/net", &host}, {"/proc/self/ns/net", &self}} {
+		if err := unix.Stat(p.path, p.st); err == nil && p.st.Dev == st.Dev && p.st.Ino == st.Ino {
+			return fmt.Errorf("%w: NetNSPath %s is the host's network namespace", ErrInvalidSpec, path)
+		}
+	}
+	return nil
+}
+
+// known reports whether runsc has state for container id (runsc keeps it in
+// <root>/<container>_sandbox:<sandbox>.state).
+func (r *Runtime) known(id string) bool {
+	_, err := os.Stat(filepath.Join(r.root, id+"_sandbox:"+id+".state"))
+	return err == nil
+}
+
+// logTail returns up to n bytes from the end of the file at path.
+func logTail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > n {
+		if _, err := f.Seek(-n, io.SeekEnd); err != nil {
+			return ""
+		}
+	}
+	b, _ := io.ReadAll(f)
+	return strings.TrimSpace(string(b))
+}
+
+// Destroy implements runtime.Runtime: kills and deletes the container,
+// unmounts the overlay and the layer image, removes leftover cgroups and
+// deletes dir. Unknown ids are not an error; a call that fails can be
+// retried.
+func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	var errs []error
+	if _, err := r.exec(ctx, "kill", id, "KILL"); err != nil && !notFound(err) {
+		// Usually "not running" for a stopped container; delete --force
+		// below is what matters.
+		r.log.Debug("runsc kill", "id", id, "err", err)
+	}
+	if _, err := r.exec(ctx, "delete", "--force", id); err != nil && !notFound(err) {
+		errs = append(errs, err)
+	}
+	removeCgroups(id)
+	if dir != "" {
+		dir = filepath.Clean(dir)
+		if !filepath.IsAbs(dir) || dir == "/" {
+			return fmt.Errorf("%w: Dir %q must be an absolute path", ErrInvalidSpec, dir)
+		}
+		if err := unmountAll(dir); err != nil {
+			// Never RemoveAll through a live mount.
+			errs = append(errs, err)
+		} else if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing sandbox dir: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("destroying sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// runscState is the subset of runsc's state JSON we use.
+type runscState struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Pid    int    `json:"pid"`
+	Bundle string `json:"bundle"`
+}
+
+// State implements runtime.Runtime.
+func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
+	if err := validID(id); err != nil {
+		return "", err
+	}
+	out, err := r.exec(ctx, "state", id)
+	if err != nil {
+		if notFound(err) {
+			return "", runtime.ErrNotFound
+		}
+		return "", err
+	}
+	var st runscState
+	if err := json.Unmarshal(out, &st); err != nil {
+		return "", fmt.Errorf("parsing runsc state: %w", err)
+	}
+	switch st.Status {
+	case "running":
+		return runtime.StateRunning, nil
+	case "paused":
+		return runtime.StatePaused, nil
+	default: // "created", "stopped"
+		return runtime.StateStopped, nil
+	}
+}
+
+// List implements runtime.Runtime.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	out, err := r.exec(ctx, "list", "--format=json")
+	if err != nil {
+		return nil, err
+	}
+	var states []runscState
+	if err := json.Unmarshal(out, &states); err != nil {
+		return nil, fmt.Errorf("parsing runsc list: %w", err)
+	}
+	ids := make([]string, 0, len(states))
+	for _, s := range states {
+		ids = append(ids, s.ID)
+	}
+	return ids, nil
+}

@@ -1,0 +1,57 @@
+// Command agent is a tiny stand-in for airlock-envd used by the gvisor
+// runtime tests: it serves /health and /run?cmd=... on :49983, and with
+// "-hog N" allocates and touches N MiB of memory.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+)
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == "-hog" {
+		hog(os.Args[2])
+		return
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/run", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "/bin/sh", "-c", r.URL.Query().Get("cmd")).CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			code = -1
+			out = append(out, err.Error()...)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"exit": code, "output": string(out)})
+	})
+	log.Fatal(http.ListenAndServe(":49983", mux))
+}
+
+func hog(mbs string) {
+	mb, err := strconv.Atoi(mbs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var keep [][]byte
+	for i := 0; i < mb; i++ {
+		b := make([]byte, 1<<20)
+		for j := 0; j < len(b); j += 4096 {
+			b[j] = 1
+		}
+		keep = append(keep, b)
+	}
+	fmt.Printf("allocated %d MiB\n", len(keep))
+}

@@ -1,0 +1,94 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// agentClient talks to the in-sandbox agent (envd) from the host.
+type agentClient struct {
+	http *http.Client
+	port int
+}
+
+func (a *agentClient) url(host, path string) string {
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(a.port)) + path
+}
+
+// waitHealthy polls GET /health until the agent answers 2xx or ctx ends.
+func (a *agentClient) waitHealthy(ctx context.Context, host string) error {
+	const interval = 20 * time.Millisecond
+	var lastErr error
+	for {
+		err := a.healthOnce(ctx, host)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for agent health: %w (last error: %v)", ctx.Err(), lastErr)
+		case <-time.After(interval):
+		}
+	}
+}
+
+func (a *agentClient) healthOnce(ctx context.Context, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url(host, "/health"), nil)
+	if err != nil {
+		return fmt.Errorf("building health request: %w", err)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("agent health: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("agent health: status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// initRequest is the body of the agent's POST /init (spec §3.5).
+type initRequest struct {
+	EnvVars        map[string]string `json:"envVars,omitempty"`
+	AccessToken    *string           `json:"accessToken,omitempty"`
+	Timestamp      time.Time         `json:"timestamp"`
+	DefaultUser    string            `json:"defaultUser,omitempty"`
+	DefaultWorkdir string            `json:"defaultWorkdir,omitempty"`
+}
+
+// init sends POST /init to the agent.
+func (a *agentClient) init(ctx context.Context, host string, body initRequest) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encoding init body: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url(host, "/init"), bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("building init request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("agent init: %w", err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("agent init: status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	return nil
+}

@@ -1,0 +1,621 @@
+// Package sandbox is the sandbox manager: it creates sandboxes (template →
+// network → runtime → agent /init → store), tracks their timeouts, kills them
+// and re-attaches to running ones after a daemon restart.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/state"
+	"github.com/airlock-sandbox/airlock/internal/network"
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// Defaults applied when Config leaves a field zero.
+const (
+	DefaultAgentPort         = 49983
+	DefaultAgentReadyTimeout = 30 * time.Second
+	DefaultCPUCount          = 2
+	DefaultMemoryMB          = 512
+	DefaultDiskSizeMB        = 10240
+	DefaultMaxTimeout        = 24 * time.Hour
+	DefaultMaxSlots          = 16384 // a /16 pool carved into /30 blocks
+	DefaultNetNSPrefix       = "airlock-"
+	DefaultUser              = "user"
+	DefaultWorkdir           = "/home/user"
+)
+
+// Sandbox states.
+const (
+	StateRunning = "running"
+	StatePaused  = "paused"
+)
+
+// EnvdVersion is the agent version reported to SDKs.
+const EnvdVersion = state.Version
+
+// Template is what the manager needs to know about a resolved template.
+type Template struct {
+	Name   string // name/alias as requested, e.g. "base"
+	Hash   string // content hash of the build
+	RootFS string // read-only root filesystem directory
+}
+
+// Templates resolves template names. Unknown names must return an error
+// wrapping ErrTemplateNotFound.
+type Templates interface {
+	Resolve(ctx context.Context, name string) (*Template, error)
+}
+
+// Network is the subset of the network manager the sandbox manager uses.
+type Network interface {
+	Setup(ctx context.Context, id string, slot int, opts network.Options) (*network.Endpoint, error)
+	// Teardown removes the sandbox's netns/veth; slot may be -1 when unknown
+	// (leaked namespaces found by Restore).
+	Teardown(ctx context.Context, id string, slot int) error
+	// ListNamespaces returns the names (or ids) of the namespaces the
+	// network manager owns.
+	ListNamespaces() ([]string, error)
+}
+
+// Config configures a Manager. Runtime, Network, Templates and Store are
+// required.
+type Config struct {
+	Runtime   runtime.Runtime
+	Network   Network
+	Templates Templates
+	Store     store.Store
+	Logger    *slog.Logger
+
+	// DataDir holds sandboxes/<id>/ runtime directories.
+	DataDir string
+	// AgentPath is the host path of the airlock-envd binary.
+	AgentPath string
+	// AgentPort is the agent's port on the guest address (49983).
+	AgentPort int
+	// AgentReadyTimeout bounds the wait for the agent's /health.
+	AgentReadyTimeout time.Duration
+	// Nameservers for the sandboxes' resolv.conf; default HostNameservers.
+	Nameservers []string
+
+	DefaultCPUCount   int
+	DefaultMemoryMB   int
+	DefaultDiskSizeMB int
+	// MaxTimeout is the longest timeout a client may request.
+	MaxTimeout time.Duration
+	// MaxSlots is the number of network slots in the pool.
+	MaxSlots int
+	// NetNSPrefix is stripped from ListNamespaces names to get sandbox ids.
+	NetNSPrefix string
+	// HTTPClient is used to talk to agents (default: no proxy, short dials).
+	HTTPClient *http.Client
+}
+
+// CreateRequest describes a sandbox to create.
+type CreateRequest struct {
+	TemplateID string // default "base"
+	// Timeout after which the sandbox is killed; must be > 0.
+	Timeout  time.Duration
+	Metadata map[string]string
+	EnvVars  map[string]string
+	// AllowInternet defaults to true when nil.
+	AllowInternet *bool
+	// Secure generates an envd access token.
+	Secure bool
+	// AutoPause asks for pause instead of kill on timeout (not supported yet).
+	AutoPause bool
+}
+
+// Sandbox is a snapshot of one sandbox's state.
+type Sandbox struct {
+	ID            string
+	TemplateID    string
+	TemplateHash  string
+	Alias         string
+	State         string
+	GuestIP       netip.Addr
+	AccessToken   string
+	TrafficToken  string
+	Metadata      map[string]string
+	EnvVars       map[string]string
+	AllowInternet bool
+	CPUCount      int
+	MemoryMB      int
+	DiskSizeMB    int
+	StartedAt     time.Time
+	EndAt         time.Time
+	OnTimeout     string
+}
+
+// entry is the manager's per-sandbox state; guarded by Manager.mu.
+type entry struct {
+	rec     store.Sandbox
+	guestIP netip.Addr
+	timer   *time.Timer
+	gen     uint64 // incremented whenever the timer is re-armed
+}
+
+// Manager owns all sandboxes of this daemon. It is safe for concurrent use.
+type Manager struct {
+	cfg   Config
+	log   *slog.Logger
+	agent *agentClient
+	ready atomic.Bool
+
+	// bg tracks timeout kills in flight so Close can wait for them.
+	bg sync.WaitGroup
+
+	// mu guards sandboxes, slots and closed.
+	mu        sync.Mutex
+	sandboxes map[string]*entry // live (running) sandboxes by id
+	slots     map[int]string    // network slot → id, including sandboxes being created or released
+	closed    bool
+}
+
+// New validates cfg, fills defaults and returns a Manager.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Runtime == nil || cfg.Network == nil || cfg.Templates == nil || cfg.Store == nil {
+		return nil, errors.New("sandbox manager: runtime, network, templates and store are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.AgentPort == 0 {
+		cfg.AgentPort = DefaultAgentPort
+	}
+	if cfg.AgentReadyTimeout == 0 {
+		cfg.AgentReadyTimeout = DefaultAgentReadyTimeout
+	}
+	if len(cfg.Nameservers) == 0 {
+		cfg.Nameservers = HostNameservers("/etc/resolv.conf")
+	}
+	if cfg.DefaultCPUCount == 0 {
+		cfg.DefaultCPUCount = DefaultCPUCount
+	}
+	if cfg.DefaultMemoryMB == 0 {
+		cfg.DefaultMemoryMB = DefaultMemoryMB
+	}
+	if cfg.DefaultDiskSizeMB == 0 {
+		cfg.DefaultDiskSizeMB = DefaultDiskSizeMB
+	}
+	if cfg.MaxTimeout == 0 {
+		cfg.MaxTimeout = DefaultMaxTimeout
+	}
+	if cfg.MaxSlots == 0 {
+		cfg.MaxSlots = DefaultMaxSlots
+	}
+	if cfg.NetNSPrefix == "" {
+		cfg.NetNSPrefix = DefaultNetNSPrefix
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
+			Proxy:             nil,
+			DisableKeepAlives: true,
+		}}
+	}
+	return &Manager{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		agent:     &agentClient{http: cfg.HTTPClient, port: cfg.AgentPort},
+		sandboxes: map[string]*entry{},
+		slots:     map[int]string{},
+	}, nil
+}
+
+// SetReady marks the daemon ready (templates available) or not.
+func (m *Manager) SetReady(ready bool) { m.ready.Store(ready) }
+
+// Ready reports whether the daemon can create sandboxes.
+func (m *Manager) Ready() bool { return m.ready.Load() }
+
+// sandboxDir is the runtime's private directory for id.
+func (m *Manager) sandboxDir(id string) string {
+	return filepath.Join(m.cfg.DataDir, "sandboxes", id)
+}
+
+// Create starts a new sandbox and returns it once its agent is initialised.
+// Any failure undoes everything already set up.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, error) {
+	if req.TemplateID == "" {
+		req.TemplateID = "base"
+	}
+	if req.Timeout <= 0 {
+		return nil, userErrorf(http.StatusBadRequest, "timeout must be positive")
+	}
+	if req.Timeout > m.cfg.MaxTimeout {
+		return nil, userErrorf(http.StatusBadRequest, "timeout cannot be greater than %d seconds", int(m.cfg.MaxTimeout.Seconds()))
+	}
+	if req.AutoPause {
+		return nil, userErrorf(http.StatusNotImplemented, "autoPause is not supported yet")
+	}
+	allowInternet := true
+	if req.AllowInternet != nil {
+		allowInternet = *req.AllowInternet
+	}
+	tpl, err := m.cfg.Templates.Resolve(ctx, req.TemplateID)
+	if errors.Is(err, ErrTemplateNotFound) {
+		return nil, userErrorf(http.StatusNotFound, "template '%s' not found", req.TemplateID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolving template %q: %w", req.TemplateID, err)
+	}
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	var token string
+	if req.Secure {
+		if token, err = newToken(); err != nil {
+			return nil, err
+		}
+	}
+	slot, err := m.reserveSlot(id)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	log := m.log.With("sandbox", id, "template", req.TemplateID, "slot", slot)
+	dir := m.sandboxDir(id)
+
+	sb, err := m.start(ctx, log, id, slot, dir, tpl, req, allowInternet, token)
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if rerr := m.release(cctx, id, slot, dir); rerr != nil {
+			log.Error("cleaning up failed create", "err", rerr)
+		}
+		log.Warn("sandbox create failed", "err", err, "elapsed", time.Since(start))
+		return nil, err
+	}
+	log.Info("sandbox created", "elapsed", time.Since(start), "guest_ip", sb.GuestIP)
+	return sb, nil
+}
+
+// start performs the create steps after validation; the caller undoes them on
+// error.
+func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot int, dir string, tpl *Template,
+	req CreateRequest, allowInternet bool, token string) (*Sandbox, error) {
+	ep, err := m.cfg.Network.Setup(ctx, id, slot, network.Options{AllowInternet: allowInternet})
+	if err != nil {
+		return nil, fmt.Errorf("setting up network: %w", err)
+	}
+	spec := runtime.Spec{
+		ID:          id,
+		RootFS:      tpl.RootFS,
+		Dir:         dir,
+		NetNSPath:   ep.NetNSPath,
+		AgentPath:   m.cfg.AgentPath,
+		Hostname:    id,
+		Nameservers: append([]string(nil), m.cfg.Nameservers...),
+		Hosts:       []string{"127.0.0.1 " + id},
+		Resources: runtime.Resources{
+			CPUCount: m.cfg.DefaultCPUCount,
+			MemoryMB: m.cfg.DefaultMemoryMB,
+			DiskMB:   m.cfg.DefaultDiskSizeMB,
+		},
+	}
+	if err := m.cfg.Runtime.Start(ctx, spec); err != nil {
+		return nil, fmt.Errorf("starting runtime: %w", err)
+	}
+	host := ep.GuestIP.String()
+	waitStart := time.Now()
+	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
+	err = m.agent.waitHealthy(hctx, host)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("agent did not become healthy: %w", err)
+	}
+	log.Debug("agent healthy", "wait", time.Since(waitStart))
+
+	envs := maps.Clone(req.EnvVars)
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	envs["E2B_SANDBOX"] = "true"
+	envs["E2B_SANDBOX_ID"] = id
+	envs["E2B_TEMPLATE_ID"] = req.TemplateID
+	body := initRequest{
+		EnvVars:        envs,
+		Timestamp:      time.Now().UTC(),
+		DefaultUser:    DefaultUser,
+		DefaultWorkdir: DefaultWorkdir,
+	}
+	if token != "" {
+		body.AccessToken = &token
+	}
+	if err := m.agent.init(ctx, host, body); err != nil {
+		return nil, fmt.Errorf("initialising agent: %w", err)
+	}
+
+	now := time.Now().UTC()
+	rec := store.Sandbox{
+		ID:            id,
+		TemplateID:    req.TemplateID,
+		TemplateHash:  tpl.Hash,
+		Alias:         tpl.Name,
+		State:         StateRunning,
+		Runtime:       m.cfg.Runtime.Name(),
+		Slot:          slot,
+		GuestIP:       host,
+		AccessToken:   token,
+		Metadata:      maps.Clone(req.Metadata),
+		EnvVars:       maps.Clone(req.EnvVars),
+		AllowInternet: allowInternet,
+		CPUCount:      m.cfg.DefaultCPUCount,
+		MemoryMB:      m.cfg.DefaultMemoryMB,
+		DiskSizeMB:    m.cfg.DefaultDiskSizeMB,
+		StartedAt:     now,
+		EndAt:         now.Add(req.Timeout),
+		OnTimeout:     "kill",
+	}
+	if rec.Metadata == nil {
+		rec.Metadata = map[string]string{}
+	}
+	if rec.EnvVars == nil {
+		rec.EnvVars = map[string]string{}
+	}
+	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
+		return nil, fmt.Errorf("saving sandbox: %w", err)
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, userErrorf(http.StatusServiceUnavailable, "server is shutting down")
+	}
+	e := &entry{rec: rec, guestIP: ep.GuestIP}
+	m.sandboxes[id] = e
+	m.armLocked(id, e)
+	return snapshot(e), nil
+}
+
+// reserveSlot allocates the lowest free network slot for id.
+func (m *Manager) reserveSlot(id string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return 0, userErrorf(http.StatusServiceUnavailable, "server is shutting down")
+	}
+	for slot := 0; slot < m.cfg.MaxSlots; slot++ {
+		if _, used := m.slots[slot]; !used {
+			m.slots[slot] = id
+			return slot, nil
+		}
+	}
+	return 0, userErrorf(http.StatusServiceUnavailable, "no free sandbox slots (limit %d)", m.cfg.MaxSlots)
+}
+
+// release destroys the runtime sandbox, tears the network down and deletes
+// the store row. The slot is freed only when the network is gone, and the row
+// only when everything else is, so a failed release is retried by Restore.
+func (m *Manager) release(ctx context.Context, id string, slot int, dir string) error {
+	var errs []error
+	if err := m.cfg.Runtime.Destroy(ctx, id, dir); err != nil {
+		errs = append(errs, fmt.Errorf("destroying runtime sandbox: %w", err))
+	}
+	netErr := m.cfg.Network.Teardown(ctx, id, slot)
+	if netErr != nil {
+		errs = append(errs, fmt.Errorf("tearing down network: %w", netErr))
+	} else if slot >= 0 {
+		m.mu.Lock()
+		if m.slots[slot] == id {
+			delete(m.slots, slot)
+		}
+		m.mu.Unlock()
+	}
+	if len(errs) == 0 {
+		if err := m.cfg.Store.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("deleting sandbox row: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// armLocked (re)starts e's expiry timer. m.mu must be held.
+func (m *Manager) armLocked(id string, e *entry) {
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	e.gen++
+	gen := e.gen
+	e.timer = time.AfterFunc(time.Until(e.rec.EndAt), func() { m.expire(id, gen) })
+}
+
+// expire kills id if its timer generation is still current.
+func (m *Manager) expire(id string, gen uint64) {
+	m.mu.Lock()
+	e, ok := m.sandboxes[id]
+	if !ok || e.gen != gen || m.closed {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.sandboxes, id)
+	m.bg.Add(1)
+	m.mu.Unlock()
+	defer m.bg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m.log.Info("sandbox timed out", "sandbox", id)
+	if err := m.release(ctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
+		m.log.Error("killing timed-out sandbox", "sandbox", id, "err", err)
+	}
+}
+
+// snapshot copies e into a Sandbox. m.mu must be held.
+func snapshot(e *entry) *Sandbox {
+	r := &e.rec
+	return &Sandbox{
+		ID:            r.ID,
+		TemplateID:    r.TemplateID,
+		TemplateHash:  r.TemplateHash,
+		Alias:         r.Alias,
+		State:         r.State,
+		GuestIP:       e.guestIP,
+		AccessToken:   r.AccessToken,
+		TrafficToken:  r.TrafficToken,
+		Metadata:      maps.Clone(r.Metadata),
+		EnvVars:       maps.Clone(r.EnvVars),
+		AllowInternet: r.AllowInternet,
+		CPUCount:      r.CPUCount,
+		MemoryMB:      r.MemoryMB,
+		DiskSizeMB:    r.DiskSizeMB,
+		StartedAt:     r.StartedAt,
+		EndAt:         r.EndAt,
+		OnTimeout:     r.OnTimeout,
+	}
+}
+
+// Get returns the live sandbox id or a 404 user error.
+func (m *Manager) Get(id string) (*Sandbox, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.sandboxes[id]
+	if !ok {
+		return nil, notFound(id)
+	}
+	return snapshot(e), nil
+}
+
+// List returns all live sandboxes (unordered).
+func (m *Manager) List() []*Sandbox {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Sandbox, 0, len(m.sandboxes))
+	for _, e := range m.sandboxes {
+		out = append(out, snapshot(e))
+	}
+	return out
+}
+
+// Kill destroys the sandbox and releases everything it holds. Killing an
+// unknown (or already killed) sandbox returns a 404 user error.
+func (m *Manager) Kill(ctx context.Context, id string) error {
+	m.mu.Lock()
+	e, ok := m.sandboxes[id]
+	if ok {
+		delete(m.sandboxes, id)
+		if e.timer != nil {
+			e.timer.Stop()
+		}
+	}
+	m.mu.Unlock()
+	if !ok {
+		return notFound(id)
+	}
+	if err := m.release(ctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
+		return fmt.Errorf("killing sandbox %s: %w", id, err)
+	}
+	m.log.Info("sandbox killed", "sandbox", id)
+	return nil
+}
+
+// checkTimeout validates a client-supplied timeout.
+func (m *Manager) checkTimeout(d time.Duration) error {
+	if d < 0 {
+		return userErrorf(http.StatusBadRequest, "timeout must not be negative")
+	}
+	if d > m.cfg.MaxTimeout {
+		return userErrorf(http.StatusBadRequest, "timeout cannot be greater than %d seconds", int(m.cfg.MaxTimeout.Seconds()))
+	}
+	return nil
+}
+
+// updateEnd sets the sandbox's end time to now+d (only if later when
+// extendOnly), re-arms its timer and persists the change.
+func (m *Manager) updateEnd(ctx context.Context, id string, d time.Duration, extendOnly bool) (*Sandbox, error) {
+	if err := m.checkTimeout(d); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.sandboxes[id]
+	if !ok {
+		return nil, notFound(id)
+	}
+	end := time.Now().UTC().Add(d)
+	if extendOnly && !end.After(e.rec.EndAt) {
+		return snapshot(e), nil
+	}
+	e.rec.EndAt = end
+	m.armLocked(id, e)
+	rec := e.rec
+	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
+		return nil, fmt.Errorf("saving sandbox timeout: %w", err)
+	}
+	return snapshot(e), nil
+}
+
+// SetTimeout makes the sandbox expire d from now (shorter or longer).
+func (m *Manager) SetTimeout(ctx context.Context, id string, d time.Duration) error {
+	_, err := m.updateEnd(ctx, id, d, false)
+	return err
+}
+
+// Refresh extends the sandbox's life to at least d from now.
+func (m *Manager) Refresh(ctx context.Context, id string, d time.Duration) error {
+	_, err := m.updateEnd(ctx, id, d, true)
+	return err
+}
+
+// Connect returns a running sandbox, extending its timeout to at least
+// timeout from now. resumed reports whether a paused sandbox was resumed
+// (pausing is not supported yet, so it is always false).
+func (m *Manager) Connect(ctx context.Context, id string, timeout time.Duration) (sb *Sandbox, resumed bool, err error) {
+	m.mu.Lock()
+	e, ok := m.sandboxes[id]
+	paused := ok && e.rec.State == StatePaused
+	m.mu.Unlock()
+	if paused {
+		return nil, false, userErrorf(http.StatusConflict, "resuming paused sandbox %q is not supported yet", id)
+	}
+	sb, err = m.updateEnd(ctx, id, timeout, true)
+	return sb, false, err
+}
+
+// Close stops all timers, refuses new sandboxes and waits (bounded by ctx)
+// for timeout kills already in progress. Running sandboxes are left alone
+// (they are re-attached by Restore on the next start); call KillAll first to
+// destroy them.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	for _, e := range m.sandboxes {
+		if e.timer != nil {
+			e.timer.Stop()
+		}
+	}
+	m.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		m.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for sandbox kills in progress: %w", ctx.Err())
+	}
+}
+
+// KillAll kills every live sandbox.
+func (m *Manager) KillAll(ctx context.Context) error {
+	var errs []error
+	for _, sb := range m.List() {
+		if err := m.Kill(ctx, sb.ID); err != nil && !IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

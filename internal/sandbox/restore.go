@@ -1,0 +1,119 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+)
+
+// RestoreReport summarises what Restore did.
+type RestoreReport struct {
+	Reattached []string // live sandboxes now managed again
+	Removed    []string // store rows whose sandbox was dead (cleaned up) or expired
+	Leaked     []string // runtime sandboxes or namespaces without a row (destroyed)
+}
+
+// Restore is called once at startup, before serving. For every stored
+// sandbox it re-attaches when the runtime reports it running and its network
+// namespace still exists (re-arming the timer, or killing it when its end time
+// has passed); otherwise it destroys whatever is left and deletes the row.
+// Runtime sandboxes and namespaces that have no row are destroyed too.
+func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
+	var rep RestoreReport
+	rows, err := m.cfg.Store.ListSandboxes(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("listing stored sandboxes: %w", err)
+	}
+	rtIDs, err := m.cfg.Runtime.List(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("listing runtime sandboxes: %w", err)
+	}
+	nsNames, err := m.cfg.Network.ListNamespaces()
+	if err != nil {
+		return rep, fmt.Errorf("listing network namespaces: %w", err)
+	}
+	nsIDs := map[string]bool{}
+	for _, n := range nsNames {
+		nsIDs[strings.TrimPrefix(n, m.cfg.NetNSPrefix)] = true
+	}
+	known := map[string]bool{}
+	var errs []error
+	now := time.Now()
+
+	for _, row := range rows {
+		known[row.ID] = true
+		log := m.log.With("sandbox", row.ID)
+		st, err := m.cfg.Runtime.State(ctx, row.ID)
+		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			log.Warn("reading runtime state", "err", err)
+		}
+		ip, ipErr := netip.ParseAddr(row.GuestIP)
+		alive := err == nil && st == runtime.StateRunning && nsIDs[row.ID] && ipErr == nil
+		if alive && row.EndAt.After(now) {
+			m.mu.Lock()
+			if owner, used := m.slots[row.Slot]; used && owner != row.ID {
+				m.mu.Unlock()
+				log.Error("slot already taken on restore; destroying sandbox", "slot", row.Slot, "owner", owner)
+				alive = false
+			} else {
+				m.slots[row.Slot] = row.ID
+				e := &entry{rec: *row, guestIP: ip}
+				m.sandboxes[row.ID] = e
+				m.armLocked(row.ID, e)
+				m.mu.Unlock()
+				log.Info("sandbox re-attached", "end_at", row.EndAt)
+				rep.Reattached = append(rep.Reattached, row.ID)
+				continue
+			}
+		}
+		slot := row.Slot
+		m.mu.Lock()
+		if owner, used := m.slots[slot]; used && owner != row.ID {
+			slot = -1 // do not tear down another sandbox's slot
+		} else {
+			m.slots[slot] = row.ID
+		}
+		m.mu.Unlock()
+		if err := m.release(ctx, row.ID, slot, m.sandboxDir(row.ID)); err != nil {
+			errs = append(errs, fmt.Errorf("cleaning up sandbox %s: %w", row.ID, err))
+			continue
+		}
+		log.Info("stale sandbox cleaned up", "was_alive", alive)
+		rep.Removed = append(rep.Removed, row.ID)
+	}
+
+	leaked := map[string]bool{}
+	for _, id := range rtIDs {
+		if !known[id] {
+			leaked[id] = true
+		}
+	}
+	for id := range nsIDs {
+		if !known[id] {
+			leaked[id] = true
+		}
+	}
+	for id := range leaked {
+		var lerr []error
+		if err := m.cfg.Runtime.Destroy(ctx, id, m.sandboxDir(id)); err != nil {
+			lerr = append(lerr, fmt.Errorf("destroying leaked runtime sandbox %s: %w", id, err))
+		}
+		if nsIDs[id] {
+			if err := m.cfg.Network.Teardown(ctx, id, -1); err != nil {
+				lerr = append(lerr, fmt.Errorf("tearing down leaked network %s: %w", id, err))
+			}
+		}
+		if len(lerr) > 0 {
+			errs = append(errs, lerr...)
+			continue
+		}
+		m.log.Info("leaked sandbox destroyed", "sandbox", id)
+		rep.Leaked = append(rep.Leaked, id)
+	}
+	return rep, errors.Join(errs...)
+}

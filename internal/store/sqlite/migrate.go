@@ -1,0 +1,110 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// migration is one forward-only schema step. Versions are 1-based and equal
+// to the migration's position in migrations; never edit or reorder a
+// migration that has shipped, append a new one instead.
+type migration struct {
+	name string
+	sql  string
+}
+
+var migrations = []migration{
+	{
+		name: "initial schema",
+		sql: `
+CREATE TABLE sandboxes (
+	id             TEXT PRIMARY KEY,
+	template_id    TEXT NOT NULL DEFAULT '',
+	template_hash  TEXT NOT NULL DEFAULT '',
+	alias          TEXT NOT NULL DEFAULT '',
+	state          TEXT NOT NULL DEFAULT '',
+	runtime        TEXT NOT NULL DEFAULT '',
+	slot           INTEGER NOT NULL DEFAULT 0,
+	guest_ip       TEXT NOT NULL DEFAULT '',
+	access_token   TEXT NOT NULL DEFAULT '',
+	traffic_token  TEXT NOT NULL DEFAULT '',
+	metadata       TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+	env_vars       TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(env_vars)),
+	allow_internet INTEGER NOT NULL DEFAULT 0,
+	cpu_count      INTEGER NOT NULL DEFAULT 0,
+	memory_mb      INTEGER NOT NULL DEFAULT 0,
+	disk_size_mb   INTEGER NOT NULL DEFAULT 0,
+	started_at     INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds, UTC
+	end_at         INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds, UTC
+	on_timeout     TEXT NOT NULL DEFAULT 'kill',
+	extra          TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX sandboxes_started_at ON sandboxes (started_at);
+CREATE TABLE templates (
+	name       TEXT PRIMARY KEY,
+	hash       TEXT NOT NULL DEFAULT '',
+	runtime    TEXT NOT NULL DEFAULT '',
+	size_bytes INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds, UTC
+	spec       TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE settings (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+);`,
+	},
+}
+
+// migrate applies every migration newer than the recorded schema version,
+// each in its own transaction together with its schema_migrations row.
+func (d *DB) migrate(ctx context.Context) error {
+	if _, err := d.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT NOT NULL,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("creating schema_migrations: %w", err)
+	}
+	if err := d.applyMigrations(ctx, migrations); err != nil {
+		return err
+	}
+	// Mirror the version into settings for operators reading the database.
+	return d.PutSetting(ctx, SchemaVersionKey, strconv.Itoa(len(migrations)))
+}
+
+// SchemaVersionKey is the settings key holding the applied schema version.
+const SchemaVersionKey = "schema_version"
+
+func (d *DB) applyMigrations(ctx context.Context, list []migration) error {
+	current, err := d.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if current > len(list) {
+		return fmt.Errorf("database schema version %d is newer than this binary supports (%d)", current, len(list))
+	}
+	for i := current; i < len(list); i++ {
+		m := list[i]
+		version := i + 1
+		tx, err := d.db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migration %d (%s): begin: %w", version, m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d (%s): %w", version, m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx,
+			"INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+			version, m.name, time.Now().UnixNano()); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d (%s): recording: %w", version, m.name, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %d (%s): commit: %w", version, m.name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs what Airlock needs on a Debian 12 host and builds bin/airlock and
+# bin/airlock-envd. Idempotent: safe to run again; skips what is already there.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf '==> %s\n' "$*"; }
+die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (try: sudo $0)"
+
+# Debian packages the product and the tests need.
+pkgs=(runsc mmdebstrap nftables iproute2 e2fsprogs protobuf-compiler ca-certificates busybox-static uidmap curl)
+
+node_ok() {
+	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || return 1
+	local major
+	major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null) || return 1
+	[ "${major:-0}" -ge 18 ]
+}
+if node_ok; then
+	log "node $(node --version) and npm $(npm --version 2>/dev/null) present"
+else
+	pkgs+=(nodejs npm)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+	log "apt-get update"
+	DEBIAN_FRONTEND=noninteractive apt-get update -q
+	log "installing: ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+	log "Debian packages present: ${pkgs[*]}"
+fi
+
+command -v runsc >/dev/null || die "runsc not found after install"
+node_ok || die "node >= 18 and npm are required"
+
+# Go toolchain (not from Debian: bookworm's Go is too old for go.mod).
+if ! command -v go >/dev/null 2>&1; then
+	for d in /usr/local/go/bin /usr/lib/go/bin "$HOME/go/bin"; do
+		[ -x "$d/go" ] && PATH="$d:$PATH"
+	done
+fi
+command -v go >/dev/null 2>&1 || die "Go $(sed -n 's/^go //p' go.mod) or newer is required (https://go.dev/dl/)"
+log "$(go version)"
+
+export GOFLAGS="${GOFLAGS:--mod=mod}"
+mkdir -p bin
+log "building bin/airlock"
+go build -o bin/airlock ./cmd/airlock
+log "building bin/airlock-envd (static)"
+CGO_ENABLED=0 go build -o bin/airlock-envd ./cmd/airlock-envd
+log "setup done: $(pwd)/bin/airlock"

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# The one command to set up and run every Airlock test (CI runs it via .ci/run):
+#   setup → gofmt → go vet → staticcheck → go test (unit + root) → build →
+#   start `airlock serve` → Go raw-HTTP e2e tests → E2B JS SDK e2e tests.
+# Needs root (gVisor, network namespaces, nftables).
+#
+# Environment knobs:
+#   AIRLOCK_TEST_DATA_DIR   daemon data dir, kept between runs so the base template
+#                           is cached (default /var/lib/airlock-test)
+#   AIRLOCK_TEST_SKIP_UNIT=1  skip lint + unit tests (iterate on e2e only)
+#   AIRLOCK_TEST_SKIP_E2E=1   stop after the unit tests
+#   AIRLOCK_TEST_GO_RUN     -run filter for the Go e2e tests
+#   AIRLOCK_TEST_NODE_FILES space-separated subset of test/e2e/*.test.mjs
+#   AIRLOCK_TEST_BIN        airlock binary to serve with (default bin/airlock)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+ROOT=$(pwd)
+
+STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2, supports Go 1.26
+DATA_DIR=${AIRLOCK_TEST_DATA_DIR:-/var/lib/airlock-test}
+HEALTH_WAIT_SECS=${AIRLOCK_TEST_HEALTH_WAIT:-1200}
+export GOFLAGS="${GOFLAGS:--mod=mod}"
+
+WORK=$(mktemp -d /tmp/airlock-test.XXXXXX)
+DAEMON_LOG=$WORK/daemon.log
+PID_FILE=$WORK/daemon.pid
+GO_E2E_OUT=$WORK/go-e2e.out
+NODE_OUT=$WORK/node.out
+FAILED=()
+PASSED=()
+
+stage() { printf '\n==== %s ====\n' "$*"; }
+record() { # record NAME EXIT_CODE
+	if [ "$2" -eq 0 ]; then PASSED+=("$1"); else FAILED+=("$1"); fi
+}
+
+daemon_pid() { [ -s "$PID_FILE" ] && tr -d ' \n' <"$PID_FILE"; }
+
+stop_daemon() {
+	local pid
+	pid=$(daemon_pid) || return 0
+	[ -n "$pid" ] || return 0
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "stopping daemon (pid $pid)"
+		kill -TERM "$pid" 2>/dev/null || true
+		for _ in $(seq 1 60); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.5
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "daemon did not stop in 30 s; sending SIGKILL"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+	: >"$PID_FILE"
+}
+
+finish() {
+	local rc=$?
+	stop_daemon
+	if [ "${#FAILED[@]}" -gt 0 ] || [ "$rc" -ne 0 ]; then
+		if [ -s "$DAEMON_LOG" ]; then
+			stage "daemon log (last 80 lines of $DAEMON_LOG)"
+			tail -n 80 "$DAEMON_LOG"
+		fi
+	fi
+	stage "summary"
+	[ "${#PASSED[@]}" -gt 0 ] && printf 'passed: %s\n' "${PASSED[*]}"
+	[ "${#FAILED[@]}" -gt 0 ] && printf 'FAILED: %s\n' "${FAILED[*]}"
+	echo "logs: $WORK"
+	# End with the runners' own summary lines.
+	if [ -s "$GO_E2E_OUT" ]; then
+		echo "-- go e2e --"
+		grep -E '^(ok|FAIL|---)[[:space:]]' "$GO_E2E_OUT" | grep -vE '^--- PASS' | tail -n 20
+	fi
+	if [ -s "$NODE_OUT" ]; then
+		echo "-- node e2e --"
+		grep -E '^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms)' "$NODE_OUT" | tail -n 8
+	fi
+	if [ "${#FAILED[@]}" -gt 0 ] && [ "$rc" -eq 0 ]; then rc=1; fi
+	exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- setup
+stage "setup"
+bash scripts/setup.sh || { FAILED+=(setup); exit 1; }
+
+if [ "${AIRLOCK_TEST_SKIP_UNIT:-0}" != 1 ]; then
+	# ------------------------------------------------------------ lint
+	stage "gofmt"
+	mapfile -t gofiles < <(find . -name '*.go' -not -path './.git/*' -not -path '*/node_modules/*')
+	unformatted=$(gofmt -l "${gofiles[@]}")
+	if [ -n "$unformatted" ]; then
+		echo "not gofmt-formatted:"
+		echo "$unformatted"
+		record gofmt 1
+	else
+		echo "ok"
+		record gofmt 0
+	fi
+
+	stage "go vet"
+	go vet ./... && go vet -tags e2e ./test/gohttp/...
+	record vet $?
+
+	stage "staticcheck $STATICCHECK_VERSION"
+	go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" -tags e2e ./...
+	record staticcheck $?
+
+	# ------------------------------------------------------------ unit + root tests
+	stage "go test ./... (unit and root tests)"
+	go test -count=1 -p 1 -timeout 25m ./...
+	record go-test $?
+fi
+
+[ "${AIRLOCK_TEST_SKIP_E2E:-0}" = 1 ] && exit 0
+
+# ---------------------------------------------------------------- daemon
+stage "start airlock serve"
+for b in bin/airlock bin/airlock-envd; do
+	[ -x "$b" ] || { echo "$b missing (setup failed?)"; FAILED+=(build); exit 1; }
+done
+mkdir -p "$DATA_DIR"
+PORT=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+API_KEY="e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
+LISTEN="127.0.0.1:$PORT"
+SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY"
+echo "data dir $DATA_DIR, listen $LISTEN, log $DAEMON_LOG"
+# shellcheck disable=SC2086 # SERVE_CMD is split on purpose (no spaces in its parts)
+$SERVE_CMD </dev/null >>"$DAEMON_LOG" 2>&1 &
+echo $! >"$PID_FILE"
+
+echo "waiting for /health (up to ${HEALTH_WAIT_SECS}s; the first start builds the base template)"
+off=0
+start=$(date +%s)
+healthy=0
+while :; do
+	if [ -s "$DAEMON_LOG" ]; then
+		size=$(stat -c %s "$DAEMON_LOG")
+		if [ "$size" -gt "$off" ]; then
+			tail -c +$((off + 1)) "$DAEMON_LOG" | head -c $((size - off)) | sed 's/^/[daemon] /'
+			off=$size
+		fi
+	fi
+	if curl -fsS -m 2 -o /dev/null "http://$LISTEN/health" 2>/dev/null; then
+		healthy=1
+		break
+	fi
+	if ! kill -0 "$(daemon_pid)" 2>/dev/null; then
+		echo "daemon exited before becoming healthy"
+		break
+	fi
+	if [ $(($(date +%s) - start)) -ge "$HEALTH_WAIT_SECS" ]; then
+		echo "daemon not healthy after ${HEALTH_WAIT_SECS}s"
+		break
+	fi
+	sleep 2
+done
+if [ "$healthy" != 1 ]; then
+	FAILED+=(daemon-start)
+	exit 1
+fi
+echo "daemon healthy after $(($(date +%s) - start))s"
+
+# The daemon prints `export E2B_API_URL=… E2B_SANDBOX_URL=… E2B_API_KEY=…`.
+exported() { grep -oE "(^|[[:space:]])$1=[^[:space:]]+" "$DAEMON_LOG" | tail -n 1 | sed -E "s/^[[:space:]]*$1=//; s/^[\"']//; s/[\"']$//"; }
+E2B_API_URL=$(exported E2B_API_URL)
+E2B_SANDBOX_URL=$(exported E2B_SANDBOX_URL)
+: "${E2B_API_URL:=http://$LISTEN}"
+: "${E2B_SANDBOX_URL:=$E2B_API_URL}"
+export E2B_API_URL E2B_SANDBOX_URL
+export E2B_API_KEY=$API_KEY
+echo "E2B_API_URL=$E2B_API_URL E2B_SANDBOX_URL=$E2B_SANDBOX_URL"
+
+export AIRLOCK_E2E_URL=$E2B_API_URL
+export AIRLOCK_E2E_SANDBOX_URL=$E2B_SANDBOX_URL
+export AIRLOCK_E2E_API_KEY=$API_KEY
+export AIRLOCK_E2E_PID_FILE=$PID_FILE
+export AIRLOCK_E2E_SERVE_CMD=$SERVE_CMD
+export AIRLOCK_E2E_DATA_DIR=$DATA_DIR
+export AIRLOCK_E2E_DAEMON_LOG=$DAEMON_LOG
+
+# ---------------------------------------------------------------- Go raw-HTTP e2e
+stage "go e2e (test/gohttp, raw HTTP as the Python SDK)"
+go test -tags e2e -count=1 -v -timeout 30m ${AIRLOCK_TEST_GO_RUN:+-run "$AIRLOCK_TEST_GO_RUN"} ./test/gohttp/... 2>&1 | tee "$GO_E2E_OUT"
+record go-e2e "${PIPESTATUS[0]}"
+
+# The restart test replaces the daemon; make sure one is healthy before the JS suite.
+if ! curl -fsS -m 5 -o /dev/null "http://$LISTEN/health"; then
+	echo "daemon not healthy after the Go e2e tests"
+	FAILED+=(daemon-after-go-e2e)
+	exit 1
+fi
+
+# ---------------------------------------------------------------- JS SDK e2e
+stage "js e2e (test/e2e, official e2b SDK)"
+(cd test/e2e && npm ci --no-audit --no-fund --loglevel=error)
+record npm-ci $?
+node_flags=(--test --test-reporter=spec)
+if node --test-concurrency=2 -e 0 >/dev/null 2>&1; then node_flags+=(--test-concurrency=2); fi
+if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then node_flags+=(--test-timeout=900000); fi
+read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs}"
+(cd test/e2e && node "${node_flags[@]}" "${node_files[@]}") 2>&1 | tee "$NODE_OUT"
+record js-e2e "${PIPESTATUS[0]}"
