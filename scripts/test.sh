@@ -126,7 +126,8 @@ mkdir -p "$DATA_DIR"
 PORT=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 API_KEY="e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
 LISTEN="127.0.0.1:$PORT"
-SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY"
+SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ale2e --subnet 10.79.0.0/16"
+export AIRLOCK_E2E_NETNS_PREFIX=ale2e-
 echo "data dir $DATA_DIR, listen $LISTEN, log $DAEMON_LOG"
 # shellcheck disable=SC2086 # SERVE_CMD is split on purpose (no spaces in its parts)
 $SERVE_CMD </dev/null >>"$DAEMON_LOG" 2>&1 &

@@ -48,9 +48,11 @@ type serveOptions struct {
 	runtime    string
 	domain     string
 	subnet     string
+	netPrefix  string
 	logLevel   string
 	logFormat  string
 	killOnExit bool
+	templates  []string
 }
 
 func newServeCmd() *cobra.Command {
@@ -59,8 +61,8 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the Airlock daemon (E2B-compatible API and sandbox proxy)",
 		Long: `Run the Airlock daemon: one listener serves the E2B-compatible REST API and
-all sandbox traffic. On first start it builds the "base" template (GET /health
-answers 503 until that is done), then prints the environment variables the E2B
+all sandbox traffic. On first start it builds the default templates ("base" and
+"code-interpreter-v1"; GET /health answers 503 until that is done), then prints the environment variables the E2B
 SDKs need.
 
 On SIGTERM/SIGINT the daemon stops serving but leaves running sandboxes alone;
@@ -76,9 +78,11 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.runtime, "runtime", "gvisor", "isolation runtime (only gvisor for now)")
 	f.StringVar(&o.domain, "domain", "", "sandbox domain returned to SDKs; sandboxes are then reached as <port>-<id>.<domain> (optional)")
 	f.StringVar(&o.subnet, "subnet", network.DefaultSubnet, "IPv4 pool for sandbox addresses")
+	f.StringVar(&o.netPrefix, "net-prefix", network.DefaultNamePrefix, "name prefix of network namespaces, host veths and the nftables table (two daemons on one host need different prefixes and subnets, neither prefix the start of the other)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.killOnExit, "kill-on-exit", false, "kill all sandboxes when the daemon shuts down")
+	f.StringSliceVar(&o.templates, "templates", []string{"base", "code-interpreter-v1"}, "built-in templates to build (once, cached) before the daemon reports ready")
 	return cmd
 }
 
@@ -137,7 +141,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		return err
 	}
 
-	netMgr, err := network.NewManager(ctx, network.Config{Subnet: subnet}, log)
+	netMgr, err := network.NewManager(ctx, network.Config{Subnet: subnet, NamePrefix: o.netPrefix}, log)
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
@@ -148,14 +152,15 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	tm := template.NewManager(dataDir, st, log)
 
 	mgr, err := sandbox.New(sandbox.Config{
-		Runtime:   rt,
-		Network:   netMgr,
-		Templates: sandboxTemplates{tm},
-		Store:     st,
-		Logger:    log.With("component", "sandbox"),
-		DataDir:   dataDir,
-		AgentPath: envdPath,
-		MaxSlots:  1 << (32 - subnet.Bits() - 2),
+		Runtime:     rt,
+		Network:     netMgr,
+		Templates:   sandboxTemplates{tm},
+		Store:       st,
+		Logger:      log.With("component", "sandbox"),
+		DataDir:     dataDir,
+		AgentPath:   envdPath,
+		MaxSlots:    1 << (32 - subnet.Bits() - 2),
+		NetNSPrefix: o.netPrefix + "-",
 	})
 	if err != nil {
 		return err
@@ -189,17 +194,20 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening (not ready until the base template exists)", "addr", ln.Addr().String())
+	log.Info("listening (not ready until the default templates exist)", "addr", ln.Addr().String(), "templates", o.templates)
 
-	// Ensure the base template while /health answers 503.
+	// Ensure the default templates while /health answers 503.
 	ready := make(chan error, 1)
 	go func() {
-		start := time.Now()
-		_, err := tm.Ensure(ctx, "base", template.TerminalProgress(os.Stderr))
-		if err == nil {
-			log.Info("base template ready", "elapsed", time.Since(start).Round(time.Millisecond))
+		for _, name := range o.templates {
+			start := time.Now()
+			if _, err := tm.Ensure(ctx, name, template.TerminalProgress(os.Stderr)); err != nil {
+				ready <- fmt.Errorf("template %s: %w", name, err)
+				return
+			}
+			log.Info("template ready", "name", name, "elapsed", time.Since(start).Round(time.Millisecond))
 		}
-		ready <- err
+		ready <- nil
 	}()
 
 	shutdown := func() error {
@@ -231,7 +239,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		case err := <-ready:
 			if err != nil {
 				_ = shutdown()
-				return fmt.Errorf("preparing the base template: %w", err)
+				return fmt.Errorf("preparing the default templates: %w", err)
 			}
 			mgr.SetReady(true)
 			fmt.Fprintf(cmd.OutOrStdout(), "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",

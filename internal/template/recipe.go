@@ -11,7 +11,7 @@ import (
 // recipeVersion is mixed into every recipe hash. Bump it whenever the build
 // procedure (mmdebstrap flags, dpkg filters, fixed setup steps) changes so
 // that existing templates are rebuilt.
-const recipeVersion = 1
+const recipeVersion = 2
 
 // Recipe describes how a template root filesystem is built: a Debian suite,
 // the packages installed on top of the minbase variant, and shell lines run
@@ -30,6 +30,7 @@ type recipeSpec struct {
 	Suite    string   `json:"suite"`
 	Packages []string `json:"packages"`
 	Setup    []string `json:"setup"`
+	Compat   string   `json:"compat"` // hash of the preload compat library source
 }
 
 func (r *Recipe) spec() recipeSpec {
@@ -43,7 +44,7 @@ func (r *Recipe) spec() recipeSpec {
 	if pkgs == nil {
 		pkgs = []string{}
 	}
-	return recipeSpec{Version: recipeVersion, Name: r.Name, Suite: r.Suite, Packages: pkgs, Setup: setup}
+	return recipeSpec{Version: recipeVersion, Name: r.Name, Suite: r.Suite, Packages: pkgs, Setup: setup, Compat: compatHash()}
 }
 
 // SpecJSON returns the canonical JSON description of the recipe (packages
@@ -102,7 +103,8 @@ var codeInterpreterPackages = []string{
 	"python3-sklearn", "python3-seaborn", "python3-sympy", "python3-openpyxl",
 	"python3-requests", "python3-bs4", "python3-pil", "python3-plotly", "python3-xlrd",
 	"python3-tabulate", "python3-statsmodels", "python3-networkx", "python3-docx",
-	"python3-aiohttp", "python3-tz", "nodejs",
+	"python3-aiohttp", "python3-tz", "python3-imageio", "python3-joblib", "python3-pytest",
+	"nodejs", "node-acorn", "node-typescript",
 }
 
 // recipes are the templates Airlock knows how to build.

@@ -45,7 +45,7 @@ async function netInfo (sbx) {
 /** curl from inside; returns {ok, code, body, ms}. */
 async function curl (sbx, url, seconds = 3) {
   const start = Date.now()
-  const r = await sh(sbx, `curl -sS -o /dev/stdout -w '\\n%{http_code}' -m ${seconds} ${url}`, { timeoutMs: (seconds + 20) * 1000 })
+  const r = await sh(sbx, `curl -sS -w '\\n%{http_code}' -m ${seconds} ${url}`, { timeoutMs: (seconds + 20) * 1000 })
   const ms = Date.now() - start
   const lines = r.stdout.trimEnd().split('\n')
   const code = Number(lines.pop())
@@ -80,7 +80,7 @@ describe('isolation', { timeout: TEST_TIMEOUT * 5 }, () => {
     const { gateway } = await netInfo(sbx)
     const port = daemonPort()
     // A host service listening on all addresses, including the sandbox gateway.
-    const server = createServer((c) => c.end('HOST-SERVICE\n'))
+    const server = createServer((c) => { c.on('error', () => {}); c.end('HOST-SERVICE\n') })
     await new Promise((resolve) => server.listen(0, '0.0.0.0', resolve))
     const hostPort = server.address().port
     try {

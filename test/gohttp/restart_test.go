@@ -124,8 +124,8 @@ func TestDaemonRestart(t *testing.T) {
 	if r := e.run(t, survivor, "", "echo kept > ~/marker", time.Minute); r.exitCode != 0 {
 		t.Fatalf("writing marker: %+v", r)
 	}
-	if _, err := os.Stat("/var/run/netns/airlock-" + shortLived.SandboxID); err != nil {
-		t.Logf("note: netns file for %s not found before restart: %v", shortLived.SandboxID, err)
+	if _, err := os.Stat("/var/run/netns/" + netnsPrefix() + shortLived.SandboxID); err != nil {
+		t.Fatalf("positive control: netns of %s not found before the restart (is AIRLOCK_E2E_NETNS_PREFIX right?): %v", shortLived.SandboxID, err)
 	}
 
 	restartDaemon(t, e, func() {
@@ -158,7 +158,7 @@ func TestDaemonRestart(t *testing.T) {
 
 	// The expired one is gone everywhere, host resources included.
 	id := shortLived.SandboxID
-	netnsPath := "/var/run/netns/airlock-" + id
+	netnsPath := "/var/run/netns/" + netnsPrefix() + id
 	sbDir := filepath.Join(dataDir, "sandboxes", id)
 	var leftovers []string
 	ok := waitFor(30*time.Second, 500*time.Millisecond, func() bool {
@@ -178,4 +178,13 @@ func TestDaemonRestart(t *testing.T) {
 	if _, err := os.Stat(sbDir); err == nil {
 		t.Errorf("sandbox dir %s still exists", sbDir)
 	}
+}
+
+// netnsPrefix is the daemon's network namespace name prefix (its --net-prefix
+// plus "-"), from AIRLOCK_E2E_NETNS_PREFIX.
+func netnsPrefix() string {
+	if p := os.Getenv("AIRLOCK_E2E_NETNS_PREFIX"); p != "" {
+		return p
+	}
+	return "airlock-"
 }

@@ -23,13 +23,15 @@ const (
 	DefaultDiskMB = 5120
 
 	cpuPeriodUs = 100000
-	// hostPidsOverhead is added to the guest's process limit for the host
-	// pids cgroup. runsc applies the OCI pids limit to the host cgroup of
-	// the sentry and gofer, whose Go runtime threads and (with ptrace) one
-	// stub thread per running guest thread all count; when that limit is
-	// hit the sentry panics and the whole sandbox dies. The guest limit
-	// itself is enforced inside gVisor with RLIMIT_NPROC, which makes
-	// fork/clone fail with EAGAIN like on Linux.
+	// The host pids cgroup limit is hostPidsPerGuest*PIDs+hostPidsOverhead.
+	// runsc applies the OCI pids limit to the host cgroup of the sentry and
+	// gofer; with the ptrace platform every guest process is a host stub
+	// process with about one thread per sentry OS thread (measured: 60
+	// guest processes = 566 host tasks). When that limit is hit the sentry
+	// panics and the whole sandbox dies, so it is only the host's fork-bomb
+	// guard. The guest limit itself is enforced inside gVisor with
+	// RLIMIT_NPROC, which makes fork/clone fail with EAGAIN like on Linux.
+	hostPidsPerGuest = 16
 	hostPidsOverhead = 512
 	// hostMemoryOverhead is added to the guest's memory for the host
 	// memory cgroup, which also holds the sentry and gofer (~50 MB RSS).
@@ -97,7 +99,7 @@ func buildSpec(spec runtime.Spec, rootfs string, l limits) *specs.Spec {
 	quota := int64(l.cpus) * cpuPeriodUs
 	period := uint64(cpuPeriodUs)
 	mem := l.memoryBytes + hostMemoryOverhead
-	hostPids := l.pids + hostPidsOverhead
+	hostPids := l.pids*hostPidsPerGuest + hostPidsOverhead
 	hostname := spec.Hostname
 	if hostname == "" {
 		hostname = spec.ID

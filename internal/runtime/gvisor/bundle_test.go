@@ -26,7 +26,7 @@ func TestBuildSpec(t *testing.T) {
 		t.Errorf("hostname %q root %+v", s.Hostname, s.Root)
 	}
 	res := s.Linux.Resources
-	if *res.Memory.Limit != 256<<20+hostMemoryOverhead || *res.CPU.Quota != 300000 || *res.CPU.Period != 100000 || *res.Pids.Limit != 99+hostPidsOverhead {
+	if *res.Memory.Limit != 256<<20+hostMemoryOverhead || *res.CPU.Quota != 300000 || *res.CPU.Period != 100000 || *res.Pids.Limit != 99*hostPidsPerGuest+hostPidsOverhead {
 		t.Errorf("resources: mem %d quota %d period %d pids %d", *res.Memory.Limit, *res.CPU.Quota, *res.CPU.Period, *res.Pids.Limit)
 	}
 	nproc := slices.IndexFunc(s.Process.Rlimits, func(r specs.POSIXRlimit) bool { return r.Type == "RLIMIT_NPROC" })

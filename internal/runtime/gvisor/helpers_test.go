@@ -233,14 +233,18 @@ func mustAddr(t *testing.T, h *netlink.Handle, l netlink.Link, cidr string) {
 	}
 }
 
+// testSpec returns a spec for sandbox id<suffix>; the suffix (this test
+// process's pid) keeps ids unique on the host: runsc names its control
+// sockets after the id in the abstract namespace, shared by all roots.
 func testSpec(t *testing.T, id, netnsPath string) runtime.Spec {
+	id = fmt.Sprintf("%s%d", id, os.Getpid())
 	return runtime.Spec{
 		ID:          id,
 		RootFS:      fixture.rootfs,
 		Dir:         filepath.Join(t.TempDir(), "sandboxes", id),
 		NetNSPath:   netnsPath,
 		AgentPath:   fixture.agent,
-		Hostname:    "sbx-" + id,
+		Hostname:    "sbx-lifecycle",
 		Nameservers: []string{"10.99.0.1"},
 		Hosts:       []string{"10.99.0.1 airlock-host"},
 		Env:         []string{"AIRLOCK_TEST=1"},
@@ -251,9 +255,9 @@ var httpClient = &http.Client{Timeout: 90 * time.Second}
 
 // waitHealthy polls the agent's /health until it answers 204.
 func waitHealthy(ctx context.Context) error {
-	for {
+	for attempt := 0; ; attempt++ {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+guestIP+":49983/health", nil)
-		c := &http.Client{Timeout: 500 * time.Millisecond}
+		c := &http.Client{Timeout: 200 * time.Millisecond}
 		resp, err := c.Do(req)
 		if err == nil {
 			resp.Body.Close()

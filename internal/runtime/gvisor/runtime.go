@@ -387,6 +387,7 @@ func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 		return err
 	}
 	var errs []error
+	t0 := time.Now()
 	if _, err := r.exec(ctx, "kill", id, "KILL"); err != nil && !notFound(err) {
 		// Usually "not running" for a stopped container; delete --force
 		// below is what matters.
@@ -395,6 +396,7 @@ func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 	if _, err := r.exec(ctx, "delete", "--force", id); err != nil && !notFound(err) {
 		errs = append(errs, err)
 	}
+	r.log.Debug("runsc kill+delete", "id", id, "took", time.Since(t0))
 	removeCgroups(id)
 	if dir != "" {
 		dir = filepath.Clean(dir)

@@ -20,6 +20,10 @@ func main() {
 		hog(os.Args[2])
 		return
 	}
+	if len(os.Args) == 3 && os.Args[1] == "-spawn" {
+		spawn(os.Args[2])
+		return
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
@@ -54,4 +58,31 @@ func hog(mbs string) {
 		keep = append(keep, b)
 	}
 	fmt.Printf("allocated %d MiB\n", len(keep))
+}
+
+// spawn starts n "sleep 1" children, reports how many could not be
+// started, and waits for the others (so none is left as an orphan).
+func spawn(ns string) {
+	n, err := strconv.Atoi(ns)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var started []*exec.Cmd
+	failed := 0
+	var firstErr error
+	for i := 0; i < n; i++ {
+		c := exec.Command("/bin/sleep", "1")
+		if err := c.Start(); err != nil {
+			failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		started = append(started, c)
+	}
+	for _, c := range started {
+		_ = c.Wait()
+	}
+	fmt.Printf("started %d failed %d: %v\n", len(started), failed, firstErr)
 }
