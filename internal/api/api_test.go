@@ -21,7 +21,7 @@ import (
 
 const testKey = "e2b_0123456789abcdef0123456789abcdef01234567"
 
-type fakeTemplates struct{ built chan struct{} }
+type fakeTemplates struct{}
 
 func (f *fakeTemplates) List(ctx context.Context) ([]api.TemplateInfo, error) {
 	return []api.TemplateInfo{{Name: "base", Hash: "h1", SizeBytes: 42, CreatedAt: time.Unix(1700000000, 0)}}, nil

@@ -2,9 +2,10 @@
 
 // Package files serves the agent's `/files` REST endpoint (spec §3.5, §7):
 // streaming downloads (Range, gzip) and uploads (multipart or raw octet
-// stream, atomic replace, xattr metadata), authorised by the access token
-// header or an E2B URL signature. File operations run as the acting Unix
-// user, so permissions are the security boundary.
+// stream, atomic replace, file metadata in xattrs or the fallback store of
+// package filesystem), authorised by the access token header or an E2B URL
+// signature. File operations run as the acting Unix user, so permissions are
+// the security boundary.
 package files
 
 import (
@@ -24,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/envd/filesystem"
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
 )
@@ -32,9 +34,10 @@ import (
 const AccessTokenHeader = "X-Access-Token"
 
 type handler struct {
-	st  *state.State
-	log *slog.Logger
-	now func() time.Time
+	st   *state.State
+	log  *slog.Logger
+	now  func() time.Time
+	meta *filesystem.MetadataStore
 }
 
 // New returns the handler for `GET /files` and `POST /files`. Mount it at
@@ -43,7 +46,7 @@ func New(st *state.State, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &handler{st: st, log: log.With("service", "files"), now: time.Now}
+	return &handler{st: st, log: log.With("service", "files"), now: time.Now, meta: filesystem.DefaultMetadataStore()}
 }
 
 // apiError is an error with the HTTP status and client-facing message.

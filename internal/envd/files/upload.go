@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -77,7 +76,7 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) error {
 			return userError(http.StatusBadRequest, "unsupported Content-Encoding %q", enc)
 		}
 		p := identity.ResolvePath(queryPath, u.Home, h.st.DefaultWorkdir())
-		e, err := writeFile(u, p, body, meta)
+		e, err := h.writeFile(u, p, body, meta)
 		if err != nil {
 			return err
 		}
@@ -115,7 +114,7 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) error {
 				return userError(http.StatusBadRequest, "you cannot upload multiple files to the same path '%s' in one upload request", p)
 			}
 			seen[p] = true
-			e, err := writeFile(u, p, part, meta)
+			e, err := h.writeFile(u, p, part, meta)
 			_ = part.Close()
 			if err != nil {
 				return err
@@ -172,12 +171,16 @@ func metadataFromHeaders(h http.Header) (map[string]string, error) {
 // data goes to a temp file in the destination directory which is renamed
 // over the destination only when complete, so a failed upload never leaves
 // a truncated file nor loses the previous content. meta (if non-nil)
-// replaces the file's metadata; otherwise an existing file's metadata is kept.
-func writeFile(u *identity.User, path string, src io.Reader, meta map[string]string) (WrittenEntry, error) {
+// replaces the file's metadata; otherwise an existing file's metadata is
+// carried over to the new file. Metadata goes into xattrs, or into the
+// fallback store where the filesystem has none (store I/O runs as root,
+// after the user-permission-checked rename).
+func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta map[string]string) (WrittenEntry, error) {
 	var (
 		final string
 		tmp   *os.File
 		keep  map[string]string
+		old   fs.FileInfo // the replaced file, if any
 	)
 	err := identity.RunAs(u, func() error {
 		final = path
@@ -202,8 +205,9 @@ func writeFile(u *identity.User, path string, src io.Reader, meta map[string]str
 			}
 			_ = f.Close()
 			mode = fi.Mode().Perm()
+			old = fi
 			if meta == nil {
-				keep, _ = filesystem.ReadMetadata(final)
+				keep, _ = h.meta.Read(final)
 			}
 		case errors.Is(err, fs.ErrNotExist):
 			if err := filesystem.MkdirAllMode(filepath.Dir(final), 0o755); err != nil {
@@ -244,20 +248,23 @@ func writeFile(u *identity.User, path string, src io.Reader, meta map[string]str
 	if setMeta == nil {
 		setMeta = keep
 	}
-	fd := int(tmp.Fd())
-	for _, k := range sortedKeys(setMeta) {
-		if err := unix.Fsetxattr(fd, filesystem.MetadataXattrPrefix+k, []byte(setMeta[k]), 0); err != nil {
-			if meta == nil {
-				continue // best effort when only carrying old metadata over
-			}
-			if errors.Is(err, unix.ENOTSUP) {
-				return WrittenEntry{}, &apiError{status: http.StatusInternalServerError,
-					msg: "the filesystem does not support extended attributes; file metadata cannot be stored", err: err}
-			}
-			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
-				return WrittenEntry{}, &apiError{status: http.StatusInsufficientStorage, msg: "no space left for file metadata", err: err}
-			}
-			return WrittenEntry{}, userError(http.StatusBadRequest, "cannot store metadata %q: %v", k, err)
+	// xattrs go on the temp file so they appear together with the content.
+	inXattrs := false
+	if len(setMeta) > 0 {
+		err := h.meta.SetXattrs(tmp, setMeta)
+		switch {
+		case err == nil:
+			inXattrs = true
+		case errors.Is(err, filesystem.ErrXattrsUnsupported):
+			// Recorded in the fallback store once the file is in place.
+		case meta == nil:
+			// Best effort when only carrying old metadata over.
+			h.log.Warn("carrying file metadata over failed", "path", path, "err", err)
+			setMeta = nil
+		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+			return WrittenEntry{}, &apiError{status: http.StatusInsufficientStorage, msg: "no space left for file metadata", err: err}
+		default:
+			return WrittenEntry{}, userError(http.StatusBadRequest, "cannot store metadata: %v", err)
 		}
 	}
 	if err := identity.RunAs(u, func() error { return os.Rename(tmp.Name(), final) }); err != nil {
@@ -268,6 +275,21 @@ func writeFile(u *identity.User, path string, src io.Reader, meta map[string]str
 	// IN_MODIFY for the final name, so watchers see a WRITE of the
 	// destination (as with an in-place write) and not only the rename.
 	_ = tmp.Truncate(size)
+	if !inXattrs {
+		// After the truncate: the entry records the final size and times.
+		// An empty set clears a stale entry left for a reused inode.
+		if err := h.meta.Remember(tmp, final, setMeta); err != nil {
+			_ = tmp.Close()
+			if meta != nil {
+				return WrittenEntry{}, &apiError{status: http.StatusInternalServerError, msg: "storing file metadata failed", err: err}
+			}
+			h.log.Warn("carrying file metadata over failed", "path", path, "err", err)
+			setMeta = nil
+		}
+	}
+	if old != nil {
+		h.meta.Unlinked(old) // the replaced inode lost its name
+	}
 	if err := tmp.Close(); err != nil {
 		return WrittenEntry{}, fsError("closing "+path, err)
 	}
@@ -303,13 +325,4 @@ func copyData(dst *os.File, src io.Reader) (int64, error) {
 			return n, userError(http.StatusBadRequest, "reading upload body: %v", rerr)
 		}
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -3,18 +3,14 @@
 package filesystem
 
 import (
-	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb"
@@ -32,10 +28,21 @@ const UploadTempPrefix = ".airlock-upload-"
 // make large listings slow). Entries never expire: accounts inside a sandbox
 // are practically static.
 type names struct {
+	// meta supplies EntryInfo.metadata (the default store when nil).
+	meta *MetadataStore
+
 	// mu guards users and groups.
 	mu     sync.Mutex
 	users  map[uint32]string
 	groups map[uint32]string
+}
+
+// store returns the metadata store entries are read from.
+func (n *names) store() *MetadataStore {
+	if n.meta == nil {
+		return DefaultMetadataStore()
+	}
+	return n.meta
 }
 
 func (n *names) user(uid uint32) string {
@@ -103,7 +110,7 @@ func (n *names) entryInfo(path string, fi fs.FileInfo) *filesystempb.EntryInfo {
 		e.Owner = n.user(st.Uid)
 		e.Group = n.group(st.Gid)
 	}
-	metaPath := path
+	metaPath, metaInfo := path, fi
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		target, err := filepath.EvalSymlinks(path)
 		var tfi fs.FileInfo
@@ -125,66 +132,13 @@ func (n *names) entryInfo(path string, fi fs.FileInfo) *filesystempb.EntryInfo {
 		e.SymlinkTarget = &target
 		e.Type = fileType(tfi.Mode())
 		e.Mode = uint32(tfi.Mode().Perm())
-		metaPath = target
+		metaPath, metaInfo = target, tfi
 	} else {
 		e.Type = fileType(fi.Mode())
 		e.Mode = uint32(fi.Mode().Perm())
 	}
-	if md, err := ReadMetadata(metaPath); err == nil && len(md) > 0 {
+	if md, err := n.store().read(metaPath, metaInfo); err == nil && len(md) > 0 {
 		e.Metadata = md
 	}
 	return e
-}
-
-// ReadMetadata returns the user.e2b.* extended attributes of path (following
-// symlinks) with the prefix stripped. A filesystem without xattr support
-// yields an empty map.
-func ReadMetadata(path string) (map[string]string, error) {
-	size, err := unix.Listxattr(path, nil)
-	if err != nil {
-		if errors.Is(err, unix.ENOTSUP) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("listing xattrs of %s: %w", path, err)
-	}
-	if size == 0 {
-		return nil, nil
-	}
-	buf := make([]byte, size)
-	size, err = unix.Listxattr(path, buf)
-	if err != nil {
-		return nil, fmt.Errorf("listing xattrs of %s: %w", path, err)
-	}
-	out := map[string]string{}
-	for _, name := range strings.Split(string(buf[:size]), "\x00") {
-		key, ok := strings.CutPrefix(name, MetadataXattrPrefix)
-		if !ok || key == "" {
-			continue
-		}
-		val, err := getxattr(path, name)
-		if err != nil {
-			continue // removed concurrently
-		}
-		out[key] = val
-	}
-	return out, nil
-}
-
-func getxattr(path, name string) (string, error) {
-	buf := make([]byte, 256)
-	for {
-		n, err := unix.Getxattr(path, name, buf)
-		if errors.Is(err, unix.ERANGE) {
-			sz, serr := unix.Getxattr(path, name, nil)
-			if serr != nil {
-				return "", fmt.Errorf("sizing xattr %s: %w", name, serr)
-			}
-			buf = make([]byte, sz)
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("reading xattr %s: %w", name, err)
-		}
-		return string(buf[:n]), nil
-	}
 }

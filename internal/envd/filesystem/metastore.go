@@ -92,10 +92,11 @@ type MetadataStore struct {
 	noBtime bool // tests: ignore birth times, as on gVisor
 	log     *slog.Logger
 
-	// mu guards loaded and entries, and serialises writes to dir.
-	mu      sync.Mutex
-	loaded  bool
-	entries map[fileKey]*metaEntry
+	// mu guards loaded, entries and dirReady, and serialises writes to dir.
+	mu       sync.Mutex
+	loaded   bool
+	entries  map[fileKey]*metaEntry
+	dirReady bool
 }
 
 // NewMetadataStore returns a store whose fallback entries live in dir
@@ -526,11 +527,14 @@ func (s *MetadataStore) loadLocked() error {
 // persist writes e atomically (temp file + rename) into dir, creating dir
 // 0700 if needed. Runs as root; the caller holds mu.
 func (s *MetadataStore) persist(e *metaEntry) error {
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return fmt.Errorf("creating metadata store %s: %w", s.dir, err)
-	}
-	if err := os.Chmod(s.dir, 0o700); err != nil {
-		return fmt.Errorf("securing metadata store %s: %w", s.dir, err)
+	if !s.dirReady {
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			return fmt.Errorf("creating metadata store %s: %w", s.dir, err)
+		}
+		if err := os.Chmod(s.dir, 0o700); err != nil {
+			return fmt.Errorf("securing metadata store %s: %w", s.dir, err)
+		}
+		s.dirReady = true
 	}
 	b, err := json.Marshal(e)
 	if err != nil {

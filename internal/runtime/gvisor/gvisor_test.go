@@ -404,11 +404,6 @@ func p50(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\n")
-	return l
-}
-
 func utsString(b []int8) string {
 	var s []byte
 	for _, c := range b {

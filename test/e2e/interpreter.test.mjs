@@ -1,0 +1,343 @@
+// The stateful code interpreter (port 49999 of code-interpreter-v1
+// sandboxes) through the official @e2b/code-interpreter SDK: state across
+// cells and clients, pandas/matplotlib rich results, streaming, errors,
+// contexts, per-execution env vars, interrupts, JS/TS/Bash, big output and
+// kernel crashes.
+import { describe, it, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox } from '@e2b/code-interpreter'
+import { NotFoundError, TimeoutError } from 'e2b'
+import { uniq, TEST_TIMEOUT } from './helpers.mjs'
+
+// Sandboxes created here use the code-interpreter SDK's default template
+// (code-interpreter-v1), which the `e2b` tracker in helpers.mjs cannot do.
+const tag = `interpreter-${uniq()}`
+const created = []
+async function create (opts = {}) {
+  const sbx = await Sandbox.create({
+    timeoutMs: 300_000,
+    ...opts,
+    metadata: { 'e2e-suite': tag, ...(opts.metadata ?? {}) }
+  })
+  created.push(sbx.sandboxId)
+  return sbx
+}
+after(() => Promise.allSettled(created.map((id) => Sandbox.kill(id))))
+
+/** Creates a sandbox, runs fn(sbx) and kills the sandbox afterwards. */
+async function withSandbox (fn, opts) {
+  const sbx = await create(opts)
+  try {
+    return await fn(sbx)
+  } finally {
+    await sbx.kill().catch(() => {})
+  }
+}
+
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+
+/** Runs code and asserts it produced no error; returns the execution. */
+async function ok (sbx, code, opts = {}) {
+  const ex = await sbx.runCode(code, { timeoutMs: 120_000, ...opts })
+  assert.equal(ex.error, undefined, `unexpected error from ${JSON.stringify(code)}: ${JSON.stringify(ex.error)}`)
+  return ex
+}
+
+const stdout = (ex) => ex.logs.stdout.join('')
+
+describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
+  it('keeps state across cells and across a reconnect from a second client', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      await ok(sbx, 'x = 41\ndef inc(v):\n    return v + 1')
+      const ex = await ok(sbx, 'inc(x)')
+      assert.equal(ex.text, '42')
+      assert.equal(ex.results.length, 1)
+      assert.equal(ex.results[0].isMainResult, true)
+      assert.ok(ex.executionCount >= 2, `executionCount ${ex.executionCount}`)
+
+      const other = await Sandbox.connect(sbx.sandboxId)
+      assert.notEqual(other, sbx)
+      const ex2 = await ok(other, 'x += 1\ninc(x)')
+      assert.equal(ex2.text, '43')
+      // …and the first client sees the second one's change.
+      assert.equal((await ok(sbx, 'x')).text, '42')
+    })
+  })
+
+  it('pandas reads an uploaded CSV and groups it', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const rows = ['city,amount']
+      const want = { alpha: 0, beta: 0, gamma: 0 }
+      const cities = Object.keys(want)
+      for (let i = 0; i < 300; i++) {
+        const city = cities[i % 3]
+        rows.push(`${city},${i}`)
+        want[city] += i
+      }
+      await sbx.files.write('/home/user/data.csv', rows.join('\n') + '\n')
+      const ex = await ok(sbx, [
+        'import pandas as pd',
+        "df = pd.read_csv('/home/user/data.csv')",
+        "g = df.groupby('city')['amount'].sum()",
+        'for k, v in g.items():',
+        "    print(f'{k}={v}')",
+        "print('rows', len(df))"
+      ].join('\n'))
+      const out = stdout(ex)
+      for (const [city, sum] of Object.entries(want)) {
+        assert.match(out, new RegExp(`^${city}=${sum}$`, 'm'))
+      }
+      assert.match(out, /^rows 300$/m)
+    })
+  })
+
+  it('matplotlib plt.show() returns a PNG result', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const ex = await ok(sbx, [
+        'import matplotlib.pyplot as plt',
+        'plt.plot([1, 2, 3], [4, 1, 9])',
+        "plt.title('airlock')",
+        'plt.show()'
+      ].join('\n'))
+      const pngs = ex.results.filter((r) => r.png)
+      assert.equal(pngs.length, 1, `results: ${JSON.stringify(ex.results.map((r) => r.formats()))}`)
+      const bytes = Buffer.from(pngs[0].png, 'base64')
+      assert.ok(bytes.length > 1000, `png is ${bytes.length} bytes`)
+      assert.deepEqual(bytes.subarray(0, 8), PNG_SIGNATURE)
+      assert.equal(pngs[0].isMainResult, false)
+    })
+  })
+
+  it('a DataFrame as the last expression yields html and text', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const ex = await ok(sbx, "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
+      assert.equal(ex.results.length, 1)
+      const r = ex.results[0]
+      assert.equal(r.isMainResult, true)
+      assert.match(r.html, /<table/)
+      assert.match(r.text, /a\s+b/)
+      assert.match(r.text, /1\s+2\s+y/)
+      assert.deepEqual(r.formats(), ['html'])
+    })
+  })
+
+  it('streams stdout before the cell ends', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      await ok(sbx, '1') // let the kernel finish starting so timing measures the stream only
+      const seen = []
+      const start = Date.now()
+      const ex = await ok(sbx, "import time\nprint('first', flush=True)\ntime.sleep(2)\nprint('second')", {
+        onStdout: (m) => { seen.push({ at: Date.now(), line: m.line }) }
+      })
+      const end = Date.now()
+      assert.ok(seen.length >= 2, `stdout callbacks: ${JSON.stringify(seen)}`)
+      assert.equal(seen[0].line, 'first\n')
+      assert.equal(seen.map((s) => s.line).join(''), 'first\nsecond\n')
+      assert.equal(stdout(ex), 'first\nsecond\n')
+      const gap = end - seen[0].at
+      console.log(`# streaming: first stdout after ${seen[0].at - start} ms, cell ended ${gap} ms later`)
+      assert.ok(gap >= 1500, `first stdout arrived only ${gap} ms before the end`)
+    })
+  })
+
+  it('reports Python errors with name, value and traceback', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      let ex = await sbx.runCode('1 / 0')
+      assert.equal(ex.error.name, 'ZeroDivisionError')
+      assert.equal(ex.error.value, 'division by zero')
+      assert.match(ex.error.traceback, /ZeroDivisionError/)
+      assert.equal(ex.results.length, 0)
+
+      let onError
+      ex = await sbx.runCode('def broken(:\n    pass', { onError: (e) => { onError = e } })
+      assert.equal(ex.error.name, 'SyntaxError')
+      assert.ok(ex.error.value.length > 0)
+      assert.match(ex.error.traceback, /SyntaxError/)
+      assert.equal(onError?.name, 'SyntaxError')
+
+      ex = await sbx.runCode("print('before')\nundefined_name_xyz")
+      assert.equal(ex.error.name, 'NameError')
+      assert.match(ex.error.value, /name 'undefined_name_xyz' is not defined/)
+      assert.match(ex.error.traceback, /undefined_name_xyz/)
+      assert.equal(stdout(ex), 'before\n')
+
+      // An error does not poison the context.
+      assert.equal((await ok(sbx, '6 * 7')).text, '42')
+    })
+  })
+
+  it('contexts are isolated; restart clears state; remove and list work', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const c1 = await sbx.createCodeContext()
+      const c2 = await sbx.createCodeContext({ language: 'python', cwd: '/tmp' })
+      assert.equal(c1.language, 'python')
+      assert.equal(c1.cwd, '/home/user')
+      assert.equal(c2.cwd, '/tmp')
+      assert.notEqual(c1.id, c2.id)
+
+      await ok(sbx, 'secret = 123', { context: c1 })
+      assert.equal((await ok(sbx, 'secret', { context: c1 })).text, '123')
+      assert.equal((await ok(sbx, "'secret' in globals()", { context: c2 })).text, 'False')
+      assert.equal((await ok(sbx, "'secret' in globals()")).text, 'False', 'default context shares state with c1')
+      assert.equal((await ok(sbx, 'import os; os.getcwd()', { context: c2 })).text, '/tmp')
+
+      const ids = (await sbx.listCodeContexts()).map((c) => c.id)
+      assert.ok(ids.includes(c1.id) && ids.includes(c2.id), `list: ${ids}`)
+      assert.ok(!ids.includes('default'))
+
+      await sbx.restartCodeContext(c1)
+      const ex = await sbx.runCode('secret', { context: c1 })
+      assert.equal(ex.error?.name, 'NameError')
+      assert.equal((await ok(sbx, '2 + 2', { context: c1 })).text, '4')
+
+      await sbx.removeCodeContext(c2.id)
+      const after = (await sbx.listCodeContexts()).map((c) => c.id)
+      assert.ok(!after.includes(c2.id), `removed context still listed: ${after}`)
+      assert.ok(after.includes(c1.id))
+      await assert.rejects(sbx.runCode('1', { context: c2 }), NotFoundError)
+      await assert.rejects(sbx.removeCodeContext(c2.id), NotFoundError)
+    })
+  })
+
+  it('per-execution env vars are visible only in that execution', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const v = `val-${uniq()}`
+      let ex = await ok(sbx, "import os\nos.environ.get('AIRLOCK_CELL_VAR')", { envs: { AIRLOCK_CELL_VAR: v } })
+      assert.equal(ex.text, v)
+      ex = await ok(sbx, "os.environ.get('AIRLOCK_CELL_VAR', 'unset')")
+      assert.equal(ex.text, 'unset')
+      // A subprocess of the cell sees the variable too.
+      ex = await ok(sbx, "import subprocess\nsubprocess.run(['sh', '-c', 'echo $AIRLOCK_CELL_VAR'], capture_output=True, text=True).stdout.strip()", { envs: { AIRLOCK_CELL_VAR: v } })
+      assert.equal(ex.text, v)
+
+      ex = await ok(sbx, 'process.env.AIRLOCK_CELL_VAR', { language: 'js', envs: { AIRLOCK_CELL_VAR: v } })
+      assert.equal(ex.text, v)
+      ex = await ok(sbx, "process.env.AIRLOCK_CELL_VAR ?? 'unset'", { language: 'js' })
+      assert.equal(ex.text, 'unset')
+
+      ex = await ok(sbx, 'echo "[$AIRLOCK_CELL_VAR]"', { language: 'bash', envs: { AIRLOCK_CELL_VAR: v } })
+      assert.equal(stdout(ex), `[${v}]\n`)
+      ex = await ok(sbx, 'echo "[$AIRLOCK_CELL_VAR]"', { language: 'bash' })
+      assert.equal(stdout(ex), '[]\n')
+    })
+  })
+
+  it('a timed-out busy loop is interrupted and the context keeps working', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      await ok(sbx, 'kept = 7')
+      const start = Date.now()
+      await assert.rejects(sbx.runCode('while True: pass', { timeoutMs: 3000 }), TimeoutError)
+      const timedOut = Date.now() - start
+      assert.ok(timedOut >= 2900 && timedOut < 15_000, `timed out after ${timedOut} ms`)
+
+      const t1 = Date.now()
+      const ex = await ok(sbx, '1+1', { timeoutMs: 30_000 })
+      const recovered = Date.now() - t1
+      assert.equal(ex.text, '2')
+      console.log(`# interrupt: timeout after ${timedOut} ms, next cell answered in ${recovered} ms`)
+      assert.ok(recovered < 10_000, `next cell took ${recovered} ms`)
+      // SIGINT (not a restart) stopped it: state survived.
+      assert.equal((await ok(sbx, 'kept')).text, '7')
+
+      // The same for JavaScript.
+      await assert.rejects(sbx.runCode('while (true) {}', { language: 'js', timeoutMs: 3000 }), TimeoutError)
+      assert.equal((await ok(sbx, '1 + 1', { language: 'js', timeoutMs: 30_000 })).text, '2')
+    })
+  })
+
+  it('JavaScript, TypeScript and Bash contexts keep state', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      await ok(sbx, 'const a = 1', { language: 'js' })
+      assert.equal((await ok(sbx, 'a + 1', { language: 'js' })).text, '2')
+      assert.equal((await ok(sbx, 'let s = 0; for (let i = 1; i <= 10; i++) s += i; s', { language: 'javascript' })).text, '55')
+
+      // Top-level await; the declared name survives into the next cell.
+      let ex = await ok(sbx, 'const b = await new Promise((resolve) => setTimeout(() => resolve(40), 50))\nb + 1', { language: 'js' })
+      assert.equal(ex.text, '41')
+      assert.equal((await ok(sbx, 'b + 2', { language: 'js' })).text, '42')
+
+      ex = await ok(sbx, "console.log('hello', 42); console.error('oops')", { language: 'js' })
+      assert.equal(stdout(ex), 'hello 42\n')
+      assert.equal(ex.logs.stderr.join(''), 'oops\n')
+      assert.equal(ex.results.length, 0)
+
+      ex = await sbx.runCode('null.x', { language: 'js' })
+      assert.equal(ex.error?.name, 'TypeError')
+
+      ex = await ok(sbx, 'const n: number = 21\nfunction twice(v: number): number { return v * 2 }\ntwice(n)', { language: 'ts' })
+      assert.equal(ex.text, '42')
+
+      await ok(sbx, 'cd /tmp\nMYVAR=persisted', { language: 'bash' })
+      ex = await ok(sbx, 'pwd\necho "$MYVAR"', { language: 'bash' })
+      assert.equal(stdout(ex), '/tmp\npersisted\n')
+      ex = await sbx.runCode('false', { language: 'bash' })
+      assert.ok(ex.error, 'a failing bash command reports an error')
+    })
+  })
+
+  it('~50 MB of output does not break the agent', { timeout: TEST_TIMEOUT * 2 }, async () => {
+    await withSandbox(async (sbx) => {
+      const line = 'y'.repeat(1023) + '\n'
+      const lines = 50 * 1024
+      let bytes = 0
+      let chunks = 0
+      const start = Date.now()
+      let outcome
+      try {
+        await sbx.runCode(`import sys\nline = ${JSON.stringify(line)}\nfor _ in range(${lines}):\n    sys.stdout.write(line)\nprint('DONE')`, {
+          timeoutMs: 300_000,
+          onStdout: (m) => { bytes += m.line.length; chunks++ }
+        })
+        outcome = 'completed'
+      } catch (err) {
+        assert.ok(err instanceof TimeoutError, `unexpected error: ${err}`)
+        outcome = 'timed out'
+      }
+      const took = Date.now() - start
+      console.log(`# 50 MB output: ${outcome} after ${took} ms, ${bytes} bytes in ${chunks} chunks`)
+      assert.ok(bytes <= lines * line.length + 16, `more output than printed: ${bytes}`)
+      if (outcome === 'completed') assert.ok(bytes > 0)
+      let ex
+      try {
+        ex = await ok(sbx, '1+1', { timeoutMs: 60_000 })
+      } catch (err) { console.log('# DEBUG', err, err.cause); throw err }
+      assert.equal(ex.text, '2')
+      assert.equal((await ok(sbx, "print('after')")).logs.stdout.join(''), 'after\n')
+    })
+  })
+
+  it('a crashing kernel reports ContextRestarting and the next cell works', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      await ok(sbx, 'lost = 1')
+      const ex = await sbx.runCode('import os; os._exit(1)', { timeoutMs: 60_000 })
+      assert.equal(ex.error?.name, 'ContextRestarting', JSON.stringify(ex.error))
+      const next = await ok(sbx, '1+1', { timeoutMs: 60_000 })
+      assert.equal(next.text, '2')
+      // A fresh kernel: the old state is gone.
+      assert.equal((await sbx.runCode('lost')).error?.name, 'NameError')
+    })
+  })
+
+  it('display() of several objects yields several results via onResult', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const got = []
+      const ex = await ok(sbx, [
+        'from IPython.display import display, HTML, Markdown',
+        'import pandas as pd',
+        "display(HTML('<b>bold</b>'))",
+        "display(Markdown('# title'))",
+        "display(pd.DataFrame({'k': [1]}))",
+        "'last'"
+      ].join('\n'), { onResult: (r) => { got.push(r) } })
+      assert.equal(got.length, 4, JSON.stringify(got.map((r) => r.formats())))
+      assert.equal(ex.results.length, 4)
+      assert.equal(got[0].html, '<b>bold</b>')
+      assert.equal(got[0].isMainResult, false)
+      assert.equal(got[1].markdown, '# title')
+      assert.match(got[2].html, /<table/)
+      assert.equal(got[3].isMainResult, true)
+      assert.equal(got[3].text, 'last')
+      assert.equal(ex.text, 'last')
+    })
+  })
+})
