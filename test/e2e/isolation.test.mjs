@@ -126,8 +126,10 @@ describe('isolation', { timeout: TEST_TIMEOUT * 5 }, () => {
     const ns = `e2e-ext-${id}`
     const hostIf = `e2ex${id}`
     const nsIf = `e2ey${id}`
-    const hostIP = '10.78.255.1'
-    const extIP = '10.78.255.2'
+    // The stand-in's /30 (override to run two suites on one host at once).
+    const extBase = process.env.AIRLOCK_E2E_EXT_NET ?? '10.78.255'
+    const hostIP = `${extBase}.1`
+    const extIP = `${extBase}.2`
     let server
     const run = (...args) => execFileSync('ip', args, { stdio: 'pipe' })
 
