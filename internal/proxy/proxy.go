@@ -213,6 +213,12 @@ func (p *proxy) serveSigned(w http.ResponseWriter, r *http.Request) {
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port int) {
 	info := &routeInfo{id: t.ID, addr: net.JoinHostPort(t.Addr.String(), strconv.Itoa(port))}
 	r = r.WithContext(contextWithRoute(r.Context(), info))
+	// Sandbox traffic is full duplex (Connect streams, uploads answered while
+	// the body is still being read). Without this, net/http closes the
+	// inbound body as soon as the first response bytes are flushed; the
+	// transport then fails writing the upstream request and tears down the
+	// connection mid-stream ("incomplete envelope" on the client).
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	p.rp.ServeHTTP(w, r)
 }
 

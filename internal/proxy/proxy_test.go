@@ -394,3 +394,64 @@ func FuzzParseSandboxHost(f *testing.F) {
 		}
 	})
 }
+
+// TestFullDuplexStream pins the fix for streams cut mid-body: the upstream
+// answers (and flushes) before it has read the request body, and the client
+// only sends the rest of its body after seeing that first chunk. A proxy that
+// lets net/http close the inbound body on the first flush breaks this.
+func TestFullDuplexStream(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, "s", "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			t.Errorf("upstream full duplex: %v", err)
+		}
+		_, _ = io.WriteString(w, "ready\n")
+		w.(http.Flusher).Flush()
+		rest, err := io.ReadAll(r.Body)
+		if err != nil {
+			_, _ = io.WriteString(w, "body error: "+err.Error()+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "got "+string(rest)+"\n")
+	})
+	srv := newProxy(t, fakeResolver{"iabc": {ID: "iabc", Addr: netip.MustParseAddr("127.0.0.1")}})
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", srv.URL+"/process.Process/StreamInput", pr)
+	req.Header.Set("E2b-Sandbox-Id", "iabc")
+	req.Header.Set("E2b-Sandbox-Port", up.port)
+	client := &http.Client{Timeout: 15 * time.Second}
+	type out struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan out, 1)
+	go func() {
+		resp, err := client.Do(req)
+		done <- out{resp, err}
+	}()
+	_, _ = io.WriteString(pw, "part1-")
+	var o out
+	select {
+	case o = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no response headers")
+	}
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	defer o.resp.Body.Close()
+	br := bufio.NewReader(o.resp.Body)
+	if line, _ := br.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("first line %q", line)
+	}
+	// Only now finish the request body.
+	_, _ = io.WriteString(pw, "part2")
+	pw.Close()
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatalf("response body cut: %v (got %q)", err, rest)
+	}
+	if string(rest) != "got part1-part2\n" {
+		t.Fatalf("upstream saw %q, want the whole body", rest)
+	}
+}
