@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -24,9 +25,14 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/envd/process"
 	"github.com/airlock-sandbox/airlock/internal/envd/server"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
+	"github.com/airlock-sandbox/airlock/internal/envd/sudo"
 )
 
 func main() {
+	// Mounted over /usr/bin/sudo on runtimes that force no_new_privs.
+	if filepath.Base(os.Args[0]) == "sudo" {
+		os.Exit(sudo.Main(os.Args[1:]))
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "airlock-envd:", err)
 		os.Exit(1)
@@ -59,6 +65,14 @@ func run() error {
 
 	if os.Getpid() == 1 {
 		go process.NewReaper(log).Run(ctx)
+	}
+
+	if os.Geteuid() == 0 {
+		go func() {
+			if err := sudo.Serve(ctx, sudo.SocketPath, log.With("component", "sudo")); err != nil {
+				log.Error("sudo service", "err", err)
+			}
+		}()
 	}
 
 	st := state.New(*defUser)

@@ -53,6 +53,14 @@ describe('commands', { timeout: TEST_TIMEOUT * 4 }, () => {
     assert.equal(r.stdout, 'user 644\n')
   })
 
+  it('passwordless sudo for user (spec §7), with exit codes and -u', { timeout: TEST_TIMEOUT }, async () => {
+    const r = await sbx.commands.run('whoami; sudo whoami; sudo -u nobody id -un; echo secret | sudo tee /root/airlock-sudo >/dev/null; sudo cat /root/airlock-sudo; sudo -n true && echo n-ok')
+    assert.equal(r.stdout, 'user\nroot\nnobody\nsecret\nn-ok\n')
+    await assert.rejects(sbx.commands.run('sudo sh -c "exit 7"'), (err) => err instanceof CommandExitError && err.exitCode === 7)
+    // Without sudo, root's files stay closed to user.
+    await assert.rejects(sbx.commands.run('cat /root/airlock-sudo'), (err) => err instanceof CommandExitError)
+  })
+
   it('envs per command override nothing else', { timeout: TEST_TIMEOUT }, async () => {
     const v = uniq()
     const r = await sbx.commands.run('echo "$E2E_A-$E2E_B"', { envs: { E2E_A: v, E2E_B: 'two words' } })

@@ -102,7 +102,9 @@ func newID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-func (s *Server) baseEnv(u *identity.User) []string {
+// baseEnv is a kernel's environment: fixed defaults, the user's identity and
+// the sandbox env vars global (a snapshot taken by the caller).
+func (s *Server) baseEnv(u *identity.User, global map[string]string) []string {
 	env := map[string]string{
 		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "E2B_SANDBOX": "true", "TERM": "xterm-256color",
@@ -110,7 +112,7 @@ func (s *Server) baseEnv(u *identity.User) []string {
 	if u != nil {
 		env["HOME"], env["USER"], env["LOGNAME"] = u.Home, u.Name, u.Name
 	}
-	maps.Copy(env, s.st.EnvVars())
+	maps.Copy(env, global)
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)
@@ -130,7 +132,11 @@ func (s *Server) newContext(ctx context.Context, language, cwd string) (*entry, 
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("cwd %q is not a directory", cwd)
 	}
-	ra := runAs{user: u, cwd: cwd, env: s.baseEnv(u)}
+	// Snapshot the sandbox env vars once: the kernel starts with exactly
+	// these, and syncGlobalEnv later applies whatever changed since (e.g.
+	// /init setting vars while this kernel was still starting).
+	global := s.st.EnvVars()
+	ra := runAs{user: u, cwd: cwd, env: s.baseEnv(u, global)}
 	var k Kernel
 	switch language {
 	case "python":
@@ -148,7 +154,7 @@ func (s *Server) newContext(ctx context.Context, language, cwd string) (*entry, 
 	if err != nil {
 		return nil, fmt.Errorf("creating %s context: %w", language, err)
 	}
-	e := &entry{ID: newID(), Language: language, Cwd: cwd, kernel: k, envApplied: s.st.EnvVars()}
+	e := &entry{ID: newID(), Language: language, Cwd: cwd, kernel: k, envApplied: global}
 	s.mu.Lock()
 	s.contexts[e.ID] = e
 	s.mu.Unlock()

@@ -104,7 +104,7 @@ func buildSpec(spec runtime.Spec, rootfs string, l limits) *specs.Spec {
 	if hostname == "" {
 		hostname = spec.ID
 	}
-	return &specs.Spec{
+	s := &specs.Spec{
 		Version: ociVersion,
 		Process: &specs.Process{
 			Terminal: false,
@@ -153,9 +153,14 @@ func buildSpec(spec runtime.Spec, rootfs string, l limits) *specs.Spec {
 			},
 		},
 	}
+	// runsc forces PR_SET_NO_NEW_PRIVS on every process, so the setuid sudo
+	// binary cannot work; the agent answers `sudo` instead (internal/envd/sudo).
+	if fi, err := os.Lstat(filepath.Join(rootfs, "usr/bin/sudo")); err == nil && fi.Mode().IsRegular() {
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/usr/bin/sudo", Type: "bind", Source: spec.AgentPath, Options: []string{"rbind", "ro"}})
+	}
+	return s
 }
 
-// writeBundle writes config.json into dir.
 func writeBundle(dir string, s *specs.Spec) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
