@@ -113,11 +113,13 @@ func (a *api) buildDockerfile(w http.ResponseWriter, r *http.Request, name strin
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	rc := http.NewResponseController(w)
+	// The context tar is read while progress lines are already streaming.
+	_ = rc.EnableFullDuplex()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 	var mu sync.Mutex
 	enc := json.NewEncoder(w)
@@ -168,4 +170,3 @@ func (a *api) removeTemplate(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-

@@ -25,6 +25,15 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
 
+// outcome is how a step was served.
+type outcome int
+
+const (
+	outBuilt  outcome = iota // a new layer was made
+	outCached                // the layer came from the cache
+	outConfig                // the instruction only changes the configuration
+)
+
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // state is the build state between instructions.
@@ -109,23 +118,26 @@ func (b *Builder) Build(ctx context.Context, req Request, emit func(Event)) (*Re
 	st.rootfs = p
 	st.key = chain("from", st.layer)
 	st.layers = append(st.layers, st.layer)
-	cached := 0
+	cached, configOnly := 0, 0
 	for i, c := range f.Commands {
 		n := i + 2
 		line := dockerfile.Line(c)
 		text := c.(fmt.Stringer).String()
 		emit(Event{Step: n, Total: total, Kind: "step", Message: fmt.Sprintf("[%d/%d] %s", n, total, text)})
 		stepStart := time.Now()
-		hit, err := b.step(ctx, req, bctx, st, c, f.Escape, func(k, msg string) {
+		out, err := b.step(ctx, req, bctx, st, c, f.Escape, func(k, msg string) {
 			emit(Event{Step: n, Total: total, Kind: k, Message: msg})
 		})
 		if err != nil {
 			return nil, stepErr(line, text, err)
 		}
-		if hit {
+		switch out {
+		case outConfig:
+			configOnly++
+		case outCached:
 			cached++
 			emit(Event{Step: n, Total: total, Kind: "cached", Message: fmt.Sprintf("[%d/%d] CACHED", n, total)})
-		} else {
+		default:
 			emit(Event{Step: n, Total: total, Kind: "done", Message: fmt.Sprintf("[%d/%d] DONE %.1fs", n, total, time.Since(stepStart).Seconds())})
 		}
 	}
@@ -149,9 +161,9 @@ func (b *Builder) Build(ctx context.Context, req Request, emit func(Event)) (*Re
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Template: t, Config: cfg, Steps: total, Cached: cached, Duration: time.Since(begin)}
-	emit(Event{Total: total, Kind: "info", Message: fmt.Sprintf("template %s built: layer %s, %d/%d steps cached, %.1fs",
-		req.Name, short(st.layer), cached, len(f.Commands), res.Duration.Seconds())})
+	res := &Result{Template: t, Config: cfg, Steps: len(f.Commands) - configOnly, Cached: cached, Duration: time.Since(begin)}
+	emit(Event{Total: total, Kind: "info", Message: fmt.Sprintf("template %s built: layer %s, %d of %d filesystem steps cached, %.1fs",
+		req.Name, short(st.layer), cached, len(f.Commands)-configOnly, res.Duration.Seconds())})
 	return res, nil
 }
 
@@ -200,10 +212,10 @@ func startCommand(st *state) string {
 	return ""
 }
 
-// step executes one instruction; hit reports a cache hit.
-func (b *Builder) step(ctx context.Context, req Request, bctx *buildContext, st *state, c instructions.Command, escape rune, emit func(kind, msg string)) (bool, error) {
+// step executes one instruction and reports how it was served.
+func (b *Builder) step(ctx context.Context, req Request, bctx *buildContext, st *state, c instructions.Command, escape rune, emit func(kind, msg string)) (outcome, error) {
 	if err := dockerfile.Expand(c, escape, st.expandEnv()); err != nil {
-		return false, err
+		return outBuilt, err
 	}
 	switch c := c.(type) {
 	case *instructions.EnvCommand:
@@ -211,7 +223,7 @@ func (b *Builder) step(ctx context.Context, req Request, bctx *buildContext, st 
 			st.env.Set(kv.Key, kv.Value)
 		}
 		st.key = chain(st.key, "env", strings.Join(st.env.List(), "\x00"))
-		return false, nil
+		return outConfig, nil
 	case *instructions.ArgCommand:
 		for _, kv := range c.Args {
 			v, ok := req.BuildArgs[kv.Key]
@@ -221,30 +233,30 @@ func (b *Builder) step(ctx context.Context, req Request, bctx *buildContext, st 
 			st.args.Set(kv.Key, v)
 		}
 		st.key = chain(st.key, "arg", strings.Join(st.args.List(), "\x00"))
-		return false, nil
+		return outConfig, nil
 	case *instructions.LabelCommand:
 		for _, kv := range c.Labels {
 			st.labels[kv.Key] = kv.Value
 		}
-		return false, nil
+		return outConfig, nil
 	case *instructions.UserCommand:
 		st.user = c.User
 		st.key = chain(st.key, "user", c.User)
-		return false, nil
+		return outConfig, nil
 	case *instructions.ShellCommand:
 		st.shell = slices.Clone(c.Shell)
 		st.key = chain(st.key, "shell", strings.Join(c.Shell, "\x00"))
-		return false, nil
+		return outConfig, nil
 	case *instructions.CmdCommand:
 		st.cmd, st.cmdExec = slices.Clone(c.CmdLine), !c.PrependShell
-		return false, nil
+		return outConfig, nil
 	case *instructions.EntrypointCommand:
 		st.ep, st.epExec = slices.Clone(c.CmdLine), !c.PrependShell
 		if !c.PrependShell || len(c.CmdLine) == 0 {
 			// Docker resets CMD when ENTRYPOINT is set.
 			st.cmd = nil
 		}
-		return false, nil
+		return outConfig, nil
 	case *instructions.WorkdirCommand:
 		return b.workdir(ctx, req, st, c.Path)
 	case *instructions.CopyCommand:
@@ -254,7 +266,7 @@ func (b *Builder) step(ctx context.Context, req Request, bctx *buildContext, st 
 	case *instructions.RunCommand:
 		return b.run(ctx, req, st, c, emit)
 	}
-	return false, userErr("instruction %s is not supported", c.Name())
+	return outBuilt, userErr("instruction %s is not supported", c.Name())
 }
 
 func (b *Builder) absPath(st *state, p string) string {
@@ -268,18 +280,18 @@ func (b *Builder) absPath(st *state, p string) string {
 	return path.Join(wd, p)
 }
 
-func (b *Builder) workdir(ctx context.Context, req Request, st *state, p string) (bool, error) {
+func (b *Builder) workdir(ctx context.Context, req Request, st *state, p string) (outcome, error) {
 	st.workdir = path.Clean(b.absPath(st, p))
 	st.key = chain(st.key, "workdir", st.workdir)
 	ok, err := existsIn(st.rootfs, st.workdir)
 	if err != nil || ok {
-		return false, err
+		return outConfig, err
 	}
 	own := &owner{}
 	if st.user != "" {
 		o, err := resolveOwner(st.rootfs, st.user)
 		if err != nil {
-			return false, err
+			return outBuilt, err
 		}
 		own = o
 	}
@@ -293,30 +305,30 @@ func (b *Builder) workdir(ctx context.Context, req Request, st *state, p string)
 	})
 }
 
-func (b *Builder) copy(ctx context.Context, req Request, bctx *buildContext, st *state, srcs []string, dest, chown, chmod string) (bool, error) {
+func (b *Builder) copy(ctx context.Context, req Request, bctx *buildContext, st *state, srcs []string, dest, chown, chmod string) (outcome, error) {
 	dest = b.absPath(st, dest)
 	if strings.HasSuffix(dest, "/") || dest == "/" {
 		dest = strings.TrimSuffix(dest, "/") + "/"
 	}
 	items, err := bctx.resolveCopy(srcs, dest)
 	if err != nil {
-		return false, err
+		return outBuilt, err
 	}
 	sum, err := hashItems(items)
 	if err != nil {
-		return false, err
+		return outBuilt, err
 	}
 	var own *owner
 	if chown != "" {
 		if own, err = resolveOwner(st.rootfs, chown); err != nil {
-			return false, err
+			return outBuilt, err
 		}
 	}
 	var mode fs.FileMode
 	if chmod != "" {
 		m, err := strconv.ParseUint(chmod, 8, 32)
 		if err != nil || m > 0o7777 {
-			return false, userErr("--chmod %q: want an octal mode", chmod)
+			return outBuilt, userErr("--chmod %q: want an octal mode", chmod)
 		}
 		mode = fs.FileMode(m & 0o777)
 	}
@@ -328,15 +340,15 @@ func (b *Builder) copy(ctx context.Context, req Request, bctx *buildContext, st 
 
 // layer produces (or finds in the cache) the layer key on top of st and
 // makes it current. fill changes a clone of the parent.
-func (b *Builder) layer(req Request, st *state, key string, fill func(rootfs string) error) (bool, error) {
+func (b *Builder) layer(req Request, st *state, key string, fill func(rootfs string) error) (outcome, error) {
 	if p, ok := b.tpl.LayerPath(key); ok && !req.NoCache {
 		st.layer, st.rootfs, st.key = key, p, chain(key)
 		st.layers = append(st.layers, key)
-		return true, nil
+		return outCached, nil
 	}
 	tmp, err := os.MkdirTemp(b.tpl.Dir(), ".tmp-")
 	if err != nil {
-		return false, fmt.Errorf("creating layer dir: %w", err)
+		return outBuilt, fmt.Errorf("creating layer dir: %w", err)
 	}
 	ok := false
 	defer func() {
@@ -345,35 +357,35 @@ func (b *Builder) layer(req Request, st *state, key string, fill func(rootfs str
 		}
 	}()
 	if err := os.Chmod(tmp, 0o755); err != nil {
-		return false, err
+		return outBuilt, err
 	}
 	rootfs := filepath.Join(tmp, "rootfs")
 	if err := cloneTree(st.rootfs, rootfs); err != nil {
-		return false, err
+		return outBuilt, err
 	}
 	if err := fill(rootfs); err != nil {
-		return false, err
+		return outBuilt, err
 	}
 	if err := b.tpl.PublishLayer(tmp, key, 0, `{"kind":"layer","parent":"`+st.layer+`"}`); err != nil {
-		return false, err
+		return outBuilt, err
 	}
 	ok = true
 	p, found := b.tpl.LayerPath(key)
 	if !found {
-		return false, fmt.Errorf("layer %s vanished after publishing", key)
+		return outBuilt, fmt.Errorf("layer %s vanished after publishing", key)
 	}
 	st.layer, st.rootfs, st.key = key, p, chain(key)
 	st.layers = append(st.layers, key)
-	return false, nil
+	return outBuilt, nil
 }
 
-func (b *Builder) run(ctx context.Context, req Request, st *state, c *instructions.RunCommand, emit func(kind, msg string)) (bool, error) {
+func (b *Builder) run(ctx context.Context, req Request, st *state, c *instructions.RunCommand, emit func(kind, msg string)) (outcome, error) {
 	args := slices.Clone(c.CmdLine)
 	if c.PrependShell {
 		args = append(slices.Clone(st.shell), strings.Join(c.CmdLine, " "))
 	}
 	if len(args) == 0 {
-		return false, userErr("empty RUN")
+		return outBuilt, userErr("empty RUN")
 	}
 	env := st.expandEnv()
 	envMap := map[string]string{}
@@ -388,7 +400,7 @@ func (b *Builder) run(ctx context.Context, req Request, st *state, c *instructio
 	if st.user != "" {
 		pe, ok := lookupUser(st.rootfs, userName(st.user))
 		if !ok || pe.name == "" {
-			return false, userErr("USER %q does not exist in the image", st.user)
+			return outBuilt, userErr("USER %q does not exist in the image", st.user)
 		}
 		user = pe.name
 	}
