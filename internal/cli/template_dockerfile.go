@@ -92,7 +92,7 @@ func runDockerfileBuild(cmd *cobra.Command, c *client.Client, d dockerfileFlags,
 		return err
 	}
 	if _, err := os.Stat(file); err != nil {
-		return fmt.Errorf("Dockerfile: %w", err)
+		return fmt.Errorf("reading the Dockerfile: %w", err)
 	}
 	if rel, err := filepath.Rel(ctxDir, file); err == nil && !strings.HasPrefix(rel, "..") {
 		opts.Dockerfile = filepath.ToSlash(rel)

@@ -47,7 +47,6 @@ type state struct {
 	workdir string
 	shell   []string
 	labels  map[string]string
-	start   string
 	cmd     []string
 	cmdExec bool
 	ep      []string

@@ -139,7 +139,7 @@ func stepErr(line int, text string, err error) error {
 	if ue, ok := sandbox.AsUserError(err); ok {
 		return &sandbox.Error{Code: ue.Code, Msg: fmt.Sprintf("Dockerfile line %d (%s): %s", line, text, ue.Msg)}
 	}
-	return fmt.Errorf("Dockerfile line %d (%s): %w", line, text, err)
+	return fmt.Errorf("step at Dockerfile line %d (%s): %w", line, text, err)
 }
 
 func chain(parts ...string) string {

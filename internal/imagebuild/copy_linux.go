@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"syscall"
 )
 
 // owner is a uid/gid pair; nil means "keep the context's owner as root".
@@ -145,8 +144,8 @@ func copyFileRoot(root *os.Root, src, rel string) error {
 	return nil
 }
 
-// statOwner returns the owner of path inside rootfs (following symlinks
-// within it), or ok=false if it does not exist.
+// existsIn reports whether p exists inside rootfs (following symlinks
+// within it).
 func existsIn(rootfs, p string) (bool, error) {
 	root, err := os.OpenRoot(rootfs)
 	if err != nil {
@@ -159,5 +158,3 @@ func existsIn(rootfs, p string) (bool, error) {
 	}
 	return err == nil, err
 }
-
-var _ = syscall.Getuid

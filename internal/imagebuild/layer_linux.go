@@ -125,7 +125,7 @@ func applyUpper(upper, dst string) error {
 	// Directory metadata last (children changed their mtimes), deepest first.
 	slices.Reverse(dirs)
 	for _, d := range dirs {
-		if err := setMeta(d.path, d.fi, true); err != nil {
+		if err := setMeta(d.path, d.fi); err != nil {
 			return err
 		}
 	}
@@ -173,7 +173,7 @@ func copyEntry(src, dst string, fi fs.FileInfo) error {
 			return fmt.Errorf("creating node %s: %w", dst, err)
 		}
 	}
-	return setMeta(dst, fi, false)
+	return setMeta(dst, fi)
 }
 
 func copyFile(src, dst string) error {
@@ -198,7 +198,7 @@ func copyFile(src, dst string) error {
 
 // setMeta copies owner, permission bits, extended attributes (except
 // overlayfs' own) and times of fi (read from the source) onto dst.
-func setMeta(dst string, fi fs.FileInfo, isDir bool) error {
+func setMeta(dst string, fi fs.FileInfo) error {
 	st := fi.Sys().(*syscall.Stat_t)
 	if err := os.Lchown(dst, int(st.Uid), int(st.Gid)); err != nil {
 		return fmt.Errorf("chown %s: %w", dst, err)
@@ -209,7 +209,6 @@ func setMeta(dst string, fi fs.FileInfo, isDir bool) error {
 			return fmt.Errorf("chmod %s: %w", dst, err)
 		}
 	}
-	_ = isDir
 	ts := []unix.Timespec{unix.NsecToTimespec(st.Atim.Nano()), unix.NsecToTimespec(st.Mtim.Nano())}
 	if err := unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return fmt.Errorf("setting times of %s: %w", dst, err)
