@@ -173,7 +173,40 @@ func copyEntry(src, dst string, fi fs.FileInfo) error {
 			return fmt.Errorf("creating node %s: %w", dst, err)
 		}
 	}
-	return setMeta(dst, fi)
+	if err := setMeta(dst, fi); err != nil {
+		return err
+	}
+	return copyXattrs(src, dst)
+}
+
+// copyXattrs copies the extended attributes of src to dst (after chown,
+// which clears security.capability), except overlayfs' own.
+func copyXattrs(src, dst string) error {
+	size, err := unix.Llistxattr(src, nil)
+	if err != nil || size == 0 {
+		return nil // no xattrs, or a filesystem without them
+	}
+	buf := make([]byte, size)
+	if size, err = unix.Llistxattr(src, buf); err != nil {
+		return nil
+	}
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00") {
+		if name == "" || strings.HasPrefix(name, "trusted.overlay.") {
+			continue
+		}
+		n, err := unix.Lgetxattr(src, name, nil)
+		if err != nil {
+			continue
+		}
+		val := make([]byte, n)
+		if n, err = unix.Lgetxattr(src, name, val); err != nil {
+			continue
+		}
+		if err := unix.Lsetxattr(dst, name, val[:n], 0); err != nil {
+			return fmt.Errorf("setting %s on %s: %w", name, dst, err)
+		}
+	}
+	return nil
 }
 
 func copyFile(src, dst string) error {

@@ -59,6 +59,7 @@ func TestApplyUpper(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(upper, "d/z"), "z", 0o644)
+	xattrs := unix.Setxattr(filepath.Join(upper, "d/z"), "trusted.airlock-test", []byte("v"), 0) == nil
 	write(t, filepath.Join(upper, "o/q"), "q", 0o644)
 	if err := unix.Setxattr(filepath.Join(upper, "o"), "trusted.overlay.opaque", []byte("y"), 0); err != nil {
 		t.Fatalf("setting opaque xattr: %v", err)
@@ -86,6 +87,12 @@ func TestApplyUpper(t *testing.T) {
 	}
 	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o600 || st.Uid != 1000 || st.Gid != 1000 {
 		t.Errorf("d/x mode %v owner %d:%d, want 0600 1000:1000", fi.Mode().Perm(), st.Uid, st.Gid)
+	}
+	if xattrs {
+		buf := make([]byte, 8)
+		if n, err := unix.Lgetxattr(filepath.Join(dst, "d/z"), "trusted.airlock-test", buf); err != nil || string(buf[:n]) != "v" {
+			t.Errorf("xattr not copied: %q, %v", buf[:max(n, 0)], err)
+		}
 	}
 	if got := read(t, filepath.Join(dst, "d/y")); got != "y" {
 		t.Errorf("unchanged d/y = %q", got)
