@@ -77,7 +77,6 @@ func (a *api) routes() {
 		"GET /snapshots",
 		"GET /sandboxes/{id}/logs",
 		"GET /v2/sandboxes/{id}/logs",
-		"DELETE /templates/{id}",
 		"POST /v3/templates",
 		"POST /v2/templates/{id}/builds/{build}",
 		"GET /templates/{id}/builds/{build}/status",
@@ -92,6 +91,9 @@ func (a *api) routes() {
 
 	h("GET /templates", a.listTemplates)
 	h("POST /airlock/v1/templates/{name}/build", a.buildTemplate)
+	h("GET /airlock/v1/templates/{name}", a.templateInfo)
+	h("DELETE /airlock/v1/templates/{name}", a.removeTemplate)
+	h("DELETE /templates/{id}", a.removeTemplate)
 }
 
 // ServeHTTP applies CORS, auth and the body cap, then routes.
@@ -106,7 +108,11 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil {
-		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		limit := int64(maxBodyBytes)
+		if r.Method == http.MethodPost && isContextUpload(r) {
+			limit = maxContextBytes
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 	}
 	if _, pattern := a.mux.Handler(r); pattern == "" {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))

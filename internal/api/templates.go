@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -16,6 +17,10 @@ type TemplateInfo struct {
 	Hash      string    `json:"hash"`
 	SizeBytes int64     `json:"sizeBytes"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Dockerfile templates only (zero: the daemon's defaults).
+	CPUCount int             `json:"cpuCount,omitempty"`
+	MemoryMB int             `json:"memoryMB,omitempty"`
+	Config   *TemplateConfig `json:"config,omitempty"`
 }
 
 // Progress is one build progress report.
@@ -61,8 +66,8 @@ func toTemplateJSON(t TemplateInfo) templateJSON {
 		BuildID:     t.Hash,
 		Aliases:     []string{t.Name},
 		Names:       []string{t.Name},
-		CPUCount:    sandbox.DefaultCPUCount,
-		MemoryMB:    sandbox.DefaultMemoryMB,
+		CPUCount:    cmp.Or(t.CPUCount, sandbox.DefaultCPUCount),
+		MemoryMB:    cmp.Or(t.MemoryMB, sandbox.DefaultMemoryMB),
 		DiskSizeMB:  sandbox.DefaultDiskSizeMB,
 		SizeBytes:   t.SizeBytes,
 		EnvdVersion: sandbox.EnvdVersion,
@@ -98,6 +103,10 @@ func (a *api) buildTemplate(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if !validTemplateName(name) {
 		writeError(w, http.StatusBadRequest, "invalid template name: want [a-z0-9][a-z0-9._-]*")
+		return
+	}
+	if isContextUpload(r) {
+		a.buildDockerfile(w, r, name)
 		return
 	}
 	force := r.URL.Query().Get("force") == "true" || r.URL.Query().Get("force") == "1"

@@ -21,6 +21,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/envd/files"
+	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime/gvisor"
@@ -171,7 +172,8 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	}
 	log.Info("restore done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
 
-	apiHandler := api.New(mgr, apiTemplates{tm}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api")})
+	builder := imagebuild.New(mgr, tm, gvisor.UpperDir, log)
+	apiHandler := api.New(mgr, apiTemplates{tm: tm, mgr: mgr, builder: builder}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api")})
 	var apiHosts []string
 	if o.domain != "" {
 		apiHosts = append(apiHosts, "api."+o.domain)
@@ -349,14 +351,19 @@ func (s sandboxTemplates) Resolve(ctx context.Context, name string) (*sandbox.Te
 	if err != nil {
 		return nil, err
 	}
-	return &sandbox.Template{Name: t.Name, Hash: t.Hash, RootFS: t.RootFS}, nil
+	return &sandbox.Template{Name: t.Name, Hash: t.Hash, RootFS: t.RootFS, TemplateConfig: templateConfig(t)}, nil
 }
 
 // apiTemplates adapts the template manager to api.Templates.
-type apiTemplates struct{ tm *template.Manager }
+type apiTemplates struct {
+	tm      *template.Manager
+	mgr     *sandbox.Manager
+	builder *imagebuild.Builder
+}
 
 func toTemplateInfo(t *template.Template) api.TemplateInfo {
-	return api.TemplateInfo{Name: t.Name, Hash: t.Hash, SizeBytes: t.SizeBytes, CreatedAt: t.CreatedAt}
+	cpu, mem, cfg := apiConfig(t)
+	return api.TemplateInfo{Name: t.Name, Hash: t.Hash, SizeBytes: t.SizeBytes, CreatedAt: t.CreatedAt, CPUCount: cpu, MemoryMB: mem, Config: cfg}
 }
 
 func (a apiTemplates) List(ctx context.Context) ([]api.TemplateInfo, error) {
@@ -381,3 +388,5 @@ func (a apiTemplates) Build(ctx context.Context, name string, force bool, progre
 	info := toTemplateInfo(t)
 	return &info, nil
 }
+
+var _ api.TemplateAdmin = apiTemplates{}

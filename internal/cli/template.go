@@ -20,7 +20,7 @@ func init() {
 			Aliases: []string{"templates", "tpl"},
 			Short:   "List and build templates",
 		}
-		tc.AddCommand(newTemplateListCmd(), newTemplateBuildCmd())
+		tc.AddCommand(newTemplateListCmd(), newTemplateBuildCmd(), newTemplateInfoCmd(), newTemplateRmCmd())
 		root.AddCommand(tc)
 	})
 }
@@ -75,15 +75,26 @@ func newTemplateBuildCmd() *cobra.Command {
 	var (
 		force  bool
 		asJSON bool
+		df     dockerfileFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "build <name>",
-		Short: "Build (or rebuild with --force) a template on the daemon",
-		Args:  cobra.ExactArgs(1),
+		Use:   "build [-f Dockerfile] [--name N] [flags] [context-dir | built-in-name]",
+		Short: "Build a template from a Dockerfile (or a built-in template by name)",
+		Long: `With a context directory, -f or --name: build a template from a Dockerfile on the
+daemon. Every RUN step executes inside a sandbox; steps whose inputs did not change
+are served from the layer cache. Without them: build (or rebuild with --force) a
+built-in template such as "base".`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient(cmd)
 			if err != nil {
 				return err
+			}
+			if df.wanted(cmd, args) {
+				return runDockerfileBuild(cmd, c, df, args, asJSON)
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("template build: give a context directory (Dockerfile build) or a built-in template name")
 			}
 			errw := cmd.ErrOrStderr()
 			tty := isTerminal(errw)
@@ -135,7 +146,8 @@ func newTemplateBuildCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "rebuild even if the template exists")
+	cmd.Flags().BoolVar(&force, "force", false, "rebuild even if the template exists (built-in templates)")
+	df.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the built template as JSON")
 	return cmd
 }

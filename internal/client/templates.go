@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -77,7 +78,12 @@ func (c *Client) BuildTemplate(ctx context.Context, name string, force bool, onP
 	if err := checkResponse(resp); err != nil {
 		return nil, fmt.Errorf("building template %s: %w", name, err)
 	}
-	sc := bufio.NewScanner(resp.Body)
+	return readBuildStream(resp.Body, name, onProgress)
+}
+
+// readBuildStream reads the NDJSON build stream of template name.
+func readBuildStream(body io.Reader, name string, onProgress func(Progress)) (*Template, error) {
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), maxBuildLine)
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())

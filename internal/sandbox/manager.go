@@ -50,6 +50,9 @@ type Template struct {
 	Name   string // name/alias as requested, e.g. "base"
 	Hash   string // content hash of the build
 	RootFS string // read-only root filesystem directory
+	// TemplateConfig holds the optional defaults of custom (Dockerfile)
+	// templates: environment, user, workdir, resources, start and ready.
+	TemplateConfig
 }
 
 // Templates resolves template names. Unknown names must return an error
@@ -115,6 +118,9 @@ type CreateRequest struct {
 	Secure bool
 	// AutoPause asks for pause instead of kill on timeout (not supported yet).
 	AutoPause bool
+	// RootFS, when set, is used instead of resolving TemplateID (internal:
+	// the template builder runs build steps on intermediate layers).
+	RootFS string
 }
 
 // Sandbox is a snapshot of one sandbox's state.
@@ -243,7 +249,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if req.AllowInternet != nil {
 		allowInternet = *req.AllowInternet
 	}
-	tpl, err := m.cfg.Templates.Resolve(ctx, req.TemplateID)
+	tpl, err := m.resolveTemplate(ctx, req)
 	if errors.Is(err, ErrTemplateNotFound) {
 		return nil, userErrorf(http.StatusNotFound, "template '%s' not found", req.TemplateID)
 	}
@@ -300,8 +306,8 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 		Nameservers: append([]string(nil), m.cfg.Nameservers...),
 		Hosts:       []string{"127.0.0.1 " + id},
 		Resources: runtime.Resources{
-			CPUCount: m.cfg.DefaultCPUCount,
-			MemoryMB: m.cfg.DefaultMemoryMB,
+			CPUCount: orDefault(tpl.CPUCount, m.cfg.DefaultCPUCount),
+			MemoryMB: orDefault(tpl.MemoryMB, m.cfg.DefaultMemoryMB),
 			DiskMB:   m.cfg.DefaultDiskSizeMB,
 		},
 	}
@@ -318,24 +324,28 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 	}
 	log.Debug("agent healthy", "wait", time.Since(waitStart))
 
-	envs := maps.Clone(req.EnvVars)
+	envs := maps.Clone(tpl.Env)
 	if envs == nil {
 		envs = map[string]string{}
 	}
+	maps.Copy(envs, req.EnvVars)
 	envs["E2B_SANDBOX"] = "true"
 	envs["E2B_SANDBOX_ID"] = id
 	envs["E2B_TEMPLATE_ID"] = req.TemplateID
 	body := initRequest{
 		EnvVars:        envs,
 		Timestamp:      time.Now().UTC(),
-		DefaultUser:    DefaultUser,
-		DefaultWorkdir: DefaultWorkdir,
+		DefaultUser:    orDefault(tpl.User, DefaultUser),
+		DefaultWorkdir: orDefault(tpl.Workdir, DefaultWorkdir),
 	}
 	if token != "" {
 		body.AccessToken = &token
 	}
 	if err := m.agent.init(ctx, host, body); err != nil {
 		return nil, fmt.Errorf("initialising agent: %w", err)
+	}
+	if err := m.startTemplateCommand(ctx, log, host, token, tpl); err != nil {
+		return nil, err
 	}
 
 	now := time.Now().UTC()
@@ -352,8 +362,8 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 		Metadata:      maps.Clone(req.Metadata),
 		EnvVars:       maps.Clone(req.EnvVars),
 		AllowInternet: allowInternet,
-		CPUCount:      m.cfg.DefaultCPUCount,
-		MemoryMB:      m.cfg.DefaultMemoryMB,
+		CPUCount:      orDefault(tpl.CPUCount, m.cfg.DefaultCPUCount),
+		MemoryMB:      orDefault(tpl.MemoryMB, m.cfg.DefaultMemoryMB),
 		DiskSizeMB:    m.cfg.DefaultDiskSizeMB,
 		StartedAt:     now,
 		EndAt:         now.Add(req.Timeout),

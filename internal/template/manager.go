@@ -39,6 +39,9 @@ type Template struct {
 	RootFS    string // <dataDir>/templates/<hash>/rootfs
 	SizeBytes int64
 	CreatedAt time.Time
+	// Spec is the recorded description: a built-in recipe's canonical
+	// JSON, or the configuration of a Dockerfile template.
+	Spec string
 }
 
 // BuildOptions tune Build.
@@ -119,6 +122,7 @@ func (m *Manager) fromRecord(r *store.Template) *Template {
 		RootFS:    m.rootFS(r.Hash),
 		SizeBytes: r.SizeBytes,
 		CreatedAt: r.CreatedAt,
+		Spec:      r.Spec,
 	}
 }
 

@@ -1,0 +1,172 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+)
+
+// maxContextBytes caps the build context tar of a Dockerfile build.
+const maxContextBytes = 1 << 30
+
+// DockerfileBuild are the options of a Dockerfile template build.
+type DockerfileBuild struct {
+	Dockerfile string            // path of the Dockerfile inside the context; default "Dockerfile"
+	BuildArgs  map[string]string // --build-arg
+	CPUCount   int
+	MemoryMB   int
+	StartCmd   string
+	ReadyCmd   string
+	NoNetwork  bool
+	NoCache    bool
+}
+
+// TemplateConfig is the configuration of a Dockerfile template.
+type TemplateConfig struct {
+	From     string            `json:"from,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	User     string            `json:"user,omitempty"`
+	Workdir  string            `json:"workdir,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	StartCmd string            `json:"startCmd,omitempty"`
+	ReadyCmd string            `json:"readyCmd,omitempty"`
+	Layers   []string          `json:"layers,omitempty"`
+}
+
+// TemplateAdmin is implemented by template backends that build from
+// Dockerfiles and can describe and remove templates.
+type TemplateAdmin interface {
+	// BuildDockerfile builds template name from a tar of the build context.
+	BuildDockerfile(ctx context.Context, name string, contextTar io.Reader, opts DockerfileBuild, progress func(Progress)) (*TemplateInfo, error)
+	// Info describes one template (404 user error when unknown).
+	Info(ctx context.Context, name string) (*TemplateInfo, error)
+	// Remove deletes a template; refused (409 user error) while in use.
+	Remove(ctx context.Context, name string) error
+}
+
+// templateDetail is GET /airlock/v1/templates/{name}.
+type templateDetail struct {
+	templateJSON
+	Config *TemplateConfig `json:"config,omitempty"`
+}
+
+func (a *api) admin(w http.ResponseWriter) (TemplateAdmin, bool) {
+	ad, ok := a.templates.(TemplateAdmin)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "this server cannot build templates from Dockerfiles")
+	}
+	return ad, ok
+}
+
+// isContextUpload reports whether r carries a build context tar.
+func isContextUpload(r *http.Request) bool {
+	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	return strings.HasPrefix(ct, "application/x-tar") || strings.HasPrefix(ct, "application/tar")
+}
+
+func parseBuildQuery(r *http.Request) (DockerfileBuild, error) {
+	q := r.URL.Query()
+	o := DockerfileBuild{Dockerfile: q.Get("dockerfile"), StartCmd: q.Get("startCmd"), ReadyCmd: q.Get("readyCmd"), BuildArgs: map[string]string{}}
+	if o.Dockerfile == "" {
+		o.Dockerfile = "Dockerfile"
+	}
+	for _, f := range []struct {
+		key string
+		dst *int
+		max int
+	}{{"cpuCount", &o.CPUCount, 64}, {"memoryMB", &o.MemoryMB, 1 << 20}} {
+		if v := q.Get(f.key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > f.max {
+				return o, fmt.Errorf("invalid %s %q: want an integer between 0 and %d", f.key, v, f.max)
+			}
+			*f.dst = n
+		}
+	}
+	o.NoNetwork = q.Get("noNetwork") == "true" || q.Get("noNetwork") == "1"
+	o.NoCache = q.Get("noCache") == "true" || q.Get("noCache") == "1"
+	for _, kv := range q["buildArg"] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return o, fmt.Errorf("invalid buildArg %q: want KEY=VALUE", kv)
+		}
+		o.BuildArgs[k] = v
+	}
+	return o, nil
+}
+
+// buildDockerfile streams NDJSON progress lines, then a final result line.
+func (a *api) buildDockerfile(w http.ResponseWriter, r *http.Request, name string) {
+	ad, ok := a.admin(w)
+	if !ok {
+		return
+	}
+	opts, err := parseBuildQuery(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	rc := http.NewResponseController(w)
+	// The context tar is read while progress lines are already streaming.
+	_ = rc.EnableFullDuplex()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	emit := func(v any) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(v)
+		_ = rc.Flush()
+	}
+	t, err := ad.BuildDockerfile(r.Context(), name, r.Body, opts, func(p Progress) { emit(p) })
+	if err != nil {
+		msg := err.Error()
+		if _, user := sandbox.AsUserError(err); !user {
+			a.log.Error("template build failed", "template", name, "err", err)
+		}
+		emit(buildResult{Error: msg})
+		return
+	}
+	tj := toTemplateJSON(*t)
+	emit(buildResult{Done: true, Template: &tj})
+}
+
+func (a *api) templateInfo(w http.ResponseWriter, r *http.Request) {
+	ad, ok := a.admin(w)
+	if !ok {
+		return
+	}
+	t, err := ad.Info(r.Context(), r.PathValue("name"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, templateDetail{templateJSON: toTemplateJSON(*t), Config: t.Config})
+}
+
+func (a *api) removeTemplate(w http.ResponseWriter, r *http.Request) {
+	ad, ok := a.admin(w)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	if name == "" {
+		name = r.PathValue("id")
+	}
+	if err := ad.Remove(r.Context(), name); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

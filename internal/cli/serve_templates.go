@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/api"
+	"github.com/airlock-sandbox/airlock/internal/imagebuild"
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/template"
+)
+
+// templateConfig returns the sandbox defaults recorded with a Dockerfile
+// template (zero for built-in recipes).
+func templateConfig(t *template.Template) sandbox.TemplateConfig {
+	if c, ok := imagebuild.ParseConfig(t.Spec); ok {
+		return c.SandboxConfig()
+	}
+	return sandbox.TemplateConfig{}
+}
+
+func apiConfig(t *template.Template) (int, int, *api.TemplateConfig) {
+	c, ok := imagebuild.ParseConfig(t.Spec)
+	if !ok {
+		return 0, 0, nil
+	}
+	return c.CPUCount, c.MemoryMB, &api.TemplateConfig{
+		From: c.From, Env: c.Env, User: c.User, Workdir: c.Workdir, Labels: c.Labels,
+		StartCmd: c.StartCmd, ReadyCmd: c.ReadyCmd, Layers: c.Layers,
+	}
+}
+
+// BuildDockerfile implements api.TemplateAdmin.
+func (a apiTemplates) BuildDockerfile(ctx context.Context, name string, contextTar io.Reader, o api.DockerfileBuild, progress func(api.Progress)) (*api.TemplateInfo, error) {
+	if _, err := template.LookupRecipe(name); err == nil {
+		return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: fmt.Sprintf("%q is a built-in template name", name)}
+	}
+	dir, err := os.MkdirTemp(a.tm.Dir(), ".tmp-context-")
+	if err != nil {
+		return nil, fmt.Errorf("creating context dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if err := imagebuild.ExtractContext(contextTar, dir); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening context dir: %w", err)
+	}
+	df, err := root.ReadFile(strings.TrimPrefix(path.Clean("/"+o.Dockerfile), "/"))
+	root.Close()
+	if err != nil {
+		return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: fmt.Sprintf("reading %s from the build context: %v", o.Dockerfile, err)}
+	}
+	res, err := a.builder.Build(ctx, imagebuild.Request{
+		Name: name, Dockerfile: df, ContextDir: dir, BuildArgs: o.BuildArgs, CPUCount: o.CPUCount,
+		MemoryMB: o.MemoryMB, StartCmd: o.StartCmd, ReadyCmd: o.ReadyCmd, NoNetwork: o.NoNetwork, NoCache: o.NoCache,
+	}, func(e imagebuild.Event) {
+		progress(api.Progress{Phase: e.Kind, Message: e.Message, Done: int64(e.Step), Total: int64(e.Total)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	info := toTemplateInfo(res.Template)
+	return &info, nil
+}
+
+// Info implements api.TemplateAdmin.
+func (a apiTemplates) Info(ctx context.Context, name string) (*api.TemplateInfo, error) {
+	t, err := a.tm.Get(ctx, name)
+	if errors.Is(err, template.ErrNotFound) {
+		return nil, &sandbox.Error{Code: http.StatusNotFound, Msg: fmt.Sprintf("template '%s' not found", name)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	info := toTemplateInfo(t)
+	return &info, nil
+}
+
+// Remove implements api.TemplateAdmin.
+func (a apiTemplates) Remove(ctx context.Context, name string) error {
+	t, err := a.tm.Get(ctx, name)
+	if errors.Is(err, template.ErrNotFound) {
+		return &sandbox.Error{Code: http.StatusNotFound, Msg: fmt.Sprintf("template '%s' not found", name)}
+	}
+	if err != nil {
+		return err
+	}
+	var users []string
+	for _, s := range a.mgr.List() {
+		if s.TemplateID == name || s.TemplateID == t.Hash {
+			users = append(users, s.ID)
+		}
+	}
+	if len(users) > 0 {
+		return &sandbox.Error{Code: http.StatusConflict, Msg: fmt.Sprintf("template '%s' is in use by %d sandbox(es): %s", name, len(users), strings.Join(users, ", "))}
+	}
+	err = a.tm.Remove(ctx, name)
+	if errors.Is(err, template.ErrBuiltin) {
+		return &sandbox.Error{Code: http.StatusBadRequest, Msg: err.Error()}
+	}
+	return err
+}

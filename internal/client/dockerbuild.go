@@ -1,0 +1,176 @@
+package client
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// DockerfileBuildOpts are the options of a Dockerfile template build.
+type DockerfileBuildOpts struct {
+	Dockerfile string // path inside the context tar; default "Dockerfile"
+	BuildArgs  map[string]string
+	CPUCount   int
+	MemoryMB   int
+	StartCmd   string
+	ReadyCmd   string
+	NoNetwork  bool
+	NoCache    bool
+}
+
+// TemplateConfig is the configuration of a Dockerfile template.
+type TemplateConfig struct {
+	From     string            `json:"from,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	User     string            `json:"user,omitempty"`
+	Workdir  string            `json:"workdir,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	StartCmd string            `json:"startCmd,omitempty"`
+	ReadyCmd string            `json:"readyCmd,omitempty"`
+	Layers   []string          `json:"layers,omitempty"`
+}
+
+// TemplateDetail is GET /airlock/v1/templates/{name}.
+type TemplateDetail struct {
+	Template
+	Config *TemplateConfig `json:"config,omitempty"`
+}
+
+// BuildDockerfile uploads the build context tar (read from contextTar) and
+// builds template name from the Dockerfile in it
+// (POST /airlock/v1/templates/{name}/build, Content-Type application/x-tar).
+func (c *Client) BuildDockerfile(ctx context.Context, name string, contextTar io.Reader, o DockerfileBuildOpts, onProgress func(Progress)) (*Template, error) {
+	q := url.Values{}
+	if o.Dockerfile != "" {
+		q.Set("dockerfile", o.Dockerfile)
+	}
+	if o.CPUCount > 0 {
+		q.Set("cpuCount", strconv.Itoa(o.CPUCount))
+	}
+	if o.MemoryMB > 0 {
+		q.Set("memoryMB", strconv.Itoa(o.MemoryMB))
+	}
+	if o.StartCmd != "" {
+		q.Set("startCmd", o.StartCmd)
+	}
+	if o.ReadyCmd != "" {
+		q.Set("readyCmd", o.ReadyCmd)
+	}
+	if o.NoNetwork {
+		q.Set("noNetwork", "true")
+	}
+	if o.NoCache {
+		q.Set("noCache", "true")
+	}
+	for k, v := range o.BuildArgs {
+		q.Add("buildArg", k+"="+v)
+	}
+	req, err := c.newRequest(ctx, http.MethodPost, "/airlock/v1/templates/"+url.PathEscape(name)+"/build", q, contextTar)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-tar")
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("building template %s: %w", name, c.transportError(err))
+	}
+	defer resp.Body.Close()
+	if err := checkResponse(resp); err != nil {
+		return nil, fmt.Errorf("building template %s: %w", name, err)
+	}
+	return readBuildStream(resp.Body, name, onProgress)
+}
+
+// TemplateInfo describes template name.
+func (c *Client) TemplateInfo(ctx context.Context, name string) (*TemplateDetail, error) {
+	var out TemplateDetail
+	if _, err := c.doJSON(ctx, http.MethodGet, "/airlock/v1/templates/"+url.PathEscape(name), nil, nil, &out); err != nil {
+		return nil, fmt.Errorf("template %s: %w", name, err)
+	}
+	return &out, nil
+}
+
+// RemoveTemplate deletes template name (refused while sandboxes use it).
+func (c *Client) RemoveTemplate(ctx context.Context, name string) error {
+	if _, err := c.doJSON(ctx, http.MethodDelete, "/airlock/v1/templates/"+url.PathEscape(name), nil, nil, nil); err != nil {
+		return fmt.Errorf("removing template %s: %w", name, err)
+	}
+	return nil
+}
+
+// WriteContextTar writes dir as a tar stream to w. When extraName is set,
+// the file extraPath is added under that name (a Dockerfile outside the
+// context).
+func WriteContextTar(w io.Writer, dir, extraPath, extraName string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		} else if !fi.Mode().IsRegular() && !fi.IsDir() {
+			return nil // sockets, devices: not part of a context
+		}
+		return addTarEntry(tw, p, filepath.ToSlash(rel), fi, link)
+	})
+	if err != nil {
+		return fmt.Errorf("packing build context: %w", err)
+	}
+	if extraName != "" {
+		fi, err := os.Stat(extraPath)
+		if err != nil {
+			return fmt.Errorf("reading Dockerfile: %w", err)
+		}
+		if err := addTarEntry(tw, extraPath, extraName, fi, ""); err != nil {
+			return fmt.Errorf("packing Dockerfile: %w", err)
+		}
+	}
+	return tw.Close()
+}
+
+func addTarEntry(tw *tar.Writer, p, name string, fi fs.FileInfo, link string) error {
+	h, err := tar.FileInfoHeader(fi, link)
+	if err != nil {
+		return err
+	}
+	h.Name = name
+	h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+	h.ModTime = fi.ModTime().Truncate(time.Second)
+	if fi.IsDir() {
+		h.Name += "/"
+	}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(tw, f)
+	return err
+}

@@ -1,0 +1,188 @@
+// Package imagebuild builds templates from Dockerfiles without a container
+// engine. Every RUN executes inside a sandbox of the runtime in use; the
+// sandbox's writable layer (the overlay upper directory) is applied onto a
+// hard-linked clone of the parent layer, giving a new, complete root
+// filesystem stored like any template under <data>/templates/<hash>/rootfs.
+// A layer's hash chains the parent's hash, the expanded instruction, the
+// build state it depends on (ENV, ARG, USER, WORKDIR, SHELL) and the hashes
+// of copied files, so an unchanged prefix of a Dockerfile is served from
+// cache. The final template is the last layer plus a Config (environment,
+// user, workdir, resources, start and ready commands) recorded as the
+// template's spec.
+package imagebuild
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/template"
+)
+
+// ConfigKind marks template specs written by this package.
+const ConfigKind = "dockerfile"
+
+// Config is what a Dockerfile template carries besides its files. It is
+// recorded as the template's spec (JSON).
+type Config struct {
+	Kind     string            `json:"kind"`
+	From     string            `json:"from"`
+	Env      map[string]string `json:"env,omitempty"`
+	User     string            `json:"user,omitempty"`
+	Workdir  string            `json:"workdir,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	CPUCount int               `json:"cpuCount,omitempty"`
+	MemoryMB int               `json:"memoryMB,omitempty"`
+	StartCmd string            `json:"startCmd,omitempty"`
+	ReadyCmd string            `json:"readyCmd,omitempty"`
+	Layers   []string          `json:"layers"`
+}
+
+// ParseConfig decodes a template spec written by Build; ok is false for
+// other specs (built-in recipes).
+func ParseConfig(spec string) (*Config, bool) {
+	var c Config
+	if err := json.Unmarshal([]byte(spec), &c); err != nil || c.Kind != ConfigKind {
+		return nil, false
+	}
+	return &c, true
+}
+
+// SandboxConfig converts c for the sandbox manager.
+func (c *Config) SandboxConfig() sandbox.TemplateConfig {
+	return sandbox.TemplateConfig{
+		Env: c.Env, User: c.User, Workdir: c.Workdir, CPUCount: c.CPUCount, MemoryMB: c.MemoryMB,
+		StartCmd: c.StartCmd, ReadyCmd: c.ReadyCmd,
+	}
+}
+
+// Request is one Dockerfile build.
+type Request struct {
+	Name       string // template name to record
+	Dockerfile []byte
+	ContextDir string // extracted build context (host path)
+	BuildArgs  map[string]string
+	CPUCount   int
+	MemoryMB   int
+	StartCmd   string // overrides CMD/ENTRYPOINT
+	ReadyCmd   string
+	NoNetwork  bool // RUN steps without internet access
+	NoCache    bool // ignore cached layers
+}
+
+// Result describes a finished build.
+type Result struct {
+	Template *template.Template
+	Config   *Config
+	Steps    int
+	Cached   int
+	Duration time.Duration
+}
+
+// Event is one line of the build log.
+type Event struct {
+	Step    int    // 1-based instruction index; 0 for build-level lines
+	Total   int    // number of instructions including FROM
+	Kind    string // "step", "cached", "output", "done", "info"
+	Message string
+}
+
+// Sandboxes is what the builder needs from the sandbox manager.
+type Sandboxes interface {
+	Create(ctx context.Context, req sandbox.CreateRequest) (*sandbox.Sandbox, error)
+	Exec(ctx context.Context, id string, req sandbox.ExecRequest, out io.Writer) (int, error)
+	Kill(ctx context.Context, id string) error
+	Dir(id string) string
+}
+
+// Templates is what the builder needs from the template store.
+type Templates interface {
+	Get(ctx context.Context, name string) (*template.Template, error)
+	Dir() string
+	LayerPath(hash string) (string, bool)
+	PublishLayer(tmp, hash string, size int64, spec string) error
+	Register(ctx context.Context, name, hash, spec string) (*template.Template, error)
+}
+
+// Builder runs Dockerfile builds.
+type Builder struct {
+	sb       Sandboxes
+	tpl      Templates
+	upperDir func(sandboxDir string) string
+	log      *slog.Logger
+}
+
+// New returns a Builder. upperDir maps a sandbox's runtime directory to its
+// overlay upper directory (runtime specific, e.g. gvisor.UpperDir).
+func New(sb Sandboxes, tpl Templates, upperDir func(string) string, log *slog.Logger) *Builder {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Builder{sb: sb, tpl: tpl, upperDir: upperDir, log: log.With("component", "imagebuild")}
+}
+
+// userErr is a build error caused by the user's input.
+func userErr(format string, args ...any) error {
+	return &sandbox.Error{Code: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
+}
+
+// stepErr prefixes a user error with the Dockerfile line.
+func stepErr(line int, text string, err error) error {
+	if ue, ok := sandbox.AsUserError(err); ok {
+		return &sandbox.Error{Code: ue.Code, Msg: fmt.Sprintf("Dockerfile line %d (%s): %s", line, text, ue.Msg)}
+	}
+	return fmt.Errorf("step at Dockerfile line %d (%s): %w", line, text, err)
+}
+
+func chain(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// lineWriter turns written bytes into output events, one per line.
+type lineWriter struct {
+	emit func(string)
+	buf  []byte
+	all  []string
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := strings.IndexByte(string(w.buf), '\n')
+		if i < 0 {
+			break
+		}
+		w.line(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) line(l string) {
+	l = strings.TrimRight(l, "\r")
+	w.all = append(w.all, l)
+	if len(w.all) > 30 {
+		w.all = w.all[len(w.all)-30:]
+	}
+	w.emit(l)
+}
+
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.line(string(w.buf))
+		w.buf = nil
+	}
+}
