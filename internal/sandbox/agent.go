@@ -92,3 +92,33 @@ func (a *agentClient) init(ctx context.Context, host string, body initRequest) e
 	}
 	return nil
 }
+
+// freeze asks the agent to close its listeners and connections before a
+// checkpoint (POST /freeze). A 409 from the agent (open TCP sockets it
+// cannot close) becomes a 409 user error.
+func (a *agentClient) freeze(ctx context.Context, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url(host, "/freeze"), nil)
+	if err != nil {
+		return fmt.Errorf("building freeze request: %w", err)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("agent freeze: %w", err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	switch {
+	case resp.StatusCode == http.StatusNoContent:
+		return nil
+	case resp.StatusCode == http.StatusConflict:
+		var e struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(data, &e)
+		return userErrorf(http.StatusConflict, "cannot pause: %s", e.Message)
+	default:
+		return fmt.Errorf("agent freeze: status %d: %s", resp.StatusCode, bytes.TrimSpace(data))
+	}
+}
