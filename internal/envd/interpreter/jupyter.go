@@ -110,7 +110,7 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 	if k.ra.user != nil && os.Geteuid() == 0 {
 		_ = os.Chown(connFile, int(k.ra.user.UID), int(k.ra.user.GID))
 	}
-	cmd := exec.Command(k.python, "-m", "ipykernel_launcher", "-f", connFile, "--IPKernelApp.parent_handle=0")
+	cmd := exec.Command(k.python, "-c", kernelLauncher, "-f", connFile, "--IPKernelApp.parent_handle=0")
 	k.ra.apply(cmd)
 	cmd.Env = append(cmd.Env, "MPLBACKEND=module://matplotlib_inline.backend_inline", "PYDEVD_DISABLE_FILE_VALIDATION=1", "JPY_SESSION_NAME=")
 	if cmd.SysProcAttr == nil {
@@ -474,3 +474,18 @@ func (k *jupyterKernel) Close() error {
 	k.teardown()
 	return nil
 }
+
+// kernelLauncher starts ipykernel like `python -m ipykernel_launcher`, but
+// without the IOPub "pipe" (a PULL socket bound to a random loopback TCP
+// port that forwards output of forked child processes): gVisor cannot
+// checkpoint TCP sockets watched by epoll, so with it the sandbox could
+// never be paused. Children's output written to the inherited fds is still
+// captured by ipykernel's fd-level capture.
+const kernelLauncher = `import ipykernel.iostream as _io
+_init = _io.IOPubThread.__init__
+def _no_pipe(self, socket, pipe=False):
+    _init(self, socket, pipe=False)
+_io.IOPubThread.__init__ = _no_pipe
+from ipykernel import kernelapp
+kernelapp.launch_new_instance()
+`
