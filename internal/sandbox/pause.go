@@ -120,15 +120,15 @@ func (m *Manager) endOp(e *entry) {
 // kept, and it stops using CPU and memory. 409 when already paused or busy,
 // 404 unknown, 501 when the runtime cannot checkpoint.
 func (m *Manager) Pause(ctx context.Context, id string) error {
-	cp, err := m.checkpointer()
-	if err != nil {
-		return err
-	}
 	e, err := m.beginOp(id, opPausing, false)
 	if err != nil {
 		return err
 	}
 	defer m.endOp(e)
+	cp, err := m.checkpointer()
+	if err != nil {
+		return err
+	}
 	return m.pause(ctx, cp, id, e)
 }
 
@@ -228,15 +228,15 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if err := m.checkTimeout(timeout); err != nil {
 		return nil, err
 	}
-	cp, err := m.checkpointer()
-	if err != nil {
-		return nil, err
-	}
 	e, err := m.beginOp(id, opResuming, true)
 	if err != nil {
 		return nil, err
 	}
 	defer m.endOp(e)
+	cp, err := m.checkpointer()
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	m.mu.Lock()
 	ip := e.guestIP

@@ -38,13 +38,58 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir, imageDir string) erro
 		}
 		return fmt.Errorf("runsc checkpoint %s: %w", id, err)
 	}
-	saved := time.Since(t0)
-	if _, err := r.exec(ctx, "delete", "--force", id); err != nil && !notFound(err) {
-		return fmt.Errorf("runsc delete after checkpoint %s: %w", id, err)
-	}
-	removeCgroups(id)
-	r.log.Debug("sandbox checkpointed", "id", id, "save", saved, "total", time.Since(t0))
+	r.log.Debug("sandbox checkpointed", "id", id, "save", time.Since(t0))
+	// runsc delete of the stopped sandbox takes ~1 s (it polls for the
+	// sandbox process to go away): do it in the background; Restore and
+	// Destroy wait for it.
+	r.deleteAsync(id)
 	return nil
+}
+
+// deleteAsync removes the stopped container id from runsc's state in the
+// background; waitDeleted waits for it.
+func (r *Runtime) deleteAsync(id string) {
+	done := make(chan struct{})
+	r.mu.Lock()
+	if r.deleting == nil {
+		r.deleting = map[string]chan struct{}{}
+	}
+	r.deleting[id] = done
+	r.mu.Unlock()
+	go func() {
+		defer func() {
+			r.mu.Lock()
+			if r.deleting[id] == done {
+				delete(r.deleting, id)
+			}
+			r.mu.Unlock()
+			close(done)
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		t0 := time.Now()
+		if _, err := r.exec(ctx, "delete", "--force", id); err != nil && !notFound(err) {
+			r.log.Warn("runsc delete after checkpoint", "id", id, "err", err)
+		}
+		removeCgroups(id)
+		r.log.Debug("checkpointed container deleted", "id", id, "took", time.Since(t0))
+	}()
+}
+
+// waitDeleted waits for a background delete of id, if any.
+func (r *Runtime) waitDeleted(ctx context.Context, id string) error {
+	r.mu.Lock()
+	done := r.deleting[id]
+	r.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the checkpointed container %s to be deleted: %w", id, ctx.Err())
+	}
 }
 
 // Restore implements runtime.Checkpointer with `runsc restore --detach`,
@@ -66,6 +111,9 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 	}
 	if !isMountPoint(RootfsDir(dir)) {
 		return errors.New("gvisor: sandbox root filesystem is not mounted (host rebooted?); cannot restore")
+	}
+	if err := r.waitDeleted(ctx, spec.ID); err != nil {
+		return err
 	}
 	if r.known(spec.ID) {
 		// A stopped leftover (e.g. a restore that failed half-way).
