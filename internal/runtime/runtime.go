@@ -107,3 +107,13 @@ type Checkpointer interface {
 	// Signal sends sig to the sandbox's init process (the agent).
 	Signal(ctx context.Context, id string, sig syscall.Signal) error
 }
+
+// Cloner is implemented by checkpointing runtimes that can start copies of
+// a checkpointed sandbox (fork).
+type Cloner interface {
+	// Clone prepares spec.Dir from the stopped, checkpointed sandbox in
+	// parentDir: a copy of its writable layer plus a bundle for spec
+	// (which must use the same template and resources as the parent).
+	// Restore(spec, image) then starts the copy.
+	Clone(ctx context.Context, parentDir string, spec Spec) error
+}

@@ -66,6 +66,9 @@ type initRequest struct {
 	Timestamp      time.Time         `json:"timestamp"`
 	DefaultUser    string            `json:"defaultUser,omitempty"`
 	DefaultWorkdir string            `json:"defaultWorkdir,omitempty"`
+	// authToken is sent as X-Access-Token: an agent that already has a
+	// token (a forked copy) only accepts a re-init from its holder.
+	authToken string
 }
 
 // init sends POST /init to the agent.
@@ -81,6 +84,9 @@ func (a *agentClient) init(ctx context.Context, host string, body initRequest) e
 		return fmt.Errorf("building init request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if body.authToken != "" {
+		req.Header.Set("X-Access-Token", body.authToken)
+	}
 	resp, err := a.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("agent init: %w", err)

@@ -467,6 +467,12 @@ func (m *Manager) expire(id string, gen uint64) {
 		m.mu.Unlock()
 		return
 	}
+	if e.op != "" {
+		// A pause/resume/fork is in progress: look again shortly.
+		e.timer = time.AfterFunc(time.Second, func() { m.expire(id, gen) })
+		m.mu.Unlock()
+		return
+	}
 	if e.rec.OnTimeout == OnTimeoutPause {
 		m.bg.Add(1)
 		m.mu.Unlock()

@@ -9,7 +9,8 @@ import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 import { tracker, sh, TEST_TIMEOUT } from './helpers.mjs'
 
 const t = tracker('snapshots')
-after(() => t.killAll())
+const forks = [] // children created by fork (not known to the tracker)
+after(() => Promise.allSettled([t.killAll(), ...forks.map((id) => Sandbox.kill(id))]))
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -101,6 +102,70 @@ describe('pause and resume with the code interpreter', () => {
       assert.equal(r.text, '42')
     } finally {
       await Sandbox.kill(sbx.sandboxId)
+    }
+  })
+})
+
+describe('fork', () => {
+  it('children see the parent state, get their own identity and address, and are isolated', { timeout: TEST_TIMEOUT }, async () => {
+    const parent = await t.create()
+    await parent.files.write('/home/user/state.txt', 'from parent')
+    const parentIP = (await sh(parent, "ip -4 -o addr show eth0 | awk '{print $4}'")).stdout.trim()
+    const kids = await Sandbox.fork(parent.sandboxId, { count: 4 })
+    for (const k of kids) if (!(k instanceof Error)) forks.push(k.sandboxId)
+    assert.equal(kids.length, 4)
+    for (const k of kids) assert.ok(!(k instanceof Error), `fork failed: ${k}`)
+    const ids = new Set([parent.sandboxId, ...kids.map((k) => k.sandboxId)])
+    assert.equal(ids.size, 5, 'every child has its own id')
+    const ips = new Set([parentIP])
+    for (const [i, k] of kids.entries()) {
+      assert.equal(await k.files.read('/home/user/state.txt'), 'from parent')
+      const r = await sh(k, "echo $E2B_SANDBOX_ID; ip -4 -o addr show eth0 | awk '{print $4}'")
+      assert.equal(r.exitCode, 0, r.stderr)
+      const [envID, ip] = r.stdout.trim().split('\n')
+      assert.equal(envID, k.sandboxId, 'E2B_SANDBOX_ID is the child id')
+      ips.add(ip)
+      await k.files.write('/home/user/state.txt', `from child ${i}`)
+    }
+    assert.equal(ips.size, 5, `every sandbox has its own address: ${[...ips]}`)
+    // Writes in one child are invisible to the parent and the siblings.
+    assert.equal(await parent.files.read('/home/user/state.txt'), 'from parent')
+    for (const [i, k] of kids.entries()) {
+      assert.equal(await k.files.read('/home/user/state.txt'), `from child ${i}`)
+    }
+    // The parent keeps running with its own token; a child rejects it.
+    assert.equal((await sh(parent, 'echo alive')).stdout, 'alive\n')
+    const resp = await fetch(`${process.env.E2B_SANDBOX_URL}/envs`, {
+      headers: { 'E2b-Sandbox-Id': kids[0].sandboxId, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': parent.envdAccessToken ?? 'x' }
+    })
+    assert.equal(resp.status, 401, 'the parent token does not open a child')
+    await Promise.allSettled(kids.map((k) => k.kill()))
+  })
+
+  it('forking an unknown or paused sandbox fails', { timeout: TEST_TIMEOUT }, async () => {
+    await assert.rejects(Sandbox.fork('i0000000000000000nope', { count: 1 }))
+    const sbx = await t.create()
+    assert.equal(await sbx.betaPause(), true)
+    await assert.rejects(Sandbox.fork(sbx.sandboxId, { count: 1 }), /paused/)
+  })
+
+  it('interpreter state is copied into forks and diverges afterwards', { timeout: TEST_TIMEOUT }, async () => {
+    const parent = await CodeSandbox.create({ timeoutMs: 300_000, metadata: t.metadata })
+    try {
+      assert.equal((await parent.runCode('x = 41\nx')).text, '41')
+      const kids = await CodeSandbox.fork(parent.sandboxId, { count: 2 })
+      for (const k of kids) if (!(k instanceof Error)) forks.push(k.sandboxId)
+      for (const k of kids) assert.ok(!(k instanceof Error), `fork failed: ${k}`)
+      try {
+        assert.equal((await kids[0].runCode('x + 1')).text, '42')
+        assert.equal((await kids[0].runCode('x = 100\nx')).text, '100')
+        assert.equal((await kids[1].runCode('x')).text, '41', 'a sibling does not see the change')
+        assert.equal((await parent.runCode('x')).text, '41', 'the parent does not see the change')
+      } finally {
+        await Promise.allSettled(kids.map((k) => Sandbox.kill(k.sandboxId)))
+      }
+    } finally {
+      await Sandbox.kill(parent.sandboxId)
     }
   })
 })
