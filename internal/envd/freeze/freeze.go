@@ -42,6 +42,8 @@ const (
 // Freezer owns the agent's HTTP servers and their listeners.
 type Freezer struct {
 	log *slog.Logger
+	// tcpTables are the files listing the sandbox's TCP sockets.
+	tcpTables []string
 
 	// mu guards servers, frozen and thawed.
 	mu      sync.Mutex
@@ -63,7 +65,7 @@ func New(log *slog.Logger) *Freezer {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Freezer{log: log, thawed: make(chan struct{})}
+	return &Freezer{log: log, thawed: make(chan struct{}), tcpTables: []string{"/proc/net/tcp", "/proc/net/tcp6"}}
 }
 
 // Serve serves srv on ln until srv is shut down or closed, re-listening on
@@ -202,7 +204,7 @@ func (f *Freezer) drain(ctx context.Context, self net.Conn) error {
 	for {
 		n := f.openConns()
 		var err error
-		others, err = tcpSockets(self)
+		others, err = tcpSockets(f.tcpTables, self)
 		if err != nil {
 			return err
 		}
@@ -221,10 +223,10 @@ func (f *Freezer) drain(ctx context.Context, self net.Conn) error {
 
 // tcpSockets lists the TCP sockets of the sandbox (from /proc/net/tcp and
 // tcp6, which gVisor fills from its socket table) other than self.
-func tcpSockets(self net.Conn) ([]string, error) {
+func tcpSockets(tables []string, self net.Conn) ([]string, error) {
 	selfLocal, selfRemote := portOf(self.LocalAddr()), portOf(self.RemoteAddr())
 	var out []string
-	for _, p := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+	for _, p := range tables {
 		fh, err := os.Open(p)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
