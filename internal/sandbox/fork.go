@@ -55,7 +55,14 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	if err != nil {
 		return nil, err
 	}
-	defer m.endOp(e)
+	// Until the parent runs again (possibly after Fork returned) the
+	// operation stays marked: the proxy waits for it, pause/fork get 409.
+	parentBack := false
+	defer func() {
+		if !parentBack {
+			m.endOp(e)
+		}
+	}()
 	cp, err := m.checkpointer()
 	if err != nil {
 		return nil, err
@@ -109,15 +116,22 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	}
 	copied := time.Since(start)
 
-	// The parent comes back alongside the children: its downtime does not
-	// grow with count beyond the layer copies.
-	var wg sync.WaitGroup
-	var parentErr error
-	wg.Add(1)
+	// The parent comes back alongside the children, and Fork does not wait
+	// for it (runsc needs ~1 s to delete the stopped parent before it can
+	// be restored under the same id). The image is removed once both the
+	// parent and the children are up.
+	parentBack = true
+	parentDone := make(chan error, 1)
+	m.bg.Add(1)
 	go func() {
-		defer wg.Done()
-		parentErr = m.restoreParent(ctx, cp, id, e, ip)
+		defer m.bg.Done()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		err := m.restoreParent(rctx, cp, id, e, ip)
+		m.endOp(e)
+		parentDone <- err
 	}()
+	var wg sync.WaitGroup
 	sem := make(chan struct{}, forkParallelism)
 	for i, k := range kids {
 		if k == nil {
@@ -133,11 +147,6 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 		}()
 	}
 	wg.Wait()
-	if parentErr == nil {
-		if err := os.RemoveAll(img); err != nil {
-			m.log.Warn("removing fork checkpoint", "sandbox", id, "err", err)
-		}
-	}
 	started := 0
 	for _, r := range results {
 		if r.Err == nil {
@@ -145,7 +154,18 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 		}
 	}
 	m.log.Info("sandbox forked", "sandbox", id, "count", count, "started", started, "checkpoint", checkpointed,
-		"copy", copied-checkpointed, "elapsed", time.Since(start), "parent_err", parentErr)
+		"copy", copied-checkpointed, "elapsed", time.Since(start))
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		if err := <-parentDone; err != nil {
+			return // the image is the paused parent's checkpoint now
+		}
+		m.log.Debug("fork parent running again", "sandbox", id, "downtime", time.Since(start))
+		if err := os.RemoveAll(img); err != nil {
+			m.log.Warn("removing fork checkpoint", "sandbox", id, "err", err)
+		}
+	}()
 	return results, nil
 }
 
