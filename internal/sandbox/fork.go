@@ -51,7 +51,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	if err := m.checkTimeout(timeout); err != nil {
 		return nil, err
 	}
-	e, err := m.beginOp(id, opForking, false)
+	e, err := m.beginOp(ctx, id, opForking, false)
 	if err != nil {
 		return nil, err
 	}

@@ -85,28 +85,46 @@ func isConflictRunning(err error, id string) bool {
 	return ok && ue.Code == http.StatusConflict && ue.Msg == errRunning(id).Msg
 }
 
+// opWait bounds how long an operation waits for another one on the same
+// sandbox (e.g. a fork parent still being restored) to finish.
+const opWait = 30 * time.Second
+
 // beginOp marks id busy with op and returns its entry, or a user error: 404
-// unknown, 409 when another operation is in progress or the state is wrong
-// (wantPaused: the sandbox must be paused; otherwise running).
-func (m *Manager) beginOp(id, op string, wantPaused bool) (*entry, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.sandboxes[id]
-	if !ok {
-		return nil, notFound(id)
+// unknown, 409 when the state is wrong (wantPaused: the sandbox must be
+// paused; otherwise running) or another operation does not finish within
+// opWait.
+func (m *Manager) beginOp(ctx context.Context, id, op string, wantPaused bool) (*entry, error) {
+	deadline := time.Now().Add(opWait)
+	for {
+		m.mu.Lock()
+		e, ok := m.sandboxes[id]
+		if !ok {
+			m.mu.Unlock()
+			return nil, notFound(id)
+		}
+		if e.op == "" {
+			defer m.mu.Unlock()
+			paused := e.rec.State == StatePaused
+			switch {
+			case wantPaused && !paused:
+				return nil, errRunning(id)
+			case !wantPaused && paused:
+				return nil, userErrorf(http.StatusConflict, "sandbox %q is already paused", id)
+			}
+			e.op = op
+			return e, nil
+		}
+		busy := e.op
+		m.mu.Unlock()
+		if time.Now().After(deadline) {
+			return nil, userErrorf(http.StatusConflict, "sandbox %q is %s", id, busy)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for sandbox %s (%s): %w", id, busy, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	if e.op != "" {
-		return nil, userErrorf(http.StatusConflict, "sandbox %q is %s", id, e.op)
-	}
-	paused := e.rec.State == StatePaused
-	switch {
-	case wantPaused && !paused:
-		return nil, errRunning(id)
-	case !wantPaused && paused:
-		return nil, userErrorf(http.StatusConflict, "sandbox %q is already paused", id)
-	}
-	e.op = op
-	return e, nil
 }
 
 func (m *Manager) endOp(e *entry) {
@@ -120,7 +138,7 @@ func (m *Manager) endOp(e *entry) {
 // kept, and it stops using CPU and memory. 409 when already paused or busy,
 // 404 unknown, 501 when the runtime cannot checkpoint.
 func (m *Manager) Pause(ctx context.Context, id string) error {
-	e, err := m.beginOp(id, opPausing, false)
+	e, err := m.beginOp(ctx, id, opPausing, false)
 	if err != nil {
 		return err
 	}
@@ -192,14 +210,14 @@ func (m *Manager) pauseOnTimeout(id string) {
 		m.log.Error("timeout pause impossible", "sandbox", id, "err", err)
 		return
 	}
-	e, err := m.beginOp(id, opPausing, false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+opWait)
+	defer cancel()
+	e, err := m.beginOp(ctx, id, opPausing, false)
 	if err != nil {
 		m.log.Info("timeout pause skipped", "sandbox", id, "reason", err)
 		return
 	}
 	defer m.endOp(e)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	m.log.Info("sandbox timed out; pausing", "sandbox", id)
 	err = m.pause(ctx, cp, id, e)
 	if err == nil {
@@ -228,7 +246,7 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if err := m.checkTimeout(timeout); err != nil {
 		return nil, err
 	}
-	e, err := m.beginOp(id, opResuming, true)
+	e, err := m.beginOp(ctx, id, opResuming, true)
 	if err != nil {
 		return nil, err
 	}
