@@ -153,6 +153,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	tm := template.NewManager(dataDir, st, log)
 
 	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
+	conns.OnAbort = func(ip netip.Addr, n int) { log.Debug("guest connections reset", "guest", ip, "count", n) }
 	mgr, err := sandbox.New(sandbox.Config{
 		Conns:       conns,
 		Runtime:     rt,

@@ -23,6 +23,8 @@ import (
 // It is safe for concurrent use.
 type Tracker struct {
 	dialer net.Dialer
+	// OnAbort, when set, is called after Abort reset n > 0 connections.
+	OnAbort func(ip netip.Addr, n int)
 
 	// mu guards conns.
 	mu    sync.Mutex
@@ -99,6 +101,9 @@ func (t *Tracker) Abort(ip netip.Addr) int {
 	t.mu.Unlock()
 	for _, c := range list {
 		_ = c.Close()
+	}
+	if len(list) > 0 && t.OnAbort != nil {
+		t.OnAbort(ip, len(list))
 	}
 	return len(list)
 }
