@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/envd/freeze"
 	"github.com/airlock-sandbox/airlock/internal/envd/interpreter"
 	"github.com/airlock-sandbox/airlock/internal/envd/process"
 	"github.com/airlock-sandbox/airlock/internal/envd/server"
@@ -85,15 +86,17 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", listenAddr, err)
 	}
-	srv := server.NewHTTPServer(listenAddr, h, log)
+	fz := freeze.New(log.With("component", "freeze"))
+	thawOnSignal(ctx, fz)
+	srv := server.NewHTTPServer(listenAddr, withFreeze(fz, h), log)
 	log.Info("airlock-envd listening", "addr", ln.Addr().String(), "version", state.Version,
 		"defaultUser", *defUser, "pid", os.Getpid())
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- fz.Serve(srv, ln) }()
 
 	if interpreterWanted(*interpMode) {
-		isrv, err := startInterpreter(ctx, st, log, net.JoinHostPort(*addr, strconv.Itoa(*interpPort)))
+		isrv, err := startInterpreter(ctx, st, log, fz, net.JoinHostPort(*addr, strconv.Itoa(*interpPort)))
 		if err != nil {
 			return err
 		}
@@ -135,7 +138,7 @@ func interpreterWanted(mode string) bool {
 
 // startInterpreter serves the stateful code interpreter (spec §4) and warms
 // the default Python and JavaScript contexts in the background.
-func startInterpreter(ctx context.Context, st *state.State, log *slog.Logger, addr string) (io.Closer, error) {
+func startInterpreter(ctx context.Context, st *state.State, log *slog.Logger, fz *freeze.Freezer, addr string) (io.Closer, error) {
 	isvc, err := interpreter.New(st, log.With("component", "interpreter"), interpreter.Options{
 		StateDir: "/run/airlock-interpreter", Warmup: interpreter.DefaultWarmup,
 	})
@@ -148,7 +151,7 @@ func startInterpreter(ctx context.Context, st *state.State, log *slog.Logger, ad
 	}
 	srv := server.NewHTTPServer(addr, isvc.Handler(), log)
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := fz.Serve(srv, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("interpreter server", "err", err)
 		}
 	}()
@@ -171,4 +174,34 @@ func defaultUser() string {
 		return "user"
 	}
 	return "root"
+}
+
+// withFreeze serves the daemon's POST /freeze (checkpoint preparation; the
+// proxy never forwards it) and everything else with h.
+func withFreeze(fz *freeze.Freezer, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == freeze.Path {
+			fz.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// thawOnSignal reopens the listeners when the daemon sends SIGUSR1 after
+// restoring the sandbox.
+func thawOnSignal(ctx context.Context, fz *freeze.Freezer) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				signal.Stop(ch)
+				return
+			case <-ch:
+				fz.Thaw()
+			}
+		}
+	}()
 }

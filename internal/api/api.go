@@ -66,13 +66,13 @@ func (a *api) routes() {
 	h("POST /sandboxes/{id}/connect", a.connectV1)
 	h("POST /v2/sandboxes/{id}/connect", a.connectV2)
 	h("POST /sandboxes/{id}/resume", a.resume)
+	h("POST /sandboxes/{id}/pause", a.pause)
+	h("POST /sandboxes/{id}/fork", a.fork)
 
 	for _, p := range []string{
-		"POST /sandboxes/{id}/pause",
 		"GET /sandboxes/{id}/metrics",
 		"GET /sandboxes/metrics",
 		"PUT /sandboxes/{id}/network",
-		"POST /sandboxes/{id}/fork",
 		"POST /sandboxes/{id}/snapshots",
 		"GET /snapshots",
 		"GET /sandboxes/{id}/logs",

@@ -220,7 +220,7 @@ func TestCreateErrors(t *testing.T) {
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"timeout":-1}`)
 	assertError(t, st, body, 400, "timeout")
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"autoPause":true}`)
-	assertError(t, st, body, 501, "not supported")
+	assertError(t, st, body, 501, `the "fake" runtime cannot pause`)
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"denyOut":["0.0.0.0/0"]}}`)
 	assertError(t, st, body, 501, "not supported")
 	big := `{"metadata":{"k":"` + strings.Repeat("x", 2<<20) + `"}}`
@@ -291,7 +291,11 @@ func TestGetKillTimeoutConnect(t *testing.T) {
 	st, _, body = h.do(t, "POST", "/sandboxes/"+id+"/resume", `{}`)
 	assertError(t, st, body, 409, "already running")
 	st, _, body = h.do(t, "POST", "/sandboxes/"+id+"/pause", `{}`)
-	assertError(t, st, body, 501, "not supported yet")
+	assertError(t, st, body, 501, `the "fake" runtime cannot pause`)
+	st, _, body = h.do(t, "POST", "/sandboxes/inotthere/pause", `{}`)
+	assertError(t, st, body, 404, "inotthere")
+	st, _, body = h.do(t, "POST", "/sandboxes/"+id+"/pause", `{"memory":false}`)
+	assertError(t, st, body, 501, "memory is always kept")
 	st, _, body = h.do(t, "GET", "/sandboxes/"+id+"/metrics", "")
 	assertError(t, st, body, 501, "not supported yet")
 

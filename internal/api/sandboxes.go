@@ -117,7 +117,7 @@ func (a *api) toDetail(sb *sandbox.Sandbox) sandboxDetailJSON {
 		EnvdAccessToken:     sb.AccessToken,
 		Domain:              a.domain(),
 		AllowInternetAccess: sb.AllowInternet,
-		Lifecycle:           lifecycleJSON{OnTimeout: onTimeout},
+		Lifecycle:           lifecycleJSON{OnTimeout: onTimeout, AutoResume: sb.AutoResume},
 	}
 }
 
@@ -130,9 +130,12 @@ type newSandboxBody struct {
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	Secure              *bool             `json:"secure"`
 	AutoPause           *bool             `json:"autoPause"`
-	MCP                 json.RawMessage   `json:"mcp"`
-	Network             *networkBody      `json:"network"`
-	VolumeMounts        []json.RawMessage `json:"volumeMounts"`
+	AutoResume          *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"autoResume"`
+	MCP          json.RawMessage   `json:"mcp"`
+	Network      *networkBody      `json:"network"`
+	VolumeMounts []json.RawMessage `json:"volumeMounts"`
 }
 
 // networkBody is the part of SandboxNetworkConfig we can judge.
@@ -180,6 +183,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		AllowInternet: body.AllowInternetAccess,
 		Secure:        v2 || (body.Secure != nil && *body.Secure),
 		AutoPause:     body.AutoPause != nil && *body.AutoPause,
+		AutoResume:    body.AutoResume != nil && body.AutoResume.Enabled,
 	}
 	switch {
 	case body.Timeout == nil && v2:
@@ -309,13 +313,42 @@ func (a *api) connect(w http.ResponseWriter, r *http.Request, v2 bool) {
 	writeJSON(w, status, a.toSandbox(sb))
 }
 
-// resume answers the legacy resume endpoint: nothing can be paused yet, so a
-// live sandbox is a conflict and anything else is unknown.
+// resume answers POST /sandboxes/{id}/resume: 201 with the Sandbox when a
+// paused sandbox was resumed, 409 when it is running.
 func (a *api) resume(w http.ResponseWriter, r *http.Request) {
-	id := pathID(r)
-	if _, err := a.m.Get(id); err != nil {
+	var body struct {
+		Timeout *int64 `json:"timeout"`
+	}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	d := defaultConnectTimeout
+	if body.Timeout != nil {
+		d = seconds(*body.Timeout)
+	}
+	sb, err := a.m.Resume(r.Context(), pathID(r), d)
+	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeError(w, http.StatusConflict, "sandbox \""+id+"\" is already running")
+	writeJSON(w, http.StatusCreated, a.toSandbox(sb))
+}
+
+// pause answers POST /sandboxes/{id}/pause: 204, 409 when already paused.
+func (a *api) pause(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Memory *bool `json:"memory"`
+	}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	if body.Memory != nil && !*body.Memory {
+		writeError(w, http.StatusNotImplemented, "pausing without memory is not supported; memory is always kept")
+		return
+	}
+	if err := a.m.Pause(r.Context(), pathID(r)); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

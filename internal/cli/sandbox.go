@@ -22,7 +22,7 @@ func init() {
 			Aliases: []string{"sandboxes", "sb"},
 			Short:   "Create, list, inspect and kill sandboxes",
 		}
-		sb.AddCommand(newCreateCmd(), newListCmd(), newInfoCmd(), newKillCmd(), newTimeoutCmd())
+		sb.AddCommand(newCreateCmd(), newListCmd(), newInfoCmd(), newKillCmd(), newTimeoutCmd(), newPauseCmd(), newResumeCmd(), newForkCmd())
 		// Top-level shortcuts: airlock create|ls|info|kill.
 		root.AddCommand(sb, newCreateCmd(), newListCmd(), newInfoCmd(), newKillCmd())
 	})

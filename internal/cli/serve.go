@@ -21,6 +21,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/envd/files"
+	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/proxy"
@@ -152,7 +153,10 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	}
 	tm := template.NewManager(dataDir, st, log)
 
+	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
+	conns.OnAbort = func(ip netip.Addr, n int) { log.Debug("guest connections reset", "guest", ip, "count", n) }
 	mgr, err := sandbox.New(sandbox.Config{
+		Conns:       conns,
 		Runtime:     rt,
 		Network:     netMgr,
 		Templates:   sandboxTemplates{tm},
@@ -181,6 +185,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	handler := proxy.New(proxy.FromManager(mgr), apiHandler, proxy.Options{
 		APIHosts:        apiHosts,
 		VerifySignature: files.VerifySignature,
+		Transport:       conns.Wrap(proxy.DefaultTransport()),
 		Logger:          log.With("component", "proxy"),
 	})
 

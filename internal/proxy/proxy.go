@@ -6,6 +6,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
@@ -263,9 +264,13 @@ func FromManager(m *sandbox.Manager) Resolver { return managerResolver{m} }
 
 type managerResolver struct{ m *sandbox.Manager }
 
+// Lookup resumes a paused sandbox created with autoResume (waiting up to
+// a minute); other paused sandboxes are not routable (502).
 func (mr managerResolver) Lookup(id string) (Target, bool) {
-	sb, err := mr.m.Get(id)
-	if err != nil || sb.State != sandbox.StateRunning {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := mr.m.EnsureRunning(ctx, id)
+	if err != nil {
 		return Target{}, false
 	}
 	return toTarget(sb), true

@@ -6,6 +6,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 )
 
@@ -89,4 +90,30 @@ type Runtime interface {
 	// List returns the ids of all sandboxes this runtime currently holds
 	// (used after a daemon restart to re-attach or clean up).
 	List(ctx context.Context) ([]string, error)
+}
+
+// Checkpointer is implemented by runtimes that can save a running sandbox
+// (memory and processes) and start it again later from that image. Callers
+// detect it with a type assertion; runtimes without it cannot pause or fork.
+type Checkpointer interface {
+	// Checkpoint saves the sandbox's memory and process state to imageDir
+	// and stops it. Everything else in dir (writable layer, mounts, bundle)
+	// is kept for Restore. On error the sandbox may be stopped.
+	Checkpoint(ctx context.Context, id, dir, imageDir string) error
+	// Restore starts spec.ID again from imageDir in the existing spec.Dir
+	// (as left by Checkpoint) and returns once runsc reports it running.
+	// Only spec.ID, spec.Dir and spec.NetNSPath are used.
+	Restore(ctx context.Context, spec Spec, imageDir string) error
+	// Signal sends sig to the sandbox's init process (the agent).
+	Signal(ctx context.Context, id string, sig syscall.Signal) error
+}
+
+// Cloner is implemented by checkpointing runtimes that can start copies of
+// a checkpointed sandbox (fork).
+type Cloner interface {
+	// Clone prepares spec.Dir from the stopped, checkpointed sandbox in
+	// parentDir: a copy of its writable layer plus a bundle for spec
+	// (which must use the same template and resources as the parent).
+	// Restore(spec, image) then starts the copy.
+	Clone(ctx context.Context, parentDir string, spec Spec) error
 }

@@ -66,6 +66,9 @@ type initRequest struct {
 	Timestamp      time.Time         `json:"timestamp"`
 	DefaultUser    string            `json:"defaultUser,omitempty"`
 	DefaultWorkdir string            `json:"defaultWorkdir,omitempty"`
+	// authToken is sent as X-Access-Token: an agent that already has a
+	// token (a forked copy) only accepts a re-init from its holder.
+	authToken string
 }
 
 // init sends POST /init to the agent.
@@ -81,6 +84,9 @@ func (a *agentClient) init(ctx context.Context, host string, body initRequest) e
 		return fmt.Errorf("building init request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if body.authToken != "" {
+		req.Header.Set("X-Access-Token", body.authToken)
+	}
 	resp, err := a.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("agent init: %w", err)
@@ -91,4 +97,34 @@ func (a *agentClient) init(ctx context.Context, host string, body initRequest) e
 		return fmt.Errorf("agent init: status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
 	}
 	return nil
+}
+
+// freeze asks the agent to close its listeners and connections before a
+// checkpoint (POST /freeze). A 409 from the agent (open TCP sockets it
+// cannot close) becomes a 409 user error.
+func (a *agentClient) freeze(ctx context.Context, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url(host, "/freeze"), nil)
+	if err != nil {
+		return fmt.Errorf("building freeze request: %w", err)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("agent freeze: %w", err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	switch {
+	case resp.StatusCode == http.StatusNoContent:
+		return nil
+	case resp.StatusCode == http.StatusConflict:
+		var e struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(data, &e)
+		return userErrorf(http.StatusConflict, "cannot pause: %s", e.Message)
+	default:
+		return fmt.Errorf("agent freeze: status %d: %s", resp.StatusCode, bytes.TrimSpace(data))
+	}
 }

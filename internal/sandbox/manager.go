@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
+	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/store"
@@ -101,8 +102,13 @@ type Config struct {
 	MaxSlots int
 	// NetNSPrefix is stripped from ListNamespaces names to get sandbox ids.
 	NetNSPrefix string
-	// HTTPClient is used to talk to agents (default: no proxy, short dials).
+	// HTTPClient is used to talk to agents (default: no proxy, short dials,
+	// keep-alives, connections tracked by Conns).
 	HTTPClient *http.Client
+	// Conns tracks the host's connections to guests (shared with the
+	// proxy); they are reset before a sandbox is checkpointed. Default: a
+	// private tracker.
+	Conns *guestconn.Tracker
 }
 
 // CreateRequest describes a sandbox to create.
@@ -116,11 +122,13 @@ type CreateRequest struct {
 	AllowInternet *bool
 	// Secure generates an envd access token.
 	Secure bool
-	// AutoPause asks for pause instead of kill on timeout (not supported yet).
+	// AutoPause asks for pause instead of kill on timeout.
 	AutoPause bool
 	// RootFS, when set, is used instead of resolving TemplateID (internal:
 	// the template builder runs build steps on intermediate layers).
 	RootFS string
+	// AutoResume lets proxied traffic resume the sandbox when it is paused.
+	AutoResume bool
 }
 
 // Sandbox is a snapshot of one sandbox's state.
@@ -142,6 +150,9 @@ type Sandbox struct {
 	StartedAt     time.Time
 	EndAt         time.Time
 	OnTimeout     string
+	AutoResume    bool
+	// Transition is "pausing" or "resuming" while one is in progress.
+	Transition string
 }
 
 // entry is the manager's per-sandbox state; guarded by Manager.mu.
@@ -150,6 +161,9 @@ type entry struct {
 	guestIP netip.Addr
 	timer   *time.Timer
 	gen     uint64 // incremented whenever the timer is re-armed
+	// op is the pause/resume/fork in progress ("" when idle); at most one
+	// at a time per sandbox (pause.go).
+	op string
 }
 
 // Manager owns all sandboxes of this daemon. It is safe for concurrent use.
@@ -204,11 +218,17 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.NetNSPrefix == "" {
 		cfg.NetNSPrefix = DefaultNetNSPrefix
 	}
+	if cfg.Conns == nil {
+		cfg.Conns = guestconn.New(5 * time.Second)
+	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
-			Proxy:             nil,
-			DisableKeepAlives: true,
-		}}
+		// Keep-alives on purpose: with "Connection: close" the agent would
+		// close first and leave a TIME_WAIT endpoint in the guest, which
+		// gVisor cannot checkpoint (see internal/guestconn).
+		cfg.HTTPClient = &http.Client{Transport: cfg.Conns.Wrap(&http.Transport{
+			Proxy:           nil,
+			IdleConnTimeout: 30 * time.Second,
+		})}
 	}
 	return &Manager{
 		cfg:       cfg,
@@ -242,8 +262,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if req.Timeout > m.cfg.MaxTimeout {
 		return nil, userErrorf(http.StatusBadRequest, "timeout cannot be greater than %d seconds", int(m.cfg.MaxTimeout.Seconds()))
 	}
-	if req.AutoPause {
-		return nil, userErrorf(http.StatusNotImplemented, "autoPause is not supported yet")
+	if req.AutoPause || req.AutoResume {
+		if _, err := m.checkpointer(); err != nil {
+			return nil, err
+		}
 	}
 	allowInternet := true
 	if req.AllowInternet != nil {
@@ -296,6 +318,7 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 	if err != nil {
 		return nil, fmt.Errorf("setting up network: %w", err)
 	}
+	m.cfg.Conns.Abort(ep.GuestIP) // stale connections to a previous owner of the address
 	spec := runtime.Spec{
 		ID:          id,
 		RootFS:      tpl.RootFS,
@@ -367,7 +390,8 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 		DiskSizeMB:    m.cfg.DefaultDiskSizeMB,
 		StartedAt:     now,
 		EndAt:         now.Add(req.Timeout),
-		OnTimeout:     "kill",
+		OnTimeout:     onTimeout(req.AutoPause),
+		Extra:         encodeExtra(extra{AutoResume: req.AutoResume}),
 	}
 	if rec.Metadata == nil {
 		rec.Metadata = map[string]string{}
@@ -438,6 +462,9 @@ func (m *Manager) armLocked(id string, e *entry) {
 		e.timer.Stop()
 	}
 	e.gen++
+	if e.rec.State == StatePaused {
+		return // paused sandboxes do not expire
+	}
 	gen := e.gen
 	e.timer = time.AfterFunc(time.Until(e.rec.EndAt), func() { m.expire(id, gen) })
 }
@@ -448,6 +475,19 @@ func (m *Manager) expire(id string, gen uint64) {
 	e, ok := m.sandboxes[id]
 	if !ok || e.gen != gen || m.closed {
 		m.mu.Unlock()
+		return
+	}
+	if e.op != "" {
+		// A pause/resume/fork is in progress: look again shortly.
+		e.timer = time.AfterFunc(time.Second, func() { m.expire(id, gen) })
+		m.mu.Unlock()
+		return
+	}
+	if e.rec.OnTimeout == OnTimeoutPause {
+		m.bg.Add(1)
+		m.mu.Unlock()
+		defer m.bg.Done()
+		m.pauseOnTimeout(id)
 		return
 	}
 	delete(m.sandboxes, id)
@@ -483,6 +523,8 @@ func snapshot(e *entry) *Sandbox {
 		StartedAt:     r.StartedAt,
 		EndAt:         r.EndAt,
 		OnTimeout:     r.OnTimeout,
+		AutoResume:    decodeExtra(r.Extra).AutoResume,
+		Transition:    e.op,
 	}
 }
 
@@ -579,15 +621,21 @@ func (m *Manager) Refresh(ctx context.Context, id string, d time.Duration) error
 }
 
 // Connect returns a running sandbox, extending its timeout to at least
-// timeout from now. resumed reports whether a paused sandbox was resumed
-// (pausing is not supported yet, so it is always false).
+// timeout from now; a paused sandbox is resumed first (resumed = true).
 func (m *Manager) Connect(ctx context.Context, id string, timeout time.Duration) (sb *Sandbox, resumed bool, err error) {
+	if err := m.checkTimeout(timeout); err != nil {
+		return nil, false, err
+	}
 	m.mu.Lock()
 	e, ok := m.sandboxes[id]
 	paused := ok && e.rec.State == StatePaused
 	m.mu.Unlock()
 	if paused {
-		return nil, false, userErrorf(http.StatusConflict, "resuming paused sandbox %q is not supported yet", id)
+		sb, err = m.Resume(ctx, id, timeout)
+		if err == nil || !isConflictRunning(err, id) {
+			return sb, err == nil, err
+		}
+		// Resumed concurrently by someone else: fall through.
 	}
 	sb, err = m.updateEnd(ctx, id, timeout, true)
 	return sb, false, err

@@ -53,6 +53,13 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 			log.Warn("reading runtime state", "err", err)
 		}
 		ip, ipErr := netip.ParseAddr(row.GuestIP)
+		if row.State == StatePaused && nsIDs[row.ID] && ipErr == nil && m.hasCheckpoint(row.ID) {
+			if m.reattachPaused(row, ip) {
+				log.Info("paused sandbox re-attached")
+				rep.Reattached = append(rep.Reattached, row.ID)
+				continue
+			}
+		}
 		alive := err == nil && st == runtime.StateRunning && nsIDs[row.ID] && ipErr == nil
 		if alive && row.EndAt.After(now) {
 			m.mu.Lock()

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,25 +77,6 @@ func newJupyterKernel(ctx context.Context, log *slog.Logger, ra runAs, stateDir,
 	return k, nil
 }
 
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -104,15 +84,23 @@ func randHex(n int) string {
 }
 
 func (k *jupyterKernel) start(ctx context.Context) error {
-	ports, err := freePorts(5)
-	if err != nil {
-		return err
-	}
+	// Unix sockets (ZeroMQ "ipc"), not loopback TCP: gVisor cannot
+	// checkpoint TCP sockets watched by epoll (internal/envd/freeze), and
+	// pausing a sandbox must keep the kernel.
+	ports := []int{1, 2, 3, 4, 5}
 	k.key = []byte(randHex(32))
 	k.session = randHex(16)
+	ipcDir := filepath.Join(k.stateDir, "k-"+k.session[:12])
+	if err := os.Mkdir(ipcDir, 0o700); err != nil {
+		return fmt.Errorf("creating kernel socket dir: %w", err)
+	}
+	if k.ra.user != nil && os.Geteuid() == 0 {
+		_ = os.Chown(ipcDir, int(k.ra.user.UID), int(k.ra.user.GID))
+	}
+	ipcBase := filepath.Join(ipcDir, "s")
 	conn := map[string]any{
 		"shell_port": ports[0], "iopub_port": ports[1], "stdin_port": ports[2], "control_port": ports[3], "hb_port": ports[4],
-		"ip": "127.0.0.1", "key": string(k.key), "transport": "tcp", "signature_scheme": "hmac-sha256", "kernel_name": "python3",
+		"ip": ipcBase, "key": string(k.key), "transport": "ipc", "signature_scheme": "hmac-sha256", "kernel_name": "python3",
 	}
 	b, _ := json.Marshal(conn)
 	connFile := filepath.Join(k.stateDir, "kernel-"+k.session+".json")
@@ -122,7 +110,7 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 	if k.ra.user != nil && os.Geteuid() == 0 {
 		_ = os.Chown(connFile, int(k.ra.user.UID), int(k.ra.user.GID))
 	}
-	cmd := exec.Command(k.python, "-m", "ipykernel_launcher", "-f", connFile, "--IPKernelApp.parent_handle=0")
+	cmd := exec.Command(k.python, "-c", kernelLauncher, "-f", connFile, "--IPKernelApp.parent_handle=0")
 	k.ra.apply(cmd)
 	cmd.Env = append(cmd.Env, "MPLBACKEND=module://matplotlib_inline.backend_inline", "PYDEVD_DISABLE_FILE_VALIDATION=1", "JPY_SESSION_NAME=")
 	if cmd.SysProcAttr == nil {
@@ -143,13 +131,14 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 			logf.Close()
 		}
 		os.Remove(connFile)
+		os.RemoveAll(ipcDir)
 		close(exited)
 	}()
 	k.cmd, k.exited = cmd, exited
 
 	sctx, cancel := context.WithCancel(context.Background())
 	k.cancel = cancel
-	addr := func(p int) string { return fmt.Sprintf("tcp://127.0.0.1:%d", p) }
+	addr := func(p int) string { return fmt.Sprintf("ipc://%s-%d", ipcBase, p) }
 	k.shell = zmq4.NewDealer(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))
 	k.control = zmq4.NewDealer(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))
 	k.iopub = zmq4.NewSub(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))
@@ -485,3 +474,18 @@ func (k *jupyterKernel) Close() error {
 	k.teardown()
 	return nil
 }
+
+// kernelLauncher starts ipykernel like `python -m ipykernel_launcher`, but
+// without the IOPub "pipe" (a PULL socket bound to a random loopback TCP
+// port that forwards output of forked child processes): gVisor cannot
+// checkpoint TCP sockets watched by epoll, so with it the sandbox could
+// never be paused. Children's output written to the inherited fds is still
+// captured by ipykernel's fd-level capture.
+const kernelLauncher = `import ipykernel.iostream as _io
+_init = _io.IOPubThread.__init__
+def _no_pipe(self, socket, pipe=False):
+    _init(self, socket, pipe=False)
+_io.IOPubThread.__init__ = _no_pipe
+from ipykernel import kernelapp
+kernelapp.launch_new_instance()
+`

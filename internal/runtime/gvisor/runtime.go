@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -66,9 +67,10 @@ type Config struct {
 	NoNetSysctlMask bool
 }
 
-// Runtime is the gVisor implementation of runtime.Runtime. It keeps no
-// per-sandbox state in memory; everything lives in runsc's root directory
-// and the sandbox directories, so it is safe for concurrent use.
+// Runtime is the gVisor implementation of runtime.Runtime. Apart from
+// background deletes after a checkpoint it keeps no per-sandbox state in
+// memory; everything lives in runsc's root directory and the sandbox
+// directories, so it is safe for concurrent use.
 type Runtime struct {
 	runsc    string
 	root     string
@@ -82,6 +84,11 @@ type Runtime struct {
 	unshare string
 	sh      string
 	log     *slog.Logger
+
+	// mu guards deleting: background deletes of checkpointed containers
+	// (checkpoint.go), by id.
+	mu       sync.Mutex
+	deleting map[string]chan struct{}
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -387,6 +394,9 @@ func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 		return err
 	}
 	var errs []error
+	if err := r.waitDeleted(ctx, id); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	if _, err := r.exec(ctx, "kill", id, "KILL"); err != nil && !notFound(err) {
 		// Usually "not running" for a stopped container; delete --force

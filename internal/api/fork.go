@@ -1,0 +1,65 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+)
+
+// errorJSON is the E2B Error schema.
+type errorJSON struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// forkResultJSON is one element of the fork response.
+type forkResultJSON struct {
+	Sandbox *sandboxJSON `json:"sandbox,omitempty"`
+	Error   *errorJSON   `json:"error,omitempty"`
+}
+
+// fork answers POST /sandboxes/{id}/fork {timeout?, count?}: 201 with one
+// result per child; a non-201 status means no child was attempted.
+func (a *api) fork(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Timeout *int64 `json:"timeout"`
+		Count   *int   `json:"count"`
+	}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	count := 1
+	if body.Count != nil {
+		count = *body.Count
+	}
+	timeout := defaultTimeoutV2
+	if body.Timeout != nil {
+		if *body.Timeout <= 0 {
+			writeError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+			return
+		}
+		timeout = time.Duration(*body.Timeout) * time.Second
+	}
+	results, err := a.m.Fork(r.Context(), pathID(r), count, timeout)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := make([]forkResultJSON, len(results))
+	for i, res := range results {
+		if res.Err != nil {
+			code, msg := http.StatusInternalServerError, "starting the fork failed (see the daemon log)"
+			if ue, ok := sandbox.AsUserError(res.Err); ok {
+				code, msg = ue.Code, ue.Msg
+			} else {
+				a.log.Error("fork child failed", "parent", pathID(r), "err", res.Err)
+			}
+			out[i].Error = &errorJSON{Code: code, Message: msg}
+			continue
+		}
+		sb := a.toSandbox(res.Sandbox)
+		out[i].Sandbox = &sb
+	}
+	writeJSON(w, http.StatusCreated, out)
+}

@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-sandbox/airlock/internal/client"
+)
+
+func newPauseCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "pause <id>...",
+		Short: "Pause sandboxes (memory, processes and disk are kept; resume with 'resume' or 'connect')",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient(cmd)
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, id := range args {
+				if err := c.PauseSandbox(cmd.Context(), id); err != nil {
+					errs = append(errs, explain(id, err))
+					continue
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), id)
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+func newResumeCmd() *cobra.Command {
+	var timeout int
+	cmd := &cobra.Command{
+		Use:   "resume <id>...",
+		Short: "Resume paused sandboxes",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient(cmd)
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, id := range args {
+				if _, err := c.ResumeSandbox(cmd.Context(), id, timeout); err != nil {
+					errs = append(errs, explain(id, err))
+					continue
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), id)
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().IntVar(&timeout, "timeout", 300, "seconds until the resumed sandbox expires")
+	return cmd
+}
+
+func newForkCmd() *cobra.Command {
+	var count, timeout int
+	cmd := &cobra.Command{
+		Use:   "fork <id>",
+		Short: "Copy a running sandbox (memory, processes and disk); prints one new sandbox id per line",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient(cmd)
+			if err != nil {
+				return err
+			}
+			res, err := c.ForkSandbox(cmd.Context(), args[0], count, timeout)
+			if err != nil {
+				return explain(args[0], err)
+			}
+			var errs []error
+			for i, r := range res {
+				switch {
+				case r.Sandbox != nil:
+					fmt.Fprintln(cmd.OutOrStdout(), r.Sandbox.SandboxID)
+				case r.Error != nil:
+					errs = append(errs, fmt.Errorf("fork %d: %s", i+1, r.Error.Message))
+				}
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().IntVarP(&count, "count", "n", 1, "number of copies")
+	cmd.Flags().IntVar(&timeout, "timeout", 300, "seconds until the copies expire")
+	return cmd
+}
+
+// explain turns a 404 into a short message.
+func explain(id string, err error) error {
+	if client.IsNotFound(err) {
+		return fmt.Errorf("sandbox %s not found", id)
+	}
+	return err
+}

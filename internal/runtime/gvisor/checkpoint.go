@@ -1,0 +1,182 @@
+//go:build linux
+
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+)
+
+var _ runtime.Checkpointer = (*Runtime)(nil)
+
+// Checkpoint implements runtime.Checkpointer with `runsc checkpoint`, then
+// deletes the stopped container from runsc's state so that Restore can reuse
+// the id. The overlay root filesystem and the writable layer stay mounted in
+// dir.
+func (r *Runtime) Checkpoint(ctx context.Context, id, dir, imageDir string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(imageDir) {
+		return fmt.Errorf("%w: image dir %q must be an absolute path", ErrInvalidSpec, imageDir)
+	}
+	if err := os.MkdirAll(imageDir, 0o700); err != nil {
+		return fmt.Errorf("creating checkpoint dir: %w", err)
+	}
+	t0 := time.Now()
+	if _, err := r.exec(ctx, "checkpoint", "--image-path", imageDir, id); err != nil {
+		if notFound(err) {
+			return runtime.ErrNotFound
+		}
+		return fmt.Errorf("runsc checkpoint %s: %w", id, err)
+	}
+	r.log.Debug("sandbox checkpointed", "id", id, "save", time.Since(t0))
+	// runsc delete of the stopped sandbox takes ~1 s (it polls for the
+	// sandbox process to go away): do it in the background; Restore and
+	// Destroy wait for it.
+	r.deleteAsync(id)
+	return nil
+}
+
+// deleteAsync removes the stopped container id from runsc's state in the
+// background; waitDeleted waits for it.
+func (r *Runtime) deleteAsync(id string) {
+	done := make(chan struct{})
+	r.mu.Lock()
+	if r.deleting == nil {
+		r.deleting = map[string]chan struct{}{}
+	}
+	r.deleting[id] = done
+	r.mu.Unlock()
+	go func() {
+		defer func() {
+			r.mu.Lock()
+			if r.deleting[id] == done {
+				delete(r.deleting, id)
+			}
+			r.mu.Unlock()
+			close(done)
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		t0 := time.Now()
+		if _, err := r.exec(ctx, "delete", "--force", id); err != nil && !notFound(err) {
+			r.log.Warn("runsc delete after checkpoint", "id", id, "err", err)
+		}
+		removeCgroups(id)
+		r.log.Debug("checkpointed container deleted", "id", id, "took", time.Since(t0))
+	}()
+}
+
+// waitDeleted waits for a background delete of id, if any.
+func (r *Runtime) waitDeleted(ctx context.Context, id string) error {
+	r.mu.Lock()
+	done := r.deleting[id]
+	r.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the checkpointed container %s to be deleted: %w", id, ctx.Err())
+	}
+}
+
+// Restore implements runtime.Checkpointer with `runsc restore --detach`,
+// started like `runsc run` (own session, stdio on files, the /proc/sys/net
+// mask).
+func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir string) error {
+	if err := validID(spec.ID); err != nil {
+		return err
+	}
+	dir := filepath.Clean(spec.Dir)
+	if !filepath.IsAbs(dir) || dir == "/" {
+		return fmt.Errorf("%w: Dir %q must be an absolute path", ErrInvalidSpec, spec.Dir)
+	}
+	if err := checkNetNS(spec.NetNSPath); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(imageDir, "checkpoint.img")); err != nil {
+		return fmt.Errorf("%w: no checkpoint image in %s: %v", ErrInvalidSpec, imageDir, err)
+	}
+	if !isMountPoint(RootfsDir(dir)) {
+		return errors.New("gvisor: sandbox root filesystem is not mounted (host rebooted?); cannot restore")
+	}
+	if err := r.waitDeleted(ctx, spec.ID); err != nil {
+		return err
+	}
+	if r.known(spec.ID) {
+		// A stopped leftover (e.g. a restore that failed half-way).
+		if _, err := r.exec(ctx, "delete", "--force", spec.ID); err != nil && !notFound(err) {
+			return fmt.Errorf("runsc delete before restore %s: %w", spec.ID, err)
+		}
+	}
+	logf, err := os.OpenFile(AgentLogPath(dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening agent log: %w", err)
+	}
+	defer logf.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", os.DevNull, err)
+	}
+	defer devnull.Close()
+
+	t0 := time.Now()
+	args := r.globalArgs()
+	if r.debugDir != "" {
+		args = append(args, "--debug", "--debug-log", filepath.Join(r.debugDir, spec.ID)+"/")
+	}
+	args = append(args, "restore", "--detach", "--image-path", imageDir, "--bundle", dir, spec.ID)
+	cmd := r.runCommand(ctx, args)
+	cmd.Stdin = devnull
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Run(); err != nil {
+		if tail := logTail(AgentLogPath(dir), 1024); tail != "" {
+			err = fmt.Errorf("%w\nagent.log: %s", err, tail)
+		}
+		return fmt.Errorf("runsc restore %s: %w", spec.ID, err)
+	}
+	r.log.Debug("sandbox restored", "id", spec.ID, "took", time.Since(t0))
+	return nil
+}
+
+// isMountPoint reports whether p is a mount point in this mount namespace.
+func isMountPoint(p string) bool {
+	mps, err := mountsUnder(p)
+	if err != nil {
+		return false
+	}
+	for _, mp := range mps {
+		if mp == filepath.Clean(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Signal implements runtime.Checkpointer with `runsc kill`.
+func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	if _, err := r.exec(ctx, "kill", id, strconv.Itoa(int(sig))); err != nil {
+		if notFound(err) {
+			return runtime.ErrNotFound
+		}
+		return fmt.Errorf("runsc kill %s %d: %w", id, sig, err)
+	}
+	return nil
+}

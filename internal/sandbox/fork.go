@@ -1,0 +1,350 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/network"
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// MaxForkCount bounds one fork request.
+const MaxForkCount = 20
+
+// forkParallelism is how many children are restored at once.
+const forkParallelism = 4
+
+const opForking = "forking"
+
+// ForkResult is one child of a fork: the sandbox or the error that
+// prevented it from starting.
+type ForkResult struct {
+	Sandbox *Sandbox
+	Err     error
+}
+
+// Fork copies a running sandbox count times. The parent is frozen and
+// checkpointed, its writable layer is copied for every child, then the
+// parent is restored (same id, tokens and expiry) and every child is
+// restored from the same image into its own directory and network
+// namespace, with a new id, access token and address, and re-initialised
+// (/init: env vars, token, clock). Children expire timeout from now.
+//
+// Errors before any child was attempted (unknown parent, paused, bad
+// count, runtime without checkpoints, refused freeze) are returned as err;
+// per-child failures are in the results.
+func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.Duration) ([]ForkResult, error) {
+	if count < 1 || count > MaxForkCount {
+		return nil, userErrorf(http.StatusBadRequest, "count must be between 1 and %d", MaxForkCount)
+	}
+	if timeout <= 0 {
+		return nil, userErrorf(http.StatusBadRequest, "timeout must be positive")
+	}
+	if err := m.checkTimeout(timeout); err != nil {
+		return nil, err
+	}
+	e, err := m.beginOp(ctx, id, opForking, false)
+	if err != nil {
+		return nil, err
+	}
+	// Until the parent runs again (possibly after Fork returned) the
+	// operation stays marked: the proxy waits for it, pause/fork get 409.
+	parentBack := false
+	defer func() {
+		if !parentBack {
+			m.endOp(e)
+		}
+	}()
+	cp, err := m.checkpointer()
+	if err != nil {
+		return nil, err
+	}
+	cl, ok := m.cfg.Runtime.(runtime.Cloner)
+	if !ok {
+		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot fork sandboxes", m.cfg.Runtime.Name())
+	}
+	m.mu.Lock()
+	parent := e.rec
+	parent.Metadata = maps.Clone(e.rec.Metadata)
+	parent.EnvVars = maps.Clone(e.rec.EnvVars)
+	ip := e.guestIP
+	m.mu.Unlock()
+	tpl, err := m.cfg.Templates.Resolve(ctx, parent.TemplateID)
+	if err != nil {
+		return nil, fmt.Errorf("resolving template %q of %s: %w", parent.TemplateID, id, err)
+	}
+	if tpl.Hash != parent.TemplateHash {
+		return nil, userErrorf(http.StatusConflict, "template %q was rebuilt since sandbox %q was created; it cannot be forked", parent.TemplateID, id)
+	}
+
+	start := time.Now()
+	dir := m.sandboxDir(id)
+	img := m.imageDir(id)
+	if err := os.RemoveAll(img); err != nil {
+		return nil, fmt.Errorf("clearing old checkpoint: %w", err)
+	}
+	m.cfg.Conns.Abort(ip)
+	ferr := m.agent.freeze(ctx, ip.String())
+	m.cfg.Conns.Abort(ip)
+	if ferr != nil {
+		return nil, fmt.Errorf("preparing sandbox %s for a fork: %w", id, ferr)
+	}
+	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {
+		m.dropAfterFailedCheckpoint(ctx, id, e)
+		return nil, fmt.Errorf("checkpointing sandbox %s for a fork (the sandbox was stopped): %w", id, err)
+	}
+	checkpointed := time.Since(start)
+
+	// Children's layers are copied while the parent is stopped.
+	kids := make([]*child, count)
+	results := make([]ForkResult, count)
+	for i := range kids {
+		k, err := m.prepareChild(ctx, cl, &parent, tpl, dir)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		kids[i] = k
+	}
+	copied := time.Since(start)
+
+	// The parent comes back alongside the children, and Fork does not wait
+	// for it (runsc needs ~1 s to delete the stopped parent before it can
+	// be restored under the same id). The image is removed once both the
+	// parent and the children are up.
+	parentBack = true
+	parentDone := make(chan error, 1)
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		err := m.restoreParent(rctx, cp, id, e, ip)
+		m.endOp(e)
+		parentDone <- err
+	}()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, forkParallelism)
+	for i, k := range kids {
+		if k == nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			sb, err := m.startChild(ctx, cp, k, &parent, img, timeout)
+			results[i] = ForkResult{Sandbox: sb, Err: err}
+		}()
+	}
+	wg.Wait()
+	started := 0
+	for _, r := range results {
+		if r.Err == nil {
+			started++
+		}
+	}
+	m.log.Info("sandbox forked", "sandbox", id, "count", count, "started", started, "checkpoint", checkpointed,
+		"copy", copied-checkpointed, "elapsed", time.Since(start))
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		if err := <-parentDone; err != nil {
+			return // the image is the paused parent's checkpoint now
+		}
+		m.log.Debug("fork parent running again", "sandbox", id, "downtime", time.Since(start))
+		if err := os.RemoveAll(img); err != nil {
+			m.log.Warn("removing fork checkpoint", "sandbox", id, "err", err)
+		}
+	}()
+	return results, nil
+}
+
+// dropAfterFailedCheckpoint removes a sandbox whose checkpoint failed (gVisor
+// stops it).
+func (m *Manager) dropAfterFailedCheckpoint(ctx context.Context, id string, e *entry) {
+	m.mu.Lock()
+	if m.sandboxes[id] == e {
+		delete(m.sandboxes, id)
+		if e.timer != nil {
+			e.timer.Stop()
+		}
+	}
+	m.mu.Unlock()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := m.release(cctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
+		m.log.Error("cleaning up after failed checkpoint", "sandbox", id, "err", err)
+	}
+}
+
+// restoreParent restarts the forked parent from its checkpoint. If that
+// fails the parent is left paused (the image is its checkpoint) so that a
+// later resume can retry.
+func (m *Manager) restoreParent(ctx context.Context, cp runtime.Checkpointer, id string, e *entry, ip netip.Addr) error {
+	m.mu.Lock()
+	slot := e.rec.Slot
+	nsPath := e.netNSPath(m)
+	m.mu.Unlock()
+	err := m.readdress(ctx, id, slot)
+	if err == nil {
+		err = cp.Restore(ctx, runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: nsPath}, m.imageDir(id))
+	}
+	if err == nil {
+		err = cp.Signal(ctx, id, syscall.SIGUSR1)
+	}
+	if err == nil {
+		hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
+		err = m.agent.waitHealthy(hctx, ip.String())
+		cancel()
+	}
+	if err == nil {
+		return nil
+	}
+	m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
+	m.mu.Lock()
+	e.rec.State = StatePaused
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	rec := e.rec
+	m.mu.Unlock()
+	if perr := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &rec); perr != nil {
+		m.log.Error("saving paused state of fork parent", "sandbox", id, "err", perr)
+	}
+	return err
+}
+
+// child is a fork child between preparation and start.
+type child struct {
+	id, token string
+	slot      int
+	ep        *network.Endpoint
+	spec      runtime.Spec
+}
+
+// prepareChild allocates the child's id, token, slot and network and copies
+// the (stopped) parent's directory.
+func (m *Manager) prepareChild(ctx context.Context, cl runtime.Cloner, parent *store.Sandbox, tpl *Template, parentDir string) (*child, error) {
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	k := &child{id: id}
+	if parent.AccessToken != "" {
+		if k.token, err = newToken(); err != nil {
+			return nil, err
+		}
+	}
+	if k.slot, err = m.reserveSlot(id); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*child, error) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if rerr := m.release(cctx, id, k.slot, m.sandboxDir(id)); rerr != nil {
+			m.log.Error("cleaning up failed fork child", "sandbox", id, "err", rerr)
+		}
+		return nil, err
+	}
+	k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet})
+	if err != nil {
+		return fail(fmt.Errorf("setting up network: %w", err))
+	}
+	m.cfg.Conns.Abort(k.ep.GuestIP)
+	k.spec = runtime.Spec{
+		ID:          id,
+		RootFS:      tpl.RootFS,
+		Dir:         m.sandboxDir(id),
+		NetNSPath:   k.ep.NetNSPath,
+		AgentPath:   m.cfg.AgentPath,
+		Hostname:    id,
+		Nameservers: append([]string(nil), m.cfg.Nameservers...),
+		Hosts:       []string{"127.0.0.1 " + id},
+		Resources: runtime.Resources{
+			CPUCount: parent.CPUCount,
+			MemoryMB: parent.MemoryMB,
+			DiskMB:   parent.DiskSizeMB,
+		},
+	}
+	if err := cl.Clone(ctx, parentDir, k.spec); err != nil {
+		return fail(fmt.Errorf("copying sandbox: %w", err))
+	}
+	return k, nil
+}
+
+// startChild restores a prepared child from the parent's image, gives its
+// agent a fresh identity and registers it.
+func (m *Manager) startChild(ctx context.Context, cp runtime.Checkpointer, k *child, parent *store.Sandbox, img string, timeout time.Duration) (sb *Sandbox, err error) {
+	defer func() {
+		if err == nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if rerr := m.release(cctx, k.id, k.slot, k.spec.Dir); rerr != nil {
+			m.log.Error("cleaning up failed fork child", "sandbox", k.id, "err", rerr)
+		}
+	}()
+	if err := cp.Restore(ctx, k.spec, img); err != nil {
+		return nil, fmt.Errorf("restoring fork child: %w", err)
+	}
+	if err := cp.Signal(ctx, k.id, syscall.SIGUSR1); err != nil {
+		return nil, fmt.Errorf("waking fork child: %w", err)
+	}
+	host := k.ep.GuestIP.String()
+	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
+	err = m.agent.waitHealthy(hctx, host)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("fork child agent did not become healthy: %w", err)
+	}
+	envs := maps.Clone(parent.EnvVars)
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	envs["E2B_SANDBOX"] = "true"
+	envs["E2B_SANDBOX_ID"] = k.id
+	envs["E2B_TEMPLATE_ID"] = parent.TemplateID
+	body := initRequest{EnvVars: envs, Timestamp: time.Now().UTC(), DefaultUser: DefaultUser,
+		DefaultWorkdir: DefaultWorkdir, authToken: parent.AccessToken}
+	if k.token != "" {
+		body.AccessToken = &k.token
+	}
+	if err := m.agent.init(ctx, host, body); err != nil {
+		return nil, fmt.Errorf("initialising fork child: %w", err)
+	}
+	now := time.Now().UTC()
+	rec := *parent
+	rec.ID = k.id
+	rec.State = StateRunning
+	rec.Slot = k.slot
+	rec.GuestIP = host
+	rec.AccessToken = k.token
+	rec.TrafficToken = ""
+	rec.Metadata = maps.Clone(parent.Metadata)
+	rec.EnvVars = maps.Clone(parent.EnvVars)
+	rec.StartedAt = now
+	rec.EndAt = now.Add(timeout)
+	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
+		return nil, fmt.Errorf("saving fork child: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, userErrorf(http.StatusServiceUnavailable, "server is shutting down")
+	}
+	e := &entry{rec: rec, guestIP: k.ep.GuestIP}
+	m.sandboxes[k.id] = e
+	m.armLocked(k.id, e)
+	return snapshot(e), nil
+}

@@ -1,0 +1,149 @@
+package sandbox_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
+)
+
+// cloneRuntime adds runtime.Cloner to ckRuntime.
+type cloneRuntime struct {
+	*ckRuntime
+	mu     sync.Mutex
+	clones []runtime.Spec
+	fail   bool
+}
+
+func (r *cloneRuntime) Clone(ctx context.Context, parentDir string, spec runtime.Spec) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail {
+		return os.ErrPermission
+	}
+	r.clones = append(r.clones, spec)
+	return r.Start(ctx, spec)
+}
+
+func TestFork(t *testing.T) {
+	t.Parallel()
+	env2 := forkEnv(t, false)
+	ctx := context.Background()
+	parent := create(t, env2, sandbox.CreateRequest{Timeout: time.Hour, Secure: true,
+		Metadata: map[string]string{"k": "v"}, EnvVars: map[string]string{"A": "1"}})
+
+	res, err := env2.Manager.Fork(ctx, parent.ID, 3, time.Minute)
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	if len(res) != 3 {
+		t.Fatalf("results = %d", len(res))
+	}
+	seen := map[string]bool{parent.ID: true}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("child failed: %v", r.Err)
+		}
+		c := r.Sandbox
+		if seen[c.ID] {
+			t.Fatalf("duplicate id %s", c.ID)
+		}
+		seen[c.ID] = true
+		if c.AccessToken == "" || c.AccessToken == parent.AccessToken {
+			t.Fatalf("child token %q (parent %q)", c.AccessToken, parent.AccessToken)
+		}
+		if c.Metadata["k"] != "v" || c.State != sandbox.StateRunning || c.EndAt.After(time.Now().Add(2*time.Minute)) {
+			t.Fatalf("child = %+v", c)
+		}
+		if env2.Network.SlotOf(c.ID) < 0 || env2.Network.SlotOf(c.ID) == env2.Network.SlotOf(parent.ID) {
+			t.Fatalf("child %s slot %d", c.ID, env2.Network.SlotOf(c.ID))
+		}
+	}
+	// Every child was re-initialised with its own id and token, authorised
+	// by the parent's token.
+	inits := env2.Agent.Inits
+	if len(inits) != 4 { // parent create + 3 children
+		t.Fatalf("inits = %d", len(inits))
+	}
+	for _, in := range inits[1:] {
+		if !seen[in.EnvVars["E2B_SANDBOX_ID"]] || in.EnvVars["E2B_SANDBOX_ID"] == parent.ID || in.EnvVars["A"] != "1" {
+			t.Fatalf("child init env = %v", in.EnvVars)
+		}
+	}
+	// The parent comes back (in the background) with its id and expiry,
+	// and the fork image is removed.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		got, err := env2.Manager.Get(parent.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, statErr := os.Stat(env2.DataDir + "/sandboxes/" + parent.ID + "/checkpoint")
+		if got.Transition == "" && os.IsNotExist(statErr) {
+			if got.State != sandbox.StateRunning || !got.EndAt.Equal(parent.EndAt) {
+				t.Fatalf("parent after fork = %+v", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("parent not back or image kept: %+v, %v", got, statErr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Bad input.
+	_, err = env2.Manager.Fork(ctx, parent.ID, 0, time.Minute)
+	wantCode(t, err, http.StatusBadRequest, "count")
+	_, err = env2.Manager.Fork(ctx, parent.ID, sandbox.MaxForkCount+1, time.Minute)
+	wantCode(t, err, http.StatusBadRequest, "count")
+	_, err = env2.Manager.Fork(ctx, "inope", 1, time.Minute)
+	wantCode(t, err, http.StatusNotFound, "inope")
+	if err := env2.Manager.Pause(ctx, parent.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = env2.Manager.Fork(ctx, parent.ID, 1, time.Minute)
+	wantCode(t, err, http.StatusConflict, "paused")
+}
+
+func TestForkChildFailureIsPerChild(t *testing.T) {
+	t.Parallel()
+	env2 := forkEnv(t, true)
+	parent := create(t, env2, sandbox.CreateRequest{Timeout: time.Hour})
+	res, err := env2.Manager.Fork(context.Background(), parent.ID, 2, time.Minute)
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	for _, r := range res {
+		if r.Err == nil {
+			t.Fatal("child started despite a failing clone")
+		}
+	}
+	if len(env2.Manager.List()) != 1 {
+		t.Fatalf("leftover sandboxes: %d", len(env2.Manager.List()))
+	}
+	if got, _ := env2.Manager.Get(parent.ID); got.State != sandbox.StateRunning {
+		t.Fatalf("parent state %q", got.State)
+	}
+}
+
+// forkEnv is an Env whose runtime can checkpoint and clone and whose agent
+// accepts /freeze.
+func forkEnv(t *testing.T, failClone bool) *sandboxtest.Env {
+	t.Helper()
+	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) {
+		c.Runtime = &cloneRuntime{ckRuntime: &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}, fail: failClone}
+	})
+	env.Agent.Extra = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/freeze" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return env
+}

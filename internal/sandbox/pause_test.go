@@ -1,0 +1,265 @@
+package sandbox_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// ckRuntime adds runtime.Checkpointer to the fake runtime.
+type ckRuntime struct {
+	*sandboxtest.Runtime
+	// mu guards the fields below.
+	mu          sync.Mutex
+	checkpoints int
+	restores    int
+	signals     []syscall.Signal
+	failCk      bool
+}
+
+func (r *ckRuntime) Checkpoint(ctx context.Context, id, dir, imageDir string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failCk {
+		return sandboxtest.ErrBoom
+	}
+	r.checkpoints++
+	if err := os.MkdirAll(imageDir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(imageDir, "checkpoint.img"), []byte("img"), 0o600)
+}
+
+func (r *ckRuntime) Restore(ctx context.Context, spec runtime.Spec, imageDir string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := os.Stat(filepath.Join(imageDir, "checkpoint.img")); err != nil {
+		return err
+	}
+	r.restores++
+	return nil
+}
+
+func (r *ckRuntime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.signals = append(r.signals, sig)
+	return nil
+}
+
+func (r *ckRuntime) counts() (int, int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.checkpoints, r.restores, len(r.signals)
+}
+
+// ckEnv is an Env whose runtime can checkpoint and whose agent answers
+// /freeze with freezeStatus.
+func ckEnv(t *testing.T, freezeStatus int) (*sandboxtest.Env, *ckRuntime) {
+	t.Helper()
+	var rt *ckRuntime
+	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) {
+		rt = &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}
+		c.Runtime = rt
+	})
+	env.Agent.Extra = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/freeze" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(freezeStatus)
+		if freezeStatus == http.StatusConflict {
+			_, _ = w.Write([]byte(`{"code":409,"message":"port 8000 (state LISTEN)"}`))
+		}
+	})
+	return env, rt
+}
+
+func wantCode(t *testing.T, err error, code int, substr string) {
+	t.Helper()
+	ue, ok := sandbox.AsUserError(err)
+	if !ok || ue.Code != code || !strings.Contains(ue.Msg, substr) {
+		t.Fatalf("error = %v, want %d containing %q", err, code, substr)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	env, rt := ckEnv(t, http.StatusNoContent)
+	ctx := context.Background()
+	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+
+	if err := env.Manager.Pause(ctx, sb.ID); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	got, _ := env.Manager.Get(sb.ID)
+	if got.State != sandbox.StatePaused {
+		t.Fatalf("state after pause = %q", got.State)
+	}
+	if rec, _ := env.Store.GetSandbox(ctx, sb.ID); rec.State != sandbox.StatePaused {
+		t.Fatalf("stored state = %q", rec.State)
+	}
+	wantCode(t, env.Manager.Pause(ctx, sb.ID), http.StatusConflict, "already paused")
+	wantCode(t, env.Manager.Pause(ctx, "inope"), http.StatusNotFound, "inope")
+
+	resumed, err := env.Manager.Resume(ctx, sb.ID, time.Minute)
+	if err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if resumed.State != sandbox.StateRunning || resumed.Transition != "" {
+		t.Fatalf("resumed = %+v", resumed)
+	}
+	if ck, rs, sig := rt.counts(); ck != 1 || rs != 1 || sig != 1 {
+		t.Fatalf("checkpoints/restores/signals = %d/%d/%d", ck, rs, sig)
+	}
+	if _, err := os.Stat(filepath.Join(env.DataDir, "sandboxes", sb.ID, "checkpoint")); !os.IsNotExist(err) {
+		t.Fatalf("checkpoint image kept after resume: %v", err)
+	}
+	_, err = env.Manager.Resume(ctx, sb.ID, time.Minute)
+	wantCode(t, err, http.StatusConflict, "already running")
+
+	// Connect resumes a paused sandbox and says so.
+	if err := env.Manager.Pause(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, wasPaused, err := env.Manager.Connect(ctx, sb.ID, time.Minute); err != nil || !wasPaused {
+		t.Fatalf("Connect on paused = %v, %v", wasPaused, err)
+	}
+	if _, wasPaused, err := env.Manager.Connect(ctx, sb.ID, time.Minute); err != nil || wasPaused {
+		t.Fatalf("Connect on running = %v, %v", wasPaused, err)
+	}
+
+	// Kill of a paused sandbox releases everything.
+	if err := env.Manager.Pause(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Manager.Kill(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if env.Store.Has(sb.ID) || env.Network.SlotOf(sb.ID) != -1 || !env.Runtime.WasDestroyed(sb.ID) {
+		t.Fatal("paused sandbox not fully released by kill")
+	}
+}
+
+func TestPauseRefusedByAgentKeepsSandbox(t *testing.T) {
+	t.Parallel()
+	env, rt := ckEnv(t, http.StatusConflict)
+	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+	wantCode(t, env.Manager.Pause(context.Background(), sb.ID), http.StatusConflict, "port 8000")
+	got, err := env.Manager.Get(sb.ID)
+	if err != nil || got.State != sandbox.StateRunning || got.Transition != "" {
+		t.Fatalf("after refused pause: %+v, %v", got, err)
+	}
+	if ck, _, _ := rt.counts(); ck != 0 {
+		t.Fatal("checkpoint attempted after the agent refused")
+	}
+}
+
+func TestFailedCheckpointRemovesSandbox(t *testing.T) {
+	t.Parallel()
+	env, rt := ckEnv(t, http.StatusNoContent)
+	rt.failCk = true
+	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+	if err := env.Manager.Pause(context.Background(), sb.ID); err == nil {
+		t.Fatal("Pause succeeded with a failing checkpoint")
+	}
+	if _, err := env.Manager.Get(sb.ID); !sandbox.IsNotFound(err) {
+		t.Fatalf("sandbox still listed after a failed checkpoint: %v", err)
+	}
+	if env.Store.Has(sb.ID) {
+		t.Fatal("row kept after a failed checkpoint")
+	}
+}
+
+func TestAutoPauseOnTimeout(t *testing.T) {
+	t.Parallel()
+	env, _ := ckEnv(t, http.StatusNoContent)
+	sb := create(t, env, sandbox.CreateRequest{Timeout: 200 * time.Millisecond, AutoPause: true, AutoResume: true})
+	if sb.OnTimeout != sandbox.OnTimeoutPause || !sb.AutoResume {
+		t.Fatalf("lifecycle = %q autoResume=%v", sb.OnTimeout, sb.AutoResume)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		got, err := env.Manager.Get(sb.ID)
+		if err != nil {
+			t.Fatalf("auto-paused sandbox vanished: %v", err)
+		}
+		if got.State == sandbox.StatePaused && got.Transition == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not paused 3 s after a 200 ms timeout: %+v", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Traffic (the proxy's EnsureRunning) resumes it.
+	got, err := env.Manager.EnsureRunning(context.Background(), sb.ID)
+	if err != nil || got.State != sandbox.StateRunning {
+		t.Fatalf("EnsureRunning = %+v, %v", got, err)
+	}
+}
+
+func TestEnsureRunningWithoutAutoResume(t *testing.T) {
+	t.Parallel()
+	env, _ := ckEnv(t, http.StatusNoContent)
+	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+	if err := env.Manager.Pause(context.Background(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := env.Manager.EnsureRunning(context.Background(), sb.ID)
+	wantCode(t, err, http.StatusBadGateway, "autoResume")
+}
+
+func TestNoCheckpointRuntime(t *testing.T) {
+	t.Parallel()
+	env := sandboxtest.NewEnv(t, nil)
+	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+	wantCode(t, env.Manager.Pause(context.Background(), sb.ID), http.StatusNotImplemented, `"fake" runtime`)
+	_, err := env.Manager.Create(context.Background(), sandbox.CreateRequest{Timeout: time.Hour, AutoPause: true})
+	wantCode(t, err, http.StatusNotImplemented, `"fake" runtime`)
+}
+
+func TestRestoreKeepsPaused(t *testing.T) {
+	t.Parallel()
+	env, _ := ckEnv(t, http.StatusNoContent)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	id := "ipausedrow"
+	_ = env.Store.PutSandbox(ctx, &store.Sandbox{ID: id, TemplateID: "base", State: sandbox.StatePaused, Slot: 7,
+		GuestIP: "127.0.0.1", StartedAt: now.Add(-time.Hour), EndAt: now.Add(-time.Minute), Metadata: map[string]string{}})
+	env.Network.Namespace[id] = true
+	img := filepath.Join(env.DataDir, "sandboxes", id, "checkpoint")
+	if err := os.MkdirAll(img, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(img, "checkpoint.img"), []byte("img"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := env.Manager.Restore(ctx)
+	if err != nil || len(rep.Reattached) != 1 {
+		t.Fatalf("Restore = %+v, %v", rep, err)
+	}
+	got, err := env.Manager.Get(id)
+	if err != nil || got.State != sandbox.StatePaused {
+		t.Fatalf("paused sandbox after restore: %+v, %v", got, err)
+	}
+	// Its past end time does not kill it: paused sandboxes do not expire.
+	time.Sleep(50 * time.Millisecond)
+	if _, err := env.Manager.Get(id); err != nil {
+		t.Fatalf("paused sandbox expired: %v", err)
+	}
+	if _, err := env.Manager.Resume(ctx, id, time.Minute); err != nil {
+		t.Fatalf("Resume after restore: %v", err)
+	}
+}

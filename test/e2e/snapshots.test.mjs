@@ -1,0 +1,171 @@
+// Pause/resume with memory through the official SDKs: processes, files and
+// interpreter variables survive a pause; pause twice is a 409 (false);
+// lifecycle onTimeout "pause"; a paused sandbox without autoResume is not
+// reachable through the proxy, one with autoResume wakes up on traffic.
+import { describe, it, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox } from 'e2b'
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
+import { tracker, sh, TEST_TIMEOUT } from './helpers.mjs'
+
+const t = tracker('snapshots')
+const forks = [] // children created by fork (not known to the tracker)
+after(() => Promise.allSettled([t.killAll(), ...forks.map((id) => Sandbox.kill(id))]))
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+describe('pause and resume', () => {
+  it('keeps files and running processes across pause/connect', { timeout: TEST_TIMEOUT }, async () => {
+    const sbx = await t.create()
+    await sbx.files.write('/home/user/before.txt', 'written before pause')
+    // A background counter: still counting after the resume means the
+    // process itself survived (not restarted).
+    await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done',
+      { background: true })
+    await sleep(500)
+    const before = Number((await sbx.files.read('/tmp/counter')).trim())
+    assert.ok(before > 0, `counter should run before the pause, got ${before}`)
+
+    assert.equal(await sbx.betaPause(), true, 'first pause succeeds')
+    assert.equal(await Sandbox.betaPause(sbx.sandboxId), false, 'second pause reports "already paused"')
+    const info = await Sandbox.getInfo(sbx.sandboxId)
+    assert.equal(info.state, 'paused')
+    const paused = await Sandbox.list({ query: { metadata: t.metadata, state: ['paused'] } }).nextItems()
+    assert.ok(paused.some((s) => s.sandboxId === sbx.sandboxId), 'listed as paused')
+
+    const resumed = await Sandbox.connect(sbx.sandboxId)
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'running')
+    assert.equal(await resumed.files.read('/home/user/before.txt'), 'written before pause')
+    const atResume = Number((await resumed.files.read('/tmp/counter')).trim())
+    assert.ok(atResume >= before, `counter kept its value (${before} → ${atResume})`)
+    await sleep(600)
+    const later = Number((await resumed.files.read('/tmp/counter')).trim())
+    assert.ok(later > atResume, `background process still running after resume (${atResume} → ${later})`)
+    // Commands and the network work after the resume.
+    const r = await sh(resumed, 'echo ok && ip -4 addr show eth0 | grep -c inet')
+    assert.equal(r.exitCode, 0, r.stderr)
+    assert.match(r.stdout, /^ok\n1\n$/)
+    // A second pause/resume cycle works too.
+    assert.equal(await resumed.betaPause(), true)
+    const again = await Sandbox.connect(sbx.sandboxId)
+    assert.equal(await again.files.read('/home/user/before.txt'), 'written before pause')
+    assert.equal(await again.kill(), true)
+    assert.equal(await Sandbox.kill(sbx.sandboxId), false, 'killed paused-then-resumed sandbox is gone')
+  })
+
+  it('kill removes a paused sandbox', { timeout: TEST_TIMEOUT }, async () => {
+    const sbx = await t.create()
+    assert.equal(await sbx.betaPause(), true)
+    assert.equal(await Sandbox.kill(sbx.sandboxId), true)
+    await assert.rejects(Sandbox.getInfo(sbx.sandboxId), /doesn't exist|not found/i)
+  })
+
+  it('pausing an unknown sandbox is a not-found error', { timeout: TEST_TIMEOUT }, async () => {
+    await assert.rejects(Sandbox.betaPause('i0000000000000000nope'), (err) => /not found|doesn't exist/i.test(String(err)))
+  })
+
+  it('a paused sandbox without autoResume is not reachable through the proxy', { timeout: TEST_TIMEOUT }, async () => {
+    const sbx = await t.create()
+    assert.equal(await sbx.betaPause(), true)
+    await assert.rejects(sbx.commands.run('true', { requestTimeoutMs: 10_000 }))
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused', 'traffic did not resume it')
+    await Sandbox.kill(sbx.sandboxId)
+  })
+
+  it('onTimeout pause: the timeout pauses instead of killing; autoResume wakes it on traffic', { timeout: TEST_TIMEOUT }, async () => {
+    const sbx = await t.create({ timeoutMs: 3_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+    await sbx.files.write('/home/user/keep.txt', 'kept')
+    const info = await Sandbox.getInfo(sbx.sandboxId)
+    assert.equal(info.lifecycle?.onTimeout, 'pause')
+    assert.equal(info.lifecycle?.autoResume, true)
+    await sleep(5_000)
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused', 'paused at 5 s')
+    // Traffic through the proxy resumes it.
+    assert.equal(await sbx.files.read('/home/user/keep.txt'), 'kept')
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'running')
+    await Sandbox.kill(sbx.sandboxId)
+  })
+})
+
+describe('pause and resume with the code interpreter', () => {
+  it('Python variables survive a pause', { timeout: TEST_TIMEOUT }, async () => {
+    const sbx = await CodeSandbox.create({ timeoutMs: 300_000, metadata: t.metadata })
+    try {
+      const set = await sbx.runCode('x = 41\nx')
+      assert.equal(set.error, undefined)
+      assert.equal(set.text, '41')
+      assert.equal(await sbx.betaPause(), true)
+      assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused')
+      const resumed = await CodeSandbox.connect(sbx.sandboxId)
+      const r = await resumed.runCode('x + 1')
+      assert.equal(r.error, undefined, r.error?.value)
+      assert.equal(r.text, '42')
+    } finally {
+      await Sandbox.kill(sbx.sandboxId)
+    }
+  })
+})
+
+describe('fork', () => {
+  it('children see the parent state, get their own identity and address, and are isolated', { timeout: TEST_TIMEOUT }, async () => {
+    const parent = await t.create()
+    await parent.files.write('/home/user/state.txt', 'from parent')
+    const parentIP = (await sh(parent, "ip -4 -o addr show eth0 | awk '{print $4}'")).stdout.trim()
+    const kids = await Sandbox.fork(parent.sandboxId, { count: 4 })
+    for (const k of kids) if (!(k instanceof Error)) forks.push(k.sandboxId)
+    assert.equal(kids.length, 4)
+    for (const k of kids) assert.ok(!(k instanceof Error), `fork failed: ${k}`)
+    const ids = new Set([parent.sandboxId, ...kids.map((k) => k.sandboxId)])
+    assert.equal(ids.size, 5, 'every child has its own id')
+    const ips = new Set([parentIP])
+    for (const [i, k] of kids.entries()) {
+      assert.equal(await k.files.read('/home/user/state.txt'), 'from parent')
+      const r = await sh(k, "echo $E2B_SANDBOX_ID; ip -4 -o addr show eth0 | awk '{print $4}'")
+      assert.equal(r.exitCode, 0, r.stderr)
+      const [envID, ip] = r.stdout.trim().split('\n')
+      assert.equal(envID, k.sandboxId, 'E2B_SANDBOX_ID is the child id')
+      ips.add(ip)
+      await k.files.write('/home/user/state.txt', `from child ${i}`)
+    }
+    assert.equal(ips.size, 5, `every sandbox has its own address: ${[...ips]}`)
+    // Writes in one child are invisible to the parent and the siblings.
+    assert.equal(await parent.files.read('/home/user/state.txt'), 'from parent')
+    for (const [i, k] of kids.entries()) {
+      assert.equal(await k.files.read('/home/user/state.txt'), `from child ${i}`)
+    }
+    // The parent keeps running with its own token; a child rejects it.
+    assert.equal((await sh(parent, 'echo alive')).stdout, 'alive\n')
+    const resp = await fetch(`${process.env.E2B_SANDBOX_URL}/envs`, {
+      headers: { 'E2b-Sandbox-Id': kids[0].sandboxId, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': parent.envdAccessToken ?? 'x' }
+    })
+    assert.equal(resp.status, 401, 'the parent token does not open a child')
+    await Promise.allSettled(kids.map((k) => k.kill()))
+  })
+
+  it('forking an unknown or paused sandbox fails', { timeout: TEST_TIMEOUT }, async () => {
+    await assert.rejects(Sandbox.fork('i0000000000000000nope', { count: 1 }))
+    const sbx = await t.create()
+    assert.equal(await sbx.betaPause(), true)
+    await assert.rejects(Sandbox.fork(sbx.sandboxId, { count: 1 }), /paused/)
+  })
+
+  it('interpreter state is copied into forks and diverges afterwards', { timeout: TEST_TIMEOUT }, async () => {
+    const parent = await CodeSandbox.create({ timeoutMs: 300_000, metadata: t.metadata })
+    try {
+      assert.equal((await parent.runCode('x = 41\nx')).text, '41')
+      const kids = await CodeSandbox.fork(parent.sandboxId, { count: 2 })
+      for (const k of kids) if (!(k instanceof Error)) forks.push(k.sandboxId)
+      for (const k of kids) assert.ok(!(k instanceof Error), `fork failed: ${k}`)
+      try {
+        assert.equal((await kids[0].runCode('x + 1')).text, '42')
+        assert.equal((await kids[0].runCode('x = 100\nx')).text, '100')
+        assert.equal((await kids[1].runCode('x')).text, '41', 'a sibling does not see the change')
+        assert.equal((await parent.runCode('x')).text, '41', 'the parent does not see the change')
+      } finally {
+        await Promise.allSettled(kids.map((k) => Sandbox.kill(k.sandboxId)))
+      }
+    } finally {
+      await Sandbox.kill(parent.sandboxId)
+    }
+  })
+})
