@@ -212,8 +212,9 @@ func (p *proxy) serveSigned(w http.ResponseWriter, r *http.Request) {
 
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port int) {
 	info := &routeInfo{id: t.ID, addr: net.JoinHostPort(t.Addr.String(), strconv.Itoa(port))}
-	r = r.WithContext(contextWithRoute(r.Context(), info))
-	p.rp.ServeHTTP(w, r)
+	ctx, stop := p.cancelWhenGone(contextWithRoute(r.Context(), info), t)
+	defer stop()
+	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // rewrite points the outgoing request at the sandbox and drops routing
@@ -231,6 +232,10 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 // upstreamError answers 502 when the sandbox cannot be reached.
 func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	info := routeFromContext(r.Context())
+	if goneDuringRequest(r.Context()) {
+		sandboxGone(w, info.id)
+		return
+	}
 	if r.Context().Err() != nil {
 		return // client went away
 	}
