@@ -3,6 +3,9 @@ package proxy
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/netip"
+	"sync"
 	"time"
 )
 
@@ -47,4 +50,35 @@ func (p *proxy) cancelWhenGone(ctx context.Context, t Target) (_ context.Context
 // goneDuringRequest reports whether ctx was cancelled because its sandbox went away.
 func goneDuringRequest(ctx context.Context) bool {
 	return errors.Is(context.Cause(ctx), errSandboxGone)
+}
+
+// addrOwners remembers which sandbox last used each guest address. Guest
+// addresses are reused when a network slot is freed; a keep-alive connection
+// pooled for the previous owner would otherwise be reused for the new one,
+// and the first request (usually a non-retryable POST) would fail with a
+// reset or EOF from a peer that never had that connection.
+type addrOwners struct {
+	mu sync.Mutex
+	m  map[netip.Addr]string
+}
+
+// claim records t as the owner of its address and, when the address changed
+// hands, closes the transport's idle connections before t is proxied to.
+func (o *addrOwners) claim(t Target, tr http.RoundTripper) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[netip.Addr]string{}
+	}
+	prev, ok := o.m[t.Addr]
+	if ok && prev == t.ID {
+		return
+	}
+	o.m[t.Addr] = t.ID
+	if !ok {
+		return
+	}
+	if c, ok := tr.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections() // under mu: no request to t can pick a stale one meanwhile
+	}
 }

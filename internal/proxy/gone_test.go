@@ -3,7 +3,9 @@ package proxy_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"sync"
 	"testing"
@@ -83,5 +85,66 @@ func TestStreamEndsWhenSandboxGone(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("stream ended %v after the sandbox went away", d)
+	}
+}
+
+// countingTransport counts CloseIdleConnections calls.
+type countingTransport struct {
+	http.RoundTripper
+	mu     sync.Mutex
+	closes int
+}
+
+func (c *countingTransport) CloseIdleConnections() {
+	c.mu.Lock()
+	c.closes++
+	c.mu.Unlock()
+}
+
+func (c *countingTransport) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closes
+}
+
+// When a guest address passes to a new sandbox, pooled connections to the
+// previous owner are dropped before the new one is proxied to.
+func TestAddressReuseDropsIdleConnections(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, "a", "127.0.0.1:0", nil)
+	tr := &countingTransport{RoundTripper: proxy.DefaultTransport()}
+	addr := netip.MustParseAddr("127.0.0.1")
+	res := &mutableResolver{m: map[string]proxy.Target{"iold": {ID: "iold", Addr: addr}}}
+	h := proxy.New(res, apiStub, proxy.Options{Transport: tr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	call := func(id string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/health", nil)
+		req.Header.Set("E2b-Sandbox-Id", id)
+		req.Header.Set("E2b-Sandbox-Port", up.port)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d", id, resp.StatusCode)
+		}
+	}
+	call("iold")
+	call("iold")
+	if n := tr.count(); n != 0 {
+		t.Fatalf("idle connections closed %d times for one owner", n)
+	}
+	res.remove("iold")
+	res.mu.Lock()
+	res.m["inew"] = proxy.Target{ID: "inew", Addr: addr}
+	res.mu.Unlock()
+	call("inew")
+	call("inew")
+	if n := tr.count(); n != 1 {
+		t.Fatalf("idle connections closed %d times after the address changed hands, want 1", n)
 	}
 }

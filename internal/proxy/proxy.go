@@ -76,6 +76,7 @@ type proxy struct {
 	log      *slog.Logger
 	apiHosts map[string]bool
 	rp       *httputil.ReverseProxy
+	owners   addrOwners
 }
 
 type ctxKey struct{}
@@ -212,6 +213,7 @@ func (p *proxy) serveSigned(w http.ResponseWriter, r *http.Request) {
 
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port int) {
 	info := &routeInfo{id: t.ID, addr: net.JoinHostPort(t.Addr.String(), strconv.Itoa(port))}
+	p.owners.claim(t, p.opts.Transport)
 	ctx, stop := p.cancelWhenGone(contextWithRoute(r.Context(), info), t)
 	defer stop()
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
