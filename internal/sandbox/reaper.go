@@ -23,6 +23,7 @@ func (m *Manager) Reap(ctx context.Context, interval time.Duration) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	suspects := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -30,7 +31,57 @@ func (m *Manager) Reap(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		m.reapOnce(ctx)
+		suspects = m.reapOrphans(ctx, suspects)
 	}
+}
+
+// reapOrphans destroys runtime sandboxes this manager does not know: neither
+// live nor being created. They appear when the daemon was SIGKILLed while a
+// create was in flight: the runtime's own process (runsc) outlives the daemon
+// and may finish starting the sandbox after the next daemon's Restore already
+// ran. An id is destroyed only when it was an orphan on two consecutive
+// passes. It returns this pass's orphans.
+func (m *Manager) reapOrphans(ctx context.Context, prev map[string]bool) map[string]bool {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ids, err := m.cfg.Runtime.List(lctx)
+	cancel()
+	if err != nil {
+		m.log.Warn("listing runtime sandboxes for orphans", "err", err)
+		return prev
+	}
+	m.mu.Lock()
+	known := make(map[string]bool, len(m.sandboxes)+len(m.slots))
+	for id := range m.sandboxes {
+		known[id] = true
+	}
+	for _, id := range m.slots {
+		known[id] = true
+	}
+	closed := m.closed
+	m.mu.Unlock()
+	orphans := map[string]bool{}
+	if closed {
+		return orphans
+	}
+	for _, id := range ids {
+		if known[id] {
+			continue
+		}
+		if !prev[id] {
+			orphans[id] = true
+			continue
+		}
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		err := errors.Join(m.cfg.Runtime.Destroy(dctx, id, m.sandboxDir(id)), m.cfg.Network.Teardown(dctx, id, -1))
+		dcancel()
+		if err != nil {
+			m.log.Error("destroying orphaned runtime sandbox", "sandbox", id, "err", err)
+			orphans[id] = true // retry next pass
+			continue
+		}
+		m.log.Warn("orphaned runtime sandbox destroyed (a create interrupted by a daemon crash)", "sandbox", id)
+	}
+	return orphans
 }
 
 // reapOnce checks every live sandbox once and releases the dead ones.

@@ -42,3 +42,29 @@ func TestReapReleasesStoppedSandboxes(t *testing.T) {
 		t.Fatalf("running sandbox reaped: %v", err)
 	}
 }
+
+func TestReapDestroysOrphans(t *testing.T) {
+	t.Parallel()
+	env := sandboxtest.NewEnv(t, nil)
+	live := create(t, env, sandbox.CreateRequest{Timeout: time.Minute})
+	// A runtime sandbox nobody created through this manager (a create cut
+	// short by a daemon crash, finished by runsc after Restore).
+	env.Runtime.SetState("iorphan0000000000000", runtime.StateRunning)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go env.Manager.Reap(ctx, 20*time.Millisecond)
+	deadline := time.Now().Add(2 * time.Second)
+	for !env.Runtime.WasDestroyed("iorphan0000000000000") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !env.Runtime.WasDestroyed("iorphan0000000000000") {
+		t.Fatal("orphaned runtime sandbox not destroyed")
+	}
+	if env.Runtime.WasDestroyed(live.ID) {
+		t.Fatal("live sandbox destroyed as an orphan")
+	}
+	if _, err := env.Manager.Get(live.ID); err != nil {
+		t.Fatalf("live sandbox gone: %v", err)
+	}
+}
