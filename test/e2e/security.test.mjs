@@ -14,6 +14,20 @@ async function daemonHealthy () {
   return r.ok
 }
 
+/**
+ * Runs a positive-path command; a stream cut mid-way ("terminated") is retried
+ * once. That truncation is open finding 5 in docs/RELIABILITY.md, not an attack outcome.
+ */
+async function steady (sbx, cmd, opts) {
+  try {
+    return await sbx.commands.run(cmd, opts)
+  } catch (err) {
+    if (!/terminated|end-stream|EOF/i.test(String(err?.message))) throw err
+    console.log(`stream truncated (finding 5), retrying once: ${err.message}`)
+    return await sbx.commands.run(cmd, opts)
+  }
+}
+
 describe('security', { timeout: TEST_TIMEOUT * 6 }, () => {
   let attacker, witness
   const marker = `witness-${uniq()}`
@@ -28,9 +42,9 @@ describe('security', { timeout: TEST_TIMEOUT * 6 }, () => {
   }
 
   it('a symlink to /etc/shadow cannot be downloaded as user', { timeout: TEST_TIMEOUT }, async () => {
-    const shadow = await attacker.commands.run('cat /etc/shadow', { user: 'root' })
+    const shadow = await steady(attacker, 'cat /etc/shadow', { user: 'root' })
     assert.match(shadow.stdout, /^root:/m, 'positive control: root reads /etc/shadow')
-    await attacker.commands.run('ln -sf /etc/shadow ~/shadow-link && ln -sfn / ~/root-link')
+    await steady(attacker, 'ln -sf /etc/shadow ~/shadow-link && ln -sfn / ~/root-link')
     for (const path of ['/home/user/shadow-link', '/home/user/root-link/etc/shadow', '../../etc/shadow']) {
       let content
       try { content = await attacker.files.read(path, { user: 'user' }) } catch { content = undefined }
@@ -38,7 +52,7 @@ describe('security', { timeout: TEST_TIMEOUT * 6 }, () => {
     }
     // Writing through the link as user does not touch /etc/shadow.
     try { await attacker.files.write('/home/user/shadow-link', 'pwned', { user: 'user' }) } catch {}
-    const after = await attacker.commands.run('cat /etc/shadow', { user: 'root' })
+    const after = await steady(attacker, 'cat /etc/shadow', { user: 'root' })
     assert.equal(after.stdout, shadow.stdout, '/etc/shadow changed by a user-level write through a symlink')
     await assertUnharmed()
   })
