@@ -75,7 +75,7 @@ func TestResourceAbuse(t *testing.T) {
 	e := loadEnv(t)
 	witness := e.createV1(t, 900, nil)
 	marker := "witness-" + uniqueTag(t) + "\n"
-	if r := e.run(t, witness, "", "echo "+strings.TrimSpace(marker)+" > ~/witness-marker && cat ~/witness-marker", time.Minute); r.stdout != marker {
+	if r := e.runSteady(t, witness, "", "echo "+strings.TrimSpace(marker)+" > ~/witness-marker && cat ~/witness-marker", time.Minute); r.stdout != marker {
 		t.Fatalf("writing witness marker: %+v", r)
 	}
 
@@ -122,7 +122,7 @@ while True:
 		freeBefore := dataDirFreeMiB(t)
 		// fallocate reserves most of the writable layer without writing data
 		// (bounded host I/O), then dd fills the rest until ENOSPC.
-		r := e.run(t, s, "user", `df -m ~ | tail -1; avail=$(df -m --output=avail ~ | tail -1); fallocate -l $(( (avail - 200) ))M ~/big 2>&1;
+		r := e.runSteady(t, s, "user", `df -m ~ | tail -1; avail=$(df -m --output=avail ~ | tail -1); fallocate -l $(( (avail - 200) ))M ~/big 2>&1;
 dd if=/dev/zero of=~/fill bs=1M 2>&1 | tail -4; echo dd-rc=${PIPESTATUS[0]}; df -m ~ | tail -1`, 5*time.Minute)
 		t.Logf("disk filler: %s", r.stdout)
 		if !strings.Contains(r.stdout, "No space left") {
@@ -132,7 +132,7 @@ dd if=/dev/zero of=~/fill bs=1M 2>&1 | tail -4; echo dd-rc=${PIPESTATUS[0]}; df 
 			t.Errorf("disk filler consumed %d MiB of the host data dir", used)
 		}
 		// The sandbox recovers when space returns.
-		if r := e.run(t, s, "user", "rm -f ~/big ~/fill && echo ok > ~/after && cat ~/after", time.Minute); r.stdout != "ok\n" {
+		if r := e.runSteady(t, s, "user", "rm -f ~/big ~/fill && echo ok > ~/after && cat ~/after", time.Minute); r.stdout != "ok\n" {
 			t.Errorf("sandbox unusable after freeing space: %+v", r)
 		}
 		e.unharmed(t, witness, marker)
@@ -205,7 +205,7 @@ print(len(socks))
 			t.Errorf("many sockets: %+v", r)
 		}
 		e.unharmed(t, witness, marker)
-		if r := e.run(t, s, "", "echo alive", time.Minute); r.stdout != "alive\n" {
+		if r := e.runSteady(t, s, "", "echo alive", time.Minute); r.stdout != "alive\n" {
 			t.Errorf("agent after sockets: %+v", r)
 		}
 	})
@@ -216,7 +216,7 @@ print(len(socks))
 		before, _ := rssKiB(pid)
 		stop := sampleRSS(t, pid)
 		const n = 64 << 20
-		r := e.run(t, s, "user", "head -c "+strconv.Itoa(n)+" /dev/zero | tr '\\0' a", 3*time.Minute)
+		r := e.runSteady(t, s, "user", "head -c "+strconv.Itoa(n)+" /dev/zero | tr '\\0' a", 3*time.Minute)
 		peak := stop()
 		t.Logf("huge stdout: %d bytes streamed; daemon RSS %d KiB before, peak %d KiB", len(r.stdout), before, peak)
 		if len(r.stdout) != n || r.exitCode != 0 {
@@ -238,7 +238,7 @@ print(len(socks))
 		}()
 		var pid string
 		if !waitFor(30*time.Second, 300*time.Millisecond, func() bool {
-			r := e.run(t, s, "root", "pgrep -u user -f 'trap .*got-term' | head -1", time.Minute)
+			r := e.runSteady(t, s, "root", "pgrep -u user -f 'trap .*got-term' | head -1", time.Minute)
 			pid = strings.TrimSpace(r.stdout)
 			return pid != ""
 		}) {
@@ -253,7 +253,7 @@ print(len(socks))
 		}
 		sig("SIGNAL_SIGTERM")
 		time.Sleep(2 * time.Second)
-		if r := e.run(t, s, "root", "kill -0 "+pid+" && echo alive", time.Minute); r.stdout != "alive\n" {
+		if r := e.runSteady(t, s, "root", "kill -0 "+pid+" && echo alive", time.Minute); r.stdout != "alive\n" {
 			t.Fatalf("process did not survive SIGTERM (positive control): %+v", r)
 		}
 		sig("SIGNAL_SIGKILL")

@@ -189,7 +189,7 @@ func TestAPIAbuse(t *testing.T) {
 				t.Errorf("%s: took %v", c.name, d)
 			}
 		}
-		if r := e.run(t, s, "", "echo alive", time.Minute); r.stdout != "alive\n" {
+		if r := e.runSteady(t, s, "", "echo alive", time.Minute); r.stdout != "alive\n" {
 			t.Fatalf("agent harmed by malformed envelopes: %+v", r)
 		}
 	})

@@ -231,7 +231,7 @@ func TestDaemonKilledMidOperation(t *testing.T) {
 		e.checkNoLeaks(t, seen)
 		// The daemon works after the restart.
 		s := e.createV1(t, 120, nil)
-		if r := e.run(t, s, "", "echo ok", time.Minute); r.stdout != "ok\n" {
+		if r := e.runSteady(t, s, "", "echo ok", time.Minute); r.stdout != "ok\n" {
 			t.Fatalf("create after restart: %+v", r)
 		}
 	})
@@ -266,14 +266,14 @@ func TestDaemonKilledMidOperation(t *testing.T) {
 		if st, body := e.uploadOctet(t, s, "/home/user/again.txt", "user", strings.NewReader("again")); st != http.StatusOK {
 			t.Fatalf("upload after restart: %d %s", st, body)
 		}
-		if r := e.run(t, s, "", "cat ~/again.txt", time.Minute); r.stdout != "again" {
+		if r := e.runSteady(t, s, "", "cat ~/again.txt", time.Minute); r.stdout != "again" {
 			t.Fatalf("reading upload after restart: %+v", r)
 		}
 		// The interrupted upload never appears as a (truncated) file.
-		if r := e.run(t, s, "", "test -e ~/big.bin && stat -c %s ~/big.bin || echo absent", time.Minute); r.stdout != "absent\n" {
+		if r := e.runSteady(t, s, "", "test -e ~/big.bin && stat -c %s ~/big.bin || echo absent", time.Minute); r.stdout != "absent\n" {
 			t.Errorf("interrupted upload left %q", r.stdout)
 		}
-		if r := e.run(t, s, "root", "ls -A /home/user", time.Minute); strings.Contains(r.stdout, ".airlock") {
+		if r := e.runSteady(t, s, "root", "ls -A /home/user", time.Minute); strings.Contains(r.stdout, ".airlock") {
 			t.Logf("interrupted upload left a temp file in the sandbox (bounded by the disk limit): %q", r.stdout)
 		}
 	})

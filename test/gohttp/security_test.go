@@ -47,7 +47,7 @@ func hostCanary(t *testing.T) (string, string) {
 // sandboxIP returns the sandbox's eth0 IPv4 address.
 func (e env) sandboxIP(t *testing.T, s sandboxInfo) string {
 	t.Helper()
-	r := e.run(t, s, "", "ip -4 -o addr show dev eth0", time.Minute)
+	r := e.runSteady(t, s, "", "ip -4 -o addr show dev eth0", time.Minute)
 	m := regexp.MustCompile(`inet (\d+\.\d+\.\d+\.\d+)/`).FindStringSubmatch(r.stdout)
 	if m == nil {
 		t.Fatalf("no eth0 address in %q", r.stdout)
@@ -77,7 +77,7 @@ func (e env) unharmed(t *testing.T, witness sandboxInfo, marker string) {
 	if !healthy(e.apiURL) {
 		t.Fatal("daemon /health is not ok")
 	}
-	r := e.run(t, witness, "", "cat ~/witness-marker", time.Minute)
+	r := e.runSteady(t, witness, "", "cat ~/witness-marker", time.Minute)
 	if r.exitCode != 0 || r.stdout != marker {
 		t.Fatalf("witness sandbox harmed: %+v", r)
 	}
@@ -88,12 +88,12 @@ func TestEscapeAttempts(t *testing.T) {
 	attacker := e.createV1(t, 600, nil)
 	witness := e.createV1(t, 600, nil)
 	marker := "witness-" + uniqueTag(t) + "\n"
-	if r := e.run(t, witness, "", "echo "+strings.TrimSpace(marker)+" > ~/witness-marker && cat ~/witness-marker", time.Minute); r.stdout != marker {
+	if r := e.runSteady(t, witness, "", "echo "+strings.TrimSpace(marker)+" > ~/witness-marker && cat ~/witness-marker", time.Minute); r.stdout != marker {
 		t.Fatalf("writing witness marker: %+v", r)
 	}
 	// A process in the witness the attacker must not see.
 	witnessSleep := "7" + strconv.Itoa(int(time.Now().UnixNano()%1000000))
-	if r := e.run(t, witness, "", "nohup sleep "+witnessSleep+" >/dev/null 2>&1 & echo ok", time.Minute); r.exitCode != 0 {
+	if r := e.runSteady(t, witness, "", "nohup sleep "+witnessSleep+" >/dev/null 2>&1 & echo ok", time.Minute); r.exitCode != 0 {
 		t.Fatalf("witness sleep: %+v", r)
 	}
 	canaryPath, canary := hostCanary(t)
@@ -103,7 +103,7 @@ func TestEscapeAttempts(t *testing.T) {
 		cmd := fmt.Sprintf(`cat /proc/1/root%[1]s %[1]s 2>&1; grep -rs %[2]s /proc/1/root/tmp /tmp 2>&1 | head -3;
 ls /proc/1/root%[3]s 2>&1; echo pwned > /proc/1/root%[1]s.w 2>&1; echo pwned > %[1]s.w 2>&1; true`,
 			canaryPath, canary, os.Getenv("AIRLOCK_E2E_DATA_DIR"))
-		r := e.run(t, attacker, "root", cmd, 2*time.Minute)
+		r := e.runSteady(t, attacker, "root", cmd, 2*time.Minute)
 		if strings.Contains(r.stdout+r.stderr, canary) {
 			t.Fatalf("host canary readable from the sandbox: %q", r.stdout)
 		}
@@ -120,7 +120,7 @@ ls /proc/1/root%[3]s 2>&1; echo pwned > /proc/1/root%[1]s.w 2>&1; echo pwned > %
 	})
 
 	t.Run("attack/device-nodes", func(t *testing.T) {
-		r := e.run(t, attacker, "root", `find /dev -type b 2>/dev/null; echo ---;
+		r := e.runSteady(t, attacker, "root", `find /dev -type b 2>/dev/null; echo ---;
 mknod /tmp/blk b 8 0 2>&1 && head -c 512 /tmp/blk | od -c | head -2; echo ---;
 mknod /tmp/kmem c 1 2 2>&1 && head -c 16 /tmp/kmem | od -c | head -2; echo ---;
 head -c 16 /dev/mem 2>&1; head -c 16 /dev/kmsg 2>&1; true`, time.Minute)
@@ -137,12 +137,12 @@ head -c 16 /dev/mem 2>&1; head -c 16 /dev/kmsg 2>&1; true`, time.Minute)
 	t.Run("attack/mount", func(t *testing.T) {
 		dataDir := os.Getenv("AIRLOCK_E2E_DATA_DIR")
 		before := len(mountsUnder(t, filepath.Join(dataDir, "sandboxes", attacker.SandboxID)))
-		u := e.run(t, attacker, "user", "mount -t tmpfs x /tmp 2>&1; echo rc=$?", time.Minute)
+		u := e.runSteady(t, attacker, "user", "mount -t tmpfs x /tmp 2>&1; echo rc=$?", time.Minute)
 		if !strings.Contains(u.stdout, "rc=32") && !strings.Contains(u.stdout, "rc=1") {
 			t.Errorf("mount as user did not fail: %q", u.stdout)
 		}
 		// Root in the sandbox: mounts of host block devices or filesystems must fail.
-		r := e.run(t, attacker, "root", `mkdir -p /mnt/x; for d in /dev/vda /dev/sda /dev/sda1 /dev/nvme0n1; do mount $d /mnt/x 2>/dev/null && echo MOUNTED $d; done;
+		r := e.runSteady(t, attacker, "root", `mkdir -p /mnt/x; for d in /dev/vda /dev/sda /dev/sda1 /dev/nvme0n1; do mount $d /mnt/x 2>/dev/null && echo MOUNTED $d; done;
 mount -t ext4 /dev/vda /mnt/x 2>/dev/null && echo MOUNTED ext4; ls /mnt/x; true`, time.Minute)
 		if strings.Contains(r.stdout, "MOUNTED") {
 			t.Errorf("root in the sandbox mounted a host device: %q", r.stdout)
@@ -158,7 +158,7 @@ mount -t ext4 /dev/vda /mnt/x 2>/dev/null && echo MOUNTED ext4; ls /mnt/x; true`
 			`print(l.syscall(175, b"\x7fELF" + b"\0"*60, 64, b""), ctypes.get_errno()); ` +
 			`print(l.syscall(313, 0, b"", 0), ctypes.get_errno())`
 		for _, user := range []string{"user", "root"} {
-			r := e.run(t, attacker, user, "python3 -c '"+py+"'", time.Minute)
+			r := e.runSteady(t, attacker, user, "python3 -c '"+py+"'", time.Minute)
 			lines := strings.Fields(r.stdout)
 			if r.exitCode != 0 || len(lines) != 4 || lines[0] != "-1" || lines[2] != "-1" {
 				t.Errorf("module loading as %s did not fail: %+v", user, r)
@@ -176,22 +176,22 @@ mount -t ext4 /dev/vda /mnt/x 2>/dev/null && echo MOUNTED ext4; ls /mnt/x; true`
 		// PTRACE_ATTACH = 16, PTRACE_DETACH = 17.
 		py := `import ctypes, time; l=ctypes.CDLL(None, use_errno=True); r=l.ptrace(16, 1, 0, 0); e=ctypes.get_errno(); ` +
 			`time.sleep(0.2); l.ptrace(17, 1, 0, 0) if r == 0 else None; print(r, e)`
-		u := e.run(t, attacker, "user", "python3 -c '"+py+"'", time.Minute)
+		u := e.runSteady(t, attacker, "user", "python3 -c '"+py+"'", time.Minute)
 		if f := strings.Fields(u.stdout); u.exitCode != 0 || len(f) != 2 || f[0] != "-1" {
 			t.Errorf("ptrace of the agent as user did not fail: %+v", u)
 		}
 		// Root in the sandbox owns the sandbox, agent included; whatever it
 		// does there, the agent keeps serving and nothing outside is touched.
-		root := e.run(t, attacker, "root", "python3 -c '"+py+"'", time.Minute)
+		root := e.runSteady(t, attacker, "root", "python3 -c '"+py+"'", time.Minute)
 		t.Logf("ptrace of the agent as root in the sandbox: %q", root.stdout)
-		if r := e.run(t, attacker, "", "echo alive", time.Minute); r.stdout != "alive\n" {
+		if r := e.runSteady(t, attacker, "", "echo alive", time.Minute); r.stdout != "alive\n" {
 			t.Fatalf("agent not serving after ptrace attempts: %+v", r)
 		}
 	})
 
 	t.Run("attack/clock", func(t *testing.T) {
 		for _, user := range []string{"user", "root"} {
-			r := e.run(t, attacker, user, "date -s '2001-01-01 00:00:00' >/dev/null 2>&1; echo rc=$?; date +%s", time.Minute)
+			r := e.runSteady(t, attacker, user, "date -s '2001-01-01 00:00:00' >/dev/null 2>&1; echo rc=$?; date +%s", time.Minute)
 			f := strings.Fields(r.stdout)
 			if len(f) != 2 || f[0] == "rc=0" {
 				t.Errorf("setting the clock as %s did not fail: %+v", user, r)
@@ -208,7 +208,7 @@ mount -t ext4 /dev/vda /mnt/x 2>/dev/null && echo MOUNTED ext4; ls /mnt/x; true`
 	})
 
 	t.Run("attack/see-other-processes", func(t *testing.T) {
-		r := e.run(t, attacker, "root", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done", time.Minute)
+		r := e.runSteady(t, attacker, "root", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done", time.Minute)
 		if strings.Contains(r.stdout, "sleep "+witnessSleep) {
 			t.Errorf("attacker sees the witness's process: %q", r.stdout)
 		}
@@ -226,7 +226,7 @@ mount -t ext4 /dev/vda /mnt/x 2>/dev/null && echo MOUNTED ext4; ls /mnt/x; true`
 		port := u.Port()
 		gw := strings.Join(strings.Split(aIP, ".")[:3], ".") + "." + strconv.Itoa(mustAtoi(strings.Split(aIP, ".")[3])-1)
 		// Positive control: the agent answers on its own address.
-		if r := e.run(t, attacker, "", "curl -s -m 3 -o /dev/null -w '%{http_code}' http://"+aIP+":49983/health", time.Minute); r.stdout != "204" && r.stdout != "200" {
+		if r := e.runSteady(t, attacker, "", "curl -s -m 3 -o /dev/null -w '%{http_code}' http://"+aIP+":49983/health", time.Minute); r.stdout != "204" && r.stdout != "200" {
 			t.Fatalf("positive control: own agent not reachable: %+v", r)
 		}
 		for _, target := range []string{
@@ -237,7 +237,7 @@ mount -t ext4 /dev/vda /mnt/x 2>/dev/null && echo MOUNTED ext4; ls /mnt/x; true`
 			"http://127.0.0.1:" + port + "/health",
 			"http://10.0.2.2:" + port + "/health",
 		} {
-			r := e.run(t, attacker, "root", "curl -s -m 3 -o /dev/null -w '%{http_code}' "+target+"; echo \" rc=$?\"", time.Minute)
+			r := e.runSteady(t, attacker, "root", "curl -s -m 3 -o /dev/null -w '%{http_code}' "+target+"; echo \" rc=$?\"", time.Minute)
 			if !strings.HasPrefix(r.stdout, "000 ") {
 				t.Errorf("attacker reached %s: %q", target, r.stdout)
 			}
@@ -245,7 +245,7 @@ mount -t ext4 /dev/vda /mnt/x 2>/dev/null && echo MOUNTED ext4; ls /mnt/x; true`
 	})
 
 	t.Run("attack/agent-environ-has-no-secrets", func(t *testing.T) {
-		r := e.run(t, attacker, "user", "tr '\\0' '\\n' < /proc/1/environ 2>&1; cat /proc/1/cmdline 2>&1; true", time.Minute)
+		r := e.runSteady(t, attacker, "user", "tr '\\0' '\\n' < /proc/1/environ 2>&1; cat /proc/1/cmdline 2>&1; true", time.Minute)
 		for _, secret := range []string{attacker.EnvdAccessToken, witness.EnvdAccessToken, e.apiKey} {
 			if secret != "" && strings.Contains(r.stdout, secret) {
 				t.Fatalf("agent environment leaks a secret to user: %q", r.stdout)
@@ -313,11 +313,11 @@ mount -t ext4 /dev/vda /mnt/x 2>/dev/null && echo MOUNTED ext4; ls /mnt/x; true`
 	})
 
 	t.Run("attack/symlinks-in-files-paths", func(t *testing.T) {
-		shadow := e.run(t, attacker, "root", "cat /etc/shadow", time.Minute).stdout
+		shadow := e.runSteady(t, attacker, "root", "cat /etc/shadow", time.Minute).stdout
 		if !strings.Contains(shadow, "root:") {
 			t.Fatalf("positive control: root cannot read /etc/shadow: %q", shadow)
 		}
-		if r := e.run(t, attacker, "user", "cd ~ && ln -sf /etc/shadow sh && ln -sfn / rootlink && ln -sfn /proc/1/root p1 && ln -sfn /etc etclink && echo ok", time.Minute); r.stdout != "ok\n" {
+		if r := e.runSteady(t, attacker, "user", "cd ~ && ln -sf /etc/shadow sh && ln -sfn / rootlink && ln -sfn /proc/1/root p1 && ln -sfn /etc etclink && echo ok", time.Minute); r.stdout != "ok\n" {
 			t.Fatalf("making symlinks: %+v", r)
 		}
 		for _, p := range []string{"/home/user/sh", "/home/user/rootlink/etc/shadow", "/home/user/p1/etc/shadow", "sh", "../user/sh"} {
@@ -328,12 +328,12 @@ mount -t ext4 /dev/vda /mnt/x 2>/dev/null && echo MOUNTED ext4; ls /mnt/x; true`
 		}
 		name := "airlock-e2e-" + uniqueTag(t)
 		st, _ := e.uploadOctet(t, attacker, "/home/user/etclink/"+name, "user", strings.NewReader("pwned"))
-		chk := e.run(t, attacker, "root", "test -e /etc/"+name+" && echo EXISTS; cat /etc/shadow", time.Minute)
+		chk := e.runSteady(t, attacker, "root", "test -e /etc/"+name+" && echo EXISTS; cat /etc/shadow", time.Minute)
 		if strings.Contains(chk.stdout, "EXISTS") {
 			t.Errorf("upload through a symlink created /etc/%s as user (status %d)", name, st)
 		}
 		st, _ = e.uploadOctet(t, attacker, "/home/user/sh", "user", strings.NewReader("pwned\n"))
-		after := e.run(t, attacker, "root", "cat /etc/shadow", time.Minute).stdout
+		after := e.runSteady(t, attacker, "root", "cat /etc/shadow", time.Minute).stdout
 		if after != shadow {
 			t.Errorf("upload to a symlink as user overwrote /etc/shadow (status %d)", st)
 		}
