@@ -7,7 +7,8 @@
 # Environment knobs:
 #   AIRLOCK_TEST_DATA_DIR   daemon data dir, kept between runs so the base template
 #                           is cached (default /var/lib/airlock-test)
-#   AIRLOCK_TEST_SKIP_UNIT=1  skip lint + unit tests (iterate on e2e only)
+#   AIRLOCK_TEST_SKIP_UNIT=1  skip lint + unit tests + fuzzing (iterate on e2e only)
+#   AIRLOCK_FUZZ_TIME       fuzz time per target in the fuzz stage (default 5s)
 #   AIRLOCK_TEST_SKIP_E2E=1   stop after the unit tests
 #   AIRLOCK_TEST_GO_RUN     -run filter for the Go e2e tests
 #   AIRLOCK_TEST_NODE_FILES space-separated subset of test/e2e/*.test.mjs
@@ -117,6 +118,11 @@ if [ "${AIRLOCK_TEST_SKIP_UNIT:-0}" != 1 ]; then
 	stage "go test ./... (unit and root tests)"
 	go test -count=1 -p 1 -timeout 25m ./...
 	record go-test $?
+
+	# ------------------------------------------------------------ fuzz (short)
+	stage "go test -fuzz (each target ${AIRLOCK_FUZZ_TIME:-5s})"
+	AIRLOCK_FUZZ_LOG=$WORK/fuzz.log bash scripts/fuzz.sh
+	record fuzz $?
 fi
 
 [ "${AIRLOCK_TEST_SKIP_E2E:-0}" = 1 ] && exit 0
@@ -206,6 +212,6 @@ record npm-ci $?
 node_flags=(--test --test-reporter=spec)
 if node --test-concurrency=2 -e 0 >/dev/null 2>&1; then node_flags+=(--test-concurrency=2); fi
 if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then node_flags+=(--test-timeout=900000); fi
-read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs interpreter.test.mjs templates.test.mjs snapshots.test.mjs}"
+read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs security.test.mjs interpreter.test.mjs templates.test.mjs snapshots.test.mjs}"
 (cd test/e2e && node "${node_flags[@]}" "${node_files[@]}") 2>&1 | tee "$NODE_OUT"
 record js-e2e "${PIPESTATUS[0]}"

@@ -175,6 +175,8 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		log.Error("restoring sandboxes (continuing)", "err", err)
 	}
 	log.Info("restore done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
+	// Sandboxes that stop on their own (agent killed, memory limit) are reported gone.
+	go mgr.Reap(ctx, 0)
 
 	builder := imagebuild.New(mgr, tm, gvisor.UpperDir, log)
 	apiHandler := api.New(mgr, apiTemplates{tm: tm, mgr: mgr, builder: builder}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api")})

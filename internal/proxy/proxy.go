@@ -77,6 +77,7 @@ type proxy struct {
 	log      *slog.Logger
 	apiHosts map[string]bool
 	rp       *httputil.ReverseProxy
+	owners   addrOwners
 }
 
 type ctxKey struct{}
@@ -213,14 +214,16 @@ func (p *proxy) serveSigned(w http.ResponseWriter, r *http.Request) {
 
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port int) {
 	info := &routeInfo{id: t.ID, addr: net.JoinHostPort(t.Addr.String(), strconv.Itoa(port))}
-	r = r.WithContext(contextWithRoute(r.Context(), info))
+	p.owners.claim(t, p.opts.Transport)
+	ctx, stop := p.cancelWhenGone(contextWithRoute(r.Context(), info), t)
+	defer stop()
 	// Sandbox traffic is full duplex (Connect streams, uploads answered while
 	// the body is still being read). Without this, net/http closes the
 	// inbound body as soon as the first response bytes are flushed; the
 	// transport then fails writing the upstream request and tears down the
 	// connection mid-stream ("incomplete envelope" on the client).
 	_ = http.NewResponseController(w).EnableFullDuplex()
-	p.rp.ServeHTTP(w, r)
+	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // rewrite points the outgoing request at the sandbox and drops routing
@@ -238,6 +241,10 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 // upstreamError answers 502 when the sandbox cannot be reached.
 func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	info := routeFromContext(r.Context())
+	if goneDuringRequest(r.Context()) {
+		sandboxGone(w, info.id)
+		return
+	}
 	if r.Context().Err() != nil {
 		return // client went away
 	}

@@ -21,6 +21,17 @@ import (
 // The new pid is written to AIRLOCK_E2E_PID_FILE for scripts/test.sh.
 func restartDaemon(t *testing.T, e env, between func()) {
 	t.Helper()
+	restartDaemonWhen(t, e, nil, between)
+}
+
+// restartDaemonWhen is restartDaemon that first polls trigger (when not nil)
+// every 20 ms, for up to a minute, and SIGKILLs the daemon as soon as it
+// returns true (to kill it in the middle of an operation).
+func restartDaemonWhen(t *testing.T, e env, trigger func() bool, between func()) {
+	t.Helper()
+	if trigger != nil && !waitFor(time.Minute, 20*time.Millisecond, trigger) {
+		t.Fatal("kill trigger never fired")
+	}
 	cmdline := strings.Fields(os.Getenv("AIRLOCK_E2E_SERVE_CMD"))
 	pidFile := os.Getenv("AIRLOCK_E2E_PID_FILE")
 	if len(cmdline) == 0 || pidFile == "" {

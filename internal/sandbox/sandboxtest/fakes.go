@@ -126,6 +126,21 @@ func (r *Runtime) WasDestroyed(id string) bool {
 	return false
 }
 
+// SetState sets the state the runtime reports for id (e.g. a sandbox that
+// stopped on its own).
+func (r *Runtime) SetState(id string, st runtime.State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.States[id] = st
+}
+
+// Forget makes the runtime report id as unknown, as if its processes vanished.
+func (r *Runtime) Forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.States, id)
+}
+
 // Network is a fake sandbox.Network; every guest address is GuestIP.
 type Network struct {
 	GuestIP netip.Addr

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs the reliability suite against a running daemon and writes
+# docs/RELIABILITY.md via bench/report. Needs the environment scripts/test.sh
+# exports for the Go e2e tests (AIRLOCK_E2E_URL, AIRLOCK_E2E_API_KEY,
+# AIRLOCK_E2E_PID_FILE, AIRLOCK_E2E_SERVE_CMD, AIRLOCK_E2E_DATA_DIR,
+# AIRLOCK_E2E_NETNS_PREFIX, …) and E2B_API_URL / E2B_API_KEY for the SDK.
+# The fault tests SIGKILL and restart the daemon.
+#
+#   SOAK_PROFILE=ci|long (default ci), SOAK_ARGS extra bench/soak flags,
+#   AIRLOCK_FUZZ_TIME fuzz time per target (default 5s)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+export GOFLAGS="${GOFLAGS:--mod=mod}"
+W=$(mktemp -d /tmp/airlock-report.XXXXXX)
+echo "outputs in $W"
+
+go test -tags e2e -count=1 -json -timeout 30m \
+	-run 'TestEscapeAttempts|TestResourceAbuse|TestAPIAbuse|TestDaemonKilledMidOperation' ./test/gohttp/ >"$W/go.json"
+echo "go suite exit $?"
+(cd test/e2e && node --test --test-reporter=spec security.test.mjs) >"$W/node.out" 2>&1
+echo "sdk security suite exit $?"
+AIRLOCK_FUZZ_LOG=$W/fuzz.log bash scripts/fuzz.sh >/dev/null
+echo "fuzz exit $?"
+# shellcheck disable=SC2086 # SOAK_ARGS is split on purpose
+go run ./bench/soak -profile "${SOAK_PROFILE:-ci}" -pid-file "${AIRLOCK_E2E_PID_FILE:-/dev/null}" -json "$W/soak.json" ${SOAK_ARGS:-}
+echo "soak exit $?"
+go run ./bench/report -go-json "$W/go.json" -node "$W/node.out" -fuzz "$W/fuzz.log" -soak "$W/soak.json"
