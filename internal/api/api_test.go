@@ -292,7 +292,7 @@ func TestGetKillTimeoutConnect(t *testing.T) {
 	assertError(t, st, body, 409, "already running")
 	st, _, body = h.do(t, "POST", "/sandboxes/"+id+"/pause", `{}`)
 	assertError(t, st, body, 501, "not supported yet")
-	st, _, body = h.do(t, "GET", "/sandboxes/"+id+"/metrics", "")
+	st, _, body = h.do(t, "POST", "/sandboxes/"+id+"/fork", `{}`)
 	assertError(t, st, body, 501, "not supported yet")
 
 	st, _, _ = h.do(t, "DELETE", "/sandboxes/"+id, "")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/envd/files"
+	"github.com/airlock-sandbox/airlock/internal/metrics"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime/gvisor"
@@ -53,6 +54,8 @@ type serveOptions struct {
 	logFormat  string
 	killOnExit bool
 	templates  []string
+	// metricsInterval is the sampling period of sandbox metrics.
+	metricsInterval time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -78,6 +81,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.runtime, "runtime", "gvisor", "isolation runtime (only gvisor for now)")
 	f.StringVar(&o.domain, "domain", "", "sandbox domain returned to SDKs; sandboxes are then reached as <port>-<id>.<domain> (optional)")
 	f.StringVar(&o.subnet, "subnet", network.DefaultSubnet, "IPv4 pool for sandbox addresses")
+	f.DurationVar(&o.metricsInterval, "metrics-interval", metrics.DefaultInterval, "how often each sandbox's CPU, memory and disk use is sampled")
 	f.StringVar(&o.netPrefix, "net-prefix", network.DefaultNamePrefix, "name prefix of network namespaces, host veths and the nftables table (two daemons on one host need different prefixes and subnets, neither prefix the start of the other)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -151,7 +155,9 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	}
 	tm := template.NewManager(dataDir, st, log)
 
+	dm := newDaemonMetrics(ctx, o.metricsInterval, log.With("component", "metrics"))
 	mgr, err := sandbox.New(sandbox.Config{
+		Observer:    dm,
 		Runtime:     rt,
 		Network:     netMgr,
 		Templates:   sandboxTemplates{tm},
@@ -170,8 +176,10 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		log.Error("restoring sandboxes (continuing)", "err", err)
 	}
 	log.Info("restore done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
+	dm.attach(mgr)
 
-	apiHandler := api.New(mgr, apiTemplates{tm}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api")})
+	apiHandler := api.New(mgr, apiTemplates{tm}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api"),
+		Metrics: dm.col, Prometheus: dm.prom.Handler()})
 	var apiHosts []string
 	if o.domain != "" {
 		apiHosts = append(apiHosts, "api."+o.domain)

@@ -100,6 +100,8 @@ type Config struct {
 	NetNSPrefix string
 	// HTTPClient is used to talk to agents (default: no proxy, short dials).
 	HTTPClient *http.Client
+	// Observer is told about creates and removals (optional).
+	Observer Observer
 }
 
 // CreateRequest describes a sandbox to create.
@@ -226,7 +228,8 @@ func (m *Manager) sandboxDir(id string) string {
 
 // Create starts a new sandbox and returns it once its agent is initialised.
 // Any failure undoes everything already set up.
-func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, error) {
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, err error) {
+	defer func(begin time.Time) { m.observeCreate(begin, sb, err) }(time.Now())
 	if req.TemplateID == "" {
 		req.TemplateID = "base"
 	}
@@ -268,7 +271,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	log := m.log.With("sandbox", id, "template", req.TemplateID, "slot", slot)
 	dir := m.sandboxDir(id)
 
-	sb, err := m.start(ctx, log, id, slot, dir, tpl, req, allowInternet, token)
+	sb, err = m.start(ctx, log, id, slot, dir, tpl, req, allowInternet, token)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -419,6 +422,7 @@ func (m *Manager) release(ctx context.Context, id string, slot int, dir string) 
 			errs = append(errs, fmt.Errorf("deleting sandbox row: %w", err))
 		}
 	}
+	m.observer().Removed(id)
 	return errors.Join(errs...)
 }
 
