@@ -133,6 +133,7 @@ type newSandboxBody struct {
 	MCP                 json.RawMessage   `json:"mcp"`
 	Network             *networkBody      `json:"network"`
 	VolumeMounts        []json.RawMessage `json:"volumeMounts"`
+	limitsBody
 }
 
 // networkBody is the part of SandboxNetworkConfig we can judge.
@@ -180,6 +181,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		AllowInternet: body.AllowInternetAccess,
 		Secure:        v2 || (body.Secure != nil && *body.Secure),
 		AutoPause:     body.AutoPause != nil && *body.AutoPause,
+		Limits:        body.limits(),
 	}
 	switch {
 	case body.Timeout == nil && v2:

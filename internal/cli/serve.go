@@ -56,6 +56,7 @@ type serveOptions struct {
 	templates  []string
 	// metricsInterval is the sampling period of sandbox metrics.
 	metricsInterval time.Duration
+	limits          limitFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -81,6 +82,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.runtime, "runtime", "gvisor", "isolation runtime (only gvisor for now)")
 	f.StringVar(&o.domain, "domain", "", "sandbox domain returned to SDKs; sandboxes are then reached as <port>-<id>.<domain> (optional)")
 	f.StringVar(&o.subnet, "subnet", network.DefaultSubnet, "IPv4 pool for sandbox addresses")
+	addLimitFlags(f, &o.limits)
 	f.DurationVar(&o.metricsInterval, "metrics-interval", metrics.DefaultInterval, "how often each sandbox's CPU, memory and disk use is sampled")
 	f.StringVar(&o.netPrefix, "net-prefix", network.DefaultNamePrefix, "name prefix of network namespaces, host veths and the nftables table (two daemons on one host need different prefixes and subnets, neither prefix the start of the other)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -156,7 +158,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	tm := template.NewManager(dataDir, st, log)
 
 	dm := newDaemonMetrics(ctx, o.metricsInterval, log.With("component", "metrics"))
-	mgr, err := sandbox.New(sandbox.Config{
+	mgrCfg := sandbox.Config{
 		Observer:    dm,
 		Runtime:     rt,
 		Network:     netMgr,
@@ -167,7 +169,9 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		AgentPath:   envdPath,
 		MaxSlots:    1 << (32 - subnet.Bits() - 2),
 		NetNSPrefix: o.netPrefix + "-",
-	})
+	}
+	o.limits.apply(&mgrCfg)
+	mgr, err := sandbox.New(mgrCfg)
 	if err != nil {
 		return err
 	}

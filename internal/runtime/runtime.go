@@ -18,6 +18,8 @@ type Resources struct {
 	MemoryMB int // memory limit; 0 = runtime default
 	PIDs     int // max processes/threads; 0 = runtime default
 	DiskMB   int // size of the writable layer (best effort for overlay); 0 = default
+	// OpenFiles is RLIMIT_NOFILE of the sandbox's processes; 0 = runtime default.
+	OpenFiles int
 }
 
 // Spec describes one sandbox to start.

@@ -102,6 +102,9 @@ type Config struct {
 	HTTPClient *http.Client
 	// Observer is told about creates and removals (optional).
 	Observer Observer
+	// Limits are the process/open-file defaults and the upper bounds of
+	// create requests.
+	Limits LimitConfig
 }
 
 // CreateRequest describes a sandbox to create.
@@ -117,6 +120,8 @@ type CreateRequest struct {
 	Secure bool
 	// AutoPause asks for pause instead of kill on timeout (not supported yet).
 	AutoPause bool
+	// Limits overrides the daemon's default resource limits.
+	Limits Limits
 }
 
 // Sandbox is a snapshot of one sandbox's state.
@@ -242,6 +247,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 	if req.AutoPause {
 		return nil, userErrorf(http.StatusNotImplemented, "autoPause is not supported yet")
 	}
+	if req.Limits, err = m.resolveLimits(req.Limits); err != nil {
+		return nil, err
+	}
 	allowInternet := true
 	if req.AllowInternet != nil {
 		allowInternet = *req.AllowInternet
@@ -302,11 +310,7 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 		Hostname:    id,
 		Nameservers: append([]string(nil), m.cfg.Nameservers...),
 		Hosts:       []string{"127.0.0.1 " + id},
-		Resources: runtime.Resources{
-			CPUCount: m.cfg.DefaultCPUCount,
-			MemoryMB: m.cfg.DefaultMemoryMB,
-			DiskMB:   m.cfg.DefaultDiskSizeMB,
-		},
+		Resources:   req.Limits.resources(),
 	}
 	if err := m.cfg.Runtime.Start(ctx, spec); err != nil {
 		return nil, fmt.Errorf("starting runtime: %w", err)
@@ -355,9 +359,9 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 		Metadata:      maps.Clone(req.Metadata),
 		EnvVars:       maps.Clone(req.EnvVars),
 		AllowInternet: allowInternet,
-		CPUCount:      m.cfg.DefaultCPUCount,
-		MemoryMB:      m.cfg.DefaultMemoryMB,
-		DiskSizeMB:    m.cfg.DefaultDiskSizeMB,
+		CPUCount:      req.Limits.CPUCount,
+		MemoryMB:      req.Limits.MemoryMB,
+		DiskSizeMB:    req.Limits.DiskSizeMB,
 		StartedAt:     now,
 		EndAt:         now.Add(req.Timeout),
 		OnTimeout:     "kill",

@@ -18,6 +18,8 @@ const (
 	DefaultMemoryMB = 512
 	DefaultCPUCount = 2
 	DefaultPIDs     = 1024
+	// DefaultOpenFiles is RLIMIT_NOFILE when Resources.OpenFiles is zero.
+	DefaultOpenFiles = 1 << 20
 	// DefaultDiskMB is the size of the writable layer when Resources.DiskMB
 	// is zero and Config.DiskMB is zero too.
 	DefaultDiskMB = 5120
@@ -61,6 +63,7 @@ type limits struct {
 	cpus        int
 	pids        int64
 	diskMB      int
+	openFiles   uint64
 }
 
 func effectiveLimits(r runtime.Resources, defaultDiskMB int) limits {
@@ -69,6 +72,10 @@ func effectiveLimits(r runtime.Resources, defaultDiskMB int) limits {
 		cpus:        r.CPUCount,
 		pids:        int64(r.PIDs),
 		diskMB:      r.DiskMB,
+		openFiles:   uint64(max(r.OpenFiles, 0)),
+	}
+	if l.openFiles == 0 {
+		l.openFiles = DefaultOpenFiles
 	}
 	if l.memoryBytes <= 0 {
 		l.memoryBytes = DefaultMemoryMB << 20
@@ -118,7 +125,7 @@ func buildSpec(spec runtime.Spec, rootfs string, l limits) *specs.Spec {
 				Permitted: guestCaps,
 			},
 			Rlimits: []specs.POSIXRlimit{
-				{Type: "RLIMIT_NOFILE", Hard: 1 << 20, Soft: 1 << 20},
+				{Type: "RLIMIT_NOFILE", Hard: l.openFiles, Soft: l.openFiles},
 				// Per uid inside the sandbox; the agent (uid 0) has no
 				// CAP_SYS_RESOURCE, so it is bound by it too.
 				{Type: "RLIMIT_NPROC", Hard: uint64(l.pids), Soft: uint64(l.pids)},

@@ -60,6 +60,13 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) error {
 	return nil
 }
 
+// SpecOf returns the spec id was started with.
+func (r *Runtime) SpecOf(id string) runtime.Spec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.Specs[id]
+}
+
 // Destroy implements runtime.Runtime.
 func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 	r.mu.Lock()
