@@ -27,7 +27,7 @@ func TestCreateLimits(t *testing.T) {
 	// Defaults when omitted.
 	id = createID(t, h, `{}`)
 	got = h.env.Runtime.SpecOf(id).Resources
-	if got.CPUCount != 2 || got.MemoryMB != 512 || got.DiskMB != 10240 || got.PIDs != 1024 || got.OpenFiles != 65536 {
+	if got.CPUCount != 2 || got.MemoryMB != 512 || got.DiskMB != 10240 || got.PIDs != 256 || got.OpenFiles != 65536 {
 		t.Fatalf("default resources %+v", got)
 	}
 
@@ -36,7 +36,7 @@ func TestCreateLimits(t *testing.T) {
 		`{"cpuCount":-1}`:        "cpuCount must be between 1 and 8, got -1",
 		`{"memoryMB":16}`:        "memoryMB must be between 128 and 8192",
 		`{"diskSizeMB":1000000}`: "diskSizeMB must be between 64 and 51200",
-		`{"maxProcesses":1}`:     "maxProcesses must be between 16 and 32768",
+		`{"maxProcesses":1}`:     "maxProcesses must be between 16 and 1024",
 		`{"maxOpenFiles":1}`:     "maxOpenFiles must be between 64 and 1048576",
 	} {
 		st, _, data := h.do(t, "POST", "/v2/sandboxes", body)

@@ -33,10 +33,12 @@ func newDaemonMetrics(ctx context.Context, interval time.Duration, log *slog.Log
 	return d
 }
 
-// attach starts sampling m's sandboxes until ctx is done.
+// attach starts sampling m's sandboxes, and watching for sandboxes that
+// stop on their own, until ctx is done.
 func (d *daemonMetrics) attach(m *sandbox.Manager) {
 	d.m = m
 	go d.col.Run(d.ctx)
+	go m.Watch(d.ctx, sandbox.DefaultWatchInterval)
 }
 
 // Running implements metrics.Source.
@@ -86,3 +88,9 @@ func (d *daemonMetrics) CreateFailed(err error, elapsed time.Duration) {
 
 // Removed implements sandbox.Observer.
 func (d *daemonMetrics) Removed(id string) { d.col.Remove(id) }
+
+// Stopped implements sandbox.Observer.
+func (d *daemonMetrics) Stopped(id, reason string) {
+	d.prom.Stopped(reason)
+	d.col.Remove(id)
+}

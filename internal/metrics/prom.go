@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ type Prom struct {
 	creates       *prometheus.CounterVec
 	createLatency prometheus.Histogram
 	errors        *prometheus.CounterVec
+	stops         *prometheus.CounterVec
 }
 
 // NewProm registers the daemon metrics: running sandboxes (running()),
@@ -44,6 +46,10 @@ func NewProm(c *Collector, running func() int) *Prom {
 			Name: "airlock_errors_total",
 			Help: "Internal errors by operation (create, sample).",
 		}, []string{"op"}),
+		stops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_sandbox_unexpected_stops_total",
+			Help: "Sandboxes that stopped on their own, by reason (memory, tasks, unknown).",
+		}, []string{"reason"}),
 	}
 	for _, r := range []string{ResultSuccess, ResultUserError, ResultError} {
 		p.creates.WithLabelValues(r)
@@ -52,7 +58,7 @@ func NewProm(c *Collector, running func() int) *Prom {
 		p.errors.WithLabelValues(op)
 	}
 	p.reg.MustRegister(
-		p.creates, p.createLatency, p.errors,
+		p.creates, p.createLatency, p.errors, p.stops,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "airlock_sandboxes_running",
 			Help: "Sandboxes currently running.",
@@ -78,6 +84,19 @@ func (p *Prom) ObserveCreate(result string, elapsed time.Duration) {
 	case ResultError:
 		p.errors.WithLabelValues("create").Inc()
 	}
+}
+
+// Stopped counts a sandbox that stopped on its own; reason is the
+// runtime's phrase ("" when unknown).
+func (p *Prom) Stopped(reason string) {
+	label := "unknown"
+	switch {
+	case strings.Contains(reason, "memory"):
+		label = "memory"
+	case strings.Contains(reason, "task"):
+		label = "tasks"
+	}
+	p.stops.WithLabelValues(label).Inc()
 }
 
 // Error counts an internal error of op.

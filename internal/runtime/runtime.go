@@ -92,3 +92,16 @@ type Runtime interface {
 	// (used after a daemon restart to re-attach or clean up).
 	List(ctx context.Context) ([]string, error)
 }
+
+// StateLister is implemented by runtimes that can report the state of all
+// their sandboxes in one call (cheaper than State for each).
+type StateLister interface {
+	States(ctx context.Context) (map[string]State, error)
+}
+
+// StopReasoner is implemented by runtimes that can tell why a sandbox
+// stopped on its own. StopReason must be called before Destroy; it returns a
+// short phrase ("it exceeded its memory limit") or "" when unknown.
+type StopReasoner interface {
+	StopReason(id string) string
+}

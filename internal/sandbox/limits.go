@@ -7,13 +7,17 @@ import (
 )
 
 // Defaults and bounds of the per-sandbox limits (LimitConfig zero values).
+//
+// Processes are kept low on purpose: under gVisor's ptrace platform every
+// guest task costs up to ~30 host tasks, and the host's kernel.pid_max
+// (often 32768) is shared by everything on the machine.
 const (
-	DefaultPIDs         = 1024
+	DefaultPIDs         = 256
 	DefaultOpenFiles    = 65536
 	DefaultMaxCPUCount  = 8
 	DefaultMaxMemoryMB  = 8192
 	DefaultMaxDiskMB    = 51200
-	DefaultMaxPIDs      = 32768
+	DefaultMaxPIDs      = 1024
 	DefaultMaxOpenFiles = 1 << 20
 
 	minMemoryMB  = 128

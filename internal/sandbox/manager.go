@@ -162,6 +162,8 @@ type Manager struct {
 
 	// bg tracks timeout kills in flight so Close can wait for them.
 	bg sync.WaitGroup
+	// dead remembers why sandboxes stopped on their own (watch.go).
+	dead tombstones
 
 	// mu guards sandboxes, slots and closed.
 	mu        sync.Mutex
@@ -490,7 +492,7 @@ func (m *Manager) Get(id string) (*Sandbox, error) {
 	defer m.mu.Unlock()
 	e, ok := m.sandboxes[id]
 	if !ok {
-		return nil, notFound(id)
+		return nil, m.notFound(id)
 	}
 	return snapshot(e), nil
 }
@@ -519,7 +521,7 @@ func (m *Manager) Kill(ctx context.Context, id string) error {
 	}
 	m.mu.Unlock()
 	if !ok {
-		return notFound(id)
+		return m.notFound(id)
 	}
 	if err := m.release(ctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
 		return fmt.Errorf("killing sandbox %s: %w", id, err)
@@ -549,7 +551,7 @@ func (m *Manager) updateEnd(ctx context.Context, id string, d time.Duration, ext
 	defer m.mu.Unlock()
 	e, ok := m.sandboxes[id]
 	if !ok {
-		return nil, notFound(id)
+		return nil, m.notFound(id)
 	}
 	end := time.Now().UTC().Add(d)
 	if extendOnly && !end.After(e.rec.EndAt) {

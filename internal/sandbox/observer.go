@@ -19,6 +19,9 @@ type Observer interface {
 	// Removed is called after a sandbox was released (killed, expired, or
 	// cleaned up after a failed create or a restart).
 	Removed(id string)
+	// Stopped is called when a running sandbox stopped on its own (reason
+	// as from runtime.StopReasoner, "" when unknown), before it is released.
+	Stopped(id, reason string)
 }
 
 type nopObserver struct{}
@@ -26,6 +29,7 @@ type nopObserver struct{}
 func (nopObserver) Created(*Sandbox, time.Duration)   {}
 func (nopObserver) CreateFailed(error, time.Duration) {}
 func (nopObserver) Removed(string)                    {}
+func (nopObserver) Stopped(string, string)            {}
 
 // observer returns the configured Observer or a no-op one.
 func (m *Manager) observer() Observer {

@@ -67,6 +67,13 @@ func (r *Runtime) SpecOf(id string) runtime.Spec {
 	return r.Specs[id]
 }
 
+// SetState makes the runtime report st for id (e.g. a sandbox that died).
+func (r *Runtime) SetState(id string, st runtime.State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.States[id] = st
+}
+
 // Destroy implements runtime.Runtime.
 func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 	r.mu.Lock()
