@@ -43,3 +43,20 @@ func TestCreateLimits(t *testing.T) {
 		assertError(t, st, data, 400, msg)
 	}
 }
+
+func TestCreatePrivateTraffic(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, api.Options{})
+	st, _, body := h.do(t, "POST", "/v2/sandboxes", `{"network":{"allowPublicTraffic":false}}`)
+	if st != 201 {
+		t.Fatalf("create = %d %s", st, body)
+	}
+	tok, _ := decode[map[string]any](t, body)["trafficAccessToken"].(string)
+	if len(tok) < 16 {
+		t.Fatalf("trafficAccessToken = %q, want a token", tok)
+	}
+	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"allowPublicTraffic":true}}`)
+	if st != 201 || decode[map[string]any](t, body)["trafficAccessToken"] != nil {
+		t.Fatalf("public create = %d %s, want trafficAccessToken null", st, body)
+	}
+}

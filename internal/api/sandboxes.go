@@ -154,7 +154,7 @@ func (n *networkBody) unsupported() bool {
 		s := strings.TrimSpace(string(raw))
 		return s != "" && s != "null" && s != "{}"
 	}
-	return len(n.AllowOut) > 0 || len(n.DenyOut) > 0 || (n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic) ||
+	return len(n.AllowOut) > 0 || len(n.DenyOut) > 0 ||
 		(n.MaskRequestHost != nil && *n.MaskRequestHost != "") || isSet(n.Rules) || isSet(n.EgressProxy)
 }
 
@@ -182,6 +182,9 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		Secure:        v2 || (body.Secure != nil && *body.Secure),
 		AutoPause:     body.AutoPause != nil && *body.AutoPause,
 		Limits:        body.limits(),
+	}
+	if body.Network != nil {
+		req.AllowPublicTraffic = body.Network.AllowPublicTraffic
 	}
 	switch {
 	case body.Timeout == nil && v2:
