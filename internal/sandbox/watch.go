@@ -21,9 +21,23 @@ const tombstoneTTL = time.Hour
 // tombstones remembers why sandboxes stopped on their own, so later requests
 // for them get a clear 404. The zero value is ready to use.
 type tombstones struct {
-	// mu guards m.
+	// mu guards m and suspects.
 	mu sync.Mutex
 	m  map[string]tombstone
+	// suspects were seen not running by the previous ReapStopped.
+	suspects map[string]bool
+}
+
+func (t *tombstones) wasSuspect(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.suspects[id]
+}
+
+func (t *tombstones) setSuspects(s map[string]bool) {
+	t.mu.Lock()
+	t.suspects = s
+	t.mu.Unlock()
 }
 
 type tombstone struct {
@@ -86,12 +100,16 @@ func (m *Manager) Watch(ctx context.Context, interval time.Duration) {
 }
 
 // ReapStopped releases every live sandbox the runtime no longer runs and
-// remembers why it stopped. It returns the first error reading states.
+// remembers why it stopped. To never remove a healthy sandbox on a transient
+// misreading (a state file being rewritten while listed), a sandbox must be
+// seen stopped by two consecutive calls and confirmed by Runtime.State. It
+// returns the first error reading states.
 func (m *Manager) ReapStopped(ctx context.Context) error {
 	states, err := m.runtimeStates(ctx)
 	if err != nil {
 		return err
 	}
+	suspects := map[string]bool{}
 	for _, sb := range m.List() {
 		if sb.State != StateRunning {
 			continue
@@ -99,8 +117,21 @@ func (m *Manager) ReapStopped(ctx context.Context) error {
 		if st, ok := states[sb.ID]; ok && st == runtime.StateRunning {
 			continue
 		}
+		suspects[sb.ID] = true
+		if !m.dead.wasSuspect(sb.ID) {
+			continue // first sighting: check again next time
+		}
+		st, err := m.cfg.Runtime.State(ctx, sb.ID)
+		if err == nil && st != runtime.StateStopped {
+			continue
+		}
+		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			m.log.Warn("confirming sandbox state", "sandbox", sb.ID, "err", err)
+			continue
+		}
 		m.reap(ctx, sb)
 	}
+	m.dead.setSuspects(suspects)
 	return nil
 }
 

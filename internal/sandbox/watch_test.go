@@ -65,7 +65,17 @@ func TestReapStoppedAndObserver(t *testing.T) {
 		t.Fatalf("%d sandboxes after a no-op reap, want 2", len(env.Manager.List()))
 	}
 
+	// A single sighting is not enough (transient misreadings)...
+	env.Runtime.SetState(alive.ID, runtime.StateStopped)
 	env.Runtime.SetState(dead.ID, runtime.StateStopped)
+	if err := env.Manager.ReapStopped(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(env.Manager.List()) != 2 {
+		t.Fatalf("%d sandboxes after one sighting, want 2", len(env.Manager.List()))
+	}
+	// ...and a sandbox that reads running again is kept.
+	env.Runtime.SetState(alive.ID, runtime.StateRunning)
 	if err := env.Manager.ReapStopped(ctx); err != nil {
 		t.Fatal(err)
 	}
