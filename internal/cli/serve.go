@@ -188,7 +188,10 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	if o.domain != "" {
 		apiHosts = append(apiHosts, "api."+o.domain)
 	}
+	sandboxTransport := proxy.DefaultTransport()
+	dm.closeIdle = sandboxTransport.CloseIdleConnections
 	handler := proxy.New(proxy.FromManager(mgr), apiHandler, proxy.Options{
+		Transport:       sandboxTransport,
 		APIHosts:        apiHosts,
 		VerifySignature: files.VerifySignature,
 		Logger:          log.With("component", "proxy"),

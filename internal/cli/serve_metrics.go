@@ -19,6 +19,10 @@ type daemonMetrics struct {
 	m    *sandbox.Manager // set by attach
 	col  *metrics.Collector
 	prom *metrics.Prom
+	// closeIdle drops the proxy's idle connections to sandboxes (optional):
+	// a removed sandbox's network namespace vanishes without closing them,
+	// and the next sandbox on the same address would answer them with RST.
+	closeIdle func()
 }
 
 func newDaemonMetrics(ctx context.Context, interval time.Duration, log *slog.Logger) *daemonMetrics {
@@ -87,7 +91,12 @@ func (d *daemonMetrics) CreateFailed(err error, elapsed time.Duration) {
 }
 
 // Removed implements sandbox.Observer.
-func (d *daemonMetrics) Removed(id string) { d.col.Remove(id) }
+func (d *daemonMetrics) Removed(id string) {
+	d.col.Remove(id)
+	if d.closeIdle != nil {
+		d.closeIdle()
+	}
+}
 
 // Stopped implements sandbox.Observer.
 func (d *daemonMetrics) Stopped(id, reason string) {
