@@ -30,6 +30,10 @@ type Options struct {
 	// E2B_SANDBOX_URL / their own domain setting).
 	Domain string
 	Logger *slog.Logger
+	// Metrics answers the sandbox metrics endpoints (nil: always empty).
+	Metrics MetricsStore
+	// Prometheus serves GET /metrics (nil: 404).
+	Prometheus http.Handler
 }
 
 // api holds the handler state.
@@ -68,10 +72,11 @@ func (a *api) routes() {
 	h("POST /sandboxes/{id}/resume", a.resume)
 	h("POST /sandboxes/{id}/pause", a.pause)
 	h("POST /sandboxes/{id}/fork", a.fork)
+	h("GET /sandboxes/{id}/metrics", a.sandboxMetrics)
+	h("GET /sandboxes/metrics", a.sandboxesMetrics)
+	h("GET /metrics", a.prometheus)
 
 	for _, p := range []string{
-		"GET /sandboxes/{id}/metrics",
-		"GET /sandboxes/metrics",
 		"PUT /sandboxes/{id}/network",
 		"POST /sandboxes/{id}/snapshots",
 		"GET /snapshots",
@@ -121,9 +126,13 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(w, r) // sets the path values
 }
 
-// authorized checks X-API-Key in constant time.
+// authorized checks X-API-Key (or "Authorization: Bearer <key>", which is
+// what Prometheus scrapers send) in constant time.
 func (a *api) authorized(r *http.Request) bool {
 	got := r.Header.Get("X-API-Key")
+	if got == "" {
+		got, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
 	if got == "" || a.opts.APIKey == "" {
 		return false
 	}

@@ -296,7 +296,7 @@ func TestGetKillTimeoutConnect(t *testing.T) {
 	assertError(t, st, body, 404, "inotthere")
 	st, _, body = h.do(t, "POST", "/sandboxes/"+id+"/pause", `{"memory":false}`)
 	assertError(t, st, body, 501, "memory is always kept")
-	st, _, body = h.do(t, "GET", "/sandboxes/"+id+"/metrics", "")
+	st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{}`)
 	assertError(t, st, body, 501, "not supported yet")
 
 	st, _, _ = h.do(t, "DELETE", "/sandboxes/"+id, "")

@@ -136,6 +136,7 @@ type newSandboxBody struct {
 	MCP          json.RawMessage   `json:"mcp"`
 	Network      *networkBody      `json:"network"`
 	VolumeMounts []json.RawMessage `json:"volumeMounts"`
+	limitsBody
 }
 
 // networkBody is the part of SandboxNetworkConfig we can judge.
@@ -156,7 +157,7 @@ func (n *networkBody) unsupported() bool {
 		s := strings.TrimSpace(string(raw))
 		return s != "" && s != "null" && s != "{}"
 	}
-	return len(n.AllowOut) > 0 || len(n.DenyOut) > 0 || (n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic) ||
+	return len(n.AllowOut) > 0 || len(n.DenyOut) > 0 ||
 		(n.MaskRequestHost != nil && *n.MaskRequestHost != "") || isSet(n.Rules) || isSet(n.EgressProxy)
 }
 
@@ -184,6 +185,10 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		Secure:        v2 || (body.Secure != nil && *body.Secure),
 		AutoPause:     body.AutoPause != nil && *body.AutoPause,
 		AutoResume:    body.AutoResume != nil && body.AutoResume.Enabled,
+		Limits:        body.limits(),
+	}
+	if body.Network != nil {
+		req.AllowPublicTraffic = body.Network.AllowPublicTraffic
 	}
 	switch {
 	case body.Timeout == nil && v2:

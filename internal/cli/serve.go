@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/envd/files"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
+	"github.com/airlock-sandbox/airlock/internal/metrics"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime/gvisor"
@@ -55,6 +56,9 @@ type serveOptions struct {
 	logFormat  string
 	killOnExit bool
 	templates  []string
+	// metricsInterval is the sampling period of sandbox metrics.
+	metricsInterval time.Duration
+	limits          limitFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -80,6 +84,8 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.runtime, "runtime", "gvisor", "isolation runtime (only gvisor for now)")
 	f.StringVar(&o.domain, "domain", "", "sandbox domain returned to SDKs; sandboxes are then reached as <port>-<id>.<domain> (optional)")
 	f.StringVar(&o.subnet, "subnet", network.DefaultSubnet, "IPv4 pool for sandbox addresses")
+	addLimitFlags(f, &o.limits)
+	f.DurationVar(&o.metricsInterval, "metrics-interval", metrics.DefaultInterval, "how often each sandbox's CPU, memory and disk use is sampled")
 	f.StringVar(&o.netPrefix, "net-prefix", network.DefaultNamePrefix, "name prefix of network namespaces, host veths and the nftables table (two daemons on one host need different prefixes and subnets, neither prefix the start of the other)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -155,8 +161,10 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 
 	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
 	conns.OnAbort = func(ip netip.Addr, n int) { log.Debug("guest connections reset", "guest", ip, "count", n) }
-	mgr, err := sandbox.New(sandbox.Config{
+	dm := newDaemonMetrics(ctx, o.metricsInterval, log.With("component", "metrics"))
+	mgrCfg := sandbox.Config{
 		Conns:       conns,
+		Observer:    dm,
 		Runtime:     rt,
 		Network:     netMgr,
 		Templates:   sandboxTemplates{tm},
@@ -166,7 +174,9 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		AgentPath:   envdPath,
 		MaxSlots:    1 << (32 - subnet.Bits() - 2),
 		NetNSPrefix: o.netPrefix + "-",
-	})
+	}
+	o.limits.apply(&mgrCfg)
+	mgr, err := sandbox.New(mgrCfg)
 	if err != nil {
 		return err
 	}
@@ -175,19 +185,24 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		log.Error("restoring sandboxes (continuing)", "err", err)
 	}
 	log.Info("restore done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
-	// Sandboxes that stop on their own (agent killed, memory limit) are reported gone.
-	go mgr.Reap(ctx, 0)
+	// Sandboxes that stop on their own (agent killed, memory limit) are
+	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
+	go mgr.Reap(ctx, sandbox.DefaultWatchInterval)
+	dm.attach(mgr)
 
 	builder := imagebuild.New(mgr, tm, gvisor.UpperDir, log)
-	apiHandler := api.New(mgr, apiTemplates{tm: tm, mgr: mgr, builder: builder}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api")})
+	apiHandler := api.New(mgr, apiTemplates{tm: tm, mgr: mgr, builder: builder}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api"),
+		Metrics: dm.col, Prometheus: dm.prom.Handler()})
 	var apiHosts []string
 	if o.domain != "" {
 		apiHosts = append(apiHosts, "api."+o.domain)
 	}
+	sandboxTransport := proxy.DefaultTransport()
+	dm.closeIdle = sandboxTransport.CloseIdleConnections
 	handler := proxy.New(proxy.FromManager(mgr), apiHandler, proxy.Options{
 		APIHosts:        apiHosts,
 		VerifySignature: files.VerifySignature,
-		Transport:       conns.Wrap(proxy.DefaultTransport()),
+		Transport:       conns.Wrap(sandboxTransport),
 		Logger:          log.With("component", "proxy"),
 	})
 

@@ -19,6 +19,8 @@ type Resources struct {
 	MemoryMB int // memory limit; 0 = runtime default
 	PIDs     int // max processes/threads; 0 = runtime default
 	DiskMB   int // size of the writable layer (best effort for overlay); 0 = default
+	// OpenFiles is RLIMIT_NOFILE of the sandbox's processes; 0 = runtime default.
+	OpenFiles int
 }
 
 // Spec describes one sandbox to start.
@@ -116,4 +118,17 @@ type Cloner interface {
 	// (which must use the same template and resources as the parent).
 	// Restore(spec, image) then starts the copy.
 	Clone(ctx context.Context, parentDir string, spec Spec) error
+}
+
+// StateLister is implemented by runtimes that can report the state of all
+// their sandboxes in one call (cheaper than State for each).
+type StateLister interface {
+	States(ctx context.Context) (map[string]State, error)
+}
+
+// StopReasoner is implemented by runtimes that can tell why a sandbox
+// stopped on its own. StopReason must be called before Destroy; it returns a
+// short phrase ("it exceeded its memory limit") or "" when unknown.
+type StopReasoner interface {
+	StopReason(id string) string
 }

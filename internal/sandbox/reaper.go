@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
 // DefaultReapInterval is how often Reap asks the runtime whether each live
@@ -30,7 +28,11 @@ func (m *Manager) Reap(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		m.reapOnce(ctx)
+		// Sandboxes that stopped on their own: released with the reason
+		// recorded (watch.go; two sightings plus a confirmation).
+		if err := m.ReapStopped(ctx); err != nil && ctx.Err() == nil {
+			m.log.Warn("checking for stopped sandboxes", "err", err)
+		}
 		suspects = m.reapOrphans(ctx, suspects)
 	}
 }
@@ -82,44 +84,4 @@ func (m *Manager) reapOrphans(ctx context.Context, prev map[string]bool) map[str
 		m.log.Warn("orphaned runtime sandbox destroyed (a create interrupted by a daemon crash)", "sandbox", id)
 	}
 	return orphans
-}
-
-// reapOnce checks every live sandbox once and releases the dead ones.
-func (m *Manager) reapOnce(ctx context.Context) {
-	m.mu.Lock()
-	live := make(map[string]*entry, len(m.sandboxes))
-	for id, e := range m.sandboxes {
-		if e.rec.State == StateRunning {
-			live[id] = e
-		}
-	}
-	m.mu.Unlock()
-	for id, e := range live {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		st, err := m.cfg.Runtime.State(sctx, id)
-		cancel()
-		dead := errors.Is(err, runtime.ErrNotFound) || (err == nil && st == runtime.StateStopped)
-		if !dead {
-			continue
-		}
-		m.mu.Lock()
-		cur, ok := m.sandboxes[id]
-		if !ok || cur != e || m.closed {
-			m.mu.Unlock()
-			continue
-		}
-		delete(m.sandboxes, id)
-		if e.timer != nil {
-			e.timer.Stop()
-		}
-		m.bg.Add(1)
-		m.mu.Unlock()
-		m.log.Warn("sandbox stopped on its own (agent exited or memory limit); releasing it", "sandbox", id, "runtime_state", st, "err", err)
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		if rerr := m.release(rctx, id, e.rec.Slot, m.sandboxDir(id)); rerr != nil {
-			m.log.Error("releasing dead sandbox", "sandbox", id, "err", rerr)
-		}
-		rcancel()
-		m.bg.Done()
-	}
 }

@@ -150,6 +150,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			fmt.Sprintf("%.1f× host p50", float64(pct(cmds, 50))/float64(pct(host, 50)))),
 		latRow(fmt.Sprintf("baseline: host exec `true` ×%d", c.commands), host, ""))
 
+	// Metrics endpoints next to /health on the same listener.
+	metricsRows, err := metricsLatency(ctx, c, sbx.SandboxID, c.commands)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, metricsRows...)
+
 	// /files throughput.
 	size := int64(c.fileMiB) << 20
 	t0 := time.Now()
@@ -352,4 +359,43 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Micros
 
 func mibps(size int64, d time.Duration) string {
 	return fmt.Sprintf("%.0f MiB/s", float64(size)/(1<<20)/d.Seconds())
+}
+
+// metricsLatency times n requests each of GET /sandboxes/{id}/metrics, the
+// Prometheus /metrics and (baseline) GET /health.
+func metricsLatency(ctx context.Context, c config, id string, n int) ([]row, error) {
+	get := func(path string) (time.Duration, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+path, nil)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("X-API-Key", c.key)
+		t0 := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		return time.Since(t0), err
+	}
+	paths := []string{"/sandboxes/" + id + "/metrics", "/metrics", "/health"}
+	lat := make([][]time.Duration, len(paths))
+	for range n {
+		for i, p := range paths {
+			d, err := get(p)
+			if err != nil {
+				return nil, err
+			}
+			lat[i] = append(lat[i], d)
+		}
+	}
+	return []row{
+		latRow(fmt.Sprintf("GET /sandboxes/{id}/metrics ×%d", n), lat[0], fmt.Sprintf("%.1f× /health p50", float64(pct(lat[0], 50))/float64(pct(lat[2], 50)))),
+		latRow(fmt.Sprintf("GET /metrics (Prometheus) ×%d", n), lat[1], ""),
+		latRow(fmt.Sprintf("baseline: GET /health ×%d", n), lat[2], ""),
+	}, nil
 }

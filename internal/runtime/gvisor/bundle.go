@@ -18,6 +18,8 @@ const (
 	DefaultMemoryMB = 512
 	DefaultCPUCount = 2
 	DefaultPIDs     = 1024
+	// DefaultOpenFiles is RLIMIT_NOFILE when Resources.OpenFiles is zero.
+	DefaultOpenFiles = 1 << 20
 	// DefaultDiskMB is the size of the writable layer when Resources.DiskMB
 	// is zero and Config.DiskMB is zero too.
 	DefaultDiskMB = 5120
@@ -27,12 +29,15 @@ const (
 	// runsc applies the OCI pids limit to the host cgroup of the sentry and
 	// gofer; with the ptrace platform every guest process is a host stub
 	// process with about one thread per sentry OS thread (measured: 60
-	// guest processes = 566 host tasks). When that limit is hit the sentry
-	// panics and the whole sandbox dies, so it is only the host's fork-bomb
-	// guard. The guest limit itself is enforced inside gVisor with
+	// idle guest processes = 566 host tasks; a fork bomb held at 64 guest
+	// processes by RLIMIT_NPROC plateaus at ~1760 host tasks, the retrying
+	// forks keep more sentry threads busy). When that limit is hit the
+	// sentry panics and the whole sandbox dies, so it is only the host's
+	// fork-bomb guard, sized so that a guest at its own limit stays below
+	// it. The guest limit itself is enforced inside gVisor with
 	// RLIMIT_NPROC, which makes fork/clone fail with EAGAIN like on Linux.
-	hostPidsPerGuest = 16
-	hostPidsOverhead = 512
+	hostPidsPerGuest = 32
+	hostPidsOverhead = 1024
 	// hostMemoryOverhead is added to the guest's memory for the host
 	// memory cgroup, which also holds the sentry and gofer (~50 MB RSS).
 	// This runsc has no OOM killer of its own: when the cgroup hits its
@@ -61,6 +66,7 @@ type limits struct {
 	cpus        int
 	pids        int64
 	diskMB      int
+	openFiles   uint64
 }
 
 func effectiveLimits(r runtime.Resources, defaultDiskMB int) limits {
@@ -69,6 +75,10 @@ func effectiveLimits(r runtime.Resources, defaultDiskMB int) limits {
 		cpus:        r.CPUCount,
 		pids:        int64(r.PIDs),
 		diskMB:      r.DiskMB,
+		openFiles:   uint64(max(r.OpenFiles, 0)),
+	}
+	if l.openFiles == 0 {
+		l.openFiles = DefaultOpenFiles
 	}
 	if l.memoryBytes <= 0 {
 		l.memoryBytes = DefaultMemoryMB << 20
@@ -118,7 +128,7 @@ func buildSpec(spec runtime.Spec, rootfs string, l limits) *specs.Spec {
 				Permitted: guestCaps,
 			},
 			Rlimits: []specs.POSIXRlimit{
-				{Type: "RLIMIT_NOFILE", Hard: 1 << 20, Soft: 1 << 20},
+				{Type: "RLIMIT_NOFILE", Hard: l.openFiles, Soft: l.openFiles},
 				// Per uid inside the sandbox; the agent (uid 0) has no
 				// CAP_SYS_RESOURCE, so it is bound by it too.
 				{Type: "RLIMIT_NPROC", Hard: uint64(l.pids), Soft: uint64(l.pids)},

@@ -13,7 +13,7 @@ func TestBuildSpec(t *testing.T) {
 	spec := runtime.Spec{
 		ID: "abc", AgentPath: "/opt/envd", NetNSPath: "/var/run/netns/airlock-abc",
 		Env:       []string{"FOO=bar"},
-		Resources: runtime.Resources{CPUCount: 3, MemoryMB: 256, PIDs: 99},
+		Resources: runtime.Resources{CPUCount: 3, MemoryMB: 256, PIDs: 99, OpenFiles: 4096},
 	}
 	s := buildSpec(spec, "/d/rootfs", effectiveLimits(spec.Resources, 0))
 	if got := s.Process.Args; !slices.Equal(got, []string{runtime.AgentGuestPath}) {
@@ -33,6 +33,10 @@ func TestBuildSpec(t *testing.T) {
 	if nproc < 0 || s.Process.Rlimits[nproc].Hard != 99 || s.Process.Rlimits[nproc].Soft != 99 {
 		t.Errorf("rlimits = %+v, want RLIMIT_NPROC 99", s.Process.Rlimits)
 	}
+	nofile := slices.IndexFunc(s.Process.Rlimits, func(r specs.POSIXRlimit) bool { return r.Type == "RLIMIT_NOFILE" })
+	if nofile < 0 || s.Process.Rlimits[nofile].Hard != 4096 || s.Process.Rlimits[nofile].Soft != 4096 {
+		t.Errorf("rlimits = %+v, want RLIMIT_NOFILE 4096", s.Process.Rlimits)
+	}
 	if s.Linux.CgroupsPath != "/airlock/abc" {
 		t.Errorf("cgroupsPath = %q", s.Linux.CgroupsPath)
 	}
@@ -51,7 +55,7 @@ func TestBuildSpec(t *testing.T) {
 	}
 
 	d := effectiveLimits(runtime.Resources{}, 0)
-	if d.memoryBytes != DefaultMemoryMB<<20 || d.cpus != DefaultCPUCount || d.pids != DefaultPIDs || d.diskMB != 0 {
+	if d.memoryBytes != DefaultMemoryMB<<20 || d.cpus != DefaultCPUCount || d.pids != DefaultPIDs || d.diskMB != 0 || d.openFiles != DefaultOpenFiles {
 		t.Errorf("defaults = %+v", d)
 	}
 	withPath := buildSpec(runtime.Spec{ID: "x", Env: []string{"PATH=/x"}}, "/r", d)

@@ -232,7 +232,7 @@ func validate(spec runtime.Spec) error {
 	if err := checkNetNS(spec.NetNSPath); err != nil {
 		return err
 	}
-	if spec.Resources.CPUCount < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.PIDs < 0 || spec.Resources.DiskMB < 0 {
+	if spec.Resources.CPUCount < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.PIDs < 0 || spec.Resources.DiskMB < 0 || spec.Resources.OpenFiles < 0 {
 		return fmt.Errorf("%w: negative resource limit", ErrInvalidSpec)
 	}
 	return nil

@@ -60,6 +60,20 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) error {
 	return nil
 }
 
+// SpecOf returns the spec id was started with.
+func (r *Runtime) SpecOf(id string) runtime.Spec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.Specs[id]
+}
+
+// SetState makes the runtime report st for id (e.g. a sandbox that died).
+func (r *Runtime) SetState(id string, st runtime.State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.States[id] = st
+}
+
 // Destroy implements runtime.Runtime.
 func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 	r.mu.Lock()
@@ -124,14 +138,6 @@ func (r *Runtime) WasDestroyed(id string) bool {
 		}
 	}
 	return false
-}
-
-// SetState sets the state the runtime reports for id (e.g. a sandbox that
-// stopped on its own).
-func (r *Runtime) SetState(id string, st runtime.State) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.States[id] = st
 }
 
 // Forget makes the runtime report id as unknown, as if its processes vanished.

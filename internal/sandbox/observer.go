@@ -1,0 +1,62 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+)
+
+// Observer is told about sandbox lifecycle events (metrics, audit). Calls
+// are synchronous and must return quickly.
+type Observer interface {
+	// Created is called after a successful create, with the time it took.
+	Created(sb *Sandbox, elapsed time.Duration)
+	// CreateFailed is called when a create request fails (err may be a user
+	// error, see AsUserError).
+	CreateFailed(err error, elapsed time.Duration)
+	// Removed is called after a sandbox was released (killed, expired, or
+	// cleaned up after a failed create or a restart).
+	Removed(id string)
+	// Stopped is called when a running sandbox stopped on its own (reason
+	// as from runtime.StopReasoner, "" when unknown), before it is released.
+	Stopped(id, reason string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Created(*Sandbox, time.Duration)   {}
+func (nopObserver) CreateFailed(error, time.Duration) {}
+func (nopObserver) Removed(string)                    {}
+func (nopObserver) Stopped(string, string)            {}
+
+// observer returns the configured Observer or a no-op one.
+func (m *Manager) observer() Observer {
+	if m.cfg.Observer == nil {
+		return nopObserver{}
+	}
+	return m.cfg.Observer
+}
+
+// observeCreate reports the outcome of a Create call that began at start.
+func (m *Manager) observeCreate(start time.Time, sb *Sandbox, err error) {
+	if err != nil {
+		m.observer().CreateFailed(err, time.Since(start))
+		return
+	}
+	m.observer().Created(sb, time.Since(start))
+}
+
+// Stats reads the resource usage of the live sandbox id (404 user error when
+// it is not live; runtime.ErrNotFound when the runtime lost it).
+func (m *Manager) Stats(ctx context.Context, id string) (runtime.Stats, error) {
+	if _, err := m.Get(id); err != nil {
+		return runtime.Stats{}, err
+	}
+	st, err := m.cfg.Runtime.Stats(ctx, id, m.sandboxDir(id))
+	if err != nil {
+		return runtime.Stats{}, fmt.Errorf("reading stats of sandbox %s: %w", id, err)
+	}
+	return st, nil
+}
