@@ -3,15 +3,14 @@
 package template
 
 import (
-	"bufio"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/airlock-sandbox/airlock/internal/mountinfo"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,46 +55,10 @@ func removeTree(dir string) error {
 
 // mountsBelow returns the mount points at or below dir, deepest first.
 func mountsBelow(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	out, err := mountinfo.Under(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reading mountinfo: %w", err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading mountinfo: %w", err)
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out, nil
-}
-
-// unescapeMountinfo decodes the \ooo octal escapes used in mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

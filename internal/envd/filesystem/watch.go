@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/mountinfo"
+
 	"connectrpc.com/connect"
 	"github.com/fsnotify/fsnotify"
 
@@ -365,7 +367,7 @@ func mountTypeFrom(r io.Reader, path string) (string, error) {
 		if len(fields) < 5 || len(postFields) < 1 {
 			continue
 		}
-		mp := unescapeMountinfo(fields[4])
+		mp := mountinfo.Unescape(fields[4])
 		if !pathWithin(path, mp) {
 			continue
 		}
@@ -387,24 +389,4 @@ func pathWithin(path, dir string) bool {
 		return true
 	}
 	return strings.HasPrefix(path, dir+"/")
-}
-
-// unescapeMountinfo decodes the \ooo octal escapes mountinfo uses for
-// spaces, tabs, newlines and backslashes.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

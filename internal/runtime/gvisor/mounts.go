@@ -3,14 +3,11 @@
 package gvisor
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/mountinfo"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,50 +15,12 @@ import (
 // mountsUnder returns the mount points at or below dir in this process's
 // mount namespace, most recently mounted first.
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	out, err := mountinfo.Under(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reading mountinfo: %w", err)
-	}
-	defer f.Close()
-	dir = filepath.Clean(dir)
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading mountinfo: %w", err)
+		return nil, err
 	}
 	slices.Reverse(out)
 	return out, nil
-}
-
-// unescapeMountinfo decodes the \ooo octal escapes mountinfo uses for
-// spaces, tabs, newlines and backslashes.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // unmountAll unmounts everything at or below dir, falling back to a lazy
