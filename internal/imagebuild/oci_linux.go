@@ -37,7 +37,7 @@ const (
 
 // imageFixups versions what the builder adds to every image root
 // filesystem; it is part of the base layer's hash.
-const imageFixups = "v1"
+const imageFixups = "v2"
 
 var platform = v1.Platform{OS: "linux", Architecture: "amd64"}
 
@@ -235,8 +235,8 @@ func applyImageLayer(a *layerApplier, l v1.Layer) error {
 }
 
 // fixupImageRoot makes an image root filesystem usable by the agent:
-// /usr/local/bin and /tmp exist, a "user" account (uid 1000, home
-// /home/user) exists, and glibc images preload the gVisor compat library.
+// /usr/local/bin and /tmp exist, root and a "user" account (uid 1000, home
+// /home/user) exist, and glibc images preload the gVisor compat library.
 // It reports whether the image uses glibc.
 func fixupImageRoot(ctx context.Context, a *layerApplier) (bool, error) {
 	for _, d := range []struct {
@@ -252,6 +252,20 @@ func fixupImageRoot(ctx context.Context, a *layerApplier) (bool, error) {
 				return false, err
 			}
 		}
+	}
+	// The agent resolves users in /etc/passwd: root and user must exist.
+	if _, ok := lookupUser(a.root, "root"); !ok {
+		if err := a.appendLine("etc/passwd", "root:x:0:0:root:/root:/bin/sh"); err != nil {
+			return false, err
+		}
+	}
+	if _, ok := lookupGroup(a.root, "root"); !ok {
+		if err := a.appendLine("etc/group", "root:x:0:"); err != nil {
+			return false, err
+		}
+	}
+	if _, err := a.mkdirs("root"); err != nil {
+		return false, err
 	}
 	if _, ok := lookupUser(a.root, "user"); !ok {
 		if err := a.appendLine("etc/passwd", "user:x:1000:1000:user:/home/user:/bin/sh"); err != nil {

@@ -341,6 +341,9 @@ func TestFixupImageRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if r, ok := lookupUser(root, "root"); !ok || r.uid != 0 {
+		t.Errorf("image without /etc/passwd: root account %+v %v", r, ok)
+	}
 	if !glibc || strings.TrimSpace(read(t, filepath.Join(root, "etc/ld.so.preload"))) != "/usr/lib/airlock/libairlock-compat.so" {
 		t.Error("glibc image did not get the compat preload")
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -242,5 +243,65 @@ func TestTemplateFromMissingImage(t *testing.T) {
 	}
 	if r := e.api(t, http.MethodGet, "/airlock/v1/templates/"+tpl, nil); r.status != http.StatusNotFound {
 		t.Fatalf("failed build left a template: %d %s", r.status, r.body)
+	}
+}
+
+// TestTemplateFromOCILayoutGlibc: FROM an OCI layout directory written by
+// the test holding a glibc image (the host's bash and its libraries); the
+// build adds the gVisor compat preload, and the SDK's `/bin/bash -l -c`
+// works in a sandbox from it.
+func TestTemplateFromOCILayoutGlibc(t *testing.T) {
+	e := loadEnv(t)
+	token := uniqueTag(t)
+	files := [][2]string{{"bin/", ""}, {"lib/", ""}, {"lib/x86_64-linux-gnu/", ""}, {"lib64/", ""}, {"etc/", ""}, {"tmp/", ""}}
+	for _, p := range []string{"/bin/bash", "/lib/x86_64-linux-gnu/libtinfo.so.6", "/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("needs the host's %s: %v", p, err)
+		}
+		files = append(files, [2]string{strings.TrimPrefix(p, "/"), string(b)})
+	}
+	img, err := mutate.AppendLayers(empty.Image, tarLayer(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Config.Env = []string{"PATH=/bin"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	lp, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "glibc"})); err != nil {
+		t.Fatal(err)
+	}
+	tpl := "oci-glibc-" + token
+	t.Cleanup(func() { e.api(t, http.MethodDelete, "/airlock/v1/templates/"+tpl, nil) })
+	lines, errMsg := e.buildTemplate(t, tpl, map[string]string{
+		"Dockerfile": "FROM oci-layout://" + dir + ":glibc\nSHELL [\"/bin/bash\", \"-c\"]\nRUN echo \"built-" + token + "\" > /built\n",
+	})
+	if errMsg != "" {
+		t.Fatalf("build failed: %s\n%s", errMsg, logText(lines))
+	}
+	cr := e.api(t, http.MethodPost, "/sandboxes", map[string]any{"templateID": tpl, "timeout": 120, "secure": true})
+	if cr.status != http.StatusCreated {
+		t.Fatalf("POST /sandboxes from %s: %d %s", tpl, cr.status, cr.body)
+	}
+	var s sandboxInfo
+	cr.json(t, &s)
+	t.Cleanup(func() { e.kill(s.SandboxID) })
+	res := e.run(t, s, "user", `read -r p < /etc/ld.so.preload; read -r b < /built; m=no; `+
+		`while read -r l; do case $l in *libairlock-compat*) m=yes;; esac; done < /proc/self/maps; echo "$p $b mapped=$m"`, time.Minute)
+	want := "/usr/lib/airlock/libairlock-compat.so built-" + token + " mapped=yes\n"
+	if res.exitCode != 0 || res.stdout != want {
+		t.Fatalf("exit %d stdout %q stderr %q; want %q", res.exitCode, res.stdout, res.stderr, want)
 	}
 }
