@@ -204,7 +204,7 @@ func (a *layerApplier) entry(tr *tar.Reader, h *tar.Header, rel string) error {
 			}
 		}
 		a.dirs[p] = h
-	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives
+	case tar.TypeReg:
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {
 			return fmt.Errorf("creating /%s: %w", rel, err)

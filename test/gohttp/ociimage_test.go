@@ -151,6 +151,17 @@ func (e env) buildTemplate(t *testing.T, tplName string, files map[string]string
 	return lines, ""
 }
 
+// lastInfo is the build's summary line (layer, cached steps, duration).
+func lastInfo(lines []map[string]any) string {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if lines[i]["phase"] == "info" {
+			m, _ := lines[i]["message"].(string)
+			return m
+		}
+	}
+	return ""
+}
+
 func logText(lines []map[string]any) string {
 	var b strings.Builder
 	for _, l := range lines {
@@ -189,6 +200,7 @@ func TestTemplateFromOCIImage(t *testing.T) {
 		t.Fatalf("build failed: %s\n%s", errMsg, logText(lines))
 	}
 
+	t.Logf("cold build: %s", lastInfo(lines))
 	body := map[string]any{"templateID": tpl, "timeout": 120, "metadata": map[string]string{}, "envVars": map[string]string{}, "secure": true}
 	cr := e.api(t, http.MethodPost, "/sandboxes", body)
 	if cr.status != http.StatusCreated {
@@ -223,6 +235,7 @@ func TestTemplateFromOCIImage(t *testing.T) {
 	if errMsg != "" {
 		t.Fatalf("rebuild failed: %s", errMsg)
 	}
+	t.Logf("cached rebuild: %s", lastInfo(lines))
 	log := logText(lines)
 	if !strings.Contains(log, ": cached") || strings.Count(log, "CACHED") != 2 {
 		t.Fatalf("rebuild did not reuse the image and the steps:\n%s", log)
