@@ -95,19 +95,25 @@ func (b *Builder) Build(ctx context.Context, req Request, emit func(Event)) (*Re
 		}
 	} else {
 		t, err := b.tpl.Get(ctx, from)
-		if errors.Is(err, template.ErrNotFound) {
-			return nil, userErr("Dockerfile line %d: FROM %s: no such template (use a built-in or earlier template name, or scratch)", f.FromLine, from)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("resolving FROM %s: %w", from, err)
-		}
-		st.layer = t.Hash
-		if c, ok := ParseConfig(t.Spec); ok {
-			st.layers = slices.Clone(c.Layers)
-			for _, k := range slices.Sorted(maps.Keys(c.Env)) {
-				st.env.Set(k, c.Env[k])
+		if errors.Is(err, template.ErrNotFound) && isImageRef(from) {
+			if err := b.fromImage(ctx, st, from, func(msg string) {
+				emit(Event{Step: 1, Total: total, Kind: "info", Message: msg})
+			}); err != nil {
+				return nil, stepErr(f.FromLine, "FROM "+from, err)
 			}
-			st.user, st.workdir = c.User, c.Workdir
+		} else if errors.Is(err, template.ErrNotFound) {
+			return nil, userErr("Dockerfile line %d: FROM %s: no such template (use a built-in or earlier template name, scratch, or an image reference: registry/repo:tag, oci-layout:///dir[:tag], docker-archive:///file.tar)", f.FromLine, from)
+		} else if err != nil {
+			return nil, fmt.Errorf("resolving FROM %s: %w", from, err)
+		} else {
+			st.layer = t.Hash
+			if c, ok := ParseConfig(t.Spec); ok {
+				st.layers = slices.Clone(c.Layers)
+				for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+					st.env.Set(k, c.Env[k])
+				}
+				st.user, st.workdir = c.User, c.Workdir
+			}
 		}
 	}
 	p, ok := b.tpl.LayerPath(st.layer)

@@ -257,8 +257,14 @@ func (e env) run(t *testing.T, s sandboxInfo, user, cmd string, timeout time.Dur
 
 func (e env) tryRun(t *testing.T, s sandboxInfo, user, cmd string, timeout time.Duration) (cmdResult, error) {
 	t.Helper()
+	return e.tryRunArgv(t, s, user, []string{"/bin/bash", "-l", "-c", cmd}, timeout)
+}
+
+// tryRunArgv runs argv (argv[0] an absolute path) via process.Process/Start.
+func (e env) tryRunArgv(t *testing.T, s sandboxInfo, user string, argv []string, timeout time.Duration) (cmdResult, error) {
+	t.Helper()
 	msg, err := json.Marshal(map[string]any{
-		"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-l", "-c", cmd}, "envs": map[string]string{}},
+		"process": map[string]any{"cmd": argv[0], "args": argv[1:], "envs": map[string]string{}},
 		"stdin":   false,
 	})
 	if err != nil {
