@@ -349,7 +349,11 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 	if err != nil {
 		return nil, fmt.Errorf("setting up network: %w", err)
 	}
-	m.cfg.Conns.Abort(ep.GuestIP) // stale connections to a previous owner of the address
+	// Pooled keep-alive connections to a previous owner of this address are
+	// dead (its netns is gone); drop idle ones. Never reset in-flight
+	// connections here: they belong to live sandboxes (in tests, many
+	// sandboxes share one fake address).
+	m.cfg.HTTPClient.CloseIdleConnections()
 	spec := runtime.Spec{
 		ID:          id,
 		RootFS:      tpl.RootFS,
