@@ -46,7 +46,10 @@ func TestEgressRules(t *testing.T) {
 }
 
 // Egress root test: own prefix, pool and outside namespace (not the shared
-// altest names), so it can run next to other engineers' tests.
+// altest names), so it can run next to other engineers' tests. Note that
+// veth names "alo9t…" also match the wildcard "alo9*" of a daemon running
+// with --net-prefix alo9: with that table present (it outlives the daemon),
+// its forward chain drops this test's traffic. Delete it first.
 const (
 	egPrefix   = "alo9t"
 	egSubnet   = "10.97.0.0/24"
@@ -140,6 +143,30 @@ func TestEgressPolicy(t *testing.T) {
 	if n, mapped, err := m.fw.egressRuleCount(ep.HostIf); err != nil || n != 2 || !mapped {
 		t.Errorf("egress chain: %d rules, mapped %v, %v; want 2, true", n, mapped, err)
 	}
+	out, err := exec.Command("nft", "list", "table", "inet", egPrefix).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list: %v: %s", err, out)
+	}
+	text := string(out)
+	// Order in forward: always-blocked drops, then the policy map, then the
+	// internet set; the sandbox chain: allow before deny.
+	order := []string{
+		`ip daddr 169.254.0.0/16 drop`,
+		`iifname vmap @` + EgressMapName,
+		`iifname @internet_ifaces accept`,
+		`chain ` + egressChainName(ep.HostIf),
+		`ip daddr ` + egExtA + ` accept`,
+		`ip daddr 0.0.0.0/0 drop`,
+	}
+	last := -1
+	for _, s := range order {
+		i := strings.Index(text, s)
+		if i < 0 || i < last {
+			t.Errorf("ruleset lacks %q after the previous line (at %d, previous %d):\n%s", s, i, last, text)
+			break
+		}
+		last = i
+	}
 
 	// denyOut one, allow the rest (live change).
 	if err := m.SetPolicy(ctx, "eg-a", 1, Options{AllowInternet: true, Egress: pol(nil, []string{egExtA + "/32"})}); err != nil {
@@ -181,7 +208,7 @@ func TestEgressPolicy(t *testing.T) {
 	if err := m.Teardown(ctx, "eg-a", 1); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := exec.Command("nft", "list", "table", "inet", egPrefix).CombinedOutput()
+	out, _ = exec.Command("nft", "list", "table", "inet", egPrefix).CombinedOutput()
 	if strings.Contains(string(out), egressChainPrefix) {
 		t.Errorf("egress chain left after teardown:\n%s", out)
 	}
