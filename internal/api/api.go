@@ -75,9 +75,9 @@ func (a *api) routes() {
 	h("GET /sandboxes/{id}/metrics", a.sandboxMetrics)
 	h("GET /sandboxes/metrics", a.sandboxesMetrics)
 	h("GET /metrics", a.prometheus)
+	h("PUT /sandboxes/{id}/network", a.updateNetwork)
 
 	for _, p := range []string{
-		"PUT /sandboxes/{id}/network",
 		"POST /sandboxes/{id}/snapshots",
 		"GET /snapshots",
 		"GET /sandboxes/{id}/logs",

@@ -221,7 +221,11 @@ func TestCreateErrors(t *testing.T) {
 	assertError(t, st, body, 400, "timeout")
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"autoPause":true}`)
 	assertError(t, st, body, 501, `the "fake" runtime cannot pause`)
-	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"denyOut":["0.0.0.0/0"]}}`)
+	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"denyOut":["example.com"]}}`)
+	assertError(t, st, body, 400, "domain rules are not supported yet")
+	st, _, body = h.do(t, "POST", "/sandboxes", `{"network":{"allowOut":["10.0.0.0/40"]}}`)
+	assertError(t, st, body, 400, "allowOut entry")
+	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"rules":{"x.com":[{}]}}}`)
 	assertError(t, st, body, 501, "not supported")
 	big := `{"metadata":{"k":"` + strings.Repeat("x", 2<<20) + `"}}`
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", big)
@@ -296,8 +300,6 @@ func TestGetKillTimeoutConnect(t *testing.T) {
 	assertError(t, st, body, 404, "inotthere")
 	st, _, body = h.do(t, "POST", "/sandboxes/"+id+"/pause", `{"memory":false}`)
 	assertError(t, st, body, 501, "memory is always kept")
-	st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{}`)
-	assertError(t, st, body, 501, "not supported yet")
 
 	st, _, _ = h.do(t, "DELETE", "/sandboxes/"+id, "")
 	if st != 204 {

@@ -57,6 +57,7 @@ type sandboxDetailJSON struct {
 	EnvdAccessToken     string        `json:"envdAccessToken,omitempty"`
 	Domain              *string       `json:"domain"`
 	AllowInternetAccess bool          `json:"allowInternetAccess"`
+	Network             *networkJSON  `json:"network"`
 	Lifecycle           lifecycleJSON `json:"lifecycle"`
 }
 
@@ -117,6 +118,7 @@ func (a *api) toDetail(sb *sandbox.Sandbox) sandboxDetailJSON {
 		EnvdAccessToken:     sb.AccessToken,
 		Domain:              a.domain(),
 		AllowInternetAccess: sb.AllowInternet,
+		Network:             toNetworkJSON(sb),
 		Lifecycle:           lifecycleJSON{OnTimeout: onTimeout, AutoResume: sb.AutoResume},
 	}
 }
@@ -153,12 +155,7 @@ func (n *networkBody) unsupported() bool {
 	if n == nil {
 		return false
 	}
-	isSet := func(raw json.RawMessage) bool {
-		s := strings.TrimSpace(string(raw))
-		return s != "" && s != "null" && s != "{}"
-	}
-	return len(n.AllowOut) > 0 || len(n.DenyOut) > 0 ||
-		(n.MaskRequestHost != nil && *n.MaskRequestHost != "") || isSet(n.Rules) || isSet(n.EgressProxy)
+	return (n.MaskRequestHost != nil && *n.MaskRequestHost != "") || isSetJSON(n.Rules) || isSetJSON(n.EgressProxy)
 }
 
 func (a *api) createV1(w http.ResponseWriter, r *http.Request) { a.create(w, r, false) }
@@ -190,6 +187,12 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 	if body.Network != nil {
 		req.AllowPublicTraffic = body.Network.AllowPublicTraffic
 	}
+	eg, err := body.Network.egress()
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	req.Egress = eg
 	switch {
 	case body.Timeout == nil && v2:
 		req.Timeout = defaultTimeoutV2

@@ -38,6 +38,7 @@ var blockedDestinations = []netip.Prefix{
 type firewall struct {
 	table    *nftables.Table
 	set      *nftables.Set
+	egress   *nftables.Set // verdict map, see egress_linux.go
 	ifPrefix string
 	subnet   netip.Prefix
 }
@@ -47,6 +48,7 @@ func newFirewall(cfg Config) *firewall {
 	return &firewall{
 		table:    t,
 		set:      &nftables.Set{Table: t, Name: InternetSetName, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian},
+		egress:   newEgressMap(t),
 		ifPrefix: IfacePrefix(cfg.NamePrefix),
 		subnet:   cfg.Subnet,
 	}
@@ -114,6 +116,10 @@ func (f *firewall) install(keep []string) error {
 	if err := c.AddSet(&set, elems); err != nil {
 		return fmt.Errorf("adding set %s: %w", InternetSetName, err)
 	}
+	egress := *f.egress
+	if err := c.AddSet(&egress, nil); err != nil {
+		return fmt.Errorf("adding map %s: %w", EgressMapName, err)
+	}
 
 	accept := nftables.ChainPolicyAccept
 	input := c.AddChain(&nftables.Chain{
@@ -153,6 +159,7 @@ func (f *firewall) install(keep []string) error {
 	for _, p := range append([]netip.Prefix{f.subnet}, blockedDestinations...) {
 		rule(forward, fromUs, ipv4(), ipInPrefix(16, p), verdict(expr.VerdictDrop))
 	}
+	rule(forward, fromUs, egressLookup(&egress))
 	rule(forward, fromUs, ipv4(), inInternetSet(&set), verdict(expr.VerdictAccept))
 	rule(forward, fromUs, verdict(expr.VerdictDrop))
 	rule(forward, toUs, ctEstablished(), verdict(expr.VerdictAccept))

@@ -168,6 +168,12 @@ func (m *Manager) Setup(ctx context.Context, id string, slot int, opts Options) 
 		}
 		undo = append(undo, func() error { return m.fw.setInternet(ep.HostIf, false) })
 	}
+	if !opts.Egress.Empty() {
+		if err := m.fw.setEgress(ep.HostIf, opts.Egress); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() error { return m.fw.clearEgress(ep.HostIf) })
+	}
 	m.log.Debug("sandbox network up", "sandbox", id, "slot", slot, "iface", ep.HostIf,
 		"guest", ep.GuestIP, "internet", opts.AllowInternet)
 	return ep, nil
@@ -313,6 +319,9 @@ func (m *Manager) Teardown(ctx context.Context, id string, slot int) error {
 		errs = append(errs, fmt.Errorf("looking up veth %s: %w", ep.HostIf, err))
 	}
 	if err := m.fw.setInternet(ep.HostIf, false); err != nil {
+		errs = append(errs, err)
+	}
+	if err := m.fw.clearEgress(ep.HostIf); err != nil {
 		errs = append(errs, err)
 	}
 	if err := deleteNamedNetNS(ep.NetNSPath); err != nil {

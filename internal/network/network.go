@@ -24,6 +24,8 @@ type Config struct {
 // Options for one sandbox.
 type Options struct {
 	AllowInternet bool
+	// Egress refines AllowInternet with allowOut/denyOut (egress_linux.go).
+	Egress Egress
 }
 
 // Endpoint is what a sandbox's network looks like once set up.

@@ -256,7 +256,7 @@ func (m *Manager) prepareChild(ctx context.Context, cl runtime.Cloner, parent *s
 		}
 		return nil, err
 	}
-	k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet})
+	k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent)})
 	if err != nil {
 		return fail(fmt.Errorf("setting up network: %w", err))
 	}

@@ -42,10 +42,13 @@ func onTimeout(autoPause bool) string {
 // extra is the JSON kept in store.Sandbox.Extra.
 type extra struct {
 	AutoResume bool `json:"autoResume,omitempty"`
+	// Egress policy (netpolicy.go), re-applied after a daemon restart.
+	AllowOut []string `json:"allowOut,omitempty"`
+	DenyOut  []string `json:"denyOut,omitempty"`
 }
 
 func encodeExtra(x extra) string {
-	if x == (extra{}) {
+	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 {
 		return ""
 	}
 	b, _ := json.Marshal(x)

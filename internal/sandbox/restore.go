@@ -55,6 +55,7 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 		ip, ipErr := netip.ParseAddr(row.GuestIP)
 		if row.State == StatePaused && nsIDs[row.ID] && ipErr == nil && m.hasCheckpoint(row.ID) {
 			if m.reattachPaused(row, ip) {
+				m.reapplyPolicy(ctx, row)
 				log.Info("paused sandbox re-attached")
 				rep.Reattached = append(rep.Reattached, row.ID)
 				continue
@@ -73,6 +74,7 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 				m.sandboxes[row.ID] = e
 				m.armLocked(row.ID, e)
 				m.mu.Unlock()
+				m.reapplyPolicy(ctx, row)
 				log.Info("sandbox re-attached", "end_at", row.EndAt)
 				rep.Reattached = append(rep.Reattached, row.ID)
 				continue

@@ -156,11 +156,12 @@ type Network struct {
 	TornDown  []string
 	SetupErr  error
 	Namespace map[string]bool
+	Policies  map[string]network.Options // id → last Setup/SetPolicy options
 }
 
 // NewNetwork returns a fake network whose sandboxes all live at guest.
 func NewNetwork(guest netip.Addr) *Network {
-	return &Network{GuestIP: guest, Slots: map[string]int{}, Namespace: map[string]bool{}}
+	return &Network{GuestIP: guest, Slots: map[string]int{}, Namespace: map[string]bool{}, Policies: map[string]network.Options{}}
 }
 
 // Setup implements sandbox.Network.
@@ -177,6 +178,7 @@ func (n *Network) Setup(ctx context.Context, id string, slot int, opts network.O
 	}
 	n.Slots[id] = slot
 	n.Namespace[id] = true
+	n.Policies[id] = opts
 	return &network.Endpoint{ID: id, Slot: slot, NetNSPath: "/var/run/netns/airlock-" + id, HostIf: "al" + strconv.Itoa(slot),
 		GuestIP: n.GuestIP, PrefixLen: 30}, nil
 }
@@ -189,6 +191,24 @@ func (n *Network) Teardown(ctx context.Context, id string, slot int) error {
 	delete(n.Namespace, id)
 	n.TornDown = append(n.TornDown, id)
 	return nil
+}
+
+// SetPolicy implements sandbox.PolicySetter.
+func (n *Network) SetPolicy(ctx context.Context, id string, slot int, opts network.Options) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s, ok := n.Slots[id]; !ok || s != slot {
+		return fmt.Errorf("%w: sandbox %s in slot %d", network.ErrNotFound, id, slot)
+	}
+	n.Policies[id] = opts
+	return nil
+}
+
+// Policy returns the last options given for id.
+func (n *Network) Policy(id string) network.Options {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.Policies[id]
 }
 
 // ListNamespaces implements sandbox.Network.

@@ -1,0 +1,65 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/network"
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+)
+
+// networkJSON is SandboxDetail.network (the parts we enforce).
+type networkJSON struct {
+	AllowOut           []string `json:"allowOut,omitempty"`
+	DenyOut            []string `json:"denyOut,omitempty"`
+	AllowPublicTraffic bool     `json:"allowPublicTraffic"`
+}
+
+func toNetworkJSON(sb *sandbox.Sandbox) *networkJSON {
+	return &networkJSON{AllowOut: sb.AllowOut, DenyOut: sb.DenyOut, AllowPublicTraffic: sb.TrafficToken == ""}
+}
+
+// isSetJSON reports whether an optional JSON value carries something.
+func isSetJSON(raw json.RawMessage) bool {
+	s := strings.TrimSpace(string(raw))
+	return s != "" && s != "null" && s != "{}"
+}
+
+// egress parses the create body's allowOut/denyOut (400 on bad entries).
+func (n *networkBody) egress() (network.Egress, error) {
+	if n == nil {
+		return network.Egress{}, nil
+	}
+	return sandbox.ParseEgress(n.AllowOut, n.DenyOut)
+}
+
+// updateNetwork is PUT /sandboxes/{id}/network: the whole egress policy is
+// replaced; omitted fields are cleared (internet access back on).
+func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		AllowOut            []string        `json:"allowOut"`
+		DenyOut             []string        `json:"denyOut"`
+		AllowInternetAccess *bool           `json:"allow_internet_access"`
+		Rules               json.RawMessage `json:"rules"`
+		EgressProxy         json.RawMessage `json:"egressProxy"`
+	}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	if isSetJSON(body.Rules) || isSetJSON(body.EgressProxy) {
+		writeError(w, http.StatusNotImplemented, "network rules and egress proxies are not supported yet")
+		return
+	}
+	eg, err := sandbox.ParseEgress(body.AllowOut, body.DenyOut)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	allow := body.AllowInternetAccess == nil || *body.AllowInternetAccess
+	if err := a.m.SetNetwork(r.Context(), pathID(r), allow, eg); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

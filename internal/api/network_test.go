@@ -1,0 +1,81 @@
+package api_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/airlock-sandbox/airlock/internal/api"
+)
+
+type netInfo struct {
+	AllowInternetAccess bool `json:"allowInternetAccess"`
+	Network             struct {
+		AllowOut           []string `json:"allowOut"`
+		DenyOut            []string `json:"denyOut"`
+		AllowPublicTraffic bool     `json:"allowPublicTraffic"`
+	} `json:"network"`
+}
+
+func getNet(t *testing.T, h *harness, id string) netInfo {
+	t.Helper()
+	st, _, body := h.do(t, "GET", "/sandboxes/"+id, "")
+	if st != 200 {
+		t.Fatalf("info = %d %s", st, body)
+	}
+	var n netInfo
+	if err := json.Unmarshal(body, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestNetworkPolicy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, api.Options{})
+	id := createID(t, h, `{"allow_internet_access":false,"network":{"allowOut":["10.78.9.2"],"denyOut":["0.0.0.0/0"]}}`)
+	pol := h.env.Network.Policy(id)
+	if pol.AllowInternet || len(pol.Egress.Allow) != 1 || len(pol.Egress.Deny) != 1 {
+		t.Fatalf("Setup got %+v", pol)
+	}
+	n := getNet(t, h, id)
+	if n.AllowInternetAccess || !reflect.DeepEqual(n.Network.AllowOut, []string{"10.78.9.2"}) ||
+		!reflect.DeepEqual(n.Network.DenyOut, []string{"0.0.0.0/0"}) || !n.Network.AllowPublicTraffic {
+		t.Fatalf("info network = %+v", n)
+	}
+	// The policy is persisted for a restart.
+	rec, err := h.env.Store.GetSandbox(t.Context(), id)
+	if err != nil || rec.Extra == "" {
+		t.Fatalf("stored record: %v %q", err, rec.Extra)
+	}
+
+	// PUT replaces the whole policy; omitted fields are cleared.
+	st, _, body := h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"denyOut":["192.0.2.0/24"]}`)
+	if st != 204 {
+		t.Fatalf("PUT network = %d %s", st, body)
+	}
+	pol = h.env.Network.Policy(id)
+	if !pol.AllowInternet || len(pol.Egress.Allow) != 0 || len(pol.Egress.Deny) != 1 {
+		t.Fatalf("SetPolicy got %+v", pol)
+	}
+	n = getNet(t, h, id)
+	if !n.AllowInternetAccess || n.Network.AllowOut != nil || !reflect.DeepEqual(n.Network.DenyOut, []string{"192.0.2.0/24"}) {
+		t.Fatalf("info after PUT = %+v", n)
+	}
+	st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{}`)
+	if st != 204 {
+		t.Fatalf("PUT {} = %d %s", st, body)
+	}
+	if n = getNet(t, h, id); n.Network.DenyOut != nil || !n.AllowInternetAccess {
+		t.Fatalf("info after clearing = %+v", n)
+	}
+
+	st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"allowOut":["*.example.com"]}`)
+	assertError(t, st, body, 400, "domain rules are not supported yet")
+	st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"denyOut":["10.1.2.3/99"]}`)
+	assertError(t, st, body, 400, "denyOut entry")
+	st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"allowOut":`)
+	assertError(t, st, body, 400, "invalid JSON")
+	st, _, body = h.do(t, "PUT", "/sandboxes/inotthere/network", `{"denyOut":["0.0.0.0/0"]}`)
+	assertError(t, st, body, 404, "inotthere")
+}
