@@ -24,25 +24,16 @@ func init() {
 }
 
 // sdkClient builds the public Go SDK client from the CLI's connection
-// settings (flags, AIRLOCK_*/E2B_* env vars, the local data dir's key).
-func sdkClient(cmd *cobra.Command) *airlock.Client {
-	c := airlock.FromEnv()
-	if u, _ := cmd.Flags().GetString("url"); u != "" {
-		c.APIURL = strings.TrimRight(u, "/")
+// settings (resolveConfig: flags, AIRLOCK_*/E2B_* env vars, the data dir's
+// key); E2B_SANDBOX_URL is honoured for sandbox traffic.
+func sdkClient(cmd *cobra.Command) (*airlock.Client, error) {
+	cfg, err := resolveConfig(cmd)
+	if err != nil {
+		return nil, err
 	}
-	if k, _ := cmd.Flags().GetString("api-key"); k != "" {
-		c.APIKey = k
-	}
-	if c.APIKey == "" {
-		dir := os.Getenv("AIRLOCK_DATA_DIR")
-		if dir == "" {
-			dir = "/var/lib/airlock"
-		}
-		if b, err := os.ReadFile(filepath.Join(dir, "api-key")); err == nil {
-			c.APIKey = strings.TrimSpace(string(b))
-		}
-	}
-	return c
+	c := airlock.New(cfg.URL, cfg.APIKey)
+	c.SandboxURL = strings.TrimRight(os.Getenv("E2B_SANDBOX_URL"), "/")
+	return c, nil
 }
 
 type codeSession struct {
@@ -51,7 +42,10 @@ type codeSession struct {
 }
 
 func openSession(ctx context.Context, cmd *cobra.Command, sandboxID, template string) (*codeSession, error) {
-	c := sdkClient(cmd)
+	c, err := sdkClient(cmd)
+	if err != nil {
+		return nil, err
+	}
 	if sandboxID != "" {
 		sbx, err := c.ConnectSandbox(ctx, sandboxID, 0)
 		if err != nil {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -226,23 +225,9 @@ func newKillCmd() *cobra.Command {
 		Short:   "Kill sandboxes",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient(cmd)
-			if err != nil {
-				return err
-			}
-			var errs []error
-			for _, id := range args {
-				err := c.KillSandbox(cmd.Context(), id)
-				switch {
-				case client.IsNotFound(err):
-					errs = append(errs, fmt.Errorf("sandbox %s not found", id))
-				case err != nil:
-					errs = append(errs, err)
-				default:
-					fmt.Fprintln(cmd.OutOrStdout(), id)
-				}
-			}
-			return errors.Join(errs...)
+			return forEachSandbox(cmd, args, func(c *client.Client, id string) error {
+				return c.KillSandbox(cmd.Context(), id)
+			})
 		},
 	}
 }

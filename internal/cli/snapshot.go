@@ -15,19 +15,9 @@ func newPauseCmd() *cobra.Command {
 		Short: "Pause sandboxes (memory, processes and disk are kept; resume with 'resume' or 'connect')",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient(cmd)
-			if err != nil {
-				return err
-			}
-			var errs []error
-			for _, id := range args {
-				if err := c.PauseSandbox(cmd.Context(), id); err != nil {
-					errs = append(errs, explain(id, err))
-					continue
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), id)
-			}
-			return errors.Join(errs...)
+			return forEachSandbox(cmd, args, func(c *client.Client, id string) error {
+				return c.PauseSandbox(cmd.Context(), id)
+			})
 		},
 	}
 }
@@ -39,19 +29,10 @@ func newResumeCmd() *cobra.Command {
 		Short: "Resume paused sandboxes",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient(cmd)
-			if err != nil {
+			return forEachSandbox(cmd, args, func(c *client.Client, id string) error {
+				_, err := c.ResumeSandbox(cmd.Context(), id, timeout)
 				return err
-			}
-			var errs []error
-			for _, id := range args {
-				if _, err := c.ResumeSandbox(cmd.Context(), id, timeout); err != nil {
-					errs = append(errs, explain(id, err))
-					continue
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), id)
-			}
-			return errors.Join(errs...)
+			})
 		},
 	}
 	cmd.Flags().IntVar(&timeout, "timeout", 300, "seconds until the resumed sandbox expires")
@@ -88,6 +69,24 @@ func newForkCmd() *cobra.Command {
 	cmd.Flags().IntVarP(&count, "count", "n", 1, "number of copies")
 	cmd.Flags().IntVar(&timeout, "timeout", 300, "seconds until the copies expire")
 	return cmd
+}
+
+// forEachSandbox runs op on every id, prints the ids it succeeded for and
+// returns the failures joined (a 404 as "sandbox <id> not found").
+func forEachSandbox(cmd *cobra.Command, ids []string, op func(c *client.Client, id string) error) error {
+	c, err := newClient(cmd)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		if err := op(c, id); err != nil {
+			errs = append(errs, explain(id, err))
+			continue
+		}
+		fmt.Fprintln(cmd.OutOrStdout(), id)
+	}
+	return errors.Join(errs...)
 }
 
 // explain turns a 404 into a short message.

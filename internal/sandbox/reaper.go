@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
 // DefaultReapInterval is how often Reap asks the runtime whether each live
@@ -28,12 +30,18 @@ func (m *Manager) Reap(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
+		// One runtime listing per pass serves both checks.
+		states, err := m.runtimeStates(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.Warn("checking for stopped sandboxes", "err", err)
+			}
+			continue
+		}
 		// Sandboxes that stopped on their own: released with the reason
 		// recorded (watch.go; two sightings plus a confirmation).
-		if err := m.ReapStopped(ctx); err != nil && ctx.Err() == nil {
-			m.log.Warn("checking for stopped sandboxes", "err", err)
-		}
-		suspects = m.reapOrphans(ctx, suspects)
+		m.reapStopped(ctx, states)
+		suspects = m.reapOrphans(ctx, suspects, states)
 	}
 }
 
@@ -43,13 +51,22 @@ func (m *Manager) Reap(ctx context.Context, interval time.Duration) {
 // and may finish starting the sandbox after the next daemon's Restore already
 // ran. An id is destroyed only when it was an orphan on two consecutive
 // passes. It returns this pass's orphans.
-func (m *Manager) reapOrphans(ctx context.Context, prev map[string]bool) map[string]bool {
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	ids, err := m.cfg.Runtime.List(lctx)
-	cancel()
-	if err != nil {
-		m.log.Warn("listing runtime sandboxes for orphans", "err", err)
-		return prev
+func (m *Manager) reapOrphans(ctx context.Context, prev map[string]bool, states map[string]runtime.State) map[string]bool {
+	var ids []string
+	if _, ok := m.cfg.Runtime.(runtime.StateLister); ok {
+		// states already lists every sandbox the runtime holds.
+		for id := range states {
+			ids = append(ids, id)
+		}
+	} else {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var err error
+		ids, err = m.cfg.Runtime.List(lctx)
+		cancel()
+		if err != nil {
+			m.log.Warn("listing runtime sandboxes for orphans", "err", err)
+			return prev
+		}
 	}
 	m.mu.Lock()
 	known := make(map[string]bool, len(m.sandboxes)+len(m.slots))

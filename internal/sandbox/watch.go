@@ -109,6 +109,12 @@ func (m *Manager) ReapStopped(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	m.reapStopped(ctx, states)
+	return nil
+}
+
+// reapStopped is ReapStopped over states already read from the runtime.
+func (m *Manager) reapStopped(ctx context.Context, states map[string]runtime.State) {
 	suspects := map[string]bool{}
 	for _, sb := range m.List() {
 		if sb.State != StateRunning {
@@ -132,7 +138,6 @@ func (m *Manager) ReapStopped(ctx context.Context) error {
 		m.reap(ctx, sb)
 	}
 	m.dead.setSuspects(suspects)
-	return nil
 }
 
 // runtimeStates reads the state of every sandbox the runtime holds.

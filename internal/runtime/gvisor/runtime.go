@@ -462,17 +462,13 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 
 // List implements runtime.Runtime.
 func (r *Runtime) List(ctx context.Context) ([]string, error) {
-	out, err := r.exec(ctx, "list", "--format=json")
+	states, err := r.States(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var states []runscState
-	if err := json.Unmarshal(out, &states); err != nil {
-		return nil, fmt.Errorf("parsing runsc list: %w", err)
-	}
 	ids := make([]string, 0, len(states))
-	for _, s := range states {
-		ids = append(ids, s.ID)
+	for id := range states {
+		ids = append(ids, id)
 	}
 	return ids, nil
 }
