@@ -135,8 +135,17 @@ func TestForkChildFailureIsPerChild(t *testing.T) {
 // accepts /freeze.
 func forkEnv(t *testing.T, failClone bool) *sandboxtest.Env {
 	t.Helper()
+	env, _ := forkEnvRuntime(t, failClone)
+	return env
+}
+
+// forkEnvRuntime is forkEnv that also returns its runtime.
+func forkEnvRuntime(t *testing.T, failClone bool) (*sandboxtest.Env, *cloneRuntime) {
+	t.Helper()
+	var rt *cloneRuntime
 	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) {
-		c.Runtime = &cloneRuntime{ckRuntime: &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}, fail: failClone}
+		rt = &cloneRuntime{ckRuntime: &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}, fail: failClone}
+		c.Runtime = rt
 	})
 	env.Agent.Extra = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/freeze" {
@@ -145,5 +154,5 @@ func forkEnv(t *testing.T, failClone bool) *sandboxtest.Env {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	return env
+	return env, rt
 }

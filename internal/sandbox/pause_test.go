@@ -26,9 +26,17 @@ type ckRuntime struct {
 	restores    int
 	signals     []syscall.Signal
 	failCk      bool
+	// ckHook, when set, runs at the start of Checkpoint (without mu).
+	ckHook func(id string)
 }
 
 func (r *ckRuntime) Checkpoint(ctx context.Context, id, dir, imageDir string) error {
+	r.mu.Lock()
+	hook := r.ckHook
+	r.mu.Unlock()
+	if hook != nil {
+		hook(id)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.failCk {
@@ -261,5 +269,54 @@ func TestRestoreKeepsPaused(t *testing.T) {
 	}
 	if _, err := env.Manager.Resume(ctx, id, time.Minute); err != nil {
 		t.Fatalf("Resume after restore: %v", err)
+	}
+}
+
+// TestReaperSparesSandboxBeingCheckpointed: pause and fork stop the runtime
+// sandbox while checkpointing it; the reaper, seeing it stopped on two
+// passes, must not remove it (it once did, and the fork parent was lost).
+func TestReaperSparesSandboxBeingCheckpointed(t *testing.T) {
+	t.Parallel()
+	env, crt := forkEnvRuntime(t, false)
+	rt := crt.ckRuntime
+	ctx := context.Background()
+	sb, err := env.Manager.Create(ctx, sandbox.CreateRequest{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inCk := make(chan struct{})
+	release := make(chan struct{})
+	rt.mu.Lock()
+	rt.ckHook = func(id string) {
+		rt.SetState(id, runtime.StateStopped) // as runsc checkpoint does
+		close(inCk)
+		<-release
+	}
+	rt.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := env.Manager.Fork(ctx, sb.ID, 1, time.Minute)
+		done <- err
+	}()
+	select {
+	case <-inCk:
+	case err := <-done:
+		t.Fatalf("fork returned before checkpointing: %v", err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := env.Manager.ReapStopped(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	got, err := env.Manager.Get(sb.ID)
+	if err != nil {
+		t.Fatalf("fork parent was reaped while being checkpointed: %v", err)
+	}
+	if got.State != sandbox.StateRunning && got.State != sandbox.StatePaused {
+		t.Fatalf("parent state %q", got.State)
 	}
 }

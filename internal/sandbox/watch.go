@@ -123,6 +123,11 @@ func (m *Manager) reapStopped(ctx context.Context, states map[string]runtime.Sta
 		if st, ok := states[sb.ID]; ok && st == runtime.StateRunning {
 			continue
 		}
+		if m.inOp(sb.ID) {
+			// Pause and fork stop the runtime sandbox on purpose while
+			// they checkpoint it; it is not a suspect.
+			continue
+		}
 		suspects[sb.ID] = true
 		if !m.dead.wasSuspect(sb.ID) {
 			continue // first sighting: check again next time
@@ -138,6 +143,14 @@ func (m *Manager) reapStopped(ctx context.Context, states map[string]runtime.Sta
 		m.reap(ctx, sb)
 	}
 	m.dead.setSuspects(suspects)
+}
+
+// inOp reports whether a pause, resume or fork of id is in progress.
+func (m *Manager) inOp(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.sandboxes[id]
+	return ok && e.op != ""
 }
 
 // runtimeStates reads the state of every sandbox the runtime holds.
@@ -167,7 +180,7 @@ func (m *Manager) reap(ctx context.Context, sb *Sandbox) {
 	}
 	m.mu.Lock()
 	e, ok := m.sandboxes[sb.ID]
-	if !ok || e.rec.State != StateRunning {
+	if !ok || e.rec.State != StateRunning || e.op != "" {
 		m.mu.Unlock()
 		return
 	}
