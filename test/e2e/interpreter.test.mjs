@@ -281,6 +281,7 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       await ok(sbx, 'cd /tmp\nMYVAR=persisted', { language: 'bash' })
       ex = await ok(sbx, 'pwd\necho "$MYVAR"', { language: 'bash' })
       assert.equal(stdout(ex), '/tmp\npersisted\n')
+      assert.equal(ex.logs.stderr.join(''), '', 'a bash cell leaves nothing on stderr (its cell file is cleaned up quietly)')
       ex = await sbx.runCode('false', { language: 'bash' })
       assert.ok(ex.error, 'a failing bash command reports an error')
     })

@@ -93,6 +93,23 @@ func validEnvName(k string) bool {
 	return true
 }
 
+// userCellDir is a private directory below stateDir owned by the user ra
+// runs as (the state directory itself belongs to root).
+func userCellDir(stateDir string, ra runAs) (string, error) {
+	uid, gid := os.Geteuid(), os.Getegid()
+	if ra.user != nil && os.Geteuid() == 0 {
+		uid, gid = int(ra.user.UID), int(ra.user.GID)
+	}
+	dir := filepath.Join(stateDir, fmt.Sprintf("bash-cells-%d", uid))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating cell directory: %w", err)
+	}
+	if err := os.Chown(dir, uid, gid); err != nil {
+		return "", fmt.Errorf("creating cell directory: %w", err)
+	}
+	return dir, nil
+}
+
 func bashSpec(cellDir string, ra runAs) procSpec {
 	return procSpec{
 		language: "bash",
@@ -102,7 +119,13 @@ func bashSpec(cellDir string, ra runAs) procSpec {
 			return cmd
 		},
 		request: func(id int, code string, env map[string]string) ([]byte, error) {
-			cell := filepath.Join(cellDir, fmt.Sprintf(".airlock-cell-%d-%d.sh", os.Getpid(), id))
+			// The shell deletes each cell file after sourcing it, so the
+			// files live in a directory owned by the user it runs as.
+			dir, err := userCellDir(cellDir, ra)
+			if err != nil {
+				return nil, err
+			}
+			cell := filepath.Join(dir, fmt.Sprintf(".airlock-cell-%d-%d.sh", os.Getpid(), id))
 			if err := os.WriteFile(cell, []byte(code+"\n"), 0o644); err != nil {
 				return nil, fmt.Errorf("writing cell: %w", err)
 			}
