@@ -12,7 +12,9 @@ die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 # Debian packages the product and the tests need.
 pkgs=(runsc mmdebstrap nftables iproute2 e2fsprogs util-linux protobuf-compiler ca-certificates busybox-static uidmap curl gcc libc6-dev
 	# host-side interpreter tests (the sandboxes get their own copies from the template)
-	python3-ipykernel python3-matplotlib python3-matplotlib-inline python3-pandas node-acorn)
+	python3-ipykernel python3-matplotlib python3-matplotlib-inline python3-pandas node-acorn
+	# browser tests of the web console (headless, via playwright-core)
+	chromium)
 
 node_ok() {
 	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || return 1
@@ -50,6 +52,24 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 command -v go >/dev/null 2>&1 || die "Go $(sed -n 's/^go //p' go.mod) or newer is required (https://go.dev/dl/)"
 log "$(go version)"
+
+# Web console front-end (web/console → internal/console/dist, embedded by
+# go:embed). Rebuilt only when its sources or lock file changed.
+build_console() {
+	local dist=internal/console/dist stamp
+	stamp=$(cat web/console/package-lock.json web/console/vite.config.js web/console/index.html \
+		$(find web/console/src -type f | sort) | sha256sum | cut -d' ' -f1)
+	if [ -f "$dist/index.html" ] && [ "$(cat "$dist/.stamp" 2>/dev/null)" = "$stamp" ]; then
+		log "web console up to date"
+		return 0
+	fi
+	log "building the web console (npm ci + vite build)"
+	(cd web/console && npm ci --no-audit --no-fund --loglevel=error) || return 1
+	rm -rf "$dist/assets" "$dist/index.html" "$dist/.stamp"
+	(cd web/console && npx --no-install vite build --logLevel warn) || return 1
+	echo "$stamp" >"$dist/.stamp"
+}
+build_console || die "building the web console failed"
 
 export GOFLAGS="${GOFLAGS:--mod=mod}"
 mkdir -p bin

@@ -1,0 +1,207 @@
+// Browser tests of the web console: headless Debian chromium driven by
+// playwright-core against the test daemon (scripts/test.sh sets
+// AIRLOCK_E2E_URL and AIRLOCK_E2E_API_KEY). Screenshots of every page go to
+// $AIRLOCK_TEST_ARTIFACTS (default /tmp/airlock-console-artifacts).
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { chromium } from 'playwright-core'
+
+const URL_ = process.env.AIRLOCK_E2E_URL
+const KEY = process.env.AIRLOCK_E2E_API_KEY
+if (!URL_ || !KEY) throw new Error('AIRLOCK_E2E_URL and AIRLOCK_E2E_API_KEY must be set (scripts/test.sh does this)')
+const ART = process.env.AIRLOCK_TEST_ARTIFACTS || '/tmp/airlock-console-artifacts'
+mkdirSync(ART, { recursive: true })
+const CHROMIUM = process.env.AIRLOCK_CHROMIUM || '/usr/bin/chromium'
+const SLOW = 180_000
+
+let browser, page
+const created = []
+const consoleErrors = []
+
+async function shot (name) {
+  await page.screenshot({ path: join(ART, `${name}.png`), fullPage: true })
+}
+
+async function rest (method, path) {
+  return fetch(URL_ + path, { method, headers: { 'X-API-Key': KEY } })
+}
+
+/** The text xterm.js renders (its DOM renderer's rows). */
+async function terminalText () {
+  return page.locator('#terminal .xterm-rows').innerText()
+}
+
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--headless=new', '--disable-gpu', '--disable-dev-shm-usage']
+  })
+  page = await browser.newPage({ viewport: { width: 1400, height: 900 } })
+  page.setDefaultTimeout(60_000)
+  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()) })
+  page.on('pageerror', (e) => consoleErrors.push(String(e)))
+})
+
+after(async () => {
+  await browser?.close()
+  await Promise.allSettled(created.map((id) => rest('DELETE', `/sandboxes/${id}`)))
+})
+
+test('a browser opening / lands on the console login; a wrong key is refused, the right one logs in', { timeout: SLOW }, async () => {
+  await page.goto(URL_ + '/')
+  assert.match(page.url(), /\/console\/$/)
+  await page.fill('#api-key', 'e2b_wrong')
+  await page.click('#login')
+  await page.locator('#login-error').waitFor()
+  assert.match(await page.locator('#login-error').innerText(), /not valid/)
+  await shot('01-login')
+  await page.fill('#api-key', KEY)
+  await page.click('#login')
+  await page.locator('#stat-running').waitFor()
+  await page.waitForSelector('.chart canvas')
+  await shot('02-overview')
+})
+
+let sandboxId
+
+test('playground: create a sandbox, a matplotlib cell shows an <img>, print streams, errors carry a traceback, a DataFrame renders as a table', { timeout: 6 * 60_000 }, async () => {
+  await page.click('#nav-playground')
+  await page.locator('#template').waitFor()
+  await page.waitForFunction(() => [...document.querySelectorAll('#template option')].some((o) => o.value === 'code-interpreter-v1'))
+  await page.selectOption('#template', 'code-interpreter-v1')
+  await page.click('#start-sandbox')
+  const link = page.locator('#playground-sandbox code')
+  await link.waitFor({ timeout: SLOW })
+  sandboxId = (await link.innerText()).trim()
+  created.push(sandboxId)
+  assert.match(sandboxId, /^[a-z0-9]+$/)
+
+  // Cell 0 is the matplotlib example.
+  await page.locator('.cell[data-cell="0"] button.run').click()
+  const img = page.locator('.cell[data-cell="0"] img.result-img')
+  await img.waitFor({ timeout: SLOW })
+  assert.match(await img.getAttribute('src'), /^data:image\/png;base64,iVBOR/)
+  assert.ok(await img.evaluate((el) => el.complete && el.naturalWidth > 100), 'the PNG decodes')
+
+  // Streaming: the first line shows while the cell still runs.
+  await page.click('#add-cell')
+  const c1 = page.locator('.cell[data-cell="1"]')
+  await c1.locator('textarea').fill('import time\nfor i in range(4):\n    print("tick", i, flush=True)\n    time.sleep(1.5)')
+  await c1.locator('button.run').click()
+  await c1.locator('pre.stream', { hasText: 'tick 0' }).waitFor({ timeout: SLOW })
+  assert.equal(await c1.locator('button.run').innerText(), 'Running…', 'tick 0 arrived before the cell finished')
+  await c1.locator('pre.stream', { hasText: 'tick 3' }).waitFor({ timeout: SLOW })
+  await page.waitForFunction(() => document.querySelector('.cell[data-cell="1"] button.run').textContent === 'Run')
+
+  // An error with its traceback.
+  await page.click('#add-cell')
+  const c2 = page.locator('.cell[data-cell="2"]')
+  await c2.locator('textarea').fill('def f():\n    return 1/0\nf()')
+  await c2.locator('button.run').click()
+  await c2.locator('pre.cell-error').waitFor({ timeout: SLOW })
+  const errText = await c2.locator('pre.cell-error').innerText()
+  assert.match(errText, /ZeroDivisionError/)
+  assert.match(errText, /f\(\)/, 'the traceback names the frames')
+
+  // A DataFrame: an HTML table, rendered in a script-less sandboxed iframe.
+  await page.click('#add-cell')
+  const c3 = page.locator('.cell[data-cell="3"]')
+  await c3.locator('textarea').fill('import pandas as pd\npd.DataFrame({"animal": ["cat", "dog"], "legs": [4, 4]})')
+  await c3.locator('button.run').click()
+  const frame = c3.locator('iframe.result-html')
+  await frame.waitFor({ timeout: SLOW })
+  assert.equal(await frame.getAttribute('sandbox'), 'allow-same-origin', 'HTML results cannot run scripts')
+  const cellText = await c3.frameLocator('iframe.result-html').locator('table').innerText()
+  assert.match(cellText, /animal[\s\S]*cat[\s\S]*dog/)
+
+  // JavaScript and Bash cells.
+  await page.click('#add-cell')
+  const c4 = page.locator('.cell[data-cell="4"]')
+  await c4.locator('select.cell-lang').selectOption('bash')
+  await c4.locator('textarea').fill('echo "bash says $((6*7))"')
+  await c4.locator('button.run').click()
+  await c4.locator('pre.stream', { hasText: 'bash says 42' }).waitFor({ timeout: SLOW })
+  await shot('03-playground')
+})
+
+test('sandbox page: the terminal runs ls, files upload (input and drag and drop) and list', { timeout: 5 * 60_000 }, async () => {
+  assert.ok(sandboxId, 'the playground test created a sandbox')
+  await page.click('#playground-sandbox a')
+  await page.locator('#terminal-status', { hasText: 'connected' }).waitFor({ timeout: SLOW })
+  await page.locator('#terminal .xterm-rows').waitFor()
+  await page.click('#terminal')
+  await page.keyboard.type('cd /home/user && touch from-terminal.txt && ls -a && echo MARK-$((40+2))\n')
+  await page.waitForFunction(async () => document.querySelector('#terminal .xterm-rows')?.innerText.includes('MARK-42'), null, { timeout: SLOW })
+  const text = await terminalText()
+  assert.match(text, /from-terminal\.txt/, 'ls output shows the file')
+  await shot('04-sandbox-terminal')
+
+  await page.click('#tab-files')
+  await page.locator('#files-table').waitFor({ timeout: SLOW })
+  await page.locator('tr[data-file="from-terminal.txt"]').waitFor()
+  await page.setInputFiles('#files-upload', { name: 'hello-console.txt', mimeType: 'text/plain', buffer: Buffer.from('hello from the console test\n') })
+  const row = page.locator('tr[data-file="hello-console.txt"]')
+  await row.waitFor({ timeout: SLOW })
+  assert.match(await row.innerText(), /28 B/)
+
+  // Drag and drop: a synthetic drop event with a DataTransfer holding a file.
+  await page.evaluate(() => {
+    const dt = new DataTransfer()
+    dt.items.add(new File(['dropped bytes'], 'dropped.bin'))
+    const target = document.querySelector('#files')
+    target.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }))
+    target.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }))
+  })
+  await page.locator('tr[data-file="dropped.bin"]').waitFor({ timeout: SLOW })
+  await shot('05-sandbox-files')
+
+  // The upload really is in the sandbox: cat it in the terminal.
+  await page.click('#tab-terminal')
+  await page.locator('#terminal-status', { hasText: 'connected' }).waitFor({ timeout: SLOW })
+  await page.click('#terminal')
+  await page.keyboard.type('cat /home/user/hello-console.txt /home/user/dropped.bin; echo\n')
+  await page.waitForFunction(() => document.querySelector('#terminal .xterm-rows')?.innerText.includes('dropped bytes'), null, { timeout: SLOW })
+  assert.match(await terminalText(), /hello from the console test/)
+
+  await page.click('#tab-logs')
+  await page.locator('#logs').waitFor()
+  await shot('06-sandbox-logs')
+})
+
+test('the terminal socket refuses a wrong key', { timeout: SLOW }, async () => {
+  const res = await page.evaluate(async (id) => new Promise((resolve) => {
+    const ws = new WebSocket(`ws://${location.host}/console/api/sandboxes/${id}/pty`)
+    ws.onopen = () => ws.send(JSON.stringify({ type: 'auth', key: 'e2b_wrong' }))
+    let got = 0
+    ws.onmessage = () => { got++ }
+    ws.onclose = (ev) => resolve({ code: ev.code, reason: ev.reason, got })
+  }), sandboxId)
+  assert.deepEqual(res, { code: 4401, reason: 'Invalid API key', got: 0 })
+})
+
+test('templates page lists templates with sizes', { timeout: SLOW }, async () => {
+  await page.click('#nav-templates')
+  const row = page.locator('tr[data-template="code-interpreter-v1"]')
+  await row.waitFor()
+  assert.match(await row.innerText(), /\d+(\.\d)? (MiB|GiB)/)
+  await shot('07-templates')
+})
+
+test('sandboxes table: extend, then kill the playground sandbox', { timeout: SLOW }, async () => {
+  await page.click('#nav-sandboxes')
+  const row = page.locator(`tr[data-sandbox="${sandboxId}"]`)
+  await row.waitFor()
+  const before = await (await rest('GET', `/sandboxes/${sandboxId}`)).json()
+  await row.locator('button[data-action="extend"]').click()
+  await page.locator('.info', { hasText: `extend ${sandboxId}: done` }).waitFor()
+  const afterExtend = await (await rest('GET', `/sandboxes/${sandboxId}`)).json()
+  assert.ok(new Date(afterExtend.endAt) - new Date(before.endAt) > 200_000, `endAt moved by ~5 min: ${before.endAt} → ${afterExtend.endAt}`)
+  await shot('08-sandboxes')
+  await row.locator('button[data-action="kill"]').click()
+  await row.waitFor({ state: 'detached' })
+  assert.equal((await rest('GET', `/sandboxes/${sandboxId}`)).status, 404)
+  await shot('09-sandboxes-after-kill')
+  assert.deepEqual(consoleErrors.filter((e) => !/Failed to load resource.*(401|404|501)/.test(e)), [], 'no errors in the browser console')
+})
