@@ -93,9 +93,14 @@ func wantsHTML(r *http.Request) bool {
 	return r.Header.Get("X-API-Key") == "" && strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
-// authorized checks X-API-Key in constant time.
+// authorized checks X-API-Key (or "Authorization: Bearer <key>", as the
+// REST API does) in constant time.
 func (h *Handler) authorized(r *http.Request) bool {
-	return h.validKey(r.Header.Get("X-API-Key"))
+	got := r.Header.Get("X-API-Key")
+	if got == "" {
+		got, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	return h.validKey(got)
 }
 
 func (h *Handler) validKey(got string) bool {

@@ -52,7 +52,7 @@ type exitMessage struct {
 
 func (h *Handler) pty(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	headerAuth := r.Header.Get("X-API-Key") != ""
+	headerAuth := r.Header.Get("X-API-Key") != "" || r.Header.Get("Authorization") != ""
 	if headerAuth && !h.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "Invalid API key")
 		return

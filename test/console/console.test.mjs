@@ -132,15 +132,17 @@ test('sandbox page: the terminal runs ls, files upload (input and drag and drop)
   await page.locator('#terminal-status', { hasText: 'connected' }).waitFor({ timeout: SLOW })
   await page.locator('#terminal .xterm-rows').waitFor()
   await page.click('#terminal')
-  await page.keyboard.type('cd /home/user && touch from-terminal.txt && ls -a && echo MARK-$((40+2))\n')
-  await page.waitForFunction(async () => document.querySelector('#terminal .xterm-rows')?.innerText.includes('MARK-42'), null, { timeout: SLOW })
+  // The computed names and numbers appear only in the output, not in the echoed command line.
+  await page.keyboard.type('cd /home/user && touch "term-$((6*7)).txt" && ls -a && echo MARK-$((40+2))\n')
+  await page.waitForFunction(() => document.querySelector('#terminal .xterm-rows')?.innerText.includes('MARK-42'), null, { timeout: SLOW })
   const text = await terminalText()
-  assert.match(text, /from-terminal\.txt/, 'ls output shows the file')
+  assert.match(text, /term-42\.txt/, `ls output shows the new file:\n${text}`)
+  assert.match(text, /\.bashrc/, 'ls -a lists the home directory')
   await shot('04-sandbox-terminal')
 
   await page.click('#tab-files')
   await page.locator('#files-table').waitFor({ timeout: SLOW })
-  await page.locator('tr[data-file="from-terminal.txt"]').waitFor()
+  await page.locator('tr[data-file="term-42.txt"]').waitFor()
   await page.setInputFiles('#files-upload', { name: 'hello-console.txt', mimeType: 'text/plain', buffer: Buffer.from('hello from the console test\n') })
   const row = page.locator('tr[data-file="hello-console.txt"]')
   await row.waitFor({ timeout: SLOW })
@@ -181,12 +183,25 @@ test('the terminal socket refuses a wrong key', { timeout: SLOW }, async () => {
   assert.deepEqual(res, { code: 4401, reason: 'Invalid API key', got: 0 })
 })
 
-test('templates page lists templates with sizes', { timeout: SLOW }, async () => {
+test('templates page lists templates with sizes and builds one from a pasted Dockerfile with a streamed log', { timeout: 10 * 60_000 }, async () => {
   await page.click('#nav-templates')
   const row = page.locator('tr[data-template="code-interpreter-v1"]')
   await row.waitFor()
   assert.match(await row.innerText(), /\d+(\.\d)? (MiB|GiB)/)
-  await shot('07-templates')
+  const name = `console-e2e-${Date.now().toString(36)}`
+  try {
+    await page.fill('#build-name', name)
+    await page.fill('#build-dockerfile', 'FROM base\nENV GREETING=hello-console\nWORKDIR /srv/console\n')
+    await page.click('#build-start')
+    await page.locator('#build-result').waitFor({ timeout: 9 * 60_000 })
+    const result = await page.locator('#build-result').innerText()
+    assert.match(result, new RegExp(`^built ${name}`), result)
+    assert.match(await page.locator('#build-log').innerText(), /WORKDIR/, 'the log names the steps')
+    await page.locator(`tr[data-template="${name}"]`).waitFor()
+    await shot('07-templates')
+  } finally {
+    await rest('DELETE', `/airlock/v1/templates/${name}`)
+  }
 })
 
 test('sandboxes table: extend, then kill the playground sandbox', { timeout: SLOW }, async () => {

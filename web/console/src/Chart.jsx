@@ -6,7 +6,7 @@ import 'uplot/dist/uPlot.min.css'
  * A uPlot line chart. data = [xs (unix seconds), ys1, ys2, …]; series =
  * [{label, stroke}]; fmt formats y values.
  */
-export function Chart ({ title, data, series, fmt, height = 160, bars = false }) {
+export function Chart ({ title, data, series, fmt, height = 160, bars = false, window: win }) {
   const box = useRef(null)
   const plot = useRef(null)
   useEffect(() => {
@@ -16,8 +16,10 @@ export function Chart ({ title, data, series, fmt, height = 160, bars = false })
       height,
       legend: { show: true },
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: true } },
-      axes: [{}, { values: (u, vals) => vals.map((v) => (fmt ? fmt(v) : v)), size: 70 }],
+      // win (seconds): show the last win seconds up to now, so one sample is not
+      // stretched over years by the auto-range.
+      scales: { x: win ? { time: true, range: () => { const now = Date.now() / 1000; return [now - win, now] } } : { time: true } },
+      axes: [{}, { values: (u, vals) => vals.map((v) => (fmt ? fmt(v) : v)), size: 84 }],
       series: [{}, ...series.map((s) => ({
         label: s.label,
         stroke: s.stroke,

@@ -37,9 +37,9 @@ export function Overview () {
       <div class="charts">
         <Chart title="Creates per minute" bars data={[cpm.map((m) => m.t), cpm.map((m) => m.creates), cpm.map((m) => m.failed)]}
           series={[{ label: 'creates', stroke: '#3b82f6', fill: '#3b82f655' }, { label: 'failed', stroke: '#ef4444', fill: '#ef444455' }]} />
-        <Chart title="Host CPU" data={[host.map((s) => s.t), host.map((s) => s.cpuPct)]} series={[{ label: 'cpu', stroke: '#10b981' }]} fmt={pct} />
-        <Chart title="Host memory used" data={[host.map((s) => s.t), host.map((s) => s.memUsed)]} series={[{ label: 'memory', stroke: '#8b5cf6' }]} fmt={fmtBytes} />
-        <Chart title="Data disk used" data={[host.map((s) => s.t), host.map((s) => s.diskUsed)]} series={[{ label: 'disk', stroke: '#f59e0b' }]} fmt={fmtBytes} />
+        <Chart title="Host CPU" data={[host.map((s) => s.t), host.map((s) => s.cpuPct)]} series={[{ label: 'cpu', stroke: '#10b981' }]} fmt={pct} window={1800} />
+        <Chart title="Host memory used" data={[host.map((s) => s.t), host.map((s) => s.memUsed)]} series={[{ label: 'memory', stroke: '#8b5cf6' }]} fmt={fmtBytes} window={1800} />
+        <Chart title="Data disk used" data={[host.map((s) => s.t), host.map((s) => s.diskUsed)]} series={[{ label: 'disk', stroke: '#f59e0b' }]} fmt={fmtBytes} window={1800} />
       </div>
     </div>
   )

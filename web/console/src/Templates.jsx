@@ -97,7 +97,7 @@ function Build ({ onDone }) {
   return (
     <form class="card build" onSubmit={build}>
       <h3>Build a template from a Dockerfile</h3>
-      <label>Name <input id="build-name" value={name} onInput={(e) => setName(e.target.value)} pattern="[a-z0-9][a-z0-9._-]*" /></label>
+      <label>Name <input id="build-name" value={name} onInput={(e) => setName(e.target.value)} pattern="[a-z0-9][a-z0-9._\-]*" /></label>
       <textarea id="build-dockerfile" rows={8} value={df} spellcheck={false} onInput={(e) => setDf(e.target.value)} />
       <button id="build-start" type="submit" disabled={busy}>{busy ? 'Building…' : 'Build'}</button>
       {result && <div class={result.startsWith('failed') ? 'error' : 'info'} id="build-result">{result}</div>}
