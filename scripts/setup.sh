@@ -12,9 +12,7 @@ die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 # Debian packages the product and the tests need.
 pkgs=(runsc mmdebstrap nftables iproute2 e2fsprogs util-linux protobuf-compiler ca-certificates busybox-static uidmap curl gcc libc6-dev
 	# host-side interpreter tests (the sandboxes get their own copies from the template)
-	python3-ipykernel python3-matplotlib python3-matplotlib-inline python3-pandas node-acorn
-	# browser tests of the web console (headless, via playwright-core)
-	chromium)
+	python3-ipykernel python3-matplotlib python3-matplotlib-inline python3-pandas node-acorn)
 
 node_ok() {
 	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || return 1

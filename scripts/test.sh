@@ -222,6 +222,10 @@ record js-e2e "${PIPESTATUS[0]}"
 if [ "${AIRLOCK_TEST_SKIP_CONSOLE:-0}" != 1 ]; then
 	stage "console (test/console, headless chromium via playwright-core)"
 	export AIRLOCK_TEST_ARTIFACTS=${AIRLOCK_TEST_ARTIFACTS:-$WORK/console}
+	# Only the tests need a browser: Debian's chromium, installed here rather than by setup.sh.
+	if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q 'install ok installed'; then
+		DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+	fi
 	(cd test/console && npm ci --no-audit --no-fund --loglevel=error)
 	record console-npm-ci $?
 	(cd test/console && node --test --test-reporter=spec console.test.mjs) 2>&1 | tee "$WORK/console.out"

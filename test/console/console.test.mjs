@@ -218,5 +218,13 @@ test('sandboxes table: extend, then kill the playground sandbox', { timeout: SLO
   await row.waitFor({ state: 'detached' })
   assert.equal((await rest('GET', `/sandboxes/${sandboxId}`)).status, 404)
   await shot('09-sandboxes-after-kill')
+
+  // The overview counts the playground's create and its latency.
+  await page.click('#nav-overview')
+  const creates = page.locator('.stat', { hasText: 'Creates (last hour)' }).locator('.stat-value')
+  await creates.waitFor()
+  assert.ok(Number(await creates.innerText()) >= 1, 'the overview counted at least the playground create')
+  assert.match(await page.locator('.stat', { hasText: 'Create latency' }).innerText(), /\d+\.\d\d s \/ \d+\.\d\d s/)
+  await shot('10-overview-after')
   assert.deepEqual(consoleErrors.filter((e) => !/Failed to load resource.*(401|404|501)/.test(e)), [], 'no errors in the browser console')
 })

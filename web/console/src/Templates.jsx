@@ -84,8 +84,7 @@ function Build ({ onDone }) {
           let ev
           try { ev = JSON.parse(line) } catch { add(line); continue }
           if (ev.error) { setResult(`failed: ${ev.error}`); add(`ERROR ${ev.error}`) } else if (ev.template) { setResult(`built ${name} (${fmtBytes(ev.template.sizeBytes)})`) } else {
-            const step = ev.total ? `[${ev.done}/${ev.total}] ` : ''
-            add(`${ev.phase === 'output' ? '  ' : step}${ev.message ?? ''}`)
+            add(`${ev.phase === 'output' ? '  ' : ''}${ev.message ?? ''}`)
           }
         }
       }
