@@ -29,7 +29,7 @@ export function Overview () {
         <Stat id="stat-running" label="Sandboxes running" value={d.states.running ?? 0} />
         <Stat label="Paused" value={d.states.paused ?? 0} />
         <Stat label="Creates (last hour)" value={creates} sub={failed ? `${failed} failed` : ''} />
-        <Stat label="Create latency p50 / p99" value={lat.count ? `${lat.p50.toFixed(2)} s / ${lat.p99.toFixed(2)} s` : '–'} sub={`${lat.count || 0} creates`} />
+        <Stat label="Create latency p50 / p99" value={lat.count ? `${lat.p50.toFixed(2)} s / ${lat.p99.toFixed(2)} s` : '–'} sub={`${lat.count || 0} successful create${lat.count === 1 ? '' : 's'}`} />
         <Stat label="Host CPU" value={last.cpuPct != null ? pct(last.cpuPct) : '–'} />
         <Stat label="Host memory" value={`${fmtBytes(last.memUsed)} / ${fmtBytes(last.memTotal)}`} />
         <Stat label="Data disk" value={`${fmtBytes(last.diskUsed)} / ${fmtBytes(last.diskTotal)}`} />
@@ -37,9 +37,9 @@ export function Overview () {
       <div class="charts">
         <Chart title="Creates per minute" bars data={[cpm.map((m) => m.t), cpm.map((m) => m.creates), cpm.map((m) => m.failed)]}
           series={[{ label: 'creates', stroke: '#3b82f6', fill: '#3b82f655' }, { label: 'failed', stroke: '#ef4444', fill: '#ef444455' }]} />
-        <Chart title="Host CPU" data={[host.map((s) => s.t), host.map((s) => s.cpuPct)]} series={[{ label: 'cpu', stroke: '#10b981' }]} fmt={pct} window={1800} />
-        <Chart title="Host memory used" data={[host.map((s) => s.t), host.map((s) => s.memUsed)]} series={[{ label: 'memory', stroke: '#8b5cf6' }]} fmt={fmtBytes} window={1800} />
-        <Chart title="Data disk used" data={[host.map((s) => s.t), host.map((s) => s.diskUsed)]} series={[{ label: 'disk', stroke: '#f59e0b' }]} fmt={fmtBytes} window={1800} />
+        <Chart title="Host CPU" data={[host.map((s) => s.t), host.map((s) => s.cpuPct)]} series={[{ label: 'cpu', stroke: '#10b981' }]} fmt={pct} window={1800} ymax={100} />
+        <Chart title="Host memory used" data={[host.map((s) => s.t), host.map((s) => s.memUsed)]} series={[{ label: 'memory', stroke: '#8b5cf6' }]} fmt={fmtBytes} window={1800} ymax={last.memTotal} />
+        <Chart title="Data disk used" data={[host.map((s) => s.t), host.map((s) => s.diskUsed)]} series={[{ label: 'disk', stroke: '#f59e0b' }]} fmt={fmtBytes} window={1800} ymax={last.diskTotal} />
       </div>
     </div>
   )
