@@ -66,7 +66,7 @@ test('a browser opening / lands on the console login; a wrong key is refused, th
 
 let sandboxId
 
-test('playground: create a sandbox, a matplotlib cell shows an <img>, print streams, errors carry a traceback, a DataFrame renders as a table', { timeout: 6 * 60_000 }, async () => {
+test('playground: create a sandbox; matplotlib → <img>, print streams, traceback, DataFrame table, Markdown, SVG, JSON, Bash, JS', { timeout: 6 * 60_000 }, async () => {
   await page.click('#nav-playground')
   await page.locator('#template').waitFor()
   await page.waitForFunction(() => [...document.querySelectorAll('#template option')].some((o) => o.value === 'code-interpreter-v1'))
@@ -116,13 +116,34 @@ test('playground: create a sandbox, a matplotlib cell shows an <img>, print stre
   const cellText = await c3.frameLocator('iframe.result-html').locator('table').innerText()
   assert.match(cellText, /animal[\s\S]*cat[\s\S]*dog/)
 
+  // Markdown, SVG and JSON display results.
+  await page.click('#add-cell')
+  const c5 = page.locator('.cell[data-cell="4"]')
+  await c5.locator('textarea').fill([
+    'from IPython.display import display, Markdown, SVG, JSON',
+    'display(Markdown("# Title\\n\\n*hello* **markdown**"))',
+    'display(SVG(\'<svg xmlns="http://www.w3.org/2000/svg" width="60" height="20"><rect width="60" height="20" fill="teal"/></svg>\'))',
+    'display(JSON({"answer": 42}))'
+  ].join('\n'))
+  await c5.locator('button.run').click()
+  await c5.locator('iframe.result-markdown').waitFor({ timeout: SLOW })
+  assert.equal(await c5.frameLocator('iframe.result-markdown').locator('h1').innerText(), 'Title')
+  assert.match(await c5.locator('img.result-img').getAttribute('src'), /^data:image\/svg\+xml/)
+  await c5.locator('pre.result-json', { hasText: '"answer": 42' }).waitFor({ timeout: SLOW })
+
   // JavaScript and Bash cells.
   await page.click('#add-cell')
-  const c4 = page.locator('.cell[data-cell="4"]')
+  const c4 = page.locator('.cell[data-cell="5"]')
   await c4.locator('select.cell-lang').selectOption('bash')
   await c4.locator('textarea').fill('echo "bash says $((6*7))"')
   await c4.locator('button.run').click()
   await c4.locator('pre.stream', { hasText: 'bash says 42' }).waitFor({ timeout: SLOW })
+  await page.click('#add-cell')
+  const c6 = page.locator('.cell[data-cell="6"]')
+  await c6.locator('select.cell-lang').selectOption('js')
+  await c6.locator('textarea').fill('const xs = [1, 2, 3]\nconsole.log("js sum", xs.reduce((a, b) => a + b))')
+  await c6.locator('button.run').click()
+  await c6.locator('pre.stream', { hasText: 'js sum 6' }).waitFor({ timeout: SLOW })
   await shot('03-playground')
 })
 

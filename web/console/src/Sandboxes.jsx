@@ -56,7 +56,7 @@ export function Sandboxes () {
           <thead><tr><th>ID</th><th>Template</th><th>State</th><th>Metadata</th><th>Age</th><th>Time left</th><th>CPU</th><th>Memory</th><th /></tr></thead>
           <tbody>
             {list.map((sb) => {
-              const m = metrics[sb.sandboxID]
+              const m = sb.state === 'running' ? metrics[sb.sandboxID] : null
               return (
                 <tr key={sb.sandboxID} data-sandbox={sb.sandboxID}>
                   <td><a href={`#/sandboxes/${encodeURIComponent(sb.sandboxID)}`}><code>{sb.sandboxID}</code></a></td>
