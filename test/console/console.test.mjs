@@ -116,6 +116,18 @@ test('playground: create a sandbox; matplotlib → <img>, print streams, traceba
   const cellText = await c3.frameLocator('iframe.result-html').locator('table').innerText()
   assert.match(cellText, /animal[\s\S]*cat[\s\S]*dog/)
 
+  // Hostile HTML from the sandbox renders, but its scripts and handlers do not run.
+  await c3.locator('textarea').fill([
+    'from IPython.display import HTML',
+    'HTML(\'<b id="bold">bold</b><script>parent.document.title = "pwned"; parent.localStorage.pwned = 1</script>\'',
+    '     \'<img src="x" onerror="parent.document.title = \\\'pwned2\\\'">\')'
+  ].join('\n'))
+  await c3.locator('button.run').click()
+  await c3.frameLocator('iframe.result-html').locator('#bold').waitFor({ timeout: SLOW })
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  assert.equal(await page.title(), 'Airlock console', 'scripts in HTML results did not run')
+  assert.equal(await page.evaluate(() => localStorage.getItem('pwned')), null)
+
   // Markdown, SVG and JSON display results.
   await page.click('#add-cell')
   const c5 = page.locator('.cell[data-cell="4"]')
@@ -281,5 +293,8 @@ test('sandboxes table: extend, then kill the playground sandbox', { timeout: SLO
   assert.ok(Number(await creates.innerText()) >= 1, 'the overview counted at least the playground create')
   assert.match(await page.locator('.stat', { hasText: 'Create latency' }).innerText(), /\d+\.\d\d s \/ \d+\.\d\d s/)
   await shot('10-overview-after')
-  assert.deepEqual(consoleErrors.filter((e) => !/Failed to load resource.*(401|404|501)/.test(e)), [], 'no errors in the browser console')
+  // Expected: the wrong-key login (401), the hostile HTML's missing image (404), no logs
+  // endpoint yet (501), and the blocked scripts of that HTML.
+  const expected = /Failed to load resource.*(401|404|501)|Blocked script execution in 'about:srcdoc'/
+  assert.deepEqual(consoleErrors.filter((e) => !expected.test(e)), [], 'no other errors in the browser console')
 })

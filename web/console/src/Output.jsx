@@ -1,4 +1,3 @@
-import { useEffect, useRef } from 'preact/hooks'
 import { marked } from 'marked'
 
 /**
@@ -6,17 +5,16 @@ import { marked } from 'marked'
  * (sandbox="allow-same-origin" only lets the console measure its height).
  */
 function SafeHTML ({ html, cls }) {
-  const ref = useRef(null)
-  useEffect(() => {
-    const f = ref.current
-    const size = () => {
-      try { f.style.height = Math.min(600, f.contentDocument.documentElement.scrollHeight + 4) + 'px' } catch {}
-    }
-    f.addEventListener('load', size)
-    return () => f.removeEventListener('load', size)
-  }, [html])
+  // The body's own height: the document element is at least the frame's
+  // default 150 px viewport.
+  const size = (f) => {
+    try {
+      const b = f.contentDocument.body
+      f.style.height = Math.min(600, Math.ceil(b.getBoundingClientRect().height) + 12) + 'px'
+    } catch {}
+  }
   const doc = `<!doctype html><meta charset="utf-8"><style>body{font:13px system-ui,sans-serif;margin:4px}table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:2px 6px}th{background:#f3f4f6}</style>${html}`
-  return <iframe ref={ref} class={`rich ${cls}`} sandbox="allow-same-origin" srcdoc={doc} />
+  return <iframe class={`rich ${cls}`} sandbox="allow-same-origin" srcdoc={doc} onLoad={(e) => size(e.currentTarget)} />
 }
 
 /** One rich result of a code cell (E2B Result), best format first. */
