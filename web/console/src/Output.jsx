@@ -5,12 +5,11 @@ import { marked } from 'marked'
  * (sandbox="allow-same-origin" only lets the console measure its height).
  */
 function SafeHTML ({ html, cls }) {
-  // The body's own height: the document element is at least the frame's
-  // default 150 px viewport.
+  // Shrink first: the document's scrollHeight is at least the frame's height.
   const size = (f) => {
     try {
-      const b = f.contentDocument.body
-      f.style.height = Math.min(600, Math.ceil(b.getBoundingClientRect().height) + 12) + 'px'
+      f.style.height = '1px'
+      f.style.height = Math.min(600, f.contentDocument.documentElement.scrollHeight + 4) + 'px'
     } catch {}
   }
   const doc = `<!doctype html><meta charset="utf-8"><style>body{font:13px system-ui,sans-serif;margin:4px}table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:2px 6px}th{background:#f3f4f6}</style>${html}`
