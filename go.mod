@@ -25,6 +25,7 @@ require (
 )
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/docker/cli v29.8.2+incompatible // indirect
 	github.com/docker/docker-credential-helpers v0.9.9 // indirect
 	github.com/klauspost/compress v1.20.2 // indirect

@@ -18,3 +18,11 @@ if [ "${AIRLOCK_BENCH_INTERPRETER:-1}" != 0 ]; then
   fi
   node bench/interpreter.mjs
 fi
+
+# Web console endpoints and the terminal's keystroke echo (bench/console.mjs).
+# Skip with AIRLOCK_BENCH_CONSOLE=0.
+if [ "${AIRLOCK_BENCH_CONSOLE:-1}" != 0 ]; then
+  ws_flag=()
+  node -e 'process.exit(typeof WebSocket === "undefined" ? 1 : 0)' || ws_flag=(--experimental-websocket)
+  node "${ws_flag[@]}" --no-warnings bench/console.mjs
+fi

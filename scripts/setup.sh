@@ -51,6 +51,26 @@ fi
 command -v go >/dev/null 2>&1 || die "Go $(sed -n 's/^go //p' go.mod) or newer is required (https://go.dev/dl/)"
 log "$(go version)"
 
+# Web console front-end (web/console → internal/console/dist, embedded by
+# go:embed). Rebuilt only when its sources or lock file changed.
+build_console() {
+	local dist=internal/console/dist stamp
+	stamp=$(cat web/console/package-lock.json web/console/vite.config.js web/console/index.html \
+		$(find web/console/src -type f | sort) | sha256sum | cut -d' ' -f1)
+	if [ -f "$dist/index.html" ] && [ "$(cat "$dist/.stamp" 2>/dev/null)" = "$stamp" ]; then
+		log "web console up to date"
+		return 0
+	fi
+	log "building the web console (npm ci + vite build)"
+	(cd web/console && npm ci --no-audit --no-fund --loglevel=error) || return 1
+	rm -rf "$dist/assets" "$dist/index.html" "$dist/.stamp"
+	# (e2b's bundle names node: modules it only uses under Node; Vite warns about each.)
+	(cd web/console && npx --no-install vite build --logLevel warn 2>&1) | { grep -v 'externalized for browser compatibility' || true; }
+	[ -f "$dist/index.html" ] || return 1
+	echo "$stamp" >"$dist/.stamp"
+}
+build_console || die "building the web console failed"
+
 export GOFLAGS="${GOFLAGS:--mod=mod}"
 mkdir -p bin
 log "building bin/airlock"

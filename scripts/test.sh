@@ -13,6 +13,8 @@
 #   AIRLOCK_TEST_GO_RUN     -run filter for the Go e2e tests
 #   AIRLOCK_TEST_NODE_FILES space-separated subset of test/e2e/*.test.mjs
 #   AIRLOCK_TEST_BIN        airlock binary to serve with (default bin/airlock)
+#   AIRLOCK_TEST_SKIP_CONSOLE=1  skip the web console's browser tests (test/console)
+#   AIRLOCK_TEST_ARTIFACTS  where the browser tests save screenshots (default $WORK/console)
 #   AIRLOCK_TEST_NET_PREFIX / AIRLOCK_TEST_SUBNET  the test daemon's --net-prefix and --subnet
 #                           (default ale2e, 10.79.0.0/16); AIRLOCK_E2E_EXT_NET the first three
 #                           octets of the egress test's stand-in /30 (default 10.78.255) — change
@@ -215,3 +217,18 @@ if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then node_flags+=(--test-timeo
 read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs egress.test.mjs security.test.mjs metrics.test.mjs limits.test.mjs ports.test.mjs interpreter.test.mjs templates.test.mjs snapshots.test.mjs}"
 (cd test/e2e && node "${node_flags[@]}" "${node_files[@]}") 2>&1 | tee "$NODE_OUT"
 record js-e2e "${PIPESTATUS[0]}"
+
+# ---------------------------------------------------------------- web console (headless chromium)
+if [ "${AIRLOCK_TEST_SKIP_CONSOLE:-0}" != 1 ]; then
+	stage "console (test/console, headless chromium via playwright-core)"
+	export AIRLOCK_TEST_ARTIFACTS=${AIRLOCK_TEST_ARTIFACTS:-$WORK/console}
+	# Only the tests need a browser: Debian's chromium, installed here rather than by setup.sh.
+	if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q 'install ok installed'; then
+		DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+	fi
+	(cd test/console && npm ci --no-audit --no-fund --loglevel=error)
+	record console-npm-ci $?
+	(cd test/console && node --test --test-reporter=spec console.test.mjs) 2>&1 | tee "$WORK/console.out"
+	record console "${PIPESTATUS[0]}"
+	echo "console screenshots: $AIRLOCK_TEST_ARTIFACTS"
+fi

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-sandbox/airlock/internal/api"
+	"github.com/airlock-sandbox/airlock/internal/console"
 	"github.com/airlock-sandbox/airlock/internal/envd/files"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
@@ -189,6 +190,8 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
 	go mgr.Reap(ctx, sandbox.DefaultWatchInterval)
 	dm.attach(mgr)
+	dm.overview = metrics.NewOverview(dataDir, 5*time.Second, log.With("component", "overview"))
+	go dm.overview.Run(ctx)
 
 	builder := imagebuild.New(mgr, tm, gvisor.UpperDir, log)
 	apiHandler := api.New(mgr, apiTemplates{tm: tm, mgr: mgr, builder: builder}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api"),
@@ -199,7 +202,9 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	}
 	sandboxTransport := proxy.DefaultTransport()
 	dm.closeIdle = sandboxTransport.CloseIdleConnections
-	handler := proxy.New(proxy.FromManager(mgr), apiHandler, proxy.Options{
+	consoleHandler := console.New(console.Options{APIKey: apiKey, Next: apiHandler, Processes: mgr, Overview: dm.overview,
+		Counts: func() map[string]int { return sandboxCounts(mgr) }, Logger: log.With("component", "console")})
+	handler := proxy.New(proxy.FromManager(mgr), consoleHandler, proxy.Options{
 		APIHosts:        apiHosts,
 		VerifySignature: files.VerifySignature,
 		Transport:       conns.Wrap(sandboxTransport),

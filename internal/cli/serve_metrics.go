@@ -23,6 +23,8 @@ type daemonMetrics struct {
 	// a removed sandbox's network namespace vanishes without closing them,
 	// and the next sandbox on the same address would answer them with RST.
 	closeIdle func()
+	// overview feeds the web console's overview charts (optional).
+	overview *metrics.Overview
 }
 
 func newDaemonMetrics(ctx context.Context, interval time.Duration, log *slog.Logger) *daemonMetrics {
@@ -76,12 +78,18 @@ func (d *daemonMetrics) Stats(ctx context.Context, id string) (runtime.Stats, er
 // sandbox's first sample right away.
 func (d *daemonMetrics) Created(sb *sandbox.Sandbox, elapsed time.Duration) {
 	d.prom.ObserveCreate(metrics.ResultSuccess, elapsed)
+	if d.overview != nil {
+		d.overview.ObserveCreate(time.Now(), elapsed, true)
+	}
 	t := target(sb)
 	go d.col.Sample(d.ctx, t)
 }
 
 // CreateFailed implements sandbox.Observer.
 func (d *daemonMetrics) CreateFailed(err error, elapsed time.Duration) {
+	if d.overview != nil {
+		d.overview.ObserveCreate(time.Now(), elapsed, false)
+	}
 	if _, ok := sandbox.AsUserError(err); ok || errors.Is(err, context.Canceled) {
 		d.prom.ObserveCreate(metrics.ResultUserError, elapsed)
 		return
@@ -101,4 +109,13 @@ func (d *daemonMetrics) Removed(id string) {
 func (d *daemonMetrics) Stopped(id, reason string) {
 	d.prom.Stopped(reason)
 	d.col.Remove(id)
+}
+
+// sandboxCounts returns the number of m's sandboxes per state.
+func sandboxCounts(m *sandbox.Manager) map[string]int {
+	out := map[string]int{sandbox.StateRunning: 0, sandbox.StatePaused: 0}
+	for _, sb := range m.List() {
+		out[sb.State]++
+	}
+	return out
 }
