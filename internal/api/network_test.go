@@ -70,8 +70,23 @@ func TestNetworkPolicy(t *testing.T) {
 		t.Fatalf("info after clearing = %+v", n)
 	}
 
-	st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"allowOut":["*.example.com"]}`)
-	assertError(t, st, body, 400, "domain rules are not supported yet")
+	// Domain rules: normalized, kept, shown back.
+	st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"allowOut":["*.Example.com.","10.0.0.1"],"denyOut":["0.0.0.0/0","bad.example.com"]}`)
+	if st != 204 {
+		t.Fatalf("PUT domains = %d %s", st, body)
+	}
+	pol = h.env.Network.Policy(id)
+	if !reflect.DeepEqual(pol.Egress.AllowDomains, []string{"*.example.com"}) || !reflect.DeepEqual(pol.Egress.DenyDomains, []string{"bad.example.com"}) {
+		t.Fatalf("SetPolicy got %+v", pol)
+	}
+	if n = getNet(t, h, id); !reflect.DeepEqual(n.Network.AllowOut, []string{"10.0.0.1", "*.example.com"}) ||
+		!reflect.DeepEqual(n.Network.DenyOut, []string{"0.0.0.0/0", "bad.example.com"}) {
+		t.Fatalf("info with domains = %+v", n)
+	}
+	for _, junk := range []string{"*.*.example.com", "exa_mple.com", "-x.example.com", "x..com"} {
+		st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"allowOut":["`+junk+`"]}`)
+		assertError(t, st, body, 400, "allowOut entry")
+	}
 	st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"denyOut":["10.1.2.3/99"]}`)
 	assertError(t, st, body, 400, "denyOut entry")
 	st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"allowOut":`)

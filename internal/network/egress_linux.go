@@ -74,6 +74,15 @@ func (f *firewall) setEgress(ifname string, e Egress) error {
 	}
 	ch := c.AddChain(&nftables.Chain{Name: egressChainName(ifname), Table: f.table})
 	c.FlushChain(ch)
+	learned := learnedSet(f.table, ifname)
+	if len(e.AllowDomains) > 0 {
+		// A policy change forgets what was learned under the old one.
+		if err := c.AddSet(learned, nil); err != nil {
+			return fmt.Errorf("adding set %s: %w", learned.Name, err)
+		}
+		c.FlushSet(learned)
+		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: append(learnedAccept(learned), verdict(expr.VerdictAccept)...)})
+	}
 	for _, r := range egressRules(e) {
 		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: r})
 	}
@@ -83,6 +92,23 @@ func (f *firewall) setEgress(ifname string, e Egress) error {
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("installing egress policy of %s: %w", ifname, err)
+	}
+	if len(e.AllowDomains) == 0 {
+		return f.delLearned(ifname)
+	}
+	return nil
+}
+
+// delLearned removes ifname's learned set; missing is fine. Its chain must
+// no longer refer to it.
+func (f *firewall) delLearned(ifname string) error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("opening nftables: %w", err)
+	}
+	c.DelSet(learnedSet(f.table, ifname))
+	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("removing set %s%s: %w", learnedSetPrefix, ifname, err)
 	}
 	return nil
 }
@@ -105,7 +131,7 @@ func (f *firewall) clearEgress(ifname string) error {
 	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("removing egress chain of %s: %w", ifname, err)
 	}
-	return nil
+	return f.delLearned(ifname)
 }
 
 // egressRuleCount returns the number of rules in ifname's egress chain and
@@ -157,6 +183,13 @@ func (m *Manager) SetEgress(ctx context.Context, id string, slot int, e Egress) 
 // SetPolicy sets both the internet switch and the egress policy.
 func (m *Manager) SetPolicy(ctx context.Context, id string, slot int, opts Options) error {
 	if err := m.SetEgress(ctx, id, slot, opts.Egress); err != nil {
+		return err
+	}
+	ep, err := m.EndpointFor(id, slot)
+	if err != nil {
+		return err
+	}
+	if err := m.applyDNS(ep, opts); err != nil {
 		return err
 	}
 	return m.SetInternet(ctx, id, slot, opts.AllowInternet)

@@ -39,6 +39,8 @@ type firewall struct {
 	table    *nftables.Table
 	set      *nftables.Set
 	egress   *nftables.Set // verdict map, see egress_linux.go
+	dns      *nftables.Set // DNS redirect, see dns_linux.go
+	dnsPort  uint16
 	ifPrefix string
 	subnet   netip.Prefix
 }
@@ -49,6 +51,8 @@ func newFirewall(cfg Config) *firewall {
 		table:    t,
 		set:      &nftables.Set{Table: t, Name: InternetSetName, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian},
 		egress:   newEgressMap(t),
+		dns:      newDNSSet(t),
+		dnsPort:  cfg.DNSPort,
 		ifPrefix: IfacePrefix(cfg.NamePrefix),
 		subnet:   cfg.Subnet,
 	}
@@ -120,6 +124,10 @@ func (f *firewall) install(keep []string) error {
 	if err := c.AddSet(&egress, nil); err != nil {
 		return fmt.Errorf("adding map %s: %w", EgressMapName, err)
 	}
+	dns := *f.dns
+	if err := c.AddSet(&dns, nil); err != nil {
+		return fmt.Errorf("adding set %s: %w", DNSSetName, err)
+	}
 
 	accept := nftables.ChainPolicyAccept
 	input := c.AddChain(&nftables.Chain{
@@ -137,6 +145,11 @@ func (f *firewall) install(keep []string) error {
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
 		Policy: &accept,
 	})
+	pre := c.AddChain(&nftables.Chain{
+		Name: chainPrerouting, Table: f.table, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest,
+		Policy: &accept,
+	})
 
 	rule := func(ch *nftables.Chain, parts ...[]expr.Any) {
 		var exprs []expr.Any
@@ -150,7 +163,13 @@ func (f *firewall) install(keep []string) error {
 	notToUs := f.ifaceMatch(expr.MetaKeyOIFNAME, expr.CmpOpNeq)
 
 	// input: sandboxes only answer connections the host opened.
+	// The one exception: DNS of sandboxes with domain rules, redirected
+	// in prerouting to the host side of their own veth.
 	rule(input, fromUs, ctEstablished(), verdict(expr.VerdictAccept))
+	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
+		rule(input, fromUs, dnsAccept(&dns, proto, f.dnsPort))
+		rule(pre, fromUs, dnsRedirect(&dns, proto, f.dnsPort))
+	}
 	rule(input, fromUs, verdict(expr.VerdictDrop))
 
 	// forward: never sandbox to sandbox; never to blocked destinations;

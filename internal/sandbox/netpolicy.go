@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -20,9 +19,6 @@ type PolicySetter interface {
 // ParseEgress validates allowOut/denyOut as a 400 user error.
 func ParseEgress(allowOut, denyOut []string) (network.Egress, error) {
 	e, err := network.ParseEgress(allowOut, denyOut)
-	if errors.Is(err, network.ErrDomainRule) {
-		return network.Egress{}, userErrorf(http.StatusBadRequest, "domain rules are not supported yet (%v); use IPs or CIDRs", err)
-	}
 	if err != nil {
 		return network.Egress{}, userErrorf(http.StatusBadRequest, "invalid network rule: %v", err)
 	}
