@@ -76,6 +76,7 @@ func (a *api) routes() {
 	h("GET /sandboxes/metrics", a.sandboxesMetrics)
 	h("GET /metrics", a.prometheus)
 	h("PUT /sandboxes/{id}/network", a.updateNetwork)
+	h("GET /sandboxes/{id}/network/log", a.networkLog)
 
 	for _, p := range []string{
 		"POST /sandboxes/{id}/snapshots",

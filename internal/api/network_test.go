@@ -2,10 +2,14 @@ package api_test
 
 import (
 	"encoding/json"
+	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/api"
+	"github.com/airlock-sandbox/airlock/internal/audit"
 )
 
 type netInfo struct {
@@ -92,5 +96,37 @@ func TestNetworkPolicy(t *testing.T) {
 	st, _, body = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"allowOut":`)
 	assertError(t, st, body, 400, "invalid JSON")
 	st, _, body = h.do(t, "PUT", "/sandboxes/inotthere/network", `{"denyOut":["0.0.0.0/0"]}`)
+	assertError(t, st, body, 404, "inotthere")
+}
+
+func TestNetworkLog(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, api.Options{})
+	id := createID(t, h, `{}`)
+	st, _, body := h.do(t, "GET", "/sandboxes/"+id+"/network/log", "")
+	if st != 200 || strings.TrimSpace(string(body)) != `{"sandboxID":"`+id+`","entries":[]}` {
+		t.Fatalf("empty log = %d %s", st, body)
+	}
+	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	h.env.Network.SetAudit(id, []audit.Entry{
+		{Time: when, Kind: audit.KindDNS, Decision: audit.Denied, Rule: "not in allowOut", Name: "denied.test", QType: "A"},
+		{Time: when, Kind: audit.KindConn, Decision: audit.Allowed, Rule: "allowOut allowed.test (resolved)", Protocol: "tcp",
+			Dst: netip.MustParseAddr("192.0.2.7"), Port: 443},
+	})
+	st, _, body = h.do(t, "GET", "/sandboxes/"+id+"/network/log?limit=1", "")
+	want := `{"sandboxID":"` + id + `","entries":[{"timestamp":"2026-01-02T03:04:05Z","kind":"connection","decision":"allowed",` +
+		`"rule":"allowOut allowed.test (resolved)","protocol":"tcp","ip":"192.0.2.7","port":443}]}`
+	if st != 200 || strings.TrimSpace(string(body)) != want {
+		t.Fatalf("log?limit=1 = %d %s\nwant %s", st, body, want)
+	}
+	st, _, body = h.do(t, "GET", "/sandboxes/"+id+"/network/log", "")
+	if st != 200 || !strings.Contains(string(body), `"name":"denied.test","qtype":"A"`) {
+		t.Fatalf("log = %d %s", st, body)
+	}
+	for _, bad := range []string{"0", "-1", "x", "1001"} {
+		st, _, body = h.do(t, "GET", "/sandboxes/"+id+"/network/log?limit="+bad, "")
+		assertError(t, st, body, 400, "limit must be an integer from 1 to 1000")
+	}
+	st, _, body = h.do(t, "GET", "/sandboxes/inotthere/network/log", "")
 	assertError(t, st, body, 404, "inotthere")
 }

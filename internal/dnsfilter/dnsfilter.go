@@ -46,9 +46,9 @@ type Sandbox struct {
 	Client netip.Addr // only queries from this address are answered
 	// Decide is the policy; replaced with Filter.Start on a live change.
 	Decide func(name string) Decision
-	// Learn is called with the A answers of a name whose Decision has
-	// Learn set, and the answer's smallest TTL, before the answer is sent.
-	Learn func(addrs []netip.Addr, ttl time.Duration) error
+	// Learn is called with a name whose Decision has Learn set, its A
+	// answers and their smallest TTL, before the answer is sent.
+	Learn func(name string, addrs []netip.Addr, ttl time.Duration) error
 	// Record, if set, receives every decision.
 	Record func(Event)
 }
@@ -244,7 +244,7 @@ func (s *server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	addrs, ttl := aRecords(resp)
 	ev.Answers = addrs
 	if d.Learn && len(addrs) > 0 && sb.Learn != nil {
-		if err := sb.Learn(addrs, ttl); err != nil {
+		if err := sb.Learn(name, addrs, ttl); err != nil {
 			// Without the firewall update the answer would be useless:
 			// fail the query rather than hand out unreachable addresses.
 			s.f.cfg.Log.Error("dns filter: opening answers", "sandbox", sb.ID, "name", name, "err", err)

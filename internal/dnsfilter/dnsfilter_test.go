@@ -80,7 +80,7 @@ func TestFilter(t *testing.T) {
 	sb := Sandbox{
 		ID: "sb1", Listen: netip.MustParseAddr("127.0.0.1"), Client: netip.MustParseAddr("127.0.0.1"),
 		Decide: decide,
-		Learn: func(a []netip.Addr, ttl time.Duration) error {
+		Learn: func(_ string, a []netip.Addr, ttl time.Duration) error {
 			mu.Lock()
 			defer mu.Unlock()
 			learned = append(learned, a...)

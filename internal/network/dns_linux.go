@@ -209,7 +209,10 @@ func (m *Manager) applyDNS(ep *Endpoint, opts Options) error {
 			v := eg.DecideName(name, internet)
 			return dnsfilter.Decision{Allow: v.Allow, Learn: v.Learn, Rule: v.Rule}
 		},
-		Learn: func(addrs []netip.Addr, ttl time.Duration) error { return m.fw.learn(ifname, addrs, ttl) },
+		Learn: func(name string, addrs []netip.Addr, ttl time.Duration) error {
+			m.noteLearned(ifname, name, addrs)
+			return m.fw.learn(ifname, addrs, ttl)
+		},
 		Record: func(ev dnsfilter.Event) {
 			d := audit.Denied
 			if ev.Allowed {
@@ -222,6 +225,7 @@ func (m *Manager) applyDNS(ep *Endpoint, opts Options) error {
 	if err != nil {
 		return err
 	}
+	m.remember(ifname, id)
 	return m.fw.setDNS(ifname, true)
 }
 

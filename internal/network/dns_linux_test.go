@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ const (
 	dnExtB    = "10.96.5.3"
 	dnExtDNS  = "10.96.5.4"
 	dnExtPlen = "/29"
+	dnGroup   = 40704 // NFLOG group of this test's audit rules
 )
 
 // makeDNSOutside creates the stand-in internet: a namespace with servers on
@@ -126,7 +128,7 @@ func resolveFrom(t *testing.T, path, server, name string) (rcode int, addrs []st
 func TestDomainEgress(t *testing.T) {
 	needRoot(t)
 	ctx := testCtx(t)
-	cfg := Config{Subnet: netip.MustParsePrefix(dnSubnet), NamePrefix: dnPrefix, DNSUpstreams: []string{dnExtDNS}}
+	cfg := Config{Subnet: netip.MustParsePrefix(dnSubnet), NamePrefix: dnPrefix, DNSUpstreams: []string{dnExtDNS}, AuditGroup: dnGroup}
 	m, err := NewManager(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -221,6 +223,37 @@ func TestDomainEgress(t *testing.T) {
 	}
 	if want := "allowed.test=allowed,denied.test=denied,b.x.test=allowed,b.x.test=denied,allowed.test=allowed"; strings.Join(saw, ",") != want {
 		t.Errorf("dns audit %s, want %s", strings.Join(saw, ","), want)
+	}
+	// Connection attempts, with the rule that decided (NFLOG is
+	// asynchronous: wait a little for the last ones).
+	wantConn := []string{
+		"tcp " + addrA + " denied denyOut 0.0.0.0/0",
+		"tcp " + addrA + " allowed allowOut allowed.test (resolved)",
+		"tcp " + addrB + " denied denyOut 0.0.0.0/0",
+		"tcp " + addrB + " allowed allowOut b.x.test (resolved)",
+		"tcp " + net.JoinHostPort(ep.HostIP.String(), port(hl)) + " denied host",
+	}
+	var conns []string
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		conns = conns[:0]
+		for _, e := range m.EgressLog("dn-a", 0) {
+			if e.Kind == audit.KindConn {
+				conns = append(conns, e.Protocol+" "+net.JoinHostPort(e.Dst.String(), strconv.Itoa(int(e.Port)))+" "+e.Decision+" "+e.Rule)
+			}
+		}
+		missing := slices.DeleteFunc(slices.Clone(wantConn), func(w string) bool { return slices.Contains(conns, w) })
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("connection audit lacks %q; has:\n%s", missing, strings.Join(conns, "\n"))
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := len(m.EgressLog("dn-a", 3)); got != 3 {
+		t.Errorf("EgressLog limit 3 gave %d entries", got)
 	}
 
 	// Without domain rules the sandbox's DNS goes where it was sent.

@@ -38,19 +38,24 @@ func egressChainName(ifname string) string { return egressChainPrefix + ifname }
 // egressRules builds the rule bodies of a sandbox's egress chain: allowOut
 // accepts first (it takes precedence), then denyOut drops. No final verdict:
 // the chain returns to forward, where the internet set decides.
-func egressRules(e Egress) [][]expr.Any {
+//
+// With audit logging (f.logGroup != 0) every verdict rule is preceded by a
+// rule with the same match that logs new flows.
+func (f *firewall) egressRules(e Egress) [][]expr.Any {
 	var rules [][]expr.Any
-	add := func(ps []netip.Prefix, k expr.VerdictKind) {
+	add := func(ps []netip.Prefix, k expr.VerdictKind, decision, field string) {
 		for _, p := range ps {
 			var r []expr.Any
 			r = append(r, ipv4()...)
 			r = append(r, ipInPrefix(16, p)...)
-			r = append(r, verdict(k)...)
-			rules = append(rules, r)
+			if l := f.auditLog(decision, field+" "+prefixString(p)); l != nil {
+				rules = append(rules, append(append([]expr.Any(nil), r...), l...))
+			}
+			rules = append(rules, append(r, verdict(k)...))
 		}
 	}
-	add(e.Allow, expr.VerdictAccept)
-	add(e.Deny, expr.VerdictDrop)
+	add(e.Allow, expr.VerdictAccept, auditAllowed, "allowOut")
+	add(e.Deny, expr.VerdictDrop, auditDenied, "denyOut")
 	return rules
 }
 
@@ -81,9 +86,12 @@ func (f *firewall) setEgress(ifname string, e Egress) error {
 			return fmt.Errorf("adding set %s: %w", learned.Name, err)
 		}
 		c.FlushSet(learned)
+		if l := f.auditLog(auditAllowed, auditLearned); l != nil {
+			c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: append(learnedAccept(learned), l...)})
+		}
 		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: append(learnedAccept(learned), verdict(expr.VerdictAccept)...)})
 	}
-	for _, r := range egressRules(e) {
+	for _, r := range f.egressRules(e) {
 		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: r})
 	}
 	el := []nftables.SetElement{{Key: ifnameKey(ifname), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}}}

@@ -41,6 +41,7 @@ type firewall struct {
 	egress   *nftables.Set // verdict map, see egress_linux.go
 	dns      *nftables.Set // DNS redirect, see dns_linux.go
 	dnsPort  uint16
+	logGroup uint16 // NFLOG group of the audit rules, 0 = none (audit_linux.go)
 	ifPrefix string
 	subnet   netip.Prefix
 }
@@ -53,6 +54,7 @@ func newFirewall(cfg Config) *firewall {
 		egress:   newEgressMap(t),
 		dns:      newDNSSet(t),
 		dnsPort:  cfg.DNSPort,
+		logGroup: cfg.AuditGroup,
 		ifPrefix: IfacePrefix(cfg.NamePrefix),
 		subnet:   cfg.Subnet,
 	}
@@ -162,6 +164,15 @@ func (f *firewall) install(keep []string) error {
 	toUs := f.ifaceMatch(expr.MetaKeyOIFNAME, expr.CmpOpEq)
 	notToUs := f.ifaceMatch(expr.MetaKeyOIFNAME, expr.CmpOpNeq)
 
+	// logged adds an audit log rule (new flows only) in front of a
+	// verdict rule with the same match.
+	logged := func(ch *nftables.Chain, decision, why string, k expr.VerdictKind, parts ...[]expr.Any) {
+		if l := f.auditLog(decision, why); l != nil {
+			rule(ch, append(parts, l)...)
+		}
+		rule(ch, append(parts, verdict(k))...)
+	}
+
 	// input: sandboxes only answer connections the host opened.
 	// The one exception: DNS of sandboxes with domain rules, redirected
 	// in prerouting to the host side of their own veth.
@@ -170,17 +181,18 @@ func (f *firewall) install(keep []string) error {
 		rule(input, fromUs, dnsAccept(&dns, proto, f.dnsPort))
 		rule(pre, fromUs, dnsRedirect(&dns, proto, f.dnsPort))
 	}
-	rule(input, fromUs, verdict(expr.VerdictDrop))
+	logged(input, auditDenied, "host", expr.VerdictDrop, fromUs)
 
 	// forward: never sandbox to sandbox; never to blocked destinations;
 	// outside only when allowed; inbound only as replies.
-	rule(forward, fromUs, toUs, verdict(expr.VerdictDrop))
-	for _, p := range append([]netip.Prefix{f.subnet}, blockedDestinations...) {
-		rule(forward, fromUs, ipv4(), ipInPrefix(16, p), verdict(expr.VerdictDrop))
+	logged(forward, auditDenied, "other sandbox", expr.VerdictDrop, fromUs, toUs)
+	logged(forward, auditDenied, "sandbox pool "+f.subnet.String(), expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, f.subnet))
+	for _, p := range blockedDestinations {
+		logged(forward, auditDenied, "blocked range "+p.String(), expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p))
 	}
 	rule(forward, fromUs, egressLookup(&egress))
-	rule(forward, fromUs, ipv4(), inInternetSet(&set), verdict(expr.VerdictAccept))
-	rule(forward, fromUs, verdict(expr.VerdictDrop))
+	logged(forward, auditAllowed, "internet", expr.VerdictAccept, fromUs, ipv4(), inInternetSet(&set))
+	logged(forward, auditDenied, "no internet", expr.VerdictDrop, fromUs)
 	rule(forward, toUs, ctEstablished(), verdict(expr.VerdictAccept))
 	rule(forward, toUs, verdict(expr.VerdictDrop))
 

@@ -9,11 +9,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/audit"
 	"github.com/airlock-sandbox/airlock/internal/dnsfilter"
+	"github.com/airlock-sandbox/airlock/internal/nflog"
 )
 
 // Manager creates and removes sandbox networks and owns the nftables table
@@ -35,6 +38,13 @@ type Manager struct {
 	// Config.DNSUpstreams); audit keeps their egress logs.
 	dns   *dnsfilter.Filter
 	audit *audit.Book
+	nflog *nflog.Conn // audit reader, nil when off
+
+	ifMu sync.Mutex
+	// ifaces maps host veth names to sandbox ids; learned maps a veth's
+	// learned addresses to the rule that opened them (audit_linux.go).
+	ifaces  map[string]string
+	learned map[string]map[netip.Addr]string
 
 	// failAfterHostSide, when set (tests only), makes Setup fail after the
 	// host side is configured, to exercise the undo path.
@@ -55,7 +65,8 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, log: log.With("component", "network"), fw: newFirewall(cfg), audit: audit.NewBook(audit.DefaultSize)}
+	m := &Manager{cfg: cfg, log: log.With("component", "network"), fw: newFirewall(cfg), audit: audit.NewBook(audit.DefaultSize),
+		ifaces: map[string]string{}, learned: map[string]map[netip.Addr]string{}}
 	if len(cfg.DNSUpstreams) > 0 {
 		if m.dns, err = dnsfilter.New(dnsfilter.Config{Upstreams: cfg.DNSUpstreams, Port: cfg.DNSPort, Log: m.log}); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -80,6 +91,7 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 	if err := m.fw.install(keep); err != nil {
 		return nil, err
 	}
+	m.startAudit()
 	m.log.Debug("network ready", "subnet", cfg.Subnet, "table", "inet "+cfg.NamePrefix, "kept_internet", len(keep))
 	return m, nil
 }
@@ -174,6 +186,8 @@ func (m *Manager) Setup(ctx context.Context, id string, slot int, opts Options) 
 	if err := waitGuestUp(ctx, nsh); err != nil {
 		return nil, err
 	}
+	m.remember(ep.HostIf, id)
+	undo = append(undo, func() error { m.forget(ep.HostIf); return nil })
 	if opts.AllowInternet {
 		if err := m.fw.setInternet(ep.HostIf, true); err != nil {
 			return nil, err
@@ -330,6 +344,7 @@ func (m *Manager) Teardown(ctx context.Context, id string, slot int) error {
 		errs = append(errs, err)
 	}
 	m.audit.Drop(id)
+	m.forget(ep.HostIf)
 	if link, err := netlink.LinkByName(ep.HostIf); err == nil {
 		if err := checkPeerNS(link, ep); err != nil {
 			return err
@@ -483,6 +498,11 @@ func (m *Manager) Close(ctx context.Context, removeTable bool) error {
 	}
 	if m.dns != nil {
 		m.dns.Close()
+	}
+	if m.nflog != nil {
+		if err := m.nflog.Close(); err != nil {
+			m.log.Debug("closing the egress audit reader", "err", err)
+		}
 	}
 	if removeTable {
 		return m.fw.remove()

@@ -26,6 +26,10 @@ type Config struct {
 	// DNSPort is the port the DNS filter listens on at each sandbox's host
 	// address; default 53.
 	DNSPort uint16
+	// AuditGroup is the NFLOG group the firewall logs new outbound flows
+	// to and the manager reads them from (the egress audit log); 0 turns
+	// connection auditing off. Two daemons on a host need distinct groups.
+	AuditGroup uint16
 }
 
 // Options for one sandbox.

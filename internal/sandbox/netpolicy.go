@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/airlock-sandbox/airlock/internal/audit"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
@@ -90,4 +91,30 @@ func newExtra(autoResume bool, eg network.Egress) extra {
 // parentEgress is the policy a fork child inherits.
 func parentEgress(parent *store.Sandbox) network.Egress {
 	return egressOf(decodeExtra(parent.Extra))
+}
+
+// EgressLogger is implemented by networks that keep an egress audit log
+// (network.Manager).
+type EgressLogger interface {
+	EgressLog(id string, limit int) []audit.Entry
+}
+
+// EgressLog returns up to limit (all when <= 0) of the sandbox's most
+// recent outbound connection attempts and DNS decisions, oldest first.
+func (m *Manager) EgressLog(id string, limit int) ([]audit.Entry, error) {
+	el, ok := m.cfg.Network.(EgressLogger)
+	if !ok {
+		return nil, userErrorf(http.StatusNotImplemented, "this network keeps no egress audit log")
+	}
+	m.mu.Lock()
+	_, ok = m.sandboxes[id]
+	m.mu.Unlock()
+	if !ok {
+		return nil, m.notFound(id)
+	}
+	entries := el.EgressLog(id, limit)
+	if entries == nil {
+		entries = []audit.Entry{}
+	}
+	return entries, nil
 }

@@ -12,6 +12,28 @@ import { tracker, uniq, sh, sleep, waitUntil, TEST_TIMEOUT } from './helpers.mjs
 const t = tracker('egress')
 after(() => t.killAll())
 
+/** GET /sandboxes/{id}/network/log (raw HTTP: the SDK has no call for it). */
+async function egressLog (id, query = '') {
+  const res = await fetch(`${process.env.E2B_API_URL}/sandboxes/${id}/network/log${query}`, {
+    headers: { 'X-API-Key': process.env.E2B_API_KEY }
+  })
+  const body = await res.json()
+  assert.equal(res.status, 200, JSON.stringify(body))
+  return body.entries
+}
+
+/** Waits until the audit log has an entry matching every pattern; returns the log. */
+async function waitForLog (id, patterns) {
+  let entries = []
+  const has = (p) => entries.some((e) => Object.entries(p).every(([k, v]) => e[k] === v))
+  await waitUntil(async () => {
+    entries = await egressLog(id)
+    return patterns.every(has)
+  }, 10_000)
+  for (const p of patterns) assert.ok(has(p), `audit log lacks ${JSON.stringify(p)}: ${JSON.stringify(entries, null, 1)}`)
+  return entries
+}
+
 /** curl from inside; returns {ok, body}. */
 async function curl (sbx, url, seconds = 3) {
   const r = await sh(sbx, `curl -sS -m ${seconds} ${url}`, { timeoutMs: (seconds + 20) * 1000 })
@@ -83,6 +105,11 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
     const info = await sbx.getInfo()
     assert.deepEqual(info.network?.allowOut, [ipA])
     assert.deepEqual(info.network?.denyOut, ['0.0.0.0/0'])
+    // The audit log shows both decisions and the rules that made them.
+    await waitForLog(sbx.sandboxId, [
+      { kind: 'connection', decision: 'allowed', ip: ipA, port: 8080, protocol: 'tcp', rule: `allowOut ${ipA}` },
+      { kind: 'connection', decision: 'denied', ip: ipB, port: 8080, protocol: 'tcp', rule: 'denyOut 0.0.0.0/0' }
+    ])
   })
 
   it('denyOut one address, allow the rest', { timeout: TEST_TIMEOUT }, async () => {
@@ -130,6 +157,16 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
     assert.equal(await reaches(sbx, urlB, 'B'), false, 'B reachable by address')
     const info = await sbx.getInfo()
     assert.deepEqual(info.network?.allowOut, ['allowed.test'])
+    const log = await waitForLog(sbx.sandboxId, [
+      { kind: 'dns', decision: 'allowed', name: 'allowed.test', qtype: 'A', rule: 'allowOut allowed.test' },
+      { kind: 'dns', decision: 'denied', name: 'denied.test', rule: 'not in allowOut' },
+      { kind: 'connection', decision: 'allowed', ip: ipA, port: 8080, rule: 'allowOut allowed.test (resolved)' },
+      { kind: 'connection', decision: 'denied', ip: ipB, port: 8080, rule: 'denyOut 0.0.0.0/0' }
+    ])
+    assert.deepEqual(log.find((e) => e.kind === 'dns' && e.name === 'allowed.test' && e.qtype === 'A').answers, [ipA])
+    const last = await egressLog(sbx.sandboxId, '?limit=2')
+    assert.equal(last.length, 2)
+    assert.ok(last[0].timestamp <= last[1].timestamp, 'entries are oldest first')
   })
 
   it('wildcard domains and live updates', { timeout: TEST_TIMEOUT }, async () => {
