@@ -61,8 +61,15 @@ type Config struct {
 	Timeout time.Duration
 	// Port to listen on; default 53 (tests may use another).
 	Port uint16
+	// MaxInFlight bounds one sandbox's queries waiting for an upstream
+	// (more get SERVFAIL at once), so a sandbox flooding its resolver
+	// cannot tie up the daemon; default DefaultMaxInFlight.
+	MaxInFlight int
 	Log  *slog.Logger
 }
+
+// DefaultMaxInFlight is the default Config.MaxInFlight.
+const DefaultMaxInFlight = 64
 
 // Filter runs the resolvers of all sandboxes of one daemon.
 type Filter struct {
@@ -92,6 +99,9 @@ func New(cfg Config) (*Filter, error) {
 	}
 	if cfg.Port == 0 {
 		cfg.Port = 53
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -173,6 +183,7 @@ type server struct {
 	f      *Filter
 	sb     Sandbox                 // identity (ID, Listen, Client)
 	policy atomic.Pointer[Sandbox] // current callbacks
+	slots  chan struct{}           // one per query waiting for an upstream
 	udp    *dns.Server
 	tcp    *dns.Server
 }
@@ -188,7 +199,7 @@ func (f *Filter) listen(sb Sandbox) (*server, error) {
 		pc.Close()
 		return nil, fmt.Errorf("dns filter of %s: listening on tcp %s: %w", sb.ID, addr, err)
 	}
-	s := &server{f: f, sb: sb}
+	s := &server{f: f, sb: sb, slots: make(chan struct{}, f.cfg.MaxInFlight)}
 	s.policy.Store(&sb)
 	s.udp = &dns.Server{PacketConn: pc, Handler: s}
 	s.tcp = &dns.Server{Listener: ln, Handler: s}
@@ -232,6 +243,16 @@ func (s *server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		return
 	}
 	ev.Allowed = true
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		ev.Rcode = dns.RcodeToString[dns.RcodeServerFailure]
+		ev.Rule += " (too many queries in flight)"
+		record(sb, ev)
+		reply(w, new(dns.Msg).SetRcode(req, dns.RcodeServerFailure))
+		return
+	}
 	resp, err := s.forward(req)
 	if err != nil {
 		s.f.cfg.Log.Warn("dns upstream failed", "sandbox", sb.ID, "name", name, "err", err)

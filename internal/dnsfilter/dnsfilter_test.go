@@ -202,3 +202,65 @@ func writeFile(t *testing.T, p, s string) {
 		t.Fatal(err)
 	}
 }
+
+func TestInFlightLimit(t *testing.T) {
+	// An upstream that answers only when released: the third concurrent
+	// query of a sandbox limited to two gets SERVFAIL at once.
+	release := make(chan struct{})
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		<-release
+		_ = w.WriteMsg(new(dns.Msg).SetReply(r))
+	})}
+	go func() { _ = up.ActivateAndServe() }()
+	t.Cleanup(func() { _ = up.Shutdown() })
+	port := freePort(t)
+	f, err := New(Config{Upstreams: []string{pc.LocalAddr().String()}, Port: port, MaxInFlight: 2, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	lo := netip.MustParseAddr("127.0.0.1")
+	if err := f.Start(Sandbox{ID: "s", Listen: lo, Client: lo, Decide: func(string) Decision { return Decision{Allow: true} }}); err != nil {
+		t.Fatal(err)
+	}
+	server := netip.AddrPortFrom(lo, port).String()
+	done := make(chan int, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			c := &dns.Client{Net: "udp", Timeout: 10 * time.Second}
+			r, _, err := c.Exchange(new(dns.Msg).SetQuestion("slow.test.", dns.TypeA), server)
+			if err != nil {
+				done <- -1
+				return
+			}
+			done <- r.Rcode
+		}()
+	}
+	// Wait until both hold a slot, then the third is turned away.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.mu.Lock()
+		n := len(f.servers["s"].slots)
+		f.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d queries in flight", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := query(t, "udp", server, "third.test"); r.Rcode != dns.RcodeServerFailure {
+		t.Errorf("third query: rcode %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
+	}
+	close(release)
+	for i := 0; i < 2; i++ {
+		if rc := <-done; rc != dns.RcodeSuccess {
+			t.Errorf("held query ended with %d", rc)
+		}
+	}
+}
