@@ -65,7 +65,7 @@ type Config struct {
 	// (more get SERVFAIL at once), so a sandbox flooding its resolver
 	// cannot tie up the daemon; default DefaultMaxInFlight.
 	MaxInFlight int
-	Log  *slog.Logger
+	Log         *slog.Logger
 }
 
 // DefaultMaxInFlight is the default Config.MaxInFlight.
