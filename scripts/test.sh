@@ -18,7 +18,8 @@
 #   AIRLOCK_TEST_NET_PREFIX / AIRLOCK_TEST_SUBNET  the test daemon's --net-prefix and --subnet
 #                           (default ale2e, 10.79.0.0/16); AIRLOCK_E2E_EXT_NET the first three
 #                           octets of the egress test's stand-in /30 (default 10.78.255) — change
-#                           all three to run two suites on one host at the same time
+#                           all three to run two suites on one host at the same time (the
+#                           daemon resolves domain rules through <AIRLOCK_E2E_EXT_NET>.12)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$(pwd)
@@ -138,7 +139,7 @@ mkdir -p "$DATA_DIR"
 PORT=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 API_KEY="e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
 LISTEN="127.0.0.1:$PORT"
-SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16}"
+SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16} --dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.12"
 export AIRLOCK_E2E_NETNS_PREFIX=${AIRLOCK_TEST_NET_PREFIX:-ale2e}-
 echo "data dir $DATA_DIR, listen $LISTEN, log $DAEMON_LOG"
 # shellcheck disable=SC2086 # SERVE_CMD is split on purpose (no spaces in its parts)

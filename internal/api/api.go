@@ -76,12 +76,13 @@ func (a *api) routes() {
 	h("GET /sandboxes/metrics", a.sandboxesMetrics)
 	h("GET /metrics", a.prometheus)
 	h("PUT /sandboxes/{id}/network", a.updateNetwork)
+	h("GET /sandboxes/{id}/network/log", a.networkLog)
+	h("GET /sandboxes/{id}/logs", a.logsV1)
+	h("GET /v2/sandboxes/{id}/logs", a.logsV2)
 
 	for _, p := range []string{
 		"POST /sandboxes/{id}/snapshots",
 		"GET /snapshots",
-		"GET /sandboxes/{id}/logs",
-		"GET /v2/sandboxes/{id}/logs",
 		"POST /v3/templates",
 		"POST /v2/templates/{id}/builds/{build}",
 		"GET /templates/{id}/builds/{build}/status",

@@ -2,9 +2,12 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
+	"github.com/airlock-sandbox/airlock/internal/audit"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
@@ -62,4 +65,32 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// networkLogJSON is the body of GET /sandboxes/{id}/network/log.
+type networkLogJSON struct {
+	SandboxID string        `json:"sandboxID"`
+	Entries   []audit.Entry `json:"entries"`
+}
+
+// networkLog is GET /sandboxes/{id}/network/log?limit=N: the sandbox's
+// egress audit log (connection attempts and DNS decisions), oldest first;
+// limit (1..audit.DefaultSize) keeps the most recent N.
+func (a *api) networkLog(w http.ResponseWriter, r *http.Request) {
+	limit := 0
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > audit.DefaultSize {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d", audit.DefaultSize))
+			return
+		}
+		limit = n
+	}
+	id := pathID(r)
+	entries, err := a.m.EgressLog(id, limit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, networkLogJSON{SandboxID: id, Entries: entries})
 }

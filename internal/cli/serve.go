@@ -60,6 +60,7 @@ type serveOptions struct {
 	// metricsInterval is the sampling period of sandbox metrics.
 	metricsInterval time.Duration
 	limits          limitFlags
+	egress          egressFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -86,6 +87,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.domain, "domain", "", "sandbox domain returned to SDKs; sandboxes are then reached as <port>-<id>.<domain> (optional)")
 	f.StringVar(&o.subnet, "subnet", network.DefaultSubnet, "IPv4 pool for sandbox addresses")
 	addLimitFlags(f, &o.limits)
+	addEgressFlags(f, &o.egress)
 	f.DurationVar(&o.metricsInterval, "metrics-interval", metrics.DefaultInterval, "how often each sandbox's CPU, memory and disk use is sampled")
 	f.StringVar(&o.netPrefix, "net-prefix", network.DefaultNamePrefix, "name prefix of network namespaces, host veths and the nftables table (two daemons on one host need different prefixes and subnets, neither prefix the start of the other)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -150,7 +152,12 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		return err
 	}
 
-	netMgr, err := network.NewManager(ctx, network.Config{Subnet: subnet, NamePrefix: o.netPrefix}, log)
+	auditGroup, err := o.egress.group(o.netPrefix)
+	if err != nil {
+		return err
+	}
+	netMgr, err := network.NewManager(ctx, network.Config{Subnet: subnet, NamePrefix: o.netPrefix,
+		DNSUpstreams: o.egress.upstreams, AuditGroup: auditGroup}, log)
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}

@@ -10,30 +10,40 @@ import (
 // MaxEgressRules bounds allowOut+denyOut entries of one sandbox.
 const MaxEgressRules = 256
 
-// ErrDomainRule is returned by ParseEgress for domain entries
-// ("example.com", "*.example.com"): only CIDRs and IPs are enforced today.
-var ErrDomainRule = errors.New("domain rules are not supported yet")
-
 // Egress is a sandbox's outbound policy on top of the internet switch
 // (E2B semantics): destinations in Deny are blocked, destinations in Allow
 // are reachable even when Deny covers them or internet access is off.
 // Private, host and pool ranges stay blocked whatever the policy says.
+//
+// AllowDomains/DenyDomains are names ("example.com") and wildcards
+// ("*.example.com", any name below example.com) enforced by the sandbox's
+// DNS filter (dns.go): see Egress.DecideName.
 type Egress struct {
-	Allow []netip.Prefix
-	Deny  []netip.Prefix
+	Allow        []netip.Prefix
+	Deny         []netip.Prefix
+	AllowDomains []string
+	DenyDomains  []string
 }
 
 // Empty reports whether the policy adds nothing to the internet switch.
-func (e Egress) Empty() bool { return len(e.Allow) == 0 && len(e.Deny) == 0 }
+func (e Egress) Empty() bool {
+	return len(e.Allow) == 0 && len(e.Deny) == 0 && !e.HasDomains()
+}
+
+// HasDomains reports whether the policy has domain entries (and so needs
+// the DNS filter).
+func (e Egress) HasDomains() bool { return len(e.AllowDomains) > 0 || len(e.DenyDomains) > 0 }
 
 // Strings renders the policy back as allowOut/denyOut lists.
 func (e Egress) Strings() (allow, deny []string) {
 	for _, p := range e.Allow {
 		allow = append(allow, prefixString(p))
 	}
+	allow = append(allow, e.AllowDomains...)
 	for _, p := range e.Deny {
 		deny = append(deny, prefixString(p))
 	}
+	deny = append(deny, e.DenyDomains...)
 	return allow, deny
 }
 
@@ -44,34 +54,44 @@ func prefixString(p netip.Prefix) string {
 	return p.String()
 }
 
-// ParseEgress parses allowOut/denyOut entries: IPv4 addresses or CIDRs.
-// Domains give an error wrapping ErrDomainRule; anything else a plain error
-// naming the entry.
+// ParseEgress parses allowOut/denyOut entries: IPv4 addresses, CIDRs,
+// domain names and "*." wildcards (normalized to lower case without a
+// trailing dot). Anything else gives an error naming the entry.
 func ParseEgress(allow, deny []string) (Egress, error) {
 	if len(allow)+len(deny) > MaxEgressRules {
 		return Egress{}, fmt.Errorf("at most %d allowOut/denyOut entries are supported", MaxEgressRules)
 	}
 	var e Egress
 	var err error
-	if e.Allow, err = parsePrefixes("allowOut", allow); err != nil {
+	if e.Allow, e.AllowDomains, err = parseEntries("allowOut", allow); err != nil {
 		return Egress{}, err
 	}
-	if e.Deny, err = parsePrefixes("denyOut", deny); err != nil {
+	if e.Deny, e.DenyDomains, err = parseEntries("denyOut", deny); err != nil {
 		return Egress{}, err
 	}
 	return e, nil
 }
 
-func parsePrefixes(field string, in []string) ([]netip.Prefix, error) {
+func parseEntries(field string, in []string) ([]netip.Prefix, []string, error) {
 	var out []netip.Prefix
+	var names []string
 	for _, s := range in {
-		p, err := parseEntry(strings.TrimSpace(s))
+		s0 := strings.TrimSpace(s)
+		if looksLikeDomain(s0) {
+			name, err := ParseDomain(s0)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s entry %q: %w", field, s, err)
+			}
+			names = append(names, name)
+			continue
+		}
+		p, err := parseEntry(s0)
 		if err != nil {
-			return nil, fmt.Errorf("%s entry %q: %w", field, s, err)
+			return nil, nil, fmt.Errorf("%s entry %q: %w", field, s, err)
 		}
 		out = append(out, p)
 	}
-	return out, nil
+	return out, names, nil
 }
 
 func parseEntry(s string) (netip.Prefix, error) {
@@ -95,30 +115,17 @@ func parseEntry(s string) (netip.Prefix, error) {
 		}
 		return netip.PrefixFrom(a, 32), nil
 	}
-	if looksLikeDomain(s) {
-		return netip.Prefix{}, ErrDomainRule
-	}
-	return netip.Prefix{}, errors.New("not an IP address, CIDR or domain")
+	return netip.Prefix{}, errors.New("not an IP address, CIDR or domain name")
 }
 
+// looksLikeDomain tells a name-shaped entry (letters in its last label, no
+// slash or colon) from an address-shaped one, so that a bad name gets a name
+// error and a bad address an address error.
 func looksLikeDomain(s string) bool {
-	s = strings.TrimPrefix(s, "*.")
-	if !strings.Contains(s, ".") || len(s) > 253 {
+	if s == "" || strings.ContainsAny(s, "/:") {
 		return false
 	}
-	labels := strings.Split(s, ".")
-	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
-		return false // a numeric "TLD" is a mistyped address
-	}
-	for _, label := range labels {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
-				return false
-			}
-		}
-	}
-	return true
+	s = strings.TrimSuffix(s, ".")
+	last := s[strings.LastIndex(s, ".")+1:]
+	return strings.Trim(last, "0123456789") != "" && strings.Contains(s, ".")
 }

@@ -38,19 +38,24 @@ func egressChainName(ifname string) string { return egressChainPrefix + ifname }
 // egressRules builds the rule bodies of a sandbox's egress chain: allowOut
 // accepts first (it takes precedence), then denyOut drops. No final verdict:
 // the chain returns to forward, where the internet set decides.
-func egressRules(e Egress) [][]expr.Any {
+//
+// With audit logging (f.logGroup != 0) every verdict rule is preceded by a
+// rule with the same match that logs new flows.
+func (f *firewall) egressRules(e Egress) [][]expr.Any {
 	var rules [][]expr.Any
-	add := func(ps []netip.Prefix, k expr.VerdictKind) {
+	add := func(ps []netip.Prefix, k expr.VerdictKind, decision, field string) {
 		for _, p := range ps {
 			var r []expr.Any
 			r = append(r, ipv4()...)
 			r = append(r, ipInPrefix(16, p)...)
-			r = append(r, verdict(k)...)
-			rules = append(rules, r)
+			if l := f.auditLog(decision, field+" "+prefixString(p)); l != nil {
+				rules = append(rules, append(append([]expr.Any(nil), r...), l...))
+			}
+			rules = append(rules, append(r, verdict(k)...))
 		}
 	}
-	add(e.Allow, expr.VerdictAccept)
-	add(e.Deny, expr.VerdictDrop)
+	add(e.Allow, expr.VerdictAccept, auditAllowed, "allowOut")
+	add(e.Deny, expr.VerdictDrop, auditDenied, "denyOut")
 	return rules
 }
 
@@ -74,7 +79,19 @@ func (f *firewall) setEgress(ifname string, e Egress) error {
 	}
 	ch := c.AddChain(&nftables.Chain{Name: egressChainName(ifname), Table: f.table})
 	c.FlushChain(ch)
-	for _, r := range egressRules(e) {
+	learned := learnedSet(f.table, ifname)
+	if len(e.AllowDomains) > 0 {
+		// A policy change forgets what was learned under the old one.
+		if err := c.AddSet(learned, nil); err != nil {
+			return fmt.Errorf("adding set %s: %w", learned.Name, err)
+		}
+		c.FlushSet(learned)
+		if l := f.auditLog(auditAllowed, auditLearned); l != nil {
+			c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: append(learnedAccept(learned), l...)})
+		}
+		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: append(learnedAccept(learned), verdict(expr.VerdictAccept)...)})
+	}
+	for _, r := range f.egressRules(e) {
 		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: r})
 	}
 	el := []nftables.SetElement{{Key: ifnameKey(ifname), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}}}
@@ -83,6 +100,23 @@ func (f *firewall) setEgress(ifname string, e Egress) error {
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("installing egress policy of %s: %w", ifname, err)
+	}
+	if len(e.AllowDomains) == 0 {
+		return f.delLearned(ifname)
+	}
+	return nil
+}
+
+// delLearned removes ifname's learned set; missing is fine. Its chain must
+// no longer refer to it.
+func (f *firewall) delLearned(ifname string) error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("opening nftables: %w", err)
+	}
+	c.DelSet(learnedSet(f.table, ifname))
+	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("removing set %s%s: %w", learnedSetPrefix, ifname, err)
 	}
 	return nil
 }
@@ -105,7 +139,7 @@ func (f *firewall) clearEgress(ifname string) error {
 	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("removing egress chain of %s: %w", ifname, err)
 	}
-	return nil
+	return f.delLearned(ifname)
 }
 
 // egressRuleCount returns the number of rules in ifname's egress chain and
@@ -157,6 +191,13 @@ func (m *Manager) SetEgress(ctx context.Context, id string, slot int, e Egress) 
 // SetPolicy sets both the internet switch and the egress policy.
 func (m *Manager) SetPolicy(ctx context.Context, id string, slot int, opts Options) error {
 	if err := m.SetEgress(ctx, id, slot, opts.Egress); err != nil {
+		return err
+	}
+	ep, err := m.EndpointFor(id, slot)
+	if err != nil {
+		return err
+	}
+	if err := m.applyDNS(ep, opts); err != nil {
 		return err
 	}
 	return m.SetInternet(ctx, id, slot, opts.AllowInternet)

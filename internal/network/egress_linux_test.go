@@ -23,7 +23,8 @@ func TestEgressRules(t *testing.T) {
 		Allow: []netip.Prefix{netip.MustParsePrefix("10.1.2.3/32")},
 		Deny:  []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("192.0.2.0/24")},
 	}
-	rules := egressRules(e)
+	f := &firewall{}
+	rules := f.egressRules(e)
 	if len(rules) != 3 {
 		t.Fatalf("%d rules, want 3", len(rules))
 	}
@@ -40,7 +41,7 @@ func TestEgressRules(t *testing.T) {
 			t.Errorf("rule %d compares %v, want %v", i, cmp.Data, p)
 		}
 	}
-	if len(egressRules(Egress{})) != 0 {
+	if len(f.egressRules(Egress{})) != 0 {
 		t.Error("empty policy built rules")
 	}
 }

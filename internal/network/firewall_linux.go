@@ -39,6 +39,9 @@ type firewall struct {
 	table    *nftables.Table
 	set      *nftables.Set
 	egress   *nftables.Set // verdict map, see egress_linux.go
+	dns      *nftables.Set // DNS redirect, see dns_linux.go
+	dnsPort  uint16
+	logGroup uint16 // NFLOG group of the audit rules, 0 = none (audit_linux.go)
 	ifPrefix string
 	subnet   netip.Prefix
 }
@@ -49,6 +52,9 @@ func newFirewall(cfg Config) *firewall {
 		table:    t,
 		set:      &nftables.Set{Table: t, Name: InternetSetName, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian},
 		egress:   newEgressMap(t),
+		dns:      newDNSSet(t),
+		dnsPort:  cfg.DNSPort,
+		logGroup: cfg.AuditGroup,
 		ifPrefix: IfacePrefix(cfg.NamePrefix),
 		subnet:   cfg.Subnet,
 	}
@@ -120,6 +126,10 @@ func (f *firewall) install(keep []string) error {
 	if err := c.AddSet(&egress, nil); err != nil {
 		return fmt.Errorf("adding map %s: %w", EgressMapName, err)
 	}
+	dns := *f.dns
+	if err := c.AddSet(&dns, nil); err != nil {
+		return fmt.Errorf("adding set %s: %w", DNSSetName, err)
+	}
 
 	accept := nftables.ChainPolicyAccept
 	input := c.AddChain(&nftables.Chain{
@@ -137,6 +147,11 @@ func (f *firewall) install(keep []string) error {
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
 		Policy: &accept,
 	})
+	pre := c.AddChain(&nftables.Chain{
+		Name: chainPrerouting, Table: f.table, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest,
+		Policy: &accept,
+	})
 
 	rule := func(ch *nftables.Chain, parts ...[]expr.Any) {
 		var exprs []expr.Any
@@ -149,19 +164,35 @@ func (f *firewall) install(keep []string) error {
 	toUs := f.ifaceMatch(expr.MetaKeyOIFNAME, expr.CmpOpEq)
 	notToUs := f.ifaceMatch(expr.MetaKeyOIFNAME, expr.CmpOpNeq)
 
+	// logged adds an audit log rule (new flows only) in front of a
+	// verdict rule with the same match.
+	logged := func(ch *nftables.Chain, decision, why string, k expr.VerdictKind, parts ...[]expr.Any) {
+		if l := f.auditLog(decision, why); l != nil {
+			rule(ch, append(parts, l)...)
+		}
+		rule(ch, append(parts, verdict(k))...)
+	}
+
 	// input: sandboxes only answer connections the host opened.
+	// The one exception: DNS of sandboxes with domain rules, redirected
+	// in prerouting to the host side of their own veth.
 	rule(input, fromUs, ctEstablished(), verdict(expr.VerdictAccept))
-	rule(input, fromUs, verdict(expr.VerdictDrop))
+	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
+		rule(input, fromUs, dnsAccept(&dns, proto, f.dnsPort))
+		rule(pre, fromUs, dnsRedirect(&dns, proto, f.dnsPort))
+	}
+	logged(input, auditDenied, "host", expr.VerdictDrop, fromUs)
 
 	// forward: never sandbox to sandbox; never to blocked destinations;
 	// outside only when allowed; inbound only as replies.
-	rule(forward, fromUs, toUs, verdict(expr.VerdictDrop))
-	for _, p := range append([]netip.Prefix{f.subnet}, blockedDestinations...) {
-		rule(forward, fromUs, ipv4(), ipInPrefix(16, p), verdict(expr.VerdictDrop))
+	logged(forward, auditDenied, "other sandbox", expr.VerdictDrop, fromUs, toUs)
+	logged(forward, auditDenied, "sandbox pool "+f.subnet.String(), expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, f.subnet))
+	for _, p := range blockedDestinations {
+		logged(forward, auditDenied, "blocked range "+p.String(), expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p))
 	}
 	rule(forward, fromUs, egressLookup(&egress))
-	rule(forward, fromUs, ipv4(), inInternetSet(&set), verdict(expr.VerdictAccept))
-	rule(forward, fromUs, verdict(expr.VerdictDrop))
+	logged(forward, auditAllowed, "internet", expr.VerdictAccept, fromUs, ipv4(), inInternetSet(&set))
+	logged(forward, auditDenied, "no internet", expr.VerdictDrop, fromUs)
 	rule(forward, toUs, ctEstablished(), verdict(expr.VerdictAccept))
 	rule(forward, toUs, verdict(expr.VerdictDrop))
 

@@ -9,16 +9,22 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/audit"
+	"github.com/airlock-sandbox/airlock/internal/dnsfilter"
+	"github.com/airlock-sandbox/airlock/internal/nflog"
 )
 
 // Manager creates and removes sandbox networks and owns the nftables table
@@ -28,6 +34,17 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 	fw  *firewall
+	// dns runs the resolvers of sandboxes with domain rules (nil without
+	// Config.DNSUpstreams); audit keeps their egress logs.
+	dns   *dnsfilter.Filter
+	audit *audit.Book
+	nflog *nflog.Conn // audit reader, nil when off
+
+	ifMu sync.Mutex
+	// ifaces maps host veth names to sandbox ids; learned maps a veth's
+	// learned addresses to the rule that opened them (audit_linux.go).
+	ifaces  map[string]string
+	learned map[string]map[netip.Addr]string
 
 	// failAfterHostSide, when set (tests only), makes Setup fail after the
 	// host side is configured, to exercise the undo path.
@@ -48,7 +65,13 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, log: log.With("component", "network"), fw: newFirewall(cfg)}
+	m := &Manager{cfg: cfg, log: log.With("component", "network"), fw: newFirewall(cfg), audit: audit.NewBook(audit.DefaultSize),
+		ifaces: map[string]string{}, learned: map[string]map[netip.Addr]string{}}
+	if len(cfg.DNSUpstreams) > 0 {
+		if m.dns, err = dnsfilter.New(dnsfilter.Config{Upstreams: cfg.DNSUpstreams, Port: cfg.DNSPort, Log: m.log}); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("enabling ip_forward: %w", err)
 	}
@@ -68,6 +91,7 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 	if err := m.fw.install(keep); err != nil {
 		return nil, err
 	}
+	m.startAudit()
 	m.log.Debug("network ready", "subnet", cfg.Subnet, "table", "inet "+cfg.NamePrefix, "kept_internet", len(keep))
 	return m, nil
 }
@@ -162,6 +186,8 @@ func (m *Manager) Setup(ctx context.Context, id string, slot int, opts Options) 
 	if err := waitGuestUp(ctx, nsh); err != nil {
 		return nil, err
 	}
+	m.remember(ep.HostIf, id)
+	undo = append(undo, func() error { m.forget(ep.HostIf); return nil })
 	if opts.AllowInternet {
 		if err := m.fw.setInternet(ep.HostIf, true); err != nil {
 			return nil, err
@@ -173,6 +199,12 @@ func (m *Manager) Setup(ctx context.Context, id string, slot int, opts Options) 
 			return nil, err
 		}
 		undo = append(undo, func() error { return m.fw.clearEgress(ep.HostIf) })
+	}
+	if opts.Egress.HasDomains() {
+		if err := m.applyDNS(ep, opts); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() error { return m.stopDNS(ep) })
 	}
 	m.log.Debug("sandbox network up", "sandbox", id, "slot", slot, "iface", ep.HostIf,
 		"guest", ep.GuestIP, "internet", opts.AllowInternet)
@@ -308,6 +340,11 @@ func (m *Manager) Teardown(ctx context.Context, id string, slot int) error {
 		return err
 	}
 	var errs []error
+	if err := m.stopDNS(ep); err != nil {
+		errs = append(errs, err)
+	}
+	m.audit.Drop(id)
+	m.forget(ep.HostIf)
 	if link, err := netlink.LinkByName(ep.HostIf); err == nil {
 		if err := checkPeerNS(link, ep); err != nil {
 			return err
@@ -458,6 +495,14 @@ func (m *Manager) ListNamespaces() ([]string, error) {
 func (m *Manager) Close(ctx context.Context, removeTable bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if m.dns != nil {
+		m.dns.Close()
+	}
+	if m.nflog != nil {
+		if err := m.nflog.Close(); err != nil {
+			m.log.Debug("closing the egress audit reader", "err", err)
+		}
 	}
 	if removeTable {
 		return m.fw.remove()

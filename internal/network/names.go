@@ -106,6 +106,9 @@ func (c Config) normalize() (Config, error) {
 	if c.NamePrefix == "" {
 		c.NamePrefix = DefaultNamePrefix
 	}
+	if c.DNSPort == 0 {
+		c.DNSPort = 53
+	}
 	if err := validateNamePrefix(c.NamePrefix); err != nil {
 		return c, err
 	}

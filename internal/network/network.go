@@ -19,6 +19,17 @@ type Config struct {
 	// NamePrefix prefixes netns and host veth names; default "airlock"/"al".
 	// Tests use a different prefix so they never touch a running daemon.
 	NamePrefix string
+	// DNSUpstreams are the resolvers ("ip" or "ip:port") the DNS filter of
+	// sandboxes with domain rules forwards to; without them domain rules
+	// are refused.
+	DNSUpstreams []string
+	// DNSPort is the port the DNS filter listens on at each sandbox's host
+	// address; default 53.
+	DNSPort uint16
+	// AuditGroup is the NFLOG group the firewall logs new outbound flows
+	// to and the manager reads them from (the egress audit log); 0 turns
+	// connection auditing off. Two daemons on a host need distinct groups.
+	AuditGroup uint16
 }
 
 // Options for one sandbox.

@@ -199,6 +199,8 @@ type Manager struct {
 	sandboxes map[string]*entry // live (running) sandboxes by id
 	slots     map[int]string    // network slot → id, including sandboxes being created or released
 	closed    bool
+
+	events *eventLog // per-sandbox lifecycle events (GET /sandboxes/{id}/logs)
 }
 
 // New validates cfg, fills defaults and returns a Manager.
@@ -248,9 +250,11 @@ func New(cfg Config) (*Manager, error) {
 			IdleConnTimeout: 30 * time.Second,
 		})}
 	}
+	events := newEventLog()
 	return &Manager{
 		cfg:       cfg,
-		log:       cfg.Logger,
+		log:       slog.New(events.handler(cfg.Logger.Handler())), // keeps sandbox events (events.go)
+		events:    events,
 		agent:     &agentClient{http: cfg.HTTPClient, port: cfg.AgentPort},
 		sandboxes: map[string]*entry{},
 		slots:     map[int]string{},
@@ -651,6 +655,9 @@ func (m *Manager) updateEnd(ctx context.Context, id string, d time.Duration, ext
 // SetTimeout makes the sandbox expire d from now (shorter or longer).
 func (m *Manager) SetTimeout(ctx context.Context, id string, d time.Duration) error {
 	_, err := m.updateEnd(ctx, id, d, false)
+	if err == nil {
+		m.log.Info("sandbox timeout changed", "sandbox", id, "timeout", d)
+	}
 	return err
 }
 

@@ -2,10 +2,10 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
+	"github.com/airlock-sandbox/airlock/internal/audit"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
@@ -20,9 +20,6 @@ type PolicySetter interface {
 // ParseEgress validates allowOut/denyOut as a 400 user error.
 func ParseEgress(allowOut, denyOut []string) (network.Egress, error) {
 	e, err := network.ParseEgress(allowOut, denyOut)
-	if errors.Is(err, network.ErrDomainRule) {
-		return network.Egress{}, userErrorf(http.StatusBadRequest, "domain rules are not supported yet (%v); use IPs or CIDRs", err)
-	}
 	if err != nil {
 		return network.Egress{}, userErrorf(http.StatusBadRequest, "invalid network rule: %v", err)
 	}
@@ -94,4 +91,30 @@ func newExtra(autoResume bool, eg network.Egress) extra {
 // parentEgress is the policy a fork child inherits.
 func parentEgress(parent *store.Sandbox) network.Egress {
 	return egressOf(decodeExtra(parent.Extra))
+}
+
+// EgressLogger is implemented by networks that keep an egress audit log
+// (network.Manager).
+type EgressLogger interface {
+	EgressLog(id string, limit int) []audit.Entry
+}
+
+// EgressLog returns up to limit (all when <= 0) of the sandbox's most
+// recent outbound connection attempts and DNS decisions, oldest first.
+func (m *Manager) EgressLog(id string, limit int) ([]audit.Entry, error) {
+	el, ok := m.cfg.Network.(EgressLogger)
+	if !ok {
+		return nil, userErrorf(http.StatusNotImplemented, "this network keeps no egress audit log")
+	}
+	m.mu.Lock()
+	_, ok = m.sandboxes[id]
+	m.mu.Unlock()
+	if !ok {
+		return nil, m.notFound(id)
+	}
+	entries := el.EgressLog(id, limit)
+	if entries == nil {
+		entries = []audit.Entry{}
+	}
+	return entries, nil
 }

@@ -52,7 +52,18 @@ func TestRestoreReappliesEgress(t *testing.T) {
 	if err := env.Manager.SetNetwork(ctx, "inope", true, eg); err == nil {
 		t.Fatal("SetNetwork on an unknown sandbox succeeded")
 	}
-	if _, err := sandbox.ParseEgress([]string{"example.com"}, nil); err == nil {
-		t.Fatal("domain accepted")
+	if _, err := sandbox.ParseEgress([]string{"exa mple.com"}, nil); err == nil {
+		t.Fatal("junk domain accepted")
+	}
+	// Domain rules survive the record round trip.
+	eg, err = sandbox.ParseEgress([]string{"*.x.test"}, []string{"0.0.0.0/0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Manager.SetNetwork(ctx, "ipolicy", true, eg); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := env.Store.GetSandbox(ctx, "ipolicy"); err != nil || rec.Extra != `{"allowOut":["*.x.test"],"denyOut":["0.0.0.0/0"]}` {
+		t.Fatalf("stored = %+v, %v", rec, err)
 	}
 }

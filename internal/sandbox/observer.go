@@ -31,12 +31,30 @@ func (nopObserver) CreateFailed(error, time.Duration) {}
 func (nopObserver) Removed(string)                    {}
 func (nopObserver) Stopped(string, string)            {}
 
-// observer returns the configured Observer or a no-op one.
+// observer returns the configured Observer (or a no-op one) together with
+// the one that keeps sandbox events (events.go).
 func (m *Manager) observer() Observer {
 	if m.cfg.Observer == nil {
-		return nopObserver{}
+		return observers{nopObserver{}, eventsObserver{m.events}}
 	}
-	return m.cfg.Observer
+	return observers{m.cfg.Observer, eventsObserver{m.events}}
+}
+
+// observers tells both, in order.
+type observers [2]Observer
+
+func (o observers) Created(sb *Sandbox, d time.Duration) {
+	o[0].Created(sb, d)
+	o[1].Created(sb, d)
+}
+func (o observers) CreateFailed(err error, d time.Duration) {
+	o[0].CreateFailed(err, d)
+	o[1].CreateFailed(err, d)
+}
+func (o observers) Removed(id string) { o[0].Removed(id); o[1].Removed(id) }
+func (o observers) Stopped(id, reason string) {
+	o[0].Stopped(id, reason)
+	o[1].Stopped(id, reason)
 }
 
 // observeCreate reports the outcome of a Create call that began at start.

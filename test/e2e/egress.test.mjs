@@ -1,7 +1,8 @@
-// Egress policy: network.allowOut / network.denyOut (IPs and CIDRs) at create
-// and live through PUT /sandboxes/{id}/network (sbx.updateNetwork). Needs root
-// on the host: a network namespace we own stands in for "the internet" with
-// two servers on two addresses.
+// Egress policy: network.allowOut / network.denyOut (IPs, CIDRs and domain
+// names) at create and live through PUT /sandboxes/{id}/network
+// (sbx.updateNetwork). Needs root on the host: a network namespace we own
+// stands in for "the internet" with two servers on two addresses and a DNS
+// server (the test daemon runs with --dns-upstream <ext>.12, scripts/test.sh).
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
@@ -10,6 +11,28 @@ import { tracker, uniq, sh, sleep, waitUntil, TEST_TIMEOUT } from './helpers.mjs
 
 const t = tracker('egress')
 after(() => t.killAll())
+
+/** GET /sandboxes/{id}/network/log (raw HTTP: the SDK has no call for it). */
+async function egressLog (id, query = '') {
+  const res = await fetch(`${process.env.E2B_API_URL}/sandboxes/${id}/network/log${query}`, {
+    headers: { 'X-API-Key': process.env.E2B_API_KEY }
+  })
+  const body = await res.json()
+  assert.equal(res.status, 200, JSON.stringify(body))
+  return body.entries
+}
+
+/** Waits until the audit log has an entry matching every pattern; returns the log. */
+async function waitForLog (id, patterns) {
+  let entries = []
+  const has = (p) => entries.some((e) => Object.entries(p).every(([k, v]) => e[k] === v))
+  await waitUntil(async () => {
+    entries = await egressLog(id)
+    return patterns.every(has)
+  }, 10_000)
+  for (const p of patterns) assert.ok(has(p), `audit log lacks ${JSON.stringify(p)}: ${JSON.stringify(entries, null, 1)}`)
+  return entries
+}
 
 /** curl from inside; returns {ok, body}. */
 async function curl (sbx, url, seconds = 3) {
@@ -28,6 +51,7 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
   const hostIP = `${extBase}.9`
   const ipA = `${extBase}.10`
   const ipB = `${extBase}.11`
+  const ipDNS = `${extBase}.12`
   const urlA = `http://${ipA}:8080/`
   const urlB = `http://${ipB}:8080/`
   let server
@@ -46,17 +70,22 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
     run('link', 'set', hostIf, 'up')
     run('-n', ns, 'addr', 'add', `${ipA}/29`, 'dev', nsIf)
     run('-n', ns, 'addr', 'add', `${ipB}/29`, 'dev', nsIf)
+    run('-n', ns, 'addr', 'add', `${ipDNS}/29`, 'dev', nsIf)
     run('-n', ns, 'link', 'set', nsIf, 'up')
     run('-n', ns, 'link', 'set', 'lo', 'up')
     run('-n', ns, 'route', 'add', 'default', 'via', hostIP)
-    // One server per address, each answering its own name.
+    // One server per address, each answering its own name, and a DNS
+    // server: allowed.test → A; denied.test and names under x.test → B.
     server = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', `
       const http = require('http')
       http.createServer((q, s) => s.end('A')).listen(8080, '${ipA}')
-      http.createServer((q, s) => s.end('B')).listen(8080, '${ipB}')`], { stdio: 'ignore' })
+      http.createServer((q, s) => s.end('B')).listen(8080, '${ipB}')
+      ${dnsServer.toString()}
+      dnsServer('${ipDNS}', { 'allowed.test': '${ipA}', 'denied.test': '${ipB}', '*.x.test': '${ipB}' })`], { stdio: 'ignore' })
     const up = await waitUntil(async () => {
       try {
-        return (await (await fetch(urlA)).text()) === 'A' && (await (await fetch(urlB)).text()) === 'B'
+        return (await (await fetch(urlA)).text()) === 'A' && (await (await fetch(urlB)).text()) === 'B' &&
+          (await resolveA(ipDNS, 'allowed.test')) === ipA
       } catch { return false }
     }, 10_000)
     assert.ok(up, 'test servers in the external namespace did not start')
@@ -76,6 +105,11 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
     const info = await sbx.getInfo()
     assert.deepEqual(info.network?.allowOut, [ipA])
     assert.deepEqual(info.network?.denyOut, ['0.0.0.0/0'])
+    // The audit log shows both decisions and the rules that made them.
+    await waitForLog(sbx.sandboxId, [
+      { kind: 'connection', decision: 'allowed', ip: ipA, port: 8080, protocol: 'tcp', rule: `allowOut ${ipA}` },
+      { kind: 'connection', decision: 'denied', ip: ipB, port: 8080, protocol: 'tcp', rule: 'denyOut 0.0.0.0/0' }
+    ])
   })
 
   it('denyOut one address, allow the rest', { timeout: TEST_TIMEOUT }, async () => {
@@ -112,10 +146,108 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
     assert.equal(e.stdout, 'fine\n')
   })
 
-  it('rejects domains and bad CIDRs with 400', { timeout: TEST_TIMEOUT }, async () => {
-    await assert.rejects(t.create({ network: { allowOut: ['example.com'] } }), /domain rules are not supported yet/)
+  const urlName = (name) => `http://${name}:8080/`
+
+  it('domain allowlist: only the resolved names are reachable', { timeout: TEST_TIMEOUT }, async () => {
+    const sbx = await t.create({ network: { allowOut: ['allowed.test'], denyOut: ['0.0.0.0/0'] } })
+    assert.ok(await reaches(sbx, urlName('allowed.test'), 'A'), 'allowed.test not reachable')
+    const denied = await curl(sbx, urlName('denied.test'))
+    assert.equal(denied.ok, false, 'denied.test reachable')
+    assert.match(denied.stderr, /resolve/i, 'denied.test should fail at name resolution')
+    assert.equal(await reaches(sbx, urlB, 'B'), false, 'B reachable by address')
+    const info = await sbx.getInfo()
+    assert.deepEqual(info.network?.allowOut, ['allowed.test'])
+    const log = await waitForLog(sbx.sandboxId, [
+      { kind: 'dns', decision: 'allowed', name: 'allowed.test', qtype: 'A', rule: 'allowOut allowed.test' },
+      { kind: 'dns', decision: 'denied', name: 'denied.test', rule: 'not in allowOut' },
+      { kind: 'connection', decision: 'allowed', ip: ipA, port: 8080, rule: 'allowOut allowed.test (resolved)' },
+      { kind: 'connection', decision: 'denied', ip: ipB, port: 8080, rule: 'denyOut 0.0.0.0/0' }
+    ])
+    assert.deepEqual(log.find((e) => e.kind === 'dns' && e.name === 'allowed.test' && e.qtype === 'A').answers, [ipA])
+    const last = await egressLog(sbx.sandboxId, '?limit=2')
+    assert.equal(last.length, 2)
+    assert.ok(last[0].timestamp <= last[1].timestamp, 'entries are oldest first')
+  })
+
+  it('wildcard domains and live updates', { timeout: TEST_TIMEOUT }, async () => {
+    const sbx = await t.create({ network: { allowOut: ['*.x.test'], denyOut: ['0.0.0.0/0'] } })
+    assert.ok(await reaches(sbx, urlName('b.x.test'), 'B'), 'b.x.test not reachable through *.x.test')
+    assert.ok(await reaches(sbx, urlName('deep.c.x.test'), 'B'), 'deep.c.x.test not reachable through *.x.test')
+    assert.equal(await reaches(sbx, urlName('allowed.test'), 'A'), false, 'allowed.test reachable outside the allowlist')
+    // Flip: now allowed.test only; what *.x.test opened is closed again.
+    await sbx.updateNetwork({ allowOut: ['allowed.test'], denyOut: ['0.0.0.0/0'] })
+    assert.ok(await reaches(sbx, urlName('allowed.test'), 'A'), 'allowed.test not reachable after the update')
+    assert.equal(await reaches(sbx, urlName('b.x.test'), 'B'), false, 'b.x.test reachable after the update')
+    assert.equal(await reaches(sbx, urlB, 'B'), false, 'B reachable by address after the update')
+    // A sandbox created without domain rules gets them live.
+    const plain = await t.create({ network: { denyOut: ['0.0.0.0/0'] } })
+    assert.equal(await reaches(plain, urlA, 'A'), false)
+    await plain.updateNetwork({ allowOut: ['allowed.test'], denyOut: ['0.0.0.0/0'] })
+    assert.ok(await reaches(plain, urlName('allowed.test'), 'A'), 'allowed.test not reachable after a live update')
+  })
+
+  it('rejects junk names and bad CIDRs with 400', { timeout: TEST_TIMEOUT }, async () => {
+    await assert.rejects(t.create({ network: { allowOut: ['exa_mple.com'] } }), /allowOut entry/)
+    await assert.rejects(t.create({ network: { denyOut: ['*.*.example.com'] } }), /denyOut entry/)
     const sbx = await t.create()
     await assert.rejects(sbx.updateNetwork({ denyOut: ['10.0.0.0/40'] }), /denyOut entry/)
     await assert.rejects(Sandbox.updateNetwork('inotthere', { denyOut: ['0.0.0.0/0'] }), /not found/i)
   })
 })
+
+/**
+ * A tiny authoritative DNS server on UDP port 53 of addr (runs in the
+ * stand-in namespace; stringified into its script). names maps a name or
+ * "*.suffix" to an IPv4 address; A queries get it, other types an empty
+ * answer, unknown names NXDOMAIN.
+ */
+function dnsServer (addr, names) {
+  const sock = require('dgram').createSocket('udp4')
+  const lookup = (name) => {
+    if (names[name]) return names[name]
+    for (const [k, v] of Object.entries(names)) {
+      if (k.startsWith('*.') && name.endsWith(k.slice(1))) return v
+    }
+    return undefined
+  }
+  sock.on('message', (q, rinfo) => {
+    if (q.length < 12) return
+    let off = 12
+    const labels = []
+    while (off < q.length && q[off] !== 0) {
+      labels.push(q.subarray(off + 1, off + 1 + q[off]).toString())
+      off += q[off] + 1
+    }
+    const qEnd = off + 5
+    if (qEnd > q.length) return
+    const qtype = q.readUInt16BE(off + 1)
+    const ip = lookup(labels.join('.').toLowerCase())
+    const answer = ip && qtype === 1
+    const head = Buffer.alloc(12)
+    q.copy(head, 0, 0, 2) // id
+    head.writeUInt16BE(0x8180 | (ip ? 0 : 3), 2) // response, RD, RA; NXDOMAIN when unknown
+    head.writeUInt16BE(1, 4)
+    head.writeUInt16BE(answer ? 1 : 0, 6)
+    const parts = [head, q.subarray(12, qEnd)]
+    if (answer) {
+      const rr = Buffer.alloc(16)
+      rr.writeUInt16BE(0xc00c, 0) // the question's name
+      rr.writeUInt16BE(1, 2) // A
+      rr.writeUInt16BE(1, 4) // IN
+      rr.writeUInt32BE(60, 6) // TTL
+      rr.writeUInt16BE(4, 10)
+      ip.split('.').forEach((b, i) => rr.writeUInt8(Number(b), 12 + i))
+      parts.push(rr)
+    }
+    sock.send(Buffer.concat(parts), rinfo.port, rinfo.address)
+  })
+  sock.bind(53, addr)
+}
+
+/** Asks server (UDP 53) for name's A record from the host; the address or undefined. */
+async function resolveA (server, name) {
+  const { Resolver } = await import('node:dns/promises')
+  const r = new Resolver({ timeout: 1000, tries: 1 })
+  r.setServers([server])
+  try { return (await r.resolve4(name))[0] } catch { return undefined }
+}

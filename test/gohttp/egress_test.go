@@ -17,7 +17,7 @@ func TestEgressPolicySurvivesRestart(t *testing.T) {
 	e := loadEnv(t)
 	r := e.api(t, http.MethodPost, "/sandboxes", map[string]any{
 		"templateID": "base", "timeout": 300, "allow_internet_access": true,
-		"network": map[string]any{"allowOut": []string{"198.51.100.7"}, "denyOut": []string{"192.0.2.0/24"}},
+		"network": map[string]any{"allowOut": []string{"198.51.100.7", "allowed.test"}, "denyOut": []string{"192.0.2.0/24"}},
 	})
 	if r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
@@ -34,10 +34,18 @@ func TestEgressPolicySurvivesRestart(t *testing.T) {
 		return string(out)
 	}
 	want := []string{"ip daddr 198.51.100.7 accept", "ip daddr 192.0.2.0/24 drop"}
+	// The domain rule: DNS redirect on and a learned set.
+	dnsOn := func() bool {
+		out, err := exec.Command("nft", "list", "set", "inet", table, "dns_ifaces").CombinedOutput()
+		return err == nil && strings.Contains(string(out), "elements")
+	}
 	for _, w := range want {
 		if !strings.Contains(ruleset(), w) {
 			t.Fatalf("positive control: ruleset lacks %q before the restart", w)
 		}
+	}
+	if !dnsOn() || !strings.Contains(ruleset(), "ip daddr @dl_") {
+		t.Fatalf("positive control: no DNS filter for the domain rule before the restart:\n%s", ruleset())
 	}
 
 	restartDaemon(t, e, func() {})
@@ -49,15 +57,18 @@ func TestEgressPolicySurvivesRestart(t *testing.T) {
 	}
 	info := mustMap(t, e.api(t, http.MethodGet, "/sandboxes/"+s.SandboxID, nil))
 	nw, _ := info["network"].(map[string]any)
-	if nw == nil || len(nw["allowOut"].([]any)) != 1 || len(nw["denyOut"].([]any)) != 1 {
+	if nw == nil || len(nw["allowOut"].([]any)) != 2 || len(nw["denyOut"].([]any)) != 1 {
 		t.Fatalf("network after restart = %v", info["network"])
+	}
+	if !dnsOn() || !strings.Contains(text, "ip daddr @dl_") {
+		t.Errorf("after restart the domain rule has no DNS filter:\n%s", text)
 	}
 
 	// PUT {} clears everything.
 	if r := e.api(t, http.MethodPut, "/sandboxes/"+s.SandboxID+"/network", map[string]any{}); r.status != http.StatusNoContent {
 		t.Fatalf("PUT network: %d %s", r.status, r.body)
 	}
-	if text := ruleset(); strings.Contains(text, want[0]) || strings.Contains(text, want[1]) {
+	if text := ruleset(); strings.Contains(text, want[0]) || strings.Contains(text, want[1]) || dnsOn() {
 		t.Errorf("policy left after PUT {}:\n%s", text)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/audit"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
@@ -157,6 +158,7 @@ type Network struct {
 	SetupErr  error
 	Namespace map[string]bool
 	Policies  map[string]network.Options // id → last Setup/SetPolicy options
+	Audit     map[string][]audit.Entry   // id → egress audit log (EgressLog)
 }
 
 // NewNetwork returns a fake network whose sandboxes all live at guest.
@@ -191,6 +193,27 @@ func (n *Network) Teardown(ctx context.Context, id string, slot int) error {
 	delete(n.Namespace, id)
 	n.TornDown = append(n.TornDown, id)
 	return nil
+}
+
+// SetAudit sets the egress audit log of id.
+func (n *Network) SetAudit(id string, es []audit.Entry) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.Audit == nil {
+		n.Audit = map[string][]audit.Entry{}
+	}
+	n.Audit[id] = es
+}
+
+// EgressLog implements sandbox.EgressLogger.
+func (n *Network) EgressLog(id string, limit int) []audit.Entry {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	es := n.Audit[id]
+	if limit > 0 && limit < len(es) {
+		es = es[len(es)-limit:]
+	}
+	return append([]audit.Entry(nil), es...)
 }
 
 // SetPolicy implements sandbox.PolicySetter.
