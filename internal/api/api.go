@@ -76,10 +76,10 @@ func (a *api) routes() {
 	h("GET /sandboxes/metrics", a.sandboxesMetrics)
 	h("GET /metrics", a.prometheus)
 	h("PUT /sandboxes/{id}/network", a.updateNetwork)
+	h("POST /sandboxes/{id}/snapshots", a.createSnapshot)
+	h("GET /snapshots", a.listSnapshots)
 
 	for _, p := range []string{
-		"POST /sandboxes/{id}/snapshots",
-		"GET /snapshots",
 		"GET /sandboxes/{id}/logs",
 		"GET /v2/sandboxes/{id}/logs",
 		"POST /v3/templates",

@@ -185,6 +185,12 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		log.Error("restoring sandboxes (continuing)", "err", err)
 	}
 	log.Info("restore done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
+	if srep, err := mgr.InitSnapshots(ctx); err != nil {
+		log.Error("checking snapshots (continuing)", "err", err)
+	} else {
+		log.Info("snapshots checked", "verified", len(srep.Verified), "invalid", len(srep.Invalid),
+			"removed", len(srep.Removed), "collected", len(srep.Collected))
+	}
 	// Sandboxes that stop on their own (agent killed, memory limit) are
 	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
 	go mgr.Reap(ctx, sandbox.DefaultWatchInterval)

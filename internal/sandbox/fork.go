@@ -77,7 +77,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	parent.EnvVars = maps.Clone(e.rec.EnvVars)
 	ip := e.guestIP
 	m.mu.Unlock()
-	tpl, err := m.cfg.Templates.Resolve(ctx, parent.TemplateID)
+	tpl, err := m.templateOf(ctx, &parent)
 	if err != nil {
 		return nil, fmt.Errorf("resolving template %q of %s: %w", parent.TemplateID, id, err)
 	}
@@ -107,7 +107,9 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	kids := make([]*child, count)
 	results := make([]ForkResult, count)
 	for i := range kids {
-		k, err := m.prepareChild(ctx, cl, &parent, tpl, dir)
+		k, err := m.prepareChild(ctx, &parent, tpl, parent.AccessToken != "", func(ctx context.Context, spec runtime.Spec) error {
+			return cl.Clone(ctx, dir, spec)
+		})
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -232,15 +234,17 @@ type child struct {
 	spec      runtime.Spec
 }
 
-// prepareChild allocates the child's id, token, slot and network and copies
-// the (stopped) parent's directory.
-func (m *Manager) prepareChild(ctx context.Context, cl runtime.Cloner, parent *store.Sandbox, tpl *Template, parentDir string) (*child, error) {
+// prepareChild allocates the child's id, token (when secure), slot and
+// network, and lets clone prepare its directory (a copy of the stopped
+// parent's, or of a saved snapshot).
+func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *Template, secure bool,
+	clone func(context.Context, runtime.Spec) error) (*child, error) {
 	id, err := newID()
 	if err != nil {
 		return nil, err
 	}
 	k := &child{id: id}
-	if parent.AccessToken != "" {
+	if secure {
 		if k.token, err = newToken(); err != nil {
 			return nil, err
 		}
@@ -276,7 +280,7 @@ func (m *Manager) prepareChild(ctx context.Context, cl runtime.Cloner, parent *s
 			DiskMB:   parent.DiskSizeMB,
 		},
 	}
-	if err := cl.Clone(ctx, parentDir, k.spec); err != nil {
+	if err := clone(ctx, k.spec); err != nil {
 		return fail(fmt.Errorf("copying sandbox: %w", err))
 	}
 	return k, nil

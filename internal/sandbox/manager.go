@@ -193,6 +193,8 @@ type Manager struct {
 	bg sync.WaitGroup
 	// dead remembers why sandboxes stopped on their own (watch.go).
 	dead tombstones
+	// snaps tracks named snapshots in use (snapshot.go).
+	snaps snapState
 
 	// mu guards sandboxes, slots and closed.
 	mu        sync.Mutex
@@ -292,6 +294,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 	}
 	tpl, err := m.resolveTemplate(ctx, req)
 	if errors.Is(err, ErrTemplateNotFound) {
+		if snap := m.lookupSnapshot(ctx, req.TemplateID); snap != nil && req.RootFS == "" {
+			return m.createFromSnapshot(ctx, snap, req, allowInternet) // snapshot.go
+		}
 		return nil, userErrorf(http.StatusNotFound, "template '%s' not found", req.TemplateID)
 	}
 	if err != nil {
