@@ -56,6 +56,9 @@ type serveOptions struct {
 	logFormat  string
 	killOnExit bool
 	templates  []string
+	// bootSnapshots serves creates of the default templates from a
+	// snapshot of a booted (and warmed) sandbox.
+	bootSnapshots bool
 	// metricsInterval is the sampling period of sandbox metrics.
 	metricsInterval time.Duration
 	limits          limitFlags
@@ -90,6 +93,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.killOnExit, "kill-on-exit", false, "kill all sandboxes when the daemon shuts down")
+	f.BoolVar(&o.bootSnapshots, "boot-snapshots", true, "boot each default template once, snapshot it (with warm interpreter contexts) and serve creates by restoring that snapshot (runtimes that can checkpoint; falls back to a cold boot)")
 	f.StringSliceVar(&o.templates, "templates", []string{"base", "code-interpreter-v1"}, "built-in templates to build (once, cached) before the daemon reports ready")
 	return cmd
 }
@@ -176,6 +180,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		NetNSPrefix: o.netPrefix + "-",
 	}
 	o.limits.apply(&mgrCfg)
+	mgrCfg.BootSnapshots = o.bootSnapshots
 	mgr, err := sandbox.New(mgrCfg)
 	if err != nil {
 		return err
@@ -276,6 +281,9 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 				displayURL(ln.Addr()), displayURL(ln.Addr()), apiKey)
 			log.Info("airlock ready", "addr", ln.Addr().String())
 			ready = nil
+			if o.bootSnapshots && mgr.BootSnapshotsSupported() {
+				go mgr.PrepareBootSnapshots(ctx, o.templates)
+			}
 		case err := <-serveErr:
 			_ = shutdown()
 			return fmt.Errorf("serving: %w", err)

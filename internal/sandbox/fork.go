@@ -232,6 +232,9 @@ type child struct {
 	slot      int
 	ep        *network.Endpoint
 	spec      runtime.Spec
+	// baseEnv is set under the parent's env vars at /init (template env of
+	// sandboxes restored from a snapshot).
+	baseEnv map[string]string
 }
 
 // prepareChild allocates the child's id, token (when secure), slot and
@@ -312,10 +315,11 @@ func (m *Manager) startChild(ctx context.Context, cp runtime.Checkpointer, k *ch
 	if err != nil {
 		return nil, fmt.Errorf("fork child agent did not become healthy: %w", err)
 	}
-	envs := maps.Clone(parent.EnvVars)
+	envs := maps.Clone(k.baseEnv)
 	if envs == nil {
 		envs = map[string]string{}
 	}
+	maps.Copy(envs, parent.EnvVars)
 	envs["E2B_SANDBOX"] = "true"
 	envs["E2B_SANDBOX_ID"] = k.id
 	envs["E2B_TEMPLATE_ID"] = parent.TemplateID

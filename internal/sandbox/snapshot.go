@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -176,6 +177,10 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	if !ok {
 		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot snapshot sandboxes", m.cfg.Runtime.Name())
 	}
+	snapID, err := newSnapshotID()
+	if err != nil {
+		return nil, err
+	}
 	e, err := m.beginOp(ctx, id, opSnapshotting, false)
 	if IsNotFound(err) {
 		return nil, m.notFound(id)
@@ -183,6 +188,36 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
+	final := m.snapshotDir(snapID)
+	sp, err := m.capture(ctx, cp, ls, id, e, snapID, final, true)
+	if err != nil {
+		return nil, err
+	}
+	spec, _ := json.Marshal(sp)
+	rec := &store.Snapshot{ID: snapID, Name: name, SandboxID: id, SizeBytes: diskUsage(final),
+		CreatedAt: time.Now().UTC(), Spec: string(spec)}
+	if err := m.takeName(ctx, ss, name); err != nil {
+		_ = os.RemoveAll(final)
+		return nil, err
+	}
+	if err := ss.PutSnapshot(ctx, rec); err != nil {
+		_ = os.RemoveAll(final)
+		return nil, fmt.Errorf("saving snapshot: %w", err)
+	}
+	m.log.Info("snapshot created", "sandbox", id, "snapshot", snapID, "name", name,
+		"elapsed", time.Since(start), "bytes", rec.SizeBytes)
+	return m.toSnapshotInfo(rec), nil
+}
+
+// capture saves the running sandbox id (already marked busy with e) into
+// the new directory final: freeze, checkpoint, copy of the writable layer,
+// links to the memory image, a manifest, then an atomic rename. With
+// keepSource the sandbox is restored in the background (like a fork
+// parent); otherwise it is destroyed. capture ends the operation on e.
+func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runtime.LayerSaver, id string, e *entry,
+	snapID, final string, keepSource bool) (snapshotSpec, error) {
+	var sp snapshotSpec
 	parentBack := false
 	defer func() {
 		if !parentBack {
@@ -193,7 +228,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 		if err == nil {
 			err = fmt.Errorf("state %s", st)
 		}
-		return nil, userErrorf(http.StatusConflict, "sandbox %q is not running (%v); it cannot be snapshotted", id, err)
+		return sp, userErrorf(http.StatusConflict, "sandbox %q is not running (%v); it cannot be snapshotted", id, err)
 	}
 	m.mu.Lock()
 	src := e.rec
@@ -202,21 +237,17 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	m.mu.Unlock()
 	tpl, err := m.templateOf(ctx, &src)
 	if err != nil {
-		return nil, fmt.Errorf("resolving template %q of %s: %w", src.TemplateID, id, err)
+		return sp, fmt.Errorf("resolving template %q of %s: %w", src.TemplateID, id, err)
 	}
 	if tpl.Hash != src.TemplateHash {
-		return nil, userErrorf(http.StatusConflict, "template %q was rebuilt since sandbox %q was created; it cannot be snapshotted", src.TemplateID, id)
+		return sp, userErrorf(http.StatusConflict, "template %q was rebuilt since sandbox %q was created; it cannot be snapshotted", src.TemplateID, id)
 	}
-	snapID, err := newSnapshotID()
-	if err != nil {
-		return nil, err
+	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
+		return sp, fmt.Errorf("creating snapshots dir: %w", err)
 	}
-	if err := os.MkdirAll(m.snapshotsDir(), 0o700); err != nil {
-		return nil, fmt.Errorf("creating snapshots dir: %w", err)
-	}
-	tmp := filepath.Join(m.snapshotsDir(), ".tmp-"+snapID)
+	tmp := filepath.Join(filepath.Dir(final), ".tmp-"+snapID)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return nil, fmt.Errorf("creating snapshot dir: %w", err)
+		return sp, fmt.Errorf("creating snapshot dir: %w", err)
 	}
 	published := false
 	defer func() {
@@ -229,17 +260,17 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	dir := m.sandboxDir(id)
 	img := m.imageDir(id)
 	if err := os.RemoveAll(img); err != nil {
-		return nil, fmt.Errorf("clearing old checkpoint: %w", err)
+		return sp, fmt.Errorf("clearing old checkpoint: %w", err)
 	}
 	m.cfg.Conns.Abort(ip)
 	ferr := m.agent.freeze(ctx, ip.String())
 	m.cfg.Conns.Abort(ip)
 	if ferr != nil {
-		return nil, fmt.Errorf("preparing sandbox %s for a snapshot: %w", id, ferr)
+		return sp, fmt.Errorf("preparing sandbox %s for a snapshot: %w", id, ferr)
 	}
 	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {
 		m.dropAfterFailedCheckpoint(ctx, id, e)
-		return nil, fmt.Errorf("checkpointing sandbox %s for a snapshot (the sandbox was stopped): %w", id, err)
+		return sp, fmt.Errorf("checkpointing sandbox %s for a snapshot (the sandbox was stopped): %w", id, err)
 	}
 	checkpointed := time.Since(start)
 	saveErr := ls.SaveLayer(ctx, dir, tmp)
@@ -248,52 +279,44 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	}
 	saved := time.Since(start)
 
-	// The sandbox comes back in the background (like a fork parent); its
-	// image is removed once it runs (the snapshot holds its own links).
-	parentBack = true
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		err := m.restoreParent(rctx, cp, id, e, ip)
-		m.endOp(e)
-		if err == nil {
-			if err := os.RemoveAll(img); err != nil {
-				m.log.Warn("removing snapshot checkpoint", "sandbox", id, "err", err)
+	if keepSource {
+		// The sandbox comes back in the background (like a fork parent);
+		// its image is removed once it runs (the snapshot has its own links).
+		parentBack = true
+		m.bg.Add(1)
+		go func() {
+			defer m.bg.Done()
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			defer cancel()
+			err := m.restoreParent(rctx, cp, id, e, ip)
+			m.endOp(e)
+			if err == nil {
+				if err := os.RemoveAll(img); err != nil {
+					m.log.Warn("removing snapshot checkpoint", "sandbox", id, "err", err)
+				}
 			}
-		}
-	}()
+		}()
+	} else {
+		m.dropAfterFailedCheckpoint(ctx, id, e) // removes the stopped sandbox
+	}
 	if saveErr != nil {
-		return nil, fmt.Errorf("saving snapshot of %s: %w", id, saveErr)
+		return sp, fmt.Errorf("saving snapshot of %s: %w", id, saveErr)
 	}
 	if err := writeManifest(tmp, snapID); err != nil {
-		return nil, err
+		return sp, err
 	}
-	final := m.snapshotDir(snapID)
 	if err := os.Rename(tmp, final); err != nil {
-		return nil, fmt.Errorf("publishing snapshot: %w", err)
+		return sp, fmt.Errorf("publishing snapshot: %w", err)
 	}
 	published = true
-	syncDir(m.snapshotsDir())
-	spec, _ := json.Marshal(snapshotSpec{
+	syncDir(filepath.Dir(final))
+	m.log.Debug("sandbox captured", "sandbox", id, "snapshot", snapID, "checkpoint", checkpointed,
+		"save", saved-checkpointed, "elapsed", time.Since(start))
+	return snapshotSpec{
 		TemplateID: tpl.Name, TemplateHash: tpl.Hash, Runtime: m.cfg.Runtime.Name(),
 		AccessToken: src.AccessToken, EnvVars: src.EnvVars,
 		CPUCount: src.CPUCount, MemoryMB: src.MemoryMB, DiskSizeMB: src.DiskSizeMB,
-	})
-	rec := &store.Snapshot{ID: snapID, Name: name, SandboxID: id, SizeBytes: diskUsage(final),
-		CreatedAt: time.Now().UTC(), Spec: string(spec)}
-	if err := m.takeName(ctx, ss, name); err != nil {
-		_ = os.RemoveAll(final)
-		return nil, err
-	}
-	if err := ss.PutSnapshot(ctx, rec); err != nil {
-		_ = os.RemoveAll(final)
-		return nil, fmt.Errorf("saving snapshot: %w", err)
-	}
-	m.log.Info("snapshot created", "sandbox", id, "snapshot", snapID, "name", name, "checkpoint", checkpointed,
-		"save", saved-checkpointed, "elapsed", time.Since(start), "bytes", rec.SizeBytes)
-	return m.toSnapshotInfo(rec), nil
+	}, nil
 }
 
 // takeName removes name from the snapshot that has it, if any.
@@ -431,14 +454,6 @@ func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, 
 	if err != nil {
 		return nil, err
 	}
-	cp, err := m.checkpointer()
-	if err != nil {
-		return nil, err
-	}
-	ls, ok := m.cfg.Runtime.(runtime.LayerSaver)
-	if !ok {
-		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot start sandboxes from snapshots", m.cfg.Runtime.Name())
-	}
 	if sp.Runtime != m.cfg.Runtime.Name() {
 		return nil, userErrorf(http.StatusConflict, "snapshot %q was taken with the %q runtime, this daemon runs %q", snap.ID, sp.Runtime, m.cfg.Runtime.Name())
 	}
@@ -454,45 +469,74 @@ func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, 
 		return nil, err
 	}
 	defer release()
-	dir := m.snapshotDir(snap.ID)
-	envs := maps.Clone(sp.EnvVars)
+	x := newExtra(req.AutoResume, req.Egress)
+	x.BaseTemplate = sp.TemplateID
+	return m.restoreFrom(ctx, restoreSource{dir: m.snapshotDir(snap.ID), spec: sp, tpl: tpl,
+		templateID: snap.ID, alias: snap.Name, extra: x, what: "snapshot " + snap.ID}, req, allowInternet)
+}
+
+// restoreSource is a saved sandbox to create sandboxes from: a named
+// snapshot or a template's boot snapshot.
+type restoreSource struct {
+	dir        string // layer copy + checkpoint/
+	spec       snapshotSpec
+	tpl        *Template
+	templateID string // recorded as the new sandbox's templateID
+	alias      string
+	extra      extra
+	what       string // for logs
+}
+
+// restoreFrom creates a sandbox from src like a fork child: new id, token
+// (when the request or the saved agent is secured), slot and network, a
+// copy of the saved layer, a restore of the saved memory image, then /init
+// with the new identity, env vars (template, saved, request) and clock.
+func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req CreateRequest, allowInternet bool) (*Sandbox, error) {
+	cp, err := m.checkpointer()
+	if err != nil {
+		return nil, err
+	}
+	ls, ok := m.cfg.Runtime.(runtime.LayerSaver)
+	if !ok {
+		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot start sandboxes from snapshots", m.cfg.Runtime.Name())
+	}
+	envs := maps.Clone(src.spec.EnvVars)
 	if envs == nil {
 		envs = map[string]string{}
 	}
 	maps.Copy(envs, req.EnvVars)
-	x := newExtra(req.AutoResume, req.Egress)
-	x.BaseTemplate = sp.TemplateID
 	parent := store.Sandbox{
-		TemplateID:    snap.ID,
-		TemplateHash:  tpl.Hash,
-		Alias:         snap.Name,
+		TemplateID:    src.templateID,
+		TemplateHash:  src.tpl.Hash,
+		Alias:         src.alias,
 		Runtime:       m.cfg.Runtime.Name(),
-		AccessToken:   sp.AccessToken,
+		AccessToken:   src.spec.AccessToken,
 		Metadata:      maps.Clone(req.Metadata),
 		EnvVars:       envs,
 		AllowInternet: allowInternet,
-		CPUCount:      sp.CPUCount,
-		MemoryMB:      sp.MemoryMB,
-		DiskSizeMB:    sp.DiskSizeMB,
+		CPUCount:      src.spec.CPUCount,
+		MemoryMB:      src.spec.MemoryMB,
+		DiskSizeMB:    src.spec.DiskSizeMB,
 		OnTimeout:     onTimeout(req.AutoPause),
-		Extra:         encodeExtra(x),
+		Extra:         encodeExtra(src.extra),
 	}
 	if parent.Metadata == nil {
 		parent.Metadata = map[string]string{}
 	}
 	start := time.Now()
-	k, err := m.prepareChild(ctx, &parent, tpl, req.Secure || sp.AccessToken != "", func(ctx context.Context, spec runtime.Spec) error {
-		return ls.CloneSaved(ctx, dir, spec)
+	k, err := m.prepareChild(ctx, &parent, src.tpl, req.Secure || src.spec.AccessToken != "", func(ctx context.Context, spec runtime.Spec) error {
+		return ls.CloneSaved(ctx, src.dir, spec)
 	})
 	if err != nil {
 		return nil, err
 	}
+	k.baseEnv = src.tpl.Env
 	prepared := time.Since(start)
-	sb, err := m.startChild(ctx, cp, k, &parent, filepath.Join(dir, snapshotCheckpoint), req.Timeout)
+	sb, err := m.startChild(ctx, cp, k, &parent, filepath.Join(src.dir, snapshotCheckpoint), req.Timeout)
 	if err != nil {
 		return nil, err
 	}
-	m.log.Info("sandbox created from snapshot", "sandbox", sb.ID, "snapshot", snap.ID, "copy", prepared, "elapsed", time.Since(start))
+	m.log.Info("sandbox created from a snapshot", "sandbox", sb.ID, "from", src.what, "copy", prepared, "elapsed", time.Since(start))
 	return sb, nil
 }
 
@@ -553,8 +597,8 @@ func (m *Manager) InitSnapshots(ctx context.Context) (SnapshotReport, error) {
 		return rep, fmt.Errorf("reading snapshots dir: %w", err)
 	}
 	for _, de := range ents {
-		if known[de.Name()] {
-			continue
+		if known[de.Name()] || strings.HasPrefix(de.Name(), bootPrefix) {
+			continue // boot snapshots are PrepareBootSnapshots' business
 		}
 		if err := os.RemoveAll(filepath.Join(m.snapshotsDir(), de.Name())); err != nil {
 			m.log.Warn("removing unreferenced snapshot files", "path", de.Name(), "err", err)

@@ -24,6 +24,8 @@ type snapRuntime struct {
 	loaded []string // src dirs of CloneSaved
 	// gate, when set, blocks CloneSaved until it is closed.
 	gate chan struct{}
+	// cloneSavedErr makes CloneSaved fail.
+	cloneSavedErr error
 }
 
 func (r *snapRuntime) SaveLayer(ctx context.Context, dir, dst string) error {
@@ -37,7 +39,11 @@ func (r *snapRuntime) CloneSaved(ctx context.Context, src string, spec runtime.S
 	r.mu.Lock()
 	gate := r.gate
 	r.loaded = append(r.loaded, src)
+	failErr := r.cloneSavedErr
 	r.mu.Unlock()
+	if failErr != nil {
+		return failErr
+	}
 	if gate != nil {
 		<-gate
 	}
@@ -49,10 +55,19 @@ func (r *snapRuntime) CloneSaved(ctx context.Context, src string, spec runtime.S
 
 func snapEnv(t *testing.T) (*sandboxtest.Env, *snapRuntime) {
 	t.Helper()
+	return snapEnvWith(t, nil)
+}
+
+// snapEnvWith is snapEnv with a config hook.
+func snapEnvWith(t *testing.T, mutate func(*sandbox.Config)) (*sandboxtest.Env, *snapRuntime) {
+	t.Helper()
 	var rt *snapRuntime
 	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) {
 		rt = &snapRuntime{cloneRuntime: &cloneRuntime{ckRuntime: &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}}}
 		c.Runtime = rt
+		if mutate != nil {
+			mutate(c)
+		}
 	})
 	env.Agent.Extra = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/freeze" {
