@@ -263,6 +263,9 @@ func (m *Manager) createFromBoot(ctx context.Context, tpl *Template, req CreateR
 	if be == nil || be.limits != req.Limits {
 		return nil, false
 	}
+	if sb, ok := m.claimPooled(ctx, tpl, req, allowInternet); ok {
+		return sb, true
+	}
 	env := maps.Clone(tpl.Env)
 	src := restoreSource{dir: be.dir, spec: be.spec, tpl: &Template{Name: tpl.Name, Hash: tpl.Hash, RootFS: tpl.RootFS,
 		TemplateConfig: TemplateConfig{Env: env}}, templateID: req.TemplateID, alias: tpl.Name,

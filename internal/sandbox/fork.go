@@ -293,28 +293,48 @@ func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *
 // agent a fresh identity and registers it.
 func (m *Manager) startChild(ctx context.Context, cp runtime.Checkpointer, k *child, parent *store.Sandbox, img string, timeout time.Duration) (sb *Sandbox, err error) {
 	defer func() {
-		if err == nil {
-			return
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if rerr := m.release(cctx, k.id, k.slot, k.spec.Dir); rerr != nil {
-			m.log.Error("cleaning up failed fork child", "sandbox", k.id, "err", rerr)
+		if err != nil {
+			m.releaseChild(ctx, k)
 		}
 	}()
+	if err := m.wakeChild(ctx, cp, k, img); err != nil {
+		return nil, err
+	}
+	return m.registerChild(ctx, k, parent, timeout)
+}
+
+// releaseChild undoes prepareChild (and a restore).
+func (m *Manager) releaseChild(ctx context.Context, k *child) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if rerr := m.release(cctx, k.id, k.slot, k.spec.Dir); rerr != nil {
+		m.log.Error("cleaning up failed fork child", "sandbox", k.id, "err", rerr)
+	}
+}
+
+// wakeChild restores a prepared child from img, lets its agent listen again
+// and waits for its /health. The caller cleans up on error.
+func (m *Manager) wakeChild(ctx context.Context, cp runtime.Checkpointer, k *child, img string) error {
 	if err := cp.Restore(ctx, k.spec, img); err != nil {
-		return nil, fmt.Errorf("restoring fork child: %w", err)
+		return fmt.Errorf("restoring fork child: %w", err)
 	}
 	if err := cp.Signal(ctx, k.id, syscall.SIGUSR1); err != nil {
-		return nil, fmt.Errorf("waking fork child: %w", err)
+		return fmt.Errorf("waking fork child: %w", err)
 	}
-	host := k.ep.GuestIP.String()
 	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
-	err = m.agent.waitHealthy(hctx, host)
+	err := m.agent.waitHealthy(hctx, k.ep.GuestIP.String())
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("fork child agent did not become healthy: %w", err)
+		return fmt.Errorf("fork child agent did not become healthy: %w", err)
 	}
+	return nil
+}
+
+// registerChild gives a woken child its identity (/init: id, token, env
+// vars, clock; authorised by the parent's token), stores and registers it.
+// The caller cleans up on error.
+func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.Sandbox, timeout time.Duration) (*Sandbox, error) {
+	host := k.ep.GuestIP.String()
 	envs := maps.Clone(k.baseEnv)
 	if envs == nil {
 		envs = map[string]string{}

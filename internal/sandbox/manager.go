@@ -117,6 +117,9 @@ type Config struct {
 	// BootSnapshots serves creates from templates' boot snapshots
 	// (bootsnap.go) once PrepareBootSnapshots made them.
 	BootSnapshots bool
+	// WarmPool is the number of restored, unclaimed sandboxes kept per
+	// template (pool.go; needs BootSnapshots).
+	WarmPool map[string]int
 }
 
 // CreateRequest describes a sandbox to create.
@@ -203,6 +206,8 @@ type Manager struct {
 	snaps snapState
 	// boot holds the templates' boot snapshots (bootsnap.go).
 	boot bootState
+	// pool holds restored, unclaimed sandboxes (pool.go).
+	pool poolState
 
 	// mu guards sandboxes, slots and closed.
 	mu        sync.Mutex

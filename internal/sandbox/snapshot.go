@@ -487,6 +487,35 @@ type restoreSource struct {
 	what       string // for logs
 }
 
+// restoredRecord is the record a sandbox restored from src starts from
+// (completed by registerChild).
+func (m *Manager) restoredRecord(src restoreSource, req CreateRequest, allowInternet bool) store.Sandbox {
+	envs := maps.Clone(src.spec.EnvVars)
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	maps.Copy(envs, req.EnvVars)
+	md := maps.Clone(req.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	return store.Sandbox{
+		TemplateID:    src.templateID,
+		TemplateHash:  src.tpl.Hash,
+		Alias:         src.alias,
+		Runtime:       m.cfg.Runtime.Name(),
+		AccessToken:   src.spec.AccessToken,
+		Metadata:      md,
+		EnvVars:       envs,
+		AllowInternet: allowInternet,
+		CPUCount:      src.spec.CPUCount,
+		MemoryMB:      src.spec.MemoryMB,
+		DiskSizeMB:    src.spec.DiskSizeMB,
+		OnTimeout:     onTimeout(req.AutoPause),
+		Extra:         encodeExtra(src.extra),
+	}
+}
+
 // restoreFrom creates a sandbox from src like a fork child: new id, token
 // (when the request or the saved agent is secured), slot and network, a
 // copy of the saved layer, a restore of the saved memory image, then /init
@@ -500,29 +529,7 @@ func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req Create
 	if !ok {
 		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot start sandboxes from snapshots", m.cfg.Runtime.Name())
 	}
-	envs := maps.Clone(src.spec.EnvVars)
-	if envs == nil {
-		envs = map[string]string{}
-	}
-	maps.Copy(envs, req.EnvVars)
-	parent := store.Sandbox{
-		TemplateID:    src.templateID,
-		TemplateHash:  src.tpl.Hash,
-		Alias:         src.alias,
-		Runtime:       m.cfg.Runtime.Name(),
-		AccessToken:   src.spec.AccessToken,
-		Metadata:      maps.Clone(req.Metadata),
-		EnvVars:       envs,
-		AllowInternet: allowInternet,
-		CPUCount:      src.spec.CPUCount,
-		MemoryMB:      src.spec.MemoryMB,
-		DiskSizeMB:    src.spec.DiskSizeMB,
-		OnTimeout:     onTimeout(req.AutoPause),
-		Extra:         encodeExtra(src.extra),
-	}
-	if parent.Metadata == nil {
-		parent.Metadata = map[string]string{}
-	}
+	parent := m.restoredRecord(src, req, allowInternet)
 	start := time.Now()
 	k, err := m.prepareChild(ctx, &parent, src.tpl, req.Secure || src.spec.AccessToken != "", func(ctx context.Context, spec runtime.Spec) error {
 		return ls.CloneSaved(ctx, src.dir, spec)
