@@ -31,6 +31,13 @@ import (
 // under snapshots/; InitSnapshots leaves them alone.
 const bootPrefix = "boot-"
 
+// internalKey/internalBoot mark the sandbox a boot snapshot is made from
+// (destroyed, not re-attached, if the daemon dies meanwhile).
+const (
+	internalKey  = "airlock.internal"
+	internalBoot = "boot-snapshot"
+)
+
 // interpreterPort is the code interpreter's port in templates that have one.
 const interpreterPort = 49999
 
@@ -142,7 +149,7 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 		return tpl.Hash, err
 	}
 	sb, err := m.Create(ctx, CreateRequest{TemplateID: name, Timeout: 10 * time.Minute, Secure: true,
-		Limits: limits, Metadata: map[string]string{"airlock.internal": "boot-snapshot"}, hidden: true})
+		Limits: limits, Metadata: map[string]string{internalKey: internalBoot}, hidden: true})
 	if err != nil {
 		return tpl.Hash, fmt.Errorf("booting the template: %w", err)
 	}

@@ -240,3 +240,31 @@ describe('named snapshots', () => {
     await Sandbox.kill(sbx.sandboxId)
   })
 })
+
+describe('creates served from the boot snapshot', () => {
+  it('interpreter sandboxes get correct results, their own ids and their own random state', { timeout: TEST_TIMEOUT }, async () => {
+    // With --boot-snapshots (the default) these restore the template's
+    // boot snapshot once it is ready (else they cold-boot): either way the
+    // behaviour must be the same.
+    const boxes = await Promise.all([0, 1].map(() => CodeSandbox.create({ timeoutMs: 120_000, metadata: t.metadata })))
+    for (const b of boxes) forks.push(b.sandboxId)
+    try {
+      const seen = new Set()
+      const randoms = new Set()
+      for (const b of boxes) {
+        const r = await b.runCode('import os, random\nprint(os.environ["E2B_SANDBOX_ID"])\n(random.random(), 6 * 7)')
+        assert.equal(r.error, undefined, r.error?.value)
+        assert.equal(r.logs.stdout.join('').trim(), b.sandboxId, 'E2B_SANDBOX_ID in the kernel is this sandbox')
+        const [rnd, answer] = r.text.replace(/[()]/g, '').split(',').map((x) => x.trim())
+        assert.equal(answer, '42')
+        seen.add((await sh(b, 'echo $E2B_SANDBOX_ID')).stdout.trim())
+        randoms.add(rnd)
+        assert.equal((await b.runCode('x = 1\nx + 1')).text, '2')
+      }
+      assert.equal(seen.size, 2, `distinct E2B_SANDBOX_IDs: ${[...seen]}`)
+      assert.equal(randoms.size, 2, `distinct random.random(): ${[...randoms]}`)
+    } finally {
+      await Promise.allSettled(boxes.map((b) => b.kill()))
+    }
+  })
+})
