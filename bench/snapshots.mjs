@@ -123,7 +123,9 @@ try {
   const snapTimes = []
   const snaps = []
   for (let i = 0; i < Math.min(N, 5); i++) {
-    await sleep(1500) // the source is restored in the background after each
+    // The source is restored in the background after each snapshot: wait
+    // until it answers again so a sample does not include that wait.
+    if ((await srcSbx.runCode('x')).text !== '41') throw new Error('source lost its state')
     const t0 = performance.now()
     const s = await api('POST', `/sandboxes/${src.sandboxID}/snapshots`, {})
     snapTimes.push(performance.now() - t0)
