@@ -52,7 +52,15 @@ type bootEntry struct {
 type bootFile struct {
 	Spec   snapshotSpec `json:"spec"`
 	Limits Limits       `json:"limits"`
+	// Warm is true when the template has an interpreter whose warm
+	// contexts the snapshot holds.
+	Warm bool `json:"warm"`
 }
+
+// errNoWarmState skips the boot snapshot of a template without warm state
+// and without a warm pool: restoring it is not faster than a cold boot here
+// and a restored sandbox uses about twice the memory (docs/ARCHITECTURE.md).
+var errNoWarmState = errors.New("no warm state to keep (no interpreter) and no warm pool: creates cold-boot, which is as fast and uses less memory")
 
 // bootState holds the ready boot snapshots by template hash.
 type bootState struct {
@@ -97,6 +105,10 @@ func (m *Manager) PrepareBootSnapshots(ctx context.Context, names []string) {
 			keep[bootPrefix+hash] = true
 			keep[bootPrefix+hash+".json"] = true
 		}
+		if errors.Is(err, errNoWarmState) {
+			m.log.Info("no boot snapshot", "template", name, "why", err)
+			continue
+		}
 		if err != nil {
 			m.log.Warn("no boot snapshot; creates cold-boot", "template", name, "err", err)
 			continue
@@ -133,7 +145,10 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 	}
 	id := bootPrefix + tpl.Hash
 	dir := m.snapshotDir(id)
-	if e, err := m.loadBoot(dir, id); err == nil {
+	if e, warm, err := m.loadBoot(dir, id); err == nil {
+		if !warm && m.cfg.WarmPool[name] == 0 {
+			return tpl.Hash, errNoWarmState
+		}
 		m.boot.set(tpl.Hash, e)
 		return tpl.Hash, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -161,7 +176,8 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 			}
 		}
 	}()
-	if err := m.waitWarm(ctx, sb); err != nil {
+	warm, err := m.waitWarm(ctx, sb)
+	if err != nil {
 		return tpl.Hash, fmt.Errorf("waiting for the interpreter's warm contexts: %w", err)
 	}
 	e, err := m.beginOp(ctx, sb.ID, opSnapshotting, false)
@@ -173,50 +189,53 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 	if err != nil {
 		return tpl.Hash, fmt.Errorf("capturing the booted template: %w", err)
 	}
-	b, _ := json.Marshal(bootFile{Spec: sp, Limits: limits})
+	b, _ := json.Marshal(bootFile{Spec: sp, Limits: limits, Warm: warm})
 	if err := os.WriteFile(dir+".json", b, 0o600); err != nil {
 		_ = os.RemoveAll(dir)
 		return tpl.Hash, fmt.Errorf("writing boot snapshot spec: %w", err)
+	}
+	if !warm && m.cfg.WarmPool[name] == 0 {
+		return tpl.Hash, errNoWarmState // kept on disk for a later --warm-pool
 	}
 	m.boot.set(tpl.Hash, &bootEntry{dir: dir, spec: sp, limits: limits})
 	return tpl.Hash, nil
 }
 
 // loadBoot verifies a boot snapshot left by an earlier run.
-func (m *Manager) loadBoot(dir, id string) (*bootEntry, error) {
+func (m *Manager) loadBoot(dir, id string) (*bootEntry, bool, error) {
 	b, err := os.ReadFile(dir + ".json")
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var bf bootFile
 	if err := json.Unmarshal(b, &bf); err != nil {
-		return nil, fmt.Errorf("parsing %s.json: %w", id, err)
+		return nil, false, fmt.Errorf("parsing %s.json: %w", id, err)
 	}
 	if bf.Spec.Runtime != m.cfg.Runtime.Name() {
-		return nil, fmt.Errorf("made with the %q runtime", bf.Spec.Runtime)
+		return nil, false, fmt.Errorf("made with the %q runtime", bf.Spec.Runtime)
 	}
 	if err := verifyManifest(dir, id); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return &bootEntry{dir: dir, spec: bf.Spec, limits: bf.Limits}, nil
+	return &bootEntry{dir: dir, spec: bf.Spec, limits: bf.Limits}, bf.Warm, nil
 }
 
 // waitWarm waits until a code-interpreter sandbox's default Python context
 // (kernel started, warm-up imports done) and JavaScript context answer an
-// execution. Sandboxes without an interpreter return at once.
-func (m *Manager) waitWarm(ctx context.Context, sb *Sandbox) error {
+// execution; warm reports whether there is an interpreter.
+func (m *Manager) waitWarm(ctx context.Context, sb *Sandbox) (warm bool, err error) {
 	base := "http://" + net.JoinHostPort(sb.GuestIP.String(), strconv.Itoa(interpreterPort))
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	req, _ := http.NewRequestWithContext(hctx, http.MethodGet, base+"/health", nil)
 	res, err := m.cfg.HTTPClient.Do(req)
 	cancel()
 	if err != nil {
-		return nil // no interpreter in this template
+		return false, nil // no interpreter in this template
 	}
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	if res.StatusCode/100 != 2 {
-		return nil
+		return false, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -226,10 +245,10 @@ func (m *Manager) waitWarm(ctx context.Context, sb *Sandbox) error {
 				m.log.Info("no warm JavaScript context in the boot snapshot", "err", err)
 				continue
 			}
-			return err
+			return true, err
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // executeOnce runs a trivial execution in the default context of lang and

@@ -14,8 +14,18 @@ import (
 func TestBootSnapshotServesCreates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	// A template without warm state (no interpreter) and without a warm
+	// pool gets no boot snapshot: its cold boot is as fast.
+	envPlain, _ := snapEnvWith(t, func(c *sandbox.Config) { c.BootSnapshots = true })
+	if _, err := envPlain.Manager.PrepareBootSnapshot(ctx, "base"); err == nil || !strings.Contains(err.Error(), "no warm state") {
+		t.Fatalf("boot snapshot of a plain template without a pool: %v", err)
+	}
+	if n := len(envPlain.Manager.List()); n != 0 {
+		t.Fatalf("boot sandbox left: %d", n)
+	}
+
 	// Boot snapshots are used only when the config says so.
-	envOff, rtOff := snapEnv(t)
+	envOff, rtOff := snapEnvWith(t, func(c *sandbox.Config) { c.WarmPool = map[string]int{"base": 1} })
 	if _, err := envOff.Manager.PrepareBootSnapshot(ctx, "base"); err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +36,11 @@ func TestBootSnapshotServesCreates(t *testing.T) {
 	}
 	rtOff.mu.Unlock()
 
-	env, rt := snapEnvWith(t, func(c *sandbox.Config) { c.BootSnapshots = true })
+	// (A pool size makes "base" eligible; the filler is not running.)
+	env, rt := snapEnvWith(t, func(c *sandbox.Config) {
+		c.BootSnapshots = true
+		c.WarmPool = map[string]int{"base": 1}
+	})
 	hash, err := env.Manager.PrepareBootSnapshot(ctx, "base")
 	if err != nil {
 		t.Fatalf("PrepareBootSnapshot: %v", err)
