@@ -54,7 +54,8 @@ type bootFile struct {
 	Limits Limits       `json:"limits"`
 	// Warm is true when the template has an interpreter whose warm
 	// contexts the snapshot holds.
-	Warm bool `json:"warm"`
+	// (nil in files written before the field existed: made again).
+	Warm *bool `json:"warm"`
 }
 
 // errNoWarmState skips the boot snapshot of a template without warm state
@@ -189,7 +190,7 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 	if err != nil {
 		return tpl.Hash, fmt.Errorf("capturing the booted template: %w", err)
 	}
-	b, _ := json.Marshal(bootFile{Spec: sp, Limits: limits, Warm: warm})
+	b, _ := json.Marshal(bootFile{Spec: sp, Limits: limits, Warm: &warm})
 	if err := os.WriteFile(dir+".json", b, 0o600); err != nil {
 		_ = os.RemoveAll(dir)
 		return tpl.Hash, fmt.Errorf("writing boot snapshot spec: %w", err)
@@ -214,10 +215,13 @@ func (m *Manager) loadBoot(dir, id string) (*bootEntry, bool, error) {
 	if bf.Spec.Runtime != m.cfg.Runtime.Name() {
 		return nil, false, fmt.Errorf("made with the %q runtime", bf.Spec.Runtime)
 	}
+	if bf.Warm == nil {
+		return nil, false, errors.New("written by an older version")
+	}
 	if err := verifyManifest(dir, id); err != nil {
 		return nil, false, err
 	}
-	return &bootEntry{dir: dir, spec: bf.Spec, limits: bf.Limits}, bf.Warm, nil
+	return &bootEntry{dir: dir, spec: bf.Spec, limits: bf.Limits}, *bf.Warm, nil
 }
 
 // waitWarm waits until a code-interpreter sandbox's default Python context
