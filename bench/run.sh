@@ -26,3 +26,10 @@ if [ "${AIRLOCK_BENCH_CONSOLE:-1}" != 0 ]; then
   node -e 'process.exit(typeof WebSocket === "undefined" ? 1 : 0)' || ws_flag=(--experimental-websocket)
   node "${ws_flag[@]}" --no-warnings bench/console.mjs
 fi
+
+# Snapshots (cold boot vs boot snapshot vs warm pool, named snapshots, PSS of
+# forks vs fresh sandboxes): needs a daemon started with
+# --warm-pool code-interpreter-v1=1. Run with AIRLOCK_BENCH_SNAPSHOTS=1.
+if [ "${AIRLOCK_BENCH_SNAPSHOTS:-0}" = 1 ]; then
+  node bench/snapshots.mjs
+fi

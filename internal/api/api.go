@@ -79,10 +79,10 @@ func (a *api) routes() {
 	h("GET /sandboxes/{id}/network/log", a.networkLog)
 	h("GET /sandboxes/{id}/logs", a.logsV1)
 	h("GET /v2/sandboxes/{id}/logs", a.logsV2)
+	h("POST /sandboxes/{id}/snapshots", a.createSnapshot)
+	h("GET /snapshots", a.listSnapshots)
 
 	for _, p := range []string{
-		"POST /sandboxes/{id}/snapshots",
-		"GET /snapshots",
 		"POST /v3/templates",
 		"POST /v2/templates/{id}/builds/{build}",
 		"GET /templates/{id}/builds/{build}/status",

@@ -156,6 +156,9 @@ func (a *api) templateInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) removeTemplate(w http.ResponseWriter, r *http.Request) {
+	if id := r.PathValue("id"); id != "" && a.deleteSnapshot(w, r, id) {
+		return
+	}
 	ad, ok := a.admin(w)
 	if !ok {
 		return

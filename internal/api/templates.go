@@ -58,6 +58,8 @@ type templateJSON struct {
 	UpdatedAt     time.Time  `json:"updatedAt"`
 	LastSpawnedAt *time.Time `json:"lastSpawnedAt"`
 	CreatedBy     *string    `json:"createdBy"`
+	// Snapshot marks a named snapshot listed as a template.
+	Snapshot bool `json:"snapshot,omitempty"`
 }
 
 func toTemplateJSON(t TemplateInfo) templateJSON {
@@ -88,6 +90,7 @@ func (a *api) listTemplates(w http.ResponseWriter, r *http.Request) {
 	for _, t := range ts {
 		out = append(out, toTemplateJSON(t))
 	}
+	out = append(out, a.snapshotTemplates(r)...)
 	writeJSON(w, http.StatusOK, out)
 }
 

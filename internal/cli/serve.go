@@ -57,6 +57,11 @@ type serveOptions struct {
 	logFormat  string
 	killOnExit bool
 	templates  []string
+	// bootSnapshots serves creates of the default templates from a
+	// snapshot of a booted (and warmed) sandbox.
+	bootSnapshots bool
+	// warmPool is the number of restored, unclaimed sandboxes per template.
+	warmPool map[string]int
 	// metricsInterval is the sampling period of sandbox metrics.
 	metricsInterval time.Duration
 	limits          limitFlags
@@ -93,6 +98,8 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.killOnExit, "kill-on-exit", false, "kill all sandboxes when the daemon shuts down")
+	f.BoolVar(&o.bootSnapshots, "boot-snapshots", true, "boot each default template once, snapshot it (with warm interpreter contexts) and serve creates by restoring that snapshot (runtimes that can checkpoint; falls back to a cold boot)")
+	f.StringToIntVar(&o.warmPool, "warm-pool", nil, "keep N restored, unclaimed sandboxes per template for the fastest creates, e.g. code-interpreter-v1=2 (needs --boot-snapshots)")
 	f.StringSliceVar(&o.templates, "templates", []string{"base", "code-interpreter-v1"}, "built-in templates to build (once, cached) before the daemon reports ready")
 	return cmd
 }
@@ -184,6 +191,13 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		NetNSPrefix: o.netPrefix + "-",
 	}
 	o.limits.apply(&mgrCfg)
+	mgrCfg.BootSnapshots = o.bootSnapshots
+	for name, n := range o.warmPool {
+		if n < 0 || n > 64 {
+			return fmt.Errorf("--warm-pool %s=%d: want 0..64", name, n)
+		}
+	}
+	mgrCfg.WarmPool = o.warmPool
 	mgr, err := sandbox.New(mgrCfg)
 	if err != nil {
 		return err
@@ -193,6 +207,12 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		log.Error("restoring sandboxes (continuing)", "err", err)
 	}
 	log.Info("restore done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
+	if srep, err := mgr.InitSnapshots(ctx); err != nil {
+		log.Error("checking snapshots (continuing)", "err", err)
+	} else {
+		log.Info("snapshots checked", "verified", len(srep.Verified), "invalid", len(srep.Invalid),
+			"removed", len(srep.Removed), "collected", len(srep.Collected))
+	}
 	// Sandboxes that stop on their own (agent killed, memory limit) are
 	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
 	go mgr.Reap(ctx, sandbox.DefaultWatchInterval)
@@ -253,6 +273,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		if err := srv.Shutdown(sctx); err != nil {
 			log.Warn("shutting down HTTP server", "err", err)
 		}
+		mgr.DrainWarmPool(sctx)
 		var errs []error
 		if o.killOnExit {
 			if err := mgr.KillAll(sctx); err != nil {
@@ -282,6 +303,14 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 				displayURL(ln.Addr()), displayURL(ln.Addr()), apiKey)
 			log.Info("airlock ready", "addr", ln.Addr().String())
 			ready = nil
+			if o.bootSnapshots && mgr.BootSnapshotsSupported() {
+				go func() {
+					mgr.PrepareBootSnapshots(ctx, o.templates)
+					mgr.RunWarmPool(ctx)
+				}()
+			} else if len(o.warmPool) > 0 {
+				log.Warn("--warm-pool needs boot snapshots (--boot-snapshots and a runtime that can checkpoint); no pool")
+			}
 		case err := <-serveErr:
 			_ = shutdown()
 			return fmt.Errorf("serving: %w", err)

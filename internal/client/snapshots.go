@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // PauseSandbox pauses a running sandbox (memory and disk kept). A sandbox
@@ -50,4 +51,61 @@ func (c *Client) ForkSandbox(ctx context.Context, id string, count, timeout int)
 		return nil, fmt.Errorf("forking sandbox %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// Snapshot is a named snapshot (GET /snapshots, POST /sandboxes/{id}/snapshots).
+type Snapshot struct {
+	SnapshotID string    `json:"snapshotID"`
+	Names      []string  `json:"names"`
+	SandboxID  string    `json:"sandboxID,omitempty"`
+	TemplateID string    `json:"templateID,omitempty"`
+	SizeBytes  int64     `json:"sizeBytes,omitempty"`
+	CreatedAt  time.Time `json:"createdAt,omitzero"`
+	Problem    string    `json:"problem,omitempty"`
+}
+
+// CreateSnapshot saves a running sandbox as a snapshot (name optional); the
+// sandbox keeps running.
+func (c *Client) CreateSnapshot(ctx context.Context, sandboxID, name string) (*Snapshot, error) {
+	body := map[string]string{}
+	if name != "" {
+		body["name"] = name
+	}
+	var s Snapshot
+	if _, err := c.doJSON(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(sandboxID)+"/snapshots", nil, body, &s); err != nil {
+		return nil, fmt.Errorf("snapshotting sandbox %s: %w", sandboxID, err)
+	}
+	return &s, nil
+}
+
+// ListSnapshots returns every snapshot (optionally only those taken from
+// sandboxID), following X-Next-Token.
+func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]Snapshot, error) {
+	out := []Snapshot{}
+	q := url.Values{}
+	if sandboxID != "" {
+		q.Set("sandboxID", sandboxID)
+	}
+	for {
+		var page []Snapshot
+		hdr, err := c.doJSON(ctx, http.MethodGet, "/snapshots", q, nil, &page)
+		if err != nil {
+			return nil, fmt.Errorf("listing snapshots: %w", err)
+		}
+		out = append(out, page...)
+		next := hdr.Get("X-Next-Token")
+		if next == "" || len(page) == 0 {
+			return out, nil
+		}
+		q.Set("nextToken", next)
+	}
+}
+
+// DeleteSnapshot deletes a snapshot by id or name (E2B: DELETE
+// /templates/{id}); an unknown one yields an *APIError with Status 404.
+func (c *Client) DeleteSnapshot(ctx context.Context, ref string) error {
+	if _, err := c.doJSON(ctx, http.MethodDelete, "/templates/"+url.PathEscape(ref), nil, nil, nil); err != nil {
+		return fmt.Errorf("deleting snapshot %s: %w", ref, err)
+	}
+	return nil
 }

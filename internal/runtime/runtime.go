@@ -132,3 +132,17 @@ type StateLister interface {
 type StopReasoner interface {
 	StopReason(id string) string
 }
+
+// LayerSaver is implemented by cloning runtimes that can keep a copy of a
+// checkpointed sandbox's writable layer outside the sandbox (named
+// snapshots) and start sandboxes from such a copy later.
+type LayerSaver interface {
+	// SaveLayer copies the writable layer of the stopped, checkpointed
+	// sandbox in dir into the existing directory dst (regular files and
+	// directories only; dst must not be inside dir).
+	SaveLayer(ctx context.Context, dir, dst string) error
+	// CloneSaved prepares spec.Dir from a layer saved by SaveLayer in src,
+	// like Cloner.Clone does from a checkpointed sandbox. src is not
+	// modified.
+	CloneSaved(ctx context.Context, src string, spec Spec) error
+}

@@ -77,7 +77,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	parent.EnvVars = maps.Clone(e.rec.EnvVars)
 	ip := e.guestIP
 	m.mu.Unlock()
-	tpl, err := m.cfg.Templates.Resolve(ctx, parent.TemplateID)
+	tpl, err := m.templateOf(ctx, &parent)
 	if err != nil {
 		return nil, fmt.Errorf("resolving template %q of %s: %w", parent.TemplateID, id, err)
 	}
@@ -107,7 +107,9 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	kids := make([]*child, count)
 	results := make([]ForkResult, count)
 	for i := range kids {
-		k, err := m.prepareChild(ctx, cl, &parent, tpl, dir)
+		k, err := m.prepareChild(ctx, &parent, tpl, parent.AccessToken != "", func(ctx context.Context, spec runtime.Spec) error {
+			return cl.Clone(ctx, dir, spec)
+		})
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -230,17 +232,22 @@ type child struct {
 	slot      int
 	ep        *network.Endpoint
 	spec      runtime.Spec
+	// baseEnv is set under the parent's env vars at /init (template env of
+	// sandboxes restored from a snapshot).
+	baseEnv map[string]string
 }
 
-// prepareChild allocates the child's id, token, slot and network and copies
-// the (stopped) parent's directory.
-func (m *Manager) prepareChild(ctx context.Context, cl runtime.Cloner, parent *store.Sandbox, tpl *Template, parentDir string) (*child, error) {
+// prepareChild allocates the child's id, token (when secure), slot and
+// network, and lets clone prepare its directory (a copy of the stopped
+// parent's, or of a saved snapshot).
+func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *Template, secure bool,
+	clone func(context.Context, runtime.Spec) error) (*child, error) {
 	id, err := newID()
 	if err != nil {
 		return nil, err
 	}
 	k := &child{id: id}
-	if parent.AccessToken != "" {
+	if secure {
 		if k.token, err = newToken(); err != nil {
 			return nil, err
 		}
@@ -276,7 +283,7 @@ func (m *Manager) prepareChild(ctx context.Context, cl runtime.Cloner, parent *s
 			DiskMB:   parent.DiskSizeMB,
 		},
 	}
-	if err := cl.Clone(ctx, parentDir, k.spec); err != nil {
+	if err := clone(ctx, k.spec); err != nil {
 		return fail(fmt.Errorf("copying sandbox: %w", err))
 	}
 	return k, nil
@@ -286,32 +293,53 @@ func (m *Manager) prepareChild(ctx context.Context, cl runtime.Cloner, parent *s
 // agent a fresh identity and registers it.
 func (m *Manager) startChild(ctx context.Context, cp runtime.Checkpointer, k *child, parent *store.Sandbox, img string, timeout time.Duration) (sb *Sandbox, err error) {
 	defer func() {
-		if err == nil {
-			return
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if rerr := m.release(cctx, k.id, k.slot, k.spec.Dir); rerr != nil {
-			m.log.Error("cleaning up failed fork child", "sandbox", k.id, "err", rerr)
+		if err != nil {
+			m.releaseChild(ctx, k)
 		}
 	}()
+	if err := m.wakeChild(ctx, cp, k, img); err != nil {
+		return nil, err
+	}
+	return m.registerChild(ctx, k, parent, timeout)
+}
+
+// releaseChild undoes prepareChild (and a restore).
+func (m *Manager) releaseChild(ctx context.Context, k *child) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if rerr := m.release(cctx, k.id, k.slot, k.spec.Dir); rerr != nil {
+		m.log.Error("cleaning up failed fork child", "sandbox", k.id, "err", rerr)
+	}
+}
+
+// wakeChild restores a prepared child from img, lets its agent listen again
+// and waits for its /health. The caller cleans up on error.
+func (m *Manager) wakeChild(ctx context.Context, cp runtime.Checkpointer, k *child, img string) error {
 	if err := cp.Restore(ctx, k.spec, img); err != nil {
-		return nil, fmt.Errorf("restoring fork child: %w", err)
+		return fmt.Errorf("restoring fork child: %w", err)
 	}
 	if err := cp.Signal(ctx, k.id, syscall.SIGUSR1); err != nil {
-		return nil, fmt.Errorf("waking fork child: %w", err)
+		return fmt.Errorf("waking fork child: %w", err)
 	}
-	host := k.ep.GuestIP.String()
 	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
-	err = m.agent.waitHealthy(hctx, host)
+	err := m.agent.waitHealthy(hctx, k.ep.GuestIP.String())
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("fork child agent did not become healthy: %w", err)
+		return fmt.Errorf("fork child agent did not become healthy: %w", err)
 	}
-	envs := maps.Clone(parent.EnvVars)
+	return nil
+}
+
+// registerChild gives a woken child its identity (/init: id, token, env
+// vars, clock; authorised by the parent's token), stores and registers it.
+// The caller cleans up on error.
+func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.Sandbox, timeout time.Duration) (*Sandbox, error) {
+	host := k.ep.GuestIP.String()
+	envs := maps.Clone(k.baseEnv)
 	if envs == nil {
 		envs = map[string]string{}
 	}
+	maps.Copy(envs, parent.EnvVars)
 	envs["E2B_SANDBOX"] = "true"
 	envs["E2B_SANDBOX_ID"] = k.id
 	envs["E2B_TEMPLATE_ID"] = parent.TemplateID

@@ -45,10 +45,13 @@ type extra struct {
 	// Egress policy (netpolicy.go), re-applied after a daemon restart.
 	AllowOut []string `json:"allowOut,omitempty"`
 	DenyOut  []string `json:"denyOut,omitempty"`
+	// BaseTemplate is the template under a sandbox created from a named
+	// snapshot (TemplateID is then the snapshot's id).
+	BaseTemplate string `json:"baseTemplate,omitempty"`
 }
 
 func encodeExtra(x extra) string {
-	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 {
+	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" {
 		return ""
 	}
 	b, _ := json.Marshal(x)

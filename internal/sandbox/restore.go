@@ -61,7 +61,8 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 				continue
 			}
 		}
-		alive := err == nil && st == runtime.StateRunning && nsIDs[row.ID] && ipErr == nil
+		alive := err == nil && st == runtime.StateRunning && nsIDs[row.ID] && ipErr == nil &&
+			row.Metadata[internalKey] != internalBoot // a boot-snapshot sandbox of a crashed daemon
 		if alive && row.EndAt.After(now) {
 			m.mu.Lock()
 			if owner, used := m.slots[row.Slot]; used && owner != row.ID {

@@ -64,3 +64,25 @@ type Store interface {
 
 	Close() error
 }
+
+// Snapshot is a named snapshot of a sandbox (memory image + writable layer
+// under <data>/snapshots/<id>/).
+type Snapshot struct {
+	ID        string
+	Name      string // optional unique name ("" = none)
+	SandboxID string // the sandbox it was taken from
+	SizeBytes int64  // bytes used on disk
+	CreatedAt time.Time
+	Spec      string // JSON owned by the sandbox manager (template, resources, env, …)
+}
+
+// SnapshotStore is implemented by stores that persist named snapshots.
+// It is separate from Store so that stores without snapshots keep working
+// (the manager then answers 501).
+type SnapshotStore interface {
+	PutSnapshot(ctx context.Context, s *Snapshot) error // insert or replace
+	GetSnapshot(ctx context.Context, id string) (*Snapshot, error)
+	// ListSnapshots returns all snapshots, oldest first (CreatedAt, ID).
+	ListSnapshots(ctx context.Context) ([]*Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id string) error
+}

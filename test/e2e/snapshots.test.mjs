@@ -6,10 +6,10 @@ import { describe, it, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { Sandbox } from 'e2b'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
-import { tracker, sh, TEST_TIMEOUT } from './helpers.mjs'
+import { tracker, sh, uniq, TEST_TIMEOUT } from './helpers.mjs'
 
 const t = tracker('snapshots')
-const forks = [] // children created by fork (not known to the tracker)
+const forks = [] // children created by fork or from snapshots (not known to the tracker)
 after(() => Promise.allSettled([t.killAll(), ...forks.map((id) => Sandbox.kill(id))]))
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -166,6 +166,105 @@ describe('fork', () => {
       }
     } finally {
       await Sandbox.kill(parent.sandboxId)
+    }
+  })
+})
+
+describe('named snapshots', () => {
+  it('a snapshot with x = 41 and a file starts isolated sandboxes with fresh identities', { timeout: TEST_TIMEOUT }, async () => {
+    const src = await CodeSandbox.create({ timeoutMs: 300_000, metadata: t.metadata })
+    forks.push(src.sandboxId)
+    assert.equal((await src.runCode('x = 41\nx')).text, '41')
+    await src.files.write('/home/user/snap.txt', 'snapped')
+    const name = `snap-${uniq()}`
+    const snap = await src.createSnapshot({ name })
+    assert.ok(snap.snapshotId, 'snapshot id')
+    assert.deepEqual(snap.names, [name])
+
+    // The source keeps running with its state.
+    assert.equal((await src.runCode('x')).text, '41')
+    assert.equal((await Sandbox.getInfo(src.sandboxId)).state, 'running')
+
+    // Listed (by source sandbox and by name) and shown as a template.
+    const bySource = await Sandbox.listSnapshots({ sandboxId: src.sandboxId }).nextItems()
+    assert.deepEqual(bySource.map((s) => s.snapshotId), [snap.snapshotId])
+    const byName = await Sandbox.listSnapshots({ name }).nextItems()
+    assert.deepEqual(byName.map((s) => s.snapshotId), [snap.snapshotId])
+
+    // Two sandboxes from it, by id and by name.
+    const a = await CodeSandbox.create(snap.snapshotId, { timeoutMs: 120_000, metadata: t.metadata })
+    forks.push(a.sandboxId)
+    const b = await CodeSandbox.create(name, { timeoutMs: 120_000, metadata: t.metadata, envs: { FROM_REQ: 'yes' } })
+    forks.push(b.sandboxId)
+    assert.equal(new Set([src.sandboxId, a.sandboxId, b.sandboxId]).size, 3)
+    for (const s of [a, b]) {
+      const r = await s.runCode('x + 1')
+      assert.equal(r.error, undefined, r.error?.value)
+      assert.equal(r.text, '42')
+      assert.equal(await s.files.read('/home/user/snap.txt'), 'snapped')
+      const env = await sh(s, 'echo $E2B_SANDBOX_ID')
+      assert.equal(env.stdout.trim(), s.sandboxId, 'E2B_SANDBOX_ID is the new sandbox id')
+      assert.equal((await s.runCode('import os; os.environ["E2B_SANDBOX_ID"]')).text, s.sandboxId, 'the warm kernel sees the new id')
+    }
+    assert.equal((await sh(b, 'echo $FROM_REQ')).stdout.trim(), 'yes', 'request env vars apply')
+    // Python's random state was reseeded in each copy.
+    const ra = (await a.runCode('import random; random.random()')).text
+    const rb = (await b.runCode('import random; random.random()')).text
+    const rs = (await src.runCode('import random; random.random()')).text
+    assert.ok(ra && rb && rs, `random values: ${ra} ${rb} ${rs}`)
+    assert.equal(new Set([ra, rb, rs]).size, 3, `random.random() differs: ${ra} ${rb} ${rs}`)
+
+    // Changes are isolated.
+    assert.equal((await a.runCode('x = 7\nx')).text, '7')
+    await a.files.write('/home/user/snap.txt', 'changed in a')
+    assert.equal((await b.runCode('x')).text, '41')
+    assert.equal(await b.files.read('/home/user/snap.txt'), 'snapped')
+    assert.equal((await src.runCode('x')).text, '41')
+    assert.equal(await src.files.read('/home/user/snap.txt'), 'snapped')
+
+    // Delete: true, then false; creating from it fails; existing sandboxes live on.
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false)
+    assert.deepEqual(await Sandbox.listSnapshots({ sandboxId: src.sandboxId }).nextItems(), [])
+    await assert.rejects(Sandbox.create(name, { timeoutMs: 30_000 }), /not found/i)
+    assert.equal((await b.runCode('x')).text, '41')
+    await Promise.allSettled([a, b, src].map((s) => Sandbox.kill(s.sandboxId)))
+  })
+
+  it('snapshot bad input: unknown or paused sandbox, unknown snapshot', { timeout: TEST_TIMEOUT }, async () => {
+    await assert.rejects(Sandbox.createSnapshot('i0000000000000000nope'), (err) => err.name === 'SandboxNotFoundError' || /not found/i.test(String(err)))
+    assert.equal(await Sandbox.deleteSnapshot(`snope${uniq()}`), false)
+    const sbx = await t.create()
+    assert.equal(await sbx.betaPause(), true)
+    await assert.rejects(Sandbox.createSnapshot(sbx.sandboxId), /paused/)
+    await Sandbox.kill(sbx.sandboxId)
+  })
+})
+
+describe('creates served from the boot snapshot', () => {
+  it('interpreter sandboxes get correct results, their own ids and their own random state', { timeout: TEST_TIMEOUT }, async () => {
+    // With --boot-snapshots (the default) these restore the template's
+    // boot snapshot once it is ready (else they cold-boot): either way the
+    // behaviour must be the same.
+    const boxes = await Promise.all([0, 1].map(() => CodeSandbox.create({ timeoutMs: 120_000, metadata: t.metadata })))
+    for (const b of boxes) forks.push(b.sandboxId)
+    try {
+      const seen = new Set()
+      const randoms = new Set()
+      for (const b of boxes) {
+        const r = await b.runCode('import os, random\nprint(os.environ["E2B_SANDBOX_ID"])\n(random.random(), 6 * 7)')
+        assert.equal(r.error, undefined, r.error?.value)
+        assert.equal(r.logs.stdout.join('').trim(), b.sandboxId, 'E2B_SANDBOX_ID in the kernel is this sandbox')
+        const [rnd, answer] = r.text.replace(/[()]/g, '').split(',').map((x) => x.trim())
+        assert.equal(answer, '42')
+        seen.add((await sh(b, 'echo $E2B_SANDBOX_ID')).stdout.trim())
+        randoms.add(rnd)
+        assert.equal((await b.runCode('x = 1\nx + 1')).text, '2')
+      }
+      assert.equal(seen.size, 2, `distinct E2B_SANDBOX_IDs: ${[...seen]}`)
+      assert.equal(randoms.size, 2, `distinct random.random(): ${[...randoms]}`)
+    } finally {
+      await Promise.allSettled(boxes.map((b) => b.kill()))
     }
   })
 })

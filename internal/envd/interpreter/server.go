@@ -352,6 +352,11 @@ func envSnippet(language string, env map[string]string) string {
 	return ""
 }
 
+// reseedPython reseeds Python's and (if imported) NumPy's global random
+// generators from the kernel's entropy source.
+const reseedPython = "import random as __al_random, sys as __al_sys\n__al_random.seed()\n" +
+	"if 'numpy' in __al_sys.modules: __al_sys.modules['numpy'].random.seed()\n"
+
 // syncGlobalEnv applies sandbox env vars that changed since the context was
 // created (e.g. set by /init after the default contexts started).
 func (s *Server) syncGlobalEnv(ctx context.Context, e *entry) {
@@ -360,8 +365,14 @@ func (s *Server) syncGlobalEnv(ctx context.Context, e *entry) {
 		return
 	}
 	if jk, ok := e.kernel.(*jupyterKernel); ok {
+		code := envSnippet("python", cur)
+		if cur["E2B_SANDBOX_ID"] != e.envApplied["E2B_SANDBOX_ID"] {
+			// A new sandbox identity: this kernel may be a restored copy
+			// (fork, snapshot) whose random state every copy shares.
+			code += reseedPython
+		}
 		jk.mu.Lock()
-		err := jk.runSilent(ctx, envSnippet("python", cur))
+		err := jk.runSilent(ctx, code)
 		jk.mu.Unlock()
 		if err != nil {
 			return

@@ -26,11 +26,74 @@ var _ runtime.Cloner = (*Runtime)(nil)
 // blocks with the parent on reflink-capable filesystems; then the layer and
 // the overlay are mounted and a bundle for spec is written. Restore(spec,
 // image) starts the child. On failure everything created is removed.
-func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec) (err error) {
+func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec) error {
+	parentDir = filepath.Clean(parentDir)
+	return r.cloneWith(ctx, spec, func(dir string) error {
+		parentImg := filepath.Join(parentDir, diskImage)
+		if _, err := os.Stat(parentImg); err != nil {
+			// Unlimited layer: a plain directory tree.
+			return copyTree(ctx, filepath.Join(parentDir, layerDir), filepath.Join(dir, layerDir))
+		}
+		img := filepath.Join(dir, diskImage)
+		if err := copyFrozen(ctx, filepath.Join(parentDir, layerDir), parentImg, img); err != nil {
+			return err
+		}
+		copyLayerBase(parentDir, dir)
+		return mountImage(img, filepath.Join(dir, layerDir))
+	})
+}
+
+var _ runtime.LayerSaver = (*Runtime)(nil)
+
+// SaveLayer implements runtime.LayerSaver: disk.img is copied (reflink and
+// sparse where possible) while the layer filesystem is frozen, or an
+// unlimited layer's tree is copied into dst/layer.
+func (r *Runtime) SaveLayer(ctx context.Context, dir, dst string) error {
+	dir, dst = filepath.Clean(dir), filepath.Clean(dst)
+	if dst == dir || strings.HasPrefix(dst, dir+"/") {
+		return fmt.Errorf("%w: snapshot dir %s is inside the sandbox dir", ErrInvalidSpec, dst)
+	}
+	img := filepath.Join(dir, diskImage)
+	if _, err := os.Stat(img); err != nil {
+		layer := filepath.Join(dst, layerDir)
+		if err := os.Mkdir(layer, 0o700); err != nil {
+			return fmt.Errorf("creating saved layer dir: %w", err)
+		}
+		return copyTree(ctx, filepath.Join(dir, layerDir), layer)
+	}
+	if err := copyFrozen(ctx, filepath.Join(dir, layerDir), img, filepath.Join(dst, diskImage)); err != nil {
+		return err
+	}
+	copyLayerBase(dir, dst)
+	return nil
+}
+
+// CloneSaved implements runtime.LayerSaver: like Clone, from a layer saved
+// by SaveLayer (a plain copy: nothing there is mounted or in use).
+func (r *Runtime) CloneSaved(ctx context.Context, src string, spec runtime.Spec) error {
+	src = filepath.Clean(src)
+	return r.cloneWith(ctx, spec, func(dir string) error {
+		saved := filepath.Join(src, diskImage)
+		if _, err := os.Stat(saved); err != nil {
+			return copyTree(ctx, filepath.Join(src, layerDir), filepath.Join(dir, layerDir))
+		}
+		img := filepath.Join(dir, diskImage)
+		out, err := exec.CommandContext(ctx, "cp", "--reflink=auto", "--sparse=always", saved, img).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("copying saved layer image: %w: %s", err, strings.TrimSpace(string(out)))
+		}
+		copyLayerBase(src, dir)
+		return mountImage(img, filepath.Join(dir, layerDir))
+	})
+}
+
+// cloneWith creates spec.Dir with an empty layer dir, lets fill populate
+// (and mount) the writable layer, then mounts the overlay and writes the
+// bundle. On failure everything created is removed.
+func (r *Runtime) cloneWith(ctx context.Context, spec runtime.Spec, fill func(dir string) error) (err error) {
 	if err := validate(spec); err != nil {
 		return err
 	}
-	parentDir = filepath.Clean(parentDir)
 	dir := filepath.Clean(spec.Dir)
 	if r.known(spec.ID) {
 		return fmt.Errorf("%w: sandbox %s already exists in runsc", ErrInvalidSpec, spec.ID)
@@ -49,28 +112,11 @@ func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec
 			r.log.Error("cleaning up failed clone", "id", spec.ID, "err", derr)
 		}
 	}()
-	layer := filepath.Join(dir, layerDir)
-	if err := os.Mkdir(layer, 0o700); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, layerDir), 0o700); err != nil {
 		return fmt.Errorf("creating layer dir: %w", err)
 	}
-	parentImg := filepath.Join(parentDir, diskImage)
-	if _, err := os.Stat(parentImg); err == nil {
-		img := filepath.Join(dir, diskImage)
-		if err := copyFrozen(ctx, filepath.Join(parentDir, layerDir), parentImg, img); err != nil {
-			return err
-		}
-		if err := mountImage(img, layer); err != nil {
-			return err
-		}
-		if b, err := os.ReadFile(filepath.Join(parentDir, layerBase)); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, layerBase), b, 0o600)
-		}
-	} else {
-		// Unlimited layer: a plain directory tree.
-		out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", filepath.Join(parentDir, layerDir)+"/.", layer).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("copying layer: %w: %s", err, strings.TrimSpace(string(out)))
-		}
+	if err := fill(dir); err != nil {
+		return err
 	}
 	copied := time.Since(t0)
 	if err := mountOverlay(filepath.Clean(spec.RootFS), dir); err != nil {
@@ -88,6 +134,22 @@ func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec
 	}
 	r.log.Debug("sandbox cloned", "id", spec.ID, "copy", copied, "total", time.Since(t0))
 	return nil
+}
+
+// copyTree copies the contents of src into the existing directory dst.
+func copyTree(ctx context.Context, src, dst string) error {
+	out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", src+"/.", dst).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("copying layer: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// copyLayerBase copies the layer's base usage record (stats), if any.
+func copyLayerBase(from, to string) {
+	if b, err := os.ReadFile(filepath.Join(from, layerBase)); err == nil {
+		_ = os.WriteFile(filepath.Join(to, layerBase), b, 0o600)
+	}
 }
 
 // copyFrozen copies the image backing the filesystem mounted at mnt while

@@ -4,6 +4,7 @@
 package sandboxtest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +16,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -275,13 +278,16 @@ type Store struct {
 	sandboxes map[string]store.Sandbox
 	templates map[string]store.Template
 	settings  map[string]string
+	snapshots map[string]store.Snapshot
 }
 
 var _ store.Store = (*Store)(nil)
+var _ store.SnapshotStore = (*Store)(nil)
 
 // NewStore returns an empty in-memory store.
 func NewStore() *Store {
-	return &Store{sandboxes: map[string]store.Sandbox{}, templates: map[string]store.Template{}, settings: map[string]string{}}
+	return &Store{sandboxes: map[string]store.Sandbox{}, templates: map[string]store.Template{}, settings: map[string]string{},
+		snapshots: map[string]store.Snapshot{}}
 }
 
 // PutSandbox implements store.Store.
@@ -384,6 +390,51 @@ func (s *Store) PutSetting(ctx context.Context, key, value string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.settings[key] = value
+	return nil
+}
+
+// PutSnapshot implements store.SnapshotStore.
+func (s *Store) PutSnapshot(ctx context.Context, sn *store.Snapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snapshots[sn.ID] = *sn
+	return nil
+}
+
+// GetSnapshot implements store.SnapshotStore.
+func (s *Store) GetSnapshot(ctx context.Context, id string) (*store.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.snapshots[id]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	return &sn, nil
+}
+
+// ListSnapshots implements store.SnapshotStore (oldest first).
+func (s *Store) ListSnapshots(ctx context.Context) ([]*store.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*store.Snapshot
+	for _, sn := range s.snapshots {
+		c := sn
+		out = append(out, &c)
+	}
+	slices.SortFunc(out, func(a, b *store.Snapshot) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// DeleteSnapshot implements store.SnapshotStore.
+func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.snapshots[id]; !ok {
+		return store.ErrNotFound
+	}
+	delete(s.snapshots, id)
 	return nil
 }
 

@@ -55,6 +55,19 @@ CREATE TABLE settings (
 	value TEXT NOT NULL
 );`,
 	},
+	{
+		name: "snapshots",
+		sql: `
+CREATE TABLE snapshots (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL DEFAULT '',
+	sandbox_id TEXT NOT NULL DEFAULT '',
+	size_bytes INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds, UTC
+	spec       TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX snapshots_created_at ON snapshots (created_at, id);`,
+	},
 }
 
 // migrate applies every migration newer than the recorded schema version,

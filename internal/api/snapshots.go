@@ -1,0 +1,152 @@
+package api
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+)
+
+// snapshotJSON is E2B's SnapshotInfo, plus our own fields.
+type snapshotJSON struct {
+	SnapshotID string    `json:"snapshotID"`
+	Names      []string  `json:"names"`
+	SandboxID  string    `json:"sandboxID"`
+	TemplateID string    `json:"templateID"`
+	SizeBytes  int64     `json:"sizeBytes"`
+	CreatedAt  time.Time `json:"createdAt"`
+	Problem    string    `json:"problem,omitempty"`
+}
+
+func toSnapshotJSON(s *sandbox.SnapshotInfo) snapshotJSON {
+	return snapshotJSON{SnapshotID: s.ID, Names: s.Names(), SandboxID: s.SandboxID, TemplateID: s.TemplateID,
+		SizeBytes: s.SizeBytes, CreatedAt: s.CreatedAt.UTC(), Problem: s.Problem}
+}
+
+// createSnapshot answers POST /sandboxes/{id}/snapshots {name?} → 201.
+func (a *api) createSnapshot(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name *string `json:"name"`
+	}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	name := ""
+	if body.Name != nil {
+		name = *body.Name
+	}
+	s, err := a.m.CreateSnapshot(r.Context(), pathID(r), name)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toSnapshotJSON(s))
+}
+
+// snapshotCursor is "<created unix nanos>_<id>", base64url.
+func snapshotCursor(s *sandbox.SnapshotInfo) string {
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d_%s", s.CreatedAt.UnixNano(), s.ID))
+}
+
+func decodeSnapshotCursor(tok string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(tok, "="))
+	if err != nil {
+		return 0, "", fmt.Errorf("invalid nextToken: %w", err)
+	}
+	ns, id, ok := strings.Cut(string(b), "_")
+	n, nerr := strconv.ParseInt(ns, 10, 64)
+	if !ok || nerr != nil || id == "" {
+		return 0, "", errors.New("invalid nextToken: malformed")
+	}
+	return n, id, nil
+}
+
+// listSnapshots answers GET /snapshots?sandboxID&name&limit&nextToken,
+// oldest first, with X-Next-Token when there are more.
+func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := defaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid limit %q: want 1..%d", v, maxListLimit))
+			return
+		}
+		limit = n
+	}
+	var (
+		afterNs int64
+		afterID string
+	)
+	if v := q.Get("nextToken"); v != "" {
+		var err error
+		if afterNs, afterID, err = decodeSnapshotCursor(v); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
+	all, err := a.m.ListSnapshots(r.Context(), sandbox.SnapshotFilter{SandboxID: q.Get("sandboxID"), Name: q.Get("name")})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := []snapshotJSON{}
+	var last *sandbox.SnapshotInfo
+	more := false
+	for _, s := range all {
+		if afterID != "" {
+			ns := s.CreatedAt.UnixNano()
+			if ns < afterNs || (ns == afterNs && s.ID <= afterID) {
+				continue
+			}
+		}
+		if len(out) == limit {
+			more = true
+			break
+		}
+		out = append(out, toSnapshotJSON(s))
+		last = s
+	}
+	if more && last != nil {
+		w.Header().Set("X-Next-Token", snapshotCursor(last))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// deleteSnapshot handles DELETE /templates/{id} for snapshots; false when
+// id is no snapshot (the template handler takes over).
+func (a *api) deleteSnapshot(w http.ResponseWriter, r *http.Request, id string) bool {
+	if _, err := a.m.GetSnapshot(r.Context(), id); err != nil {
+		return false
+	}
+	if err := a.m.DeleteSnapshot(r.Context(), id); err != nil {
+		a.fail(w, r, err)
+		return true
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// snapshotTemplates lists the snapshots as templates (GET /templates).
+func (a *api) snapshotTemplates(r *http.Request) []templateJSON {
+	all, err := a.m.ListSnapshots(r.Context(), sandbox.SnapshotFilter{})
+	if err != nil {
+		return nil
+	}
+	out := make([]templateJSON, 0, len(all))
+	for _, s := range all {
+		t := toTemplateJSON(TemplateInfo{Name: s.ID, Hash: s.ID, SizeBytes: s.SizeBytes, CreatedAt: s.CreatedAt})
+		t.Aliases, t.Names = s.Names(), s.Names()
+		t.Snapshot = true
+		if s.Problem != "" {
+			t.BuildStatus = "error"
+		}
+		out = append(out, t)
+	}
+	return out
+}

@@ -1,0 +1,309 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+)
+
+// Boot snapshots: a template is booted once, its agent (and, for
+// code-interpreter templates, the warm Python/JavaScript contexts) made
+// ready, and the sandbox captured into <data>/snapshots/boot-<hash>/.
+// Creates of that template restore the capture instead of cold-booting
+// (the fork-child path: fresh id, token, address, env vars, clock; Python's
+// random generators are reseeded by the interpreter when it sees the new
+// sandbox id). Any problem falls back to a cold boot.
+
+// bootPrefix names boot snapshot dirs (and their spec files, <dir>.json)
+// under snapshots/; InitSnapshots leaves them alone.
+const bootPrefix = "boot-"
+
+// internalKey/internalBoot mark the sandbox a boot snapshot is made from
+// (destroyed, not re-attached, if the daemon dies meanwhile).
+const (
+	internalKey  = "airlock.internal"
+	internalBoot = "boot-snapshot"
+)
+
+// interpreterPort is the code interpreter's port in templates that have one.
+const interpreterPort = 49999
+
+// bootEntry is a ready boot snapshot.
+type bootEntry struct {
+	dir    string
+	spec   snapshotSpec
+	limits Limits // the resolved limits it was booted with
+}
+
+// bootFile is what <dir>.json holds next to a boot snapshot dir.
+type bootFile struct {
+	Spec   snapshotSpec `json:"spec"`
+	Limits Limits       `json:"limits"`
+	// Warm is true when the template has an interpreter whose warm
+	// contexts the snapshot holds.
+	// (nil in files written before the field existed: made again).
+	Warm *bool `json:"warm"`
+}
+
+// errNoWarmState skips the boot snapshot of a template without warm state
+// and without a warm pool: restoring it is not faster than a cold boot here
+// and a restored sandbox uses about twice the memory (docs/ARCHITECTURE.md).
+var errNoWarmState = errors.New("no warm state to keep (no interpreter) and no warm pool: creates cold-boot, which is as fast and uses less memory")
+
+// bootState holds the ready boot snapshots by template hash.
+type bootState struct {
+	// mu guards ready.
+	mu    sync.Mutex
+	ready map[string]*bootEntry
+}
+
+func (b *bootState) get(hash string) *bootEntry {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ready[hash]
+}
+
+func (b *bootState) set(hash string, e *bootEntry) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ready == nil {
+		b.ready = map[string]*bootEntry{}
+	}
+	b.ready[hash] = e
+}
+
+// BootSnapshotsSupported reports whether the runtime can serve creates from
+// boot snapshots.
+func (m *Manager) BootSnapshotsSupported() bool {
+	_, ck := m.cfg.Runtime.(runtime.Checkpointer)
+	_, ls := m.cfg.Runtime.(runtime.LayerSaver)
+	return ck && ls
+}
+
+// PrepareBootSnapshots makes a boot snapshot for each template (reusing one
+// on disk whose manifest verifies) and removes boot snapshots of other
+// builds. Errors are per template and logged; creates of a template
+// without a boot snapshot cold-boot.
+func (m *Manager) PrepareBootSnapshots(ctx context.Context, names []string) {
+	keep := map[string]bool{}
+	for _, name := range names {
+		start := time.Now()
+		hash, err := m.PrepareBootSnapshot(ctx, name)
+		if hash != "" {
+			keep[bootPrefix+hash] = true
+			keep[bootPrefix+hash+".json"] = true
+		}
+		if errors.Is(err, errNoWarmState) {
+			m.log.Info("no boot snapshot", "template", name, "why", err)
+			continue
+		}
+		if err != nil {
+			m.log.Warn("no boot snapshot; creates cold-boot", "template", name, "err", err)
+			continue
+		}
+		m.log.Info("boot snapshot ready", "template", name, "elapsed", time.Since(start).Round(time.Millisecond))
+	}
+	ents, _ := os.ReadDir(m.snapshotsDir())
+	for _, de := range ents {
+		if strings.HasPrefix(de.Name(), bootPrefix) && !keep[de.Name()] {
+			if err := os.RemoveAll(filepath.Join(m.snapshotsDir(), de.Name())); err == nil {
+				m.log.Info("old boot snapshot removed", "path", de.Name())
+			}
+		}
+	}
+}
+
+// PrepareBootSnapshot makes (or verifies) the boot snapshot of one template
+// and returns the template's hash.
+func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string, error) {
+	cp, err := m.checkpointer()
+	if err != nil {
+		return "", err
+	}
+	ls, ok := m.cfg.Runtime.(runtime.LayerSaver)
+	if !ok {
+		return "", fmt.Errorf("the %q runtime cannot save sandboxes", m.cfg.Runtime.Name())
+	}
+	tpl, err := m.cfg.Templates.Resolve(ctx, name)
+	if err != nil {
+		return "", fmt.Errorf("resolving template: %w", err)
+	}
+	if tpl.StartCmd != "" || tpl.User != "" || tpl.Workdir != "" {
+		return tpl.Hash, errors.New("templates with a start command, user or workdir are not served from boot snapshots yet")
+	}
+	id := bootPrefix + tpl.Hash
+	dir := m.snapshotDir(id)
+	if e, warm, err := m.loadBoot(dir, id); err == nil {
+		if !warm && m.cfg.WarmPool[name] == 0 {
+			return tpl.Hash, errNoWarmState
+		}
+		m.boot.set(tpl.Hash, e)
+		return tpl.Hash, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		m.log.Warn("boot snapshot on disk is unusable; making a new one", "template", name, "err", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return tpl.Hash, fmt.Errorf("removing old boot snapshot: %w", err)
+	}
+	_ = os.Remove(dir + ".json")
+
+	limits, err := m.resolveLimits(Limits{CPUCount: tpl.CPUCount, MemoryMB: tpl.MemoryMB})
+	if err != nil {
+		return tpl.Hash, err
+	}
+	sb, err := m.Create(ctx, CreateRequest{TemplateID: name, Timeout: 10 * time.Minute, Secure: true,
+		Limits: limits, Metadata: map[string]string{internalKey: internalBoot}, hidden: true})
+	if err != nil {
+		return tpl.Hash, fmt.Errorf("booting the template: %w", err)
+	}
+	captured := false
+	defer func() {
+		if !captured {
+			if err := m.Kill(context.WithoutCancel(ctx), sb.ID); err != nil && !IsNotFound(err) {
+				m.log.Warn("killing boot sandbox", "sandbox", sb.ID, "err", err)
+			}
+		}
+	}()
+	warm, err := m.waitWarm(ctx, sb)
+	if err != nil {
+		return tpl.Hash, fmt.Errorf("waiting for the interpreter's warm contexts: %w", err)
+	}
+	e, err := m.beginOp(ctx, sb.ID, opSnapshotting, false)
+	if err != nil {
+		return tpl.Hash, err
+	}
+	captured = true // capture removes the sandbox
+	sp, err := m.capture(ctx, cp, ls, sb.ID, e, id, dir, false)
+	if err != nil {
+		return tpl.Hash, fmt.Errorf("capturing the booted template: %w", err)
+	}
+	b, _ := json.Marshal(bootFile{Spec: sp, Limits: limits, Warm: &warm})
+	if err := os.WriteFile(dir+".json", b, 0o600); err != nil {
+		_ = os.RemoveAll(dir)
+		return tpl.Hash, fmt.Errorf("writing boot snapshot spec: %w", err)
+	}
+	if !warm && m.cfg.WarmPool[name] == 0 {
+		return tpl.Hash, errNoWarmState // kept on disk for a later --warm-pool
+	}
+	m.boot.set(tpl.Hash, &bootEntry{dir: dir, spec: sp, limits: limits})
+	return tpl.Hash, nil
+}
+
+// loadBoot verifies a boot snapshot left by an earlier run.
+func (m *Manager) loadBoot(dir, id string) (*bootEntry, bool, error) {
+	b, err := os.ReadFile(dir + ".json")
+	if err != nil {
+		return nil, false, err
+	}
+	var bf bootFile
+	if err := json.Unmarshal(b, &bf); err != nil {
+		return nil, false, fmt.Errorf("parsing %s.json: %w", id, err)
+	}
+	if bf.Spec.Runtime != m.cfg.Runtime.Name() {
+		return nil, false, fmt.Errorf("made with the %q runtime", bf.Spec.Runtime)
+	}
+	if bf.Warm == nil {
+		return nil, false, errors.New("written by an older version")
+	}
+	if err := verifyManifest(dir, id); err != nil {
+		return nil, false, err
+	}
+	return &bootEntry{dir: dir, spec: bf.Spec, limits: bf.Limits}, *bf.Warm, nil
+}
+
+// waitWarm waits until a code-interpreter sandbox's default Python context
+// (kernel started, warm-up imports done) and JavaScript context answer an
+// execution; warm reports whether there is an interpreter.
+func (m *Manager) waitWarm(ctx context.Context, sb *Sandbox) (warm bool, err error) {
+	base := "http://" + net.JoinHostPort(sb.GuestIP.String(), strconv.Itoa(interpreterPort))
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	req, _ := http.NewRequestWithContext(hctx, http.MethodGet, base+"/health", nil)
+	res, err := m.cfg.HTTPClient.Do(req)
+	cancel()
+	if err != nil {
+		return false, nil // no interpreter in this template
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		return false, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for _, lang := range []string{"python", "javascript"} {
+		if err := m.executeOnce(wctx, base, sb.AccessToken, lang); err != nil {
+			if lang == "javascript" {
+				m.log.Info("no warm JavaScript context in the boot snapshot", "err", err)
+				continue
+			}
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// executeOnce runs a trivial execution in the default context of lang and
+// checks that it produced a result.
+func (m *Manager) executeOnce(ctx context.Context, base, token, lang string) error {
+	body, _ := json.Marshal(map[string]any{"code": "1", "language": lang})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/execute", strings.NewReader(string(body)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Access-Token", token)
+	res, err := m.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s execution: %w", lang, err)
+	}
+	defer res.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%s execution: %w", lang, err)
+	}
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(out), `"result"`) {
+		return fmt.Errorf("%s execution: status %d: %.200s", lang, res.StatusCode, out)
+	}
+	return nil
+}
+
+// createFromBoot serves a create from the template's boot snapshot when
+// there is one and the request fits it (same limits, public traffic). ok
+// is false when the caller must cold-boot (after logging why, if a restore
+// was tried and failed).
+func (m *Manager) createFromBoot(ctx context.Context, tpl *Template, req CreateRequest, allowInternet bool) (*Sandbox, bool) {
+	if !m.cfg.BootSnapshots || req.hidden || req.RootFS != "" || tpl.Hash == "" ||
+		(req.AllowPublicTraffic != nil && !*req.AllowPublicTraffic) {
+		return nil, false
+	}
+	be := m.boot.get(tpl.Hash)
+	if be == nil || be.limits != req.Limits {
+		return nil, false
+	}
+	if sb, ok := m.claimPooled(ctx, tpl, req, allowInternet); ok {
+		return sb, true
+	}
+	env := maps.Clone(tpl.Env)
+	src := restoreSource{dir: be.dir, spec: be.spec, tpl: &Template{Name: tpl.Name, Hash: tpl.Hash, RootFS: tpl.RootFS,
+		TemplateConfig: TemplateConfig{Env: env}}, templateID: req.TemplateID, alias: tpl.Name,
+		extra: newExtra(req.AutoResume, req.Egress), what: "boot snapshot of " + tpl.Name}
+	sb, err := m.restoreFrom(ctx, src, req, allowInternet)
+	if err != nil {
+		m.log.Warn("create from boot snapshot failed; cold-booting", "template", tpl.Name, "err", err)
+		return nil, false
+	}
+	return sb, true
+}

@@ -1,0 +1,210 @@
+package sandbox
+
+import (
+	"context"
+	"maps"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// Warm pool: for templates with a boot snapshot, Config.WarmPool[name]
+// sandboxes are kept restored and healthy but unclaimed (no /init yet, not
+// in the store, not listed, no timer). A create claims one — /init with the
+// new identity, store, register — and the pool refills in the background.
+// Pooled sandboxes are destroyed at shutdown (DrainWarmPool); after a crash
+// the next start destroys them as leaked (they have no store row).
+
+// pooled is one restored, unclaimed sandbox.
+type pooled struct {
+	k    *child
+	hash string
+	boot *bootEntry
+}
+
+// poolState is the warm pool; the zero value is empty.
+type poolState struct {
+	// mu guards idle and closed.
+	mu     sync.Mutex
+	idle   map[string][]*pooled // by template name
+	closed bool
+	kick   chan struct{} // wakes the filler (created by RunWarmPool)
+}
+
+// pop takes an idle sandbox of template name built from hash; each is
+// handed out at most once.
+func (p *poolState) pop(name, hash string) *pooled {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	list := p.idle[name]
+	for i, s := range list {
+		if s.hash == hash {
+			p.idle[name] = append(list[:i:i], list[i+1:]...)
+			return s
+		}
+	}
+	return nil
+}
+
+func (p *poolState) wake() {
+	p.mu.Lock()
+	kick := p.kick
+	p.mu.Unlock()
+	if kick != nil {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// WarmPoolSizes reports the idle pooled sandboxes per template.
+func (m *Manager) WarmPoolSizes() map[string]int {
+	m.pool.mu.Lock()
+	defer m.pool.mu.Unlock()
+	out := map[string]int{}
+	for name, list := range m.pool.idle {
+		out[name] = len(list)
+	}
+	return out
+}
+
+// RunWarmPool keeps the configured number of pooled sandboxes per template
+// until ctx ends (one restore at a time, so a refill does not starve
+// creates on a small host). Templates without a boot snapshot are skipped
+// until they have one.
+func (m *Manager) RunWarmPool(ctx context.Context) {
+	if len(m.cfg.WarmPool) == 0 {
+		return
+	}
+	kick := make(chan struct{}, 1)
+	m.pool.mu.Lock()
+	m.pool.kick = kick
+	m.pool.mu.Unlock()
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	names := make([]string, 0, len(m.cfg.WarmPool))
+	for name := range m.cfg.WarmPool {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for {
+		for _, name := range names {
+			for ctx.Err() == nil && m.fillOne(ctx, name) {
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		case <-t.C:
+		}
+	}
+}
+
+// fillOne adds one pooled sandbox to template name if it is below its
+// size; false when nothing was (or could be) added.
+func (m *Manager) fillOne(ctx context.Context, name string) bool {
+	m.pool.mu.Lock()
+	full := m.pool.closed || len(m.pool.idle[name]) >= m.cfg.WarmPool[name]
+	m.pool.mu.Unlock()
+	if full {
+		return false
+	}
+	tpl, err := m.cfg.Templates.Resolve(ctx, name)
+	if err != nil {
+		return false
+	}
+	be := m.boot.get(tpl.Hash)
+	if be == nil {
+		return false
+	}
+	cp, err := m.checkpointer()
+	if err != nil {
+		return false
+	}
+	ls, ok := m.cfg.Runtime.(runtime.LayerSaver)
+	if !ok {
+		return false
+	}
+	start := time.Now()
+	parent := store.Sandbox{AccessToken: be.spec.AccessToken, AllowInternet: true,
+		CPUCount: be.spec.CPUCount, MemoryMB: be.spec.MemoryMB, DiskSizeMB: be.spec.DiskSizeMB}
+	k, err := m.prepareChild(ctx, &parent, tpl, true, func(ctx context.Context, spec runtime.Spec) error {
+		return ls.CloneSaved(ctx, be.dir, spec)
+	})
+	if err != nil {
+		m.log.Warn("warm pool: preparing a sandbox", "template", name, "err", err)
+		return false
+	}
+	if err := m.wakeChild(ctx, cp, k, filepath.Join(be.dir, snapshotCheckpoint)); err != nil {
+		m.releaseChild(ctx, k)
+		m.log.Warn("warm pool: restoring a sandbox", "template", name, "err", err)
+		return false
+	}
+	m.pool.mu.Lock()
+	if m.pool.closed {
+		m.pool.mu.Unlock()
+		m.releaseChild(ctx, k)
+		return false
+	}
+	if m.pool.idle == nil {
+		m.pool.idle = map[string][]*pooled{}
+	}
+	m.pool.idle[name] = append(m.pool.idle[name], &pooled{k: k, hash: tpl.Hash, boot: be})
+	size := len(m.pool.idle[name])
+	m.pool.mu.Unlock()
+	m.log.Debug("warm pool: sandbox ready", "template", name, "sandbox", k.id, "idle", size, "elapsed", time.Since(start))
+	return true
+}
+
+// claimPooled serves a create from the warm pool; ok is false when there is
+// no fitting pooled sandbox (pooled ones have the default network: internet
+// allowed, no egress rules) or its /init failed.
+func (m *Manager) claimPooled(ctx context.Context, tpl *Template, req CreateRequest, allowInternet bool) (*Sandbox, bool) {
+	if m.cfg.WarmPool[req.TemplateID] == 0 || !allowInternet || !req.Egress.Empty() {
+		return nil, false
+	}
+	p := m.pool.pop(req.TemplateID, tpl.Hash)
+	if p == nil {
+		return nil, false
+	}
+	// The refill starts once this claim is done, so it does not compete
+	// with the /init for the CPU.
+	defer m.pool.wake()
+	start := time.Now()
+	src := restoreSource{spec: p.boot.spec, tpl: tpl, templateID: req.TemplateID, alias: tpl.Name,
+		extra: newExtra(req.AutoResume, req.Egress)}
+	parent := m.restoredRecord(src, req, allowInternet)
+	p.k.baseEnv = maps.Clone(tpl.Env)
+	sb, err := m.registerChild(ctx, p.k, &parent, req.Timeout)
+	if err != nil {
+		m.releaseChild(ctx, p.k)
+		m.log.Warn("warm pool: claiming a sandbox failed; restoring a new one", "template", tpl.Name, "err", err)
+		return nil, false
+	}
+	m.log.Info("sandbox created from the warm pool", "sandbox", sb.ID, "template", tpl.Name, "elapsed", time.Since(start))
+	return sb, true
+}
+
+// DrainWarmPool stops filling and destroys every pooled sandbox.
+func (m *Manager) DrainWarmPool(ctx context.Context) {
+	m.pool.mu.Lock()
+	m.pool.closed = true
+	var all []*pooled
+	for _, list := range m.pool.idle {
+		all = append(all, list...)
+	}
+	m.pool.idle = nil
+	m.pool.mu.Unlock()
+	for _, p := range all {
+		m.releaseChild(ctx, p.k)
+	}
+	if len(all) > 0 {
+		m.log.Info("warm pool drained", "destroyed", len(all))
+	}
+}
