@@ -62,17 +62,21 @@ func (m *Manager) startTemplateCommand(ctx context.Context, log *slog.Logger, ho
 	timeout := orDefault(tpl.ReadyTimeout, DefaultReadyTimeout)
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last bytes.Buffer
+	// last keeps the output of the last attempt that finished: an attempt
+	// cut short by the deadline must not wipe it from the error.
+	var last, cur bytes.Buffer
 	lastCode := -1
 	for {
-		last.Reset()
-		code, err := execOn(rctx, pc, ExecRequest{Args: []string{"/bin/sh", "-c", tpl.ReadyCmd}, Cwd: workdir}, &last)
+		cur.Reset()
+		code, err := execOn(rctx, pc, ExecRequest{Args: []string{"/bin/sh", "-c", tpl.ReadyCmd}, Cwd: workdir}, &cur)
 		if err == nil && code == 0 {
 			log.Debug("template ready command passed", "elapsed", time.Since(start))
 			return nil
 		}
 		if err == nil {
 			lastCode = code
+			last.Reset()
+			last.Write(cur.Bytes())
 		}
 		select {
 		case <-rctx.Done():
