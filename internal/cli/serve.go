@@ -204,6 +204,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		VerifySignature: files.VerifySignature,
 		Transport:       conns.Wrap(sandboxTransport),
 		Logger:          log.With("component", "proxy"),
+		UploadGuard:     mgr.CheckHostDisk,
 	})
 
 	ln, err := net.Listen("tcp", o.listen)

@@ -68,6 +68,9 @@ type Options struct {
 	// timeout, no compression, 620 s idle.
 	Transport http.RoundTripper
 	Logger    *slog.Logger
+	// UploadGuard, when set, is asked before an upload (POST/PUT /files to
+	// envd) is forwarded; an error refuses it (see uploadGuard in disk.go).
+	UploadGuard func() error
 }
 
 type proxy struct {
@@ -213,6 +216,9 @@ func (p *proxy) serveSigned(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port int) {
+	if port == EnvdPort && !p.uploadAllowed(w, r, t.ID) {
+		return
+	}
 	info := &routeInfo{id: t.ID, addr: net.JoinHostPort(t.Addr.String(), strconv.Itoa(port))}
 	p.owners.claim(t, p.opts.Transport)
 	ctx, stop := p.cancelWhenGone(contextWithRoute(r.Context(), info), t)

@@ -114,6 +114,10 @@ type Config struct {
 	// Limits are the process/open-file defaults and the upper bounds of
 	// create requests.
 	Limits LimitConfig
+	// DiskReserveMB is the free space the data directory's filesystem must
+	// keep for creates, pauses and uploads (0: DefaultDiskReserveMB; < 0: only
+	// a completely full disk refuses). See diskfull.go.
+	DiskReserveMB int
 }
 
 // CreateRequest describes a sandbox to create.
@@ -308,6 +312,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 	if req.Limits, err = m.resolveLimits(req.Limits); err != nil {
 		return nil, err
 	}
+	if err := m.CheckHostDisk(); err != nil {
+		return nil, err
+	}
 	id, err := newID()
 	if err != nil {
 		return nil, err
@@ -339,7 +346,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 			log.Error("cleaning up failed create", "err", rerr)
 		}
 		log.Warn("sandbox create failed", "err", err, "elapsed", time.Since(start))
-		return nil, err
+		return nil, hostDiskFull(err, "creating the sandbox failed")
 	}
 	log.Info("sandbox created", "elapsed", time.Since(start), "guest_ip", sb.GuestIP)
 	return sb, nil

@@ -155,6 +155,9 @@ func (m *Manager) Pause(ctx context.Context, id string) error {
 
 // pause does the work of Pause for an entry already marked busy.
 func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string, e *entry) error {
+	if err := m.CheckHostDisk(); err != nil {
+		return err // nothing done: the sandbox keeps running
+	}
 	start := time.Now()
 	m.mu.Lock()
 	if e.timer != nil {
@@ -192,7 +195,8 @@ func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string,
 		if rerr := m.release(cctx, id, e.rec.Slot, dir); rerr != nil {
 			m.log.Error("cleaning up after failed checkpoint", "sandbox", id, "err", rerr)
 		}
-		return fmt.Errorf("pausing sandbox %s (the sandbox was stopped): %w", id, err)
+		return hostDiskFull(fmt.Errorf("pausing sandbox %s (the sandbox was stopped): %w", id, err),
+			fmt.Sprintf("pausing sandbox %s failed and the sandbox was stopped", id))
 	}
 	m.mu.Lock()
 	e.rec.State = StatePaused
