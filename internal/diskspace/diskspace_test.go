@@ -60,6 +60,7 @@ func TestIsNoSpace(t *testing.T) {
 		{fmt.Errorf("writing: %w", syscall.ENOSPC), true},
 		{fmt.Errorf("quota: %w", syscall.EDQUOT), true},
 		{errors.New("mkfs.ext4: exit status 1: Could not allocate block in ext2 filesystem: No space left on device"), true},
+		{errors.New("saving sandbox: database or disk is full (13)"), true},
 		{fmt.Errorf("runsc checkpoint x: %w", &exec.ExitError{}), false},
 	} {
 		if got := IsNoSpace(tc.err); got != tc.want {

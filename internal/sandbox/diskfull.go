@@ -1,11 +1,13 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/diskspace"
 )
@@ -24,7 +26,11 @@ const hostDiskCode = http.StatusInsufficientStorage
 // Sandboxes' writable layers are sparse images on that filesystem, so a
 // write inside a sandbox on a full host fails with an I/O error; refusing
 // early leaves room for the sandboxes already running.
-func (m *Manager) CheckHostDisk() error {
+func (m *Manager) CheckHostDisk() error { return m.checkHostDisk(0, "") }
+
+// checkHostDisk is CheckHostDisk for an operation that will write about
+// extra bytes (what says what they are for).
+func (m *Manager) checkHostDisk(extra uint64, what string) error {
 	dir := filepath.Join(m.cfg.DataDir, "sandboxes")
 	if _, err := os.Stat(dir); err != nil {
 		dir = m.cfg.DataDir
@@ -36,11 +42,32 @@ func (m *Manager) CheckHostDisk() error {
 	case reserve < 0:
 		reserve = 0 // only a completely full disk refuses
 	}
-	if err := diskspace.New(dir, reserve).Check(); err != nil {
-		m.log.Warn("refusing work: host disk full", "err", err)
-		return &Error{Code: hostDiskCode, Msg: err.Error() + "; free space on the host and retry"}
+	c := diskspace.New(dir, reserve)
+	c.Reserve += extra
+	if err := c.Check(); err != nil {
+		m.log.Warn("refusing work: host disk full", "err", err, "for", what)
+		msg := err.Error()
+		if what != "" {
+			msg += fmt.Sprintf(", including about %d MiB for %s", extra>>20, what)
+		}
+		return &Error{Code: hostDiskCode, Msg: msg + "; free space on the host and retry"}
 	}
 	return nil
+}
+
+// checkPauseSpace refuses a pause or fork of id whose memory image would not
+// fit: a gVisor checkpoint that cannot write its image stops the sandbox, so
+// the image (about the memory the sandbox uses) must fit next to the reserve.
+func (m *Manager) checkPauseSpace(ctx context.Context, id string) error {
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var need uint64
+	if st, err := m.cfg.Runtime.Stats(sctx, id, m.sandboxDir(id)); err == nil {
+		need = st.MemoryUsed
+	} else {
+		m.log.Debug("reading memory use before a checkpoint", "sandbox", id, "err", err)
+	}
+	return m.checkHostDisk(need, "the memory image")
 }
 
 // hostDiskFull turns an error caused by the host's disk running out of space

@@ -67,7 +67,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	if err != nil {
 		return nil, err
 	}
-	if err := m.CheckHostDisk(); err != nil {
+	if err := m.checkPauseSpace(ctx, id); err != nil {
 		return nil, err
 	}
 	cl, ok := m.cfg.Runtime.(runtime.Cloner)

@@ -155,7 +155,7 @@ func (m *Manager) Pause(ctx context.Context, id string) error {
 
 // pause does the work of Pause for an entry already marked busy.
 func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string, e *entry) error {
-	if err := m.CheckHostDisk(); err != nil {
+	if err := m.checkPauseSpace(ctx, id); err != nil {
 		return err // nothing done: the sandbox keeps running
 	}
 	start := time.Now()
@@ -183,7 +183,8 @@ func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string,
 	}
 	frozen := time.Since(start)
 	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {
-		// A refused checkpoint stops a gVisor sandbox: it is gone.
+		// A refused checkpoint stops a gVisor sandbox (also when its image
+		// could not be written): it is gone.
 		m.log.Error("checkpoint failed; removing sandbox", "sandbox", id, "err", err)
 		m.mu.Lock()
 		if m.sandboxes[id] == e {
