@@ -108,7 +108,10 @@ func New(res Resolver, api http.Handler, opts Options) http.Handler {
 		Transport:     opts.Transport,
 		FlushInterval: -1,
 		ErrorHandler:  p.upstreamError,
-		ErrorLog:      slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
+		// A stream cut because its sandbox went away ends with a Connect
+		// error saying why (endstream.go).
+		ModifyResponse: p.endStreamOnGone,
+		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
 	}
 	return p
 }
@@ -287,6 +290,15 @@ func (mr managerResolver) Lookup(id string) (Target, bool) {
 		return Target{}, false
 	}
 	return toTarget(sb), true
+}
+
+// GoneReason implements GoneReasoner with the manager's not-found message,
+// which says why a sandbox stopped on its own (memory limit, agent killed).
+func (mr managerResolver) GoneReason(id string) string {
+	if _, err := mr.m.Get(id); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 func (mr managerResolver) Targets() []Target {
