@@ -214,7 +214,7 @@ func (r *report) table() string {
 	fmt.Fprintln(&b, "|---|---:|---:|---|")
 	fmt.Fprintf(&b, "| attacks and API abuse | %d | %d | escape, resource and API-abuse attempts contained; daemon and a witness sandbox unharmed |\n",
 		len(r.attacks), count(r.attacks))
-	fmt.Fprintf(&b, "| faults injected | %d | %d | daemon SIGKILLed mid-operation and restarted: no leaks, sandboxes running+reachable or gone |\n",
+	fmt.Fprintf(&b, "| faults injected | %d | %d | daemon SIGKILLed mid-create/upload/pause/fork/template build, data-dir disk full, OOM-stopped stream: no leaks, nothing half-created, sandboxes running+reachable or gone |\n",
 		len(r.faults), count(r.faults))
 	if s := r.soak; s != nil {
 		var p50, p99 []string
