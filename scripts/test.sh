@@ -194,6 +194,7 @@ export AIRLOCK_E2E_API_KEY=$API_KEY
 export AIRLOCK_E2E_PID_FILE=$PID_FILE
 export AIRLOCK_E2E_SERVE_CMD=$SERVE_CMD
 export AIRLOCK_E2E_DATA_DIR=$DATA_DIR
+export AIRLOCK_E2E_SUBNET=${AIRLOCK_TEST_SUBNET:-10.79.0.0/16}
 export AIRLOCK_E2E_DAEMON_LOG=$DAEMON_LOG
 
 # ---------------------------------------------------------------- Go raw-HTTP e2e

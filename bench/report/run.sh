@@ -15,7 +15,7 @@ W=$(mktemp -d /tmp/airlock-report.XXXXXX)
 echo "outputs in $W"
 
 go test -tags e2e -count=1 -json -timeout 30m \
-	-run 'TestEscapeAttempts|TestResourceAbuse|TestAPIAbuse|TestDaemonKilledMidOperation' ./test/gohttp/ >"$W/go.json"
+	-run 'TestEscapeAttempts|TestResourceAbuse|TestAPIAbuse|TestDaemonKilledMidOperation|TestDaemonKilledMidCheckpoint|TestDaemonKilledMidTemplateBuild|TestHostDiskFull|TestStreamWhenSandboxOOMStopped' ./test/gohttp/ >"$W/go.json"
 echo "go suite exit $?"
 (cd test/e2e && node --test --test-reporter=spec security.test.mjs) >"$W/node.out" 2>&1
 echo "sdk security suite exit $?"

@@ -236,6 +236,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		VerifySignature: files.VerifySignature,
 		Transport:       conns.Wrap(sandboxTransport),
 		Logger:          log.With("component", "proxy"),
+		UploadGuard:     mgr.CheckHostDisk,
 	})
 
 	ln, err := net.Listen("tcp", o.listen)
@@ -263,6 +264,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 			}
 			log.Info("template ready", "name", name, "elapsed", time.Since(start).Round(time.Millisecond))
 		}
+		gcTemplates(ctx, tm, mgr, log) // old builds; before any create is accepted
 		ready <- nil
 	}()
 
@@ -448,6 +450,7 @@ func (a apiTemplates) Build(ctx context.Context, name string, force bool, progre
 	if err != nil {
 		return nil, err
 	}
+	gcTemplatesLater(a.tm, a.mgr)
 	info := toTemplateInfo(t)
 	return &info, nil
 }

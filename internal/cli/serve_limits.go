@@ -10,6 +10,7 @@ import (
 type limitFlags struct {
 	cpu, memoryMB, diskMB, pids, openFiles int
 	maxCPU, maxMemoryMB, maxDiskMB         int
+	diskReserveMB                          int
 }
 
 func addLimitFlags(f *pflag.FlagSet, l *limitFlags) {
@@ -21,6 +22,7 @@ func addLimitFlags(f *pflag.FlagSet, l *limitFlags) {
 	f.IntVar(&l.maxCPU, "max-cpu-count", sandbox.DefaultMaxCPUCount, "largest cpuCount a create request may ask for")
 	f.IntVar(&l.maxMemoryMB, "max-memory-mb", sandbox.DefaultMaxMemoryMB, "largest memoryMB a create request may ask for")
 	f.IntVar(&l.maxDiskMB, "max-disk-mb", sandbox.DefaultMaxDiskMB, "largest diskSizeMB a create request may ask for")
+	f.IntVar(&l.diskReserveMB, "disk-reserve-mb", sandbox.DefaultDiskReserveMB, "free space in MiB the data dir's filesystem must keep: below it creates, pauses, forks and uploads answer 507 (-1: refuse only when completely full)")
 }
 
 // apply sets the limit fields of cfg.
@@ -28,6 +30,10 @@ func (l limitFlags) apply(cfg *sandbox.Config) {
 	cfg.DefaultCPUCount = l.cpu
 	cfg.DefaultMemoryMB = l.memoryMB
 	cfg.DefaultDiskSizeMB = l.diskMB
+	cfg.DiskReserveMB = l.diskReserveMB
+	if l.diskReserveMB == 0 {
+		cfg.DiskReserveMB = -1 // 0 asked for explicitly: no reserve
+	}
 	cfg.Limits = sandbox.LimitConfig{
 		DefaultPIDs:      l.pids,
 		DefaultOpenFiles: l.openFiles,

@@ -41,6 +41,7 @@ func (a apiTemplates) BuildDockerfile(ctx context.Context, name string, contextT
 	if _, err := template.LookupRecipe(name); err == nil {
 		return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: fmt.Sprintf("%q is a built-in template name", name)}
 	}
+	defer a.tm.Hold()() // no template GC while layers are unreferenced
 	dir, err := os.MkdirTemp(a.tm.Dir(), ".tmp-context-")
 	if err != nil {
 		return nil, fmt.Errorf("creating context dir: %w", err)
@@ -67,6 +68,7 @@ func (a apiTemplates) BuildDockerfile(ctx context.Context, name string, contextT
 	if err != nil {
 		return nil, err
 	}
+	gcTemplatesLater(a.tm, a.mgr)
 	info := toTemplateInfo(res.Template)
 	return &info, nil
 }

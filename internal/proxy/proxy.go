@@ -68,6 +68,9 @@ type Options struct {
 	// timeout, no compression, 620 s idle.
 	Transport http.RoundTripper
 	Logger    *slog.Logger
+	// UploadGuard, when set, is asked before an upload (POST/PUT /files to
+	// envd) is forwarded; an error refuses it (see uploadGuard in disk.go).
+	UploadGuard func() error
 }
 
 type proxy struct {
@@ -105,7 +108,10 @@ func New(res Resolver, api http.Handler, opts Options) http.Handler {
 		Transport:     opts.Transport,
 		FlushInterval: -1,
 		ErrorHandler:  p.upstreamError,
-		ErrorLog:      slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
+		// A stream cut because its sandbox went away ends with a Connect
+		// error saying why (endstream.go).
+		ModifyResponse: p.endStreamOnGone,
+		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
 	}
 	return p
 }
@@ -213,6 +219,9 @@ func (p *proxy) serveSigned(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port int) {
+	if port == EnvdPort && !p.uploadAllowed(w, r, t.ID) {
+		return
+	}
 	info := &routeInfo{id: t.ID, addr: net.JoinHostPort(t.Addr.String(), strconv.Itoa(port))}
 	p.owners.claim(t, p.opts.Transport)
 	ctx, stop := p.cancelWhenGone(contextWithRoute(r.Context(), info), t)
@@ -281,6 +290,15 @@ func (mr managerResolver) Lookup(id string) (Target, bool) {
 		return Target{}, false
 	}
 	return toTarget(sb), true
+}
+
+// GoneReason implements GoneReasoner with the manager's not-found message,
+// which says why a sandbox stopped on its own (memory limit, agent killed).
+func (mr managerResolver) GoneReason(id string) string {
+	if _, err := mr.m.Get(id); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 func (mr managerResolver) Targets() []Target {

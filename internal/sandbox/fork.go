@@ -67,6 +67,9 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	if err != nil {
 		return nil, err
 	}
+	if err := m.checkPauseSpace(ctx, id); err != nil {
+		return nil, err
+	}
 	cl, ok := m.cfg.Runtime.(runtime.Cloner)
 	if !ok {
 		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot fork sandboxes", m.cfg.Runtime.Name())
@@ -99,7 +102,8 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	}
 	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {
 		m.dropAfterFailedCheckpoint(ctx, id, e)
-		return nil, fmt.Errorf("checkpointing sandbox %s for a fork (the sandbox was stopped): %w", id, err)
+		return nil, hostDiskFull(fmt.Errorf("checkpointing sandbox %s for a fork (the sandbox was stopped): %w", id, err),
+			fmt.Sprintf("forking sandbox %s failed and the sandbox was stopped", id))
 	}
 	checkpointed := time.Since(start)
 

@@ -120,6 +120,10 @@ type Config struct {
 	// WarmPool is the number of restored, unclaimed sandboxes kept per
 	// template (pool.go; needs BootSnapshots).
 	WarmPool map[string]int
+	// DiskReserveMB is the free space the data directory's filesystem must
+	// keep for creates, pauses and uploads (0: DefaultDiskReserveMB; < 0: only
+	// a completely full disk refuses). See diskfull.go.
+	DiskReserveMB int
 }
 
 // CreateRequest describes a sandbox to create.
@@ -330,6 +334,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 	if req.Limits, err = m.resolveLimits(req.Limits); err != nil {
 		return nil, err
 	}
+	if err := m.CheckHostDisk(); err != nil {
+		return nil, err
+	}
 	if sb, ok := m.createFromBoot(ctx, tpl, req, allowInternet); ok {
 		return sb, nil
 	}
@@ -364,7 +371,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 			log.Error("cleaning up failed create", "err", rerr)
 		}
 		log.Warn("sandbox create failed", "err", err, "elapsed", time.Since(start))
-		return nil, err
+		return nil, hostDiskFull(err, "creating the sandbox failed")
 	}
 	log.Info("sandbox created", "elapsed", time.Since(start), "guest_ip", sb.GuestIP)
 	return sb, nil

@@ -158,6 +158,9 @@ func (m *Manager) Pause(ctx context.Context, id string) error {
 
 // pause does the work of Pause for an entry already marked busy.
 func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string, e *entry) error {
+	if err := m.checkPauseSpace(ctx, id); err != nil {
+		return err // nothing done: the sandbox keeps running
+	}
 	start := time.Now()
 	m.mu.Lock()
 	if e.timer != nil {
@@ -183,7 +186,8 @@ func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string,
 	}
 	frozen := time.Since(start)
 	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {
-		// A refused checkpoint stops a gVisor sandbox: it is gone.
+		// A refused checkpoint stops a gVisor sandbox (also when its image
+		// could not be written): it is gone.
 		m.log.Error("checkpoint failed; removing sandbox", "sandbox", id, "err", err)
 		m.mu.Lock()
 		if m.sandboxes[id] == e {
@@ -195,7 +199,8 @@ func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string,
 		if rerr := m.release(cctx, id, e.rec.Slot, dir); rerr != nil {
 			m.log.Error("cleaning up after failed checkpoint", "sandbox", id, "err", rerr)
 		}
-		return fmt.Errorf("pausing sandbox %s (the sandbox was stopped): %w", id, err)
+		return hostDiskFull(fmt.Errorf("pausing sandbox %s (the sandbox was stopped): %w", id, err),
+			fmt.Sprintf("pausing sandbox %s failed and the sandbox was stopped", id))
 	}
 	m.mu.Lock()
 	e.rec.State = StatePaused

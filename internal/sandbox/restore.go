@@ -48,6 +48,7 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 	for _, row := range rows {
 		known[row.ID] = true
 		log := m.log.With("sandbox", row.ID)
+		m.waitCheckpoint(ctx, row.ID) // a pause or fork cut short by a daemon kill
 		st, err := m.cfg.Runtime.State(ctx, row.ID)
 		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			log.Warn("reading runtime state", "err", err)
@@ -61,8 +62,18 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 				continue
 			}
 		}
-		alive := err == nil && st == runtime.StateRunning && nsIDs[row.ID] && ipErr == nil &&
-			row.Metadata[internalKey] != internalBoot // a boot-snapshot sandbox of a crashed daemon
+		// A boot-snapshot sandbox of a crashed daemon is never re-attached.
+		boot := row.Metadata[internalKey] == internalBoot
+		if !boot && row.State == StateRunning && (err != nil || st != runtime.StateRunning) && nsIDs[row.ID] && ipErr == nil &&
+			m.hasCheckpoint(row.ID) && m.resumeInterrupted(ctx, row, ip) {
+			m.reapplyPolicy(ctx, row)
+			rep.Reattached = append(rep.Reattached, row.ID)
+			continue
+		}
+		alive := err == nil && st == runtime.StateRunning && nsIDs[row.ID] && ipErr == nil && !boot
+		if alive && row.State == StateRunning && !m.thawInterrupted(ctx, row, ip) {
+			alive = false
+		}
 		if alive && row.EndAt.After(now) {
 			m.mu.Lock()
 			if owner, used := m.slots[row.Slot]; used && owner != row.ID {

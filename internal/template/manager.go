@@ -69,6 +69,9 @@ type Manager struct {
 
 	mu     sync.Mutex
 	builds map[string]*buildCall // in-flight builds by recipe name
+
+	// gcMu is held for reading by builds (Hold) and for writing by GC.
+	gcMu sync.RWMutex
 }
 
 // NewManager returns a manager storing templates below
@@ -103,6 +106,9 @@ func (m *Manager) cleanStale() {
 			continue
 		}
 		p := filepath.Join(m.dir, e.Name())
+		if n := killBuilders(p); n > 0 {
+			m.log.Warn("killed processes left working on an interrupted template build", "path", p, "count", n)
+		}
 		if err := removeTree(p); err != nil {
 			m.log.Warn("removing stale template build", "path", p, "err", err)
 			continue
@@ -317,6 +323,7 @@ type templateMeta struct {
 // buildOnce produces the template for r (reusing an existing build of the
 // same hash unless force) and records it under r.Name.
 func (m *Manager) buildOnce(ctx context.Context, r *Recipe, force bool, progress func(Progress)) (*Template, error) {
+	defer m.Hold()()
 	hash := r.Hash()
 	if !force && m.present(hash) {
 		meta, err := m.readMeta(hash)

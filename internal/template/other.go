@@ -18,3 +18,5 @@ func removeTree(dir string) error { return os.RemoveAll(dir) }
 func mmdebstrapBuild(context.Context, *Recipe, string, func(Progress)) error {
 	return errors.New("building templates is only supported on Linux")
 }
+
+func killBuilders(string) int { return 0 }

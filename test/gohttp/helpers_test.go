@@ -13,6 +13,7 @@
 //	AIRLOCK_E2E_DAEMON_PID   daemon pid (fallback when no pid file)
 //	AIRLOCK_E2E_SERVE_CMD    command line that starts the daemon (split on spaces)
 //	AIRLOCK_E2E_DATA_DIR     the daemon's --data-dir
+//	AIRLOCK_E2E_SUBNET       the daemon's --subnet (the disk-full test's own daemon uses its top /24)
 //	AIRLOCK_E2E_DAEMON_LOG   file the restarted daemon appends its output to
 package gohttp
 

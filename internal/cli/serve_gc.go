@@ -1,0 +1,37 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/template"
+)
+
+// templateGCDelay is how long after a build the unreferenced template
+// directories are collected: creates that resolved a template's previous
+// hash just before its record changed are running sandboxes by then.
+const templateGCDelay = 2 * time.Minute
+
+// gcTemplates removes template and layer directories no template record or
+// sandbox refers to (old builds). Called at start, before creates are
+// accepted, and templateGCDelay after every build.
+func gcTemplates(ctx context.Context, tm *template.Manager, mgr *sandbox.Manager, log *slog.Logger) {
+	removed, ran, err := tm.GC(ctx, mgr.TemplateHashes())
+	switch {
+	case err != nil:
+		log.Warn("template gc", "err", err)
+	case !ran:
+		log.Debug("template gc skipped: a build is running")
+	case len(removed) > 0:
+		log.Info("template gc done", "removed", len(removed))
+	}
+}
+
+// gcTemplatesLater runs gcTemplates templateGCDelay from now.
+func gcTemplatesLater(tm *template.Manager, mgr *sandbox.Manager) {
+	time.AfterFunc(templateGCDelay, func() {
+		gcTemplates(context.Background(), tm, mgr, slog.Default().With("component", "template"))
+	})
+}
