@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/envd/server"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
 	"github.com/airlock-sandbox/airlock/internal/envd/sudo"
+	"github.com/airlock-sandbox/airlock/internal/envd/vminit"
 )
 
 func main() {
@@ -34,9 +35,22 @@ func main() {
 	if filepath.Base(os.Args[0]) == "sudo" {
 		os.Exit(sudo.Main(os.Args[1:]))
 	}
+	// /init of a microVM: switch to the sandbox's root disk and re-exec
+	// (Boot returns only on failure).
+	if vminit.InVM() {
+		err := vminit.Boot()
+		fmt.Fprintln(os.Stderr, "airlock-envd: booting the microVM:", err)
+		vminit.PowerOff()
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "airlock-envd:", err)
+		if vminit.Booted() {
+			vminit.PowerOff() // init of a microVM must never exit
+		}
 		os.Exit(1)
+	}
+	if vminit.Booted() {
+		vminit.PowerOff()
 	}
 }
 
