@@ -67,12 +67,12 @@ type Config struct {
 // Runtime is the microVM implementation of runtime.Runtime.
 type Runtime struct {
 	root, imagesDir, runDir string
-	kernel, accel            string
-	qemu, qemuImg, mkfs      string
-	nsenter, sh              string
-	uid, gid, diskMB         int
-	driver                   Driver
-	log                      *slog.Logger
+	kernel, accel           string
+	qemu, qemuImg, mkfs     string
+	nsenter, sh             string
+	uid, gid, diskMB        int
+	driver                  Driver
+	log                     *slog.Logger
 
 	// mu guards exits: how VMs started by this process ended, by id.
 	mu    sync.Mutex

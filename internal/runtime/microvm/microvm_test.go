@@ -349,3 +349,25 @@ func checkJail(t *testing.T, pid int, dir string) {
 		t.Errorf("uid %d can read /etc/shadow on this host", NobodyID)
 	}
 }
+
+// TestProbe boots the probe guest under TCG (always available) and checks
+// that a "kvm" probe either boots or explains why not - on hosts without
+// hardware virtualisation it must fail rather than hang.
+func TestProbe(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	qemu, err := lookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Fatalf("qemu-system-x86_64: %v", err)
+	}
+	cache := t.TempDir()
+	if err := Probe(ctx, qemu, fixture.kernel, fixture.agent, cache, "tcg", time.Minute); err != nil {
+		t.Fatalf("TCG probe: %v", err)
+	}
+	t0 := time.Now()
+	err = Probe(ctx, qemu, fixture.kernel, fixture.agent, cache, "kvm", 10*time.Second)
+	t.Logf("KVM probe: %v (%s)", err, time.Since(t0).Round(time.Millisecond))
+	if err != nil && err.Error() == "" {
+		t.Error("KVM probe failed without a reason")
+	}
+}

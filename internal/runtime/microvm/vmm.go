@@ -21,9 +21,9 @@ type VM struct {
 	// (read-write qcow2 whose backing is the base) and ConfigFD (read-only
 	// raw config disk) are descriptor numbers in the VMM process.
 	KernelFD, InitrdFD, BaseFD, OverlayFD, ConfigFD int
-	Cmdline string
-	TapName string // TAP device in the VMM's network namespace
-	MAC     net.HardwareAddr
+	Cmdline                                         string
+	TapName                                         string // TAP device in the VMM's network namespace
+	MAC                                             net.HardwareAddr
 }
 
 // Driver builds the command line of a VMM. QEMU's microvm machine is the
