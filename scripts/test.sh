@@ -13,6 +13,8 @@
 #   AIRLOCK_TEST_GO_RUN     -run filter for the Go e2e tests
 #   AIRLOCK_TEST_NODE_FILES space-separated subset of test/e2e/*.test.mjs
 #   AIRLOCK_TEST_BIN        airlock binary to serve with (default bin/airlock)
+#   AIRLOCK_TEST_SKIP_MICROVM=1  skip the microVM stage (scripts/test-microvm.sh, a second
+#                           daemon with --runtime microvm; its own knobs are listed there)
 #   AIRLOCK_TEST_NET_PREFIX / AIRLOCK_TEST_SUBNET  the test daemon's --net-prefix and --subnet
 #                           (default ale2e, 10.79.0.0/16); AIRLOCK_E2E_EXT_NET the first three
 #                           octets of the egress test's stand-in /30 (default 10.78.255) — change
@@ -215,3 +217,10 @@ if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then node_flags+=(--test-timeo
 read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs egress.test.mjs security.test.mjs metrics.test.mjs limits.test.mjs ports.test.mjs interpreter.test.mjs templates.test.mjs snapshots.test.mjs}"
 (cd test/e2e && node "${node_flags[@]}" "${node_files[@]}") 2>&1 | tee "$NODE_OUT"
 record js-e2e "${PIPESTATUS[0]}"
+
+# ---------------------------------------------------------------- microVM e2e
+if [ "${AIRLOCK_TEST_SKIP_MICROVM:-0}" != 1 ]; then
+	stage "microvm e2e (second daemon, --runtime microvm)"
+	AIRLOCK_TEST_DATA_DIR=$DATA_DIR AIRLOCK_TEST_WORK=$WORK bash scripts/test-microvm.sh 2>&1 | tee "$WORK/microvm.out"
+	record microvm-e2e "${PIPESTATUS[0]}"
+fi
