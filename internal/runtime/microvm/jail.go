@@ -11,10 +11,12 @@ package microvm
 // unprivileged user with no capabilities and no_new_privs before exec'ing
 // the VMM. Images, kernel and initrd arrive as inherited descriptors only.
 //
-// Arguments: $1 jail dir, $2 uid, $3 gid, then the VMM's argv.
+// Arguments: $1 jail dir, $2 uid, $3 gid, $4 the cgroup.procs files to
+// join (space-separated, may be empty), then the VMM's argv.
 const jailScript = `set -e
-jail=$1 uid=$2 gid=$3
-shift 3
+jail=$1 uid=$2 gid=$3 cgroups=$4
+shift 4
+for f in $cgroups; do echo 0 > "$f"; done
 mount --make-rprivate /
 mount -t tmpfs -o mode=755,size=1m airlock-jail "$jail"
 mkdir -p "$jail/usr" "$jail/dev/net" "$jail/proc" "$jail/etc" "$jail/tmp"

@@ -340,7 +340,11 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 		Cmdline: "console=ttyS0 quiet panic=-1 reboot=t " + gn.cmdline(),
 		TapName: TapName, MAC: gn.MAC,
 	}
-	cmd, err := r.command(dir, spec.NetNSPath, vm)
+	procs, err := createCgroups(spec.ID, cgroupLimits{MemoryMB: mem, CPUs: cpus})
+	if err != nil {
+		return err
+	}
+	cmd, err := r.command(dir, spec.NetNSPath, vm, procs)
 	if err != nil {
 		return err
 	}
@@ -369,13 +373,13 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 }
 
 // command returns the jailed VMM command for vm (see jailScript).
-func (r *Runtime) command(dir, nsPath string, vm VM) (*exec.Cmd, error) {
+func (r *Runtime) command(dir, nsPath string, vm VM, cgroupProcs []string) (*exec.Cmd, error) {
 	args, err := r.driver.Args(vm)
 	if err != nil {
 		return nil, err
 	}
 	full := append([]string{"--net=" + nsPath, "--", r.sh, "-c", jailScript, "airlock-jail",
-		filepath.Join(dir, jailDir), strconv.Itoa(r.uid), strconv.Itoa(r.gid), r.qemu}, args...)
+		filepath.Join(dir, jailDir), strconv.Itoa(r.uid), strconv.Itoa(r.gid), strings.Join(cgroupProcs, " "), r.qemu}, args...)
 	cmd := exec.Command(r.nsenter, full...)
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -405,6 +409,9 @@ func (r *Runtime) wait(id, dir string, cmd *exec.Cmd) {
 	}
 	if tail := logTail(ConsolePath(dir), 8192); strings.Contains(tail, "Kernel panic") {
 		reason = "its guest kernel panicked"
+	}
+	if oomKilled(id) {
+		reason = "it exceeded its memory limit"
 	}
 	r.mu.Lock()
 	r.exits[id] = reason
@@ -535,6 +542,9 @@ func (r *Runtime) destroy(ctx context.Context, id, dir, nsPath string) error {
 		r.removeTap(ctx, nsPath)
 	}
 	var errs []error
+	if err := removeCgroups(id); err != nil {
+		errs = append(errs, fmt.Errorf("removing cgroups: %w", err))
+	}
 	if dir != "" {
 		dir = filepath.Clean(dir)
 		if !filepath.IsAbs(dir) || dir == "/" {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -89,7 +90,7 @@ func buildFixture(dir string) error {
 	if err := os.WriteFile(filepath.Join(fixture.rootfs, "bin/busybox"), data, 0o755); err != nil {
 		return err
 	}
-	for _, a := range []string{"sh", "bash", "uname", "cat", "ls", "echo", "sleep", "test", "hostname", "id", "tr", "grep", "wc"} {
+	for _, a := range []string{"sh", "bash", "uname", "cat", "ls", "echo", "sleep", "test", "hostname", "id", "tr", "grep", "wc", "df", "tail"} {
 		if err := os.Symlink("busybox", filepath.Join(fixture.rootfs, "bin", a)); err != nil {
 			return err
 		}
@@ -109,6 +110,11 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 func envOr(k, def string) string {
@@ -263,6 +269,19 @@ func TestBootGuestKernelJailAndCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkJail(t, rec.PID, dir)
+	if lim, err := os.ReadFile(filepath.Join(cgroupDir("memory", id), "memory.limit_in_bytes")); err != nil ||
+		strings.TrimSpace(string(lim)) != strconv.Itoa((256+vmmMemoryOverheadMB)<<20) {
+		t.Errorf("VMM memory cgroup limit = %q, %v", lim, err)
+	}
+	if procs, _ := os.ReadFile(filepath.Join(cgroupDir("memory", id), "cgroup.procs")); !strings.Contains(string(procs), strconv.Itoa(rec.PID)) {
+		t.Errorf("VMM %d not in its memory cgroup (procs %q)", rec.PID, procs)
+	}
+	// The root file system was grown into the overlay (DiskMB = 64 more).
+	if out, code := guestRun(t, ctx, ep.GuestIP, "df -m / | tail -1"); code != 0 {
+		t.Errorf("df: %s", out)
+	} else if f := strings.Fields(out); len(f) < 2 || atoi(f[1]) < 64+100 {
+		t.Errorf("root file system not grown: %q", out)
+	}
 
 	// A VMM crash is the sandbox dying.
 	if err := syscall.Kill(rec.PID, syscall.SIGKILL); err != nil {
@@ -296,6 +315,9 @@ func TestBootGuestKernelJailAndCrash(t *testing.T) {
 	}
 	if _, err := r.State(ctx, id); err != runtime.ErrNotFound {
 		t.Errorf("State after Destroy = %v, want ErrNotFound", err)
+	}
+	if _, err := os.Stat(cgroupDir("memory", id)); !os.IsNotExist(err) {
+		t.Errorf("memory cgroup left after Destroy: %v", err)
 	}
 }
 
