@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -243,6 +244,9 @@ func validate(spec runtime.Spec) error {
 // Files inside a sandbox's Dir.
 const (
 	overlayFile = "root.qcow2"
+	memoryFile  = "memory"
+	vmFile      = "vm.json"
+	qmpSocket   = "qmp.sock"
 	configFile  = "config.img"
 	consoleFile = "console.log"
 	jailDir     = "jail"
@@ -318,57 +322,140 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 	if err := os.Mkdir(filepath.Join(dir, jailDir), 0o700); err != nil {
 		return fmt.Errorf("creating jail dir: %w", err)
 	}
+	if err := createMemoryFile(filepath.Join(dir, memoryFile), mem, r.uid, r.gid); err != nil {
+		return err
+	}
 	gn, err := r.setupTap(ctx, spec.NetNSPath, r.uid, r.gid)
 	if err != nil {
 		return err
 	}
-	prepared := time.Since(t0)
-
-	files, err := openAll([]openSpec{
-		{r.kernel, os.O_RDONLY}, {initrd, os.O_RDONLY}, {base, os.O_RDONLY},
-		{filepath.Join(dir, overlayFile), os.O_RDWR}, {filepath.Join(dir, configFile), os.O_RDONLY},
-	})
-	if err != nil {
-		return err
-	}
-	defer closeAll(files)
-	vm := VM{
-		Name: "airlock-" + spec.ID, Accel: r.accel, CPUs: cpus, MemoryMB: mem,
-		KernelFD: 3, InitrdFD: 4, BaseFD: 5, OverlayFD: 6, ConfigFD: 7,
+	vr := vmRecord{
+		Kernel: r.kernel, Initrd: initrd, Base: base, CPUs: cpus, MemoryMB: mem, DiskMB: disk,
 		// panic=-1: a guest kernel panic reboots at once, and -no-reboot
 		// turns that into the VMM exiting: the sandbox is reported dead.
 		Cmdline: "console=ttyS0 quiet panic=-1 reboot=t " + gn.cmdline(),
-		TapName: TapName, MAC: gn.MAC,
+		MAC:     gn.MAC.String(),
 	}
-	procs, err := createCgroups(spec.ID, cgroupLimits{MemoryMB: mem, CPUs: cpus})
-	if err != nil {
+	if err := writeJSON(filepath.Join(dir, vmFile), vr); err != nil {
 		return err
 	}
-	cmd, err := r.command(dir, spec.NetNSPath, vm, procs)
-	if err != nil {
+	prepared := time.Since(t0)
+	if _, err := r.launch(spec.ID, dir, spec.NetNSPath, vr, false); err != nil {
 		return err
 	}
-	cmd.ExtraFiles = files
+	r.log.Debug("microVM started", "id", spec.ID, "accel", r.accel, "prepare", prepared, "total", time.Since(t0))
+	return nil
+}
+
+// vmRecord is how a sandbox's VM was configured (in its dir, so Restore
+// starts the same machine).
+type vmRecord struct {
+	Kernel, Initrd, Base string
+	CPUs, MemoryMB       int
+	DiskMB               int
+	Cmdline, MAC         string
+}
+
+// launch starts the jailed VMM for the sandbox in dir (incoming: waiting
+// for a saved state) and records it.
+func (r *Runtime) launch(id, dir, nsPath string, vr vmRecord, incoming bool) (*exec.Cmd, error) {
+	mac, err := net.ParseMAC(vr.MAC)
+	if err != nil {
+		return nil, fmt.Errorf("VM record of %s: %w", id, err)
+	}
+	files, err := openAll([]openSpec{
+		{vr.Kernel, os.O_RDONLY}, {vr.Initrd, os.O_RDONLY}, {vr.Base, os.O_RDONLY},
+		{filepath.Join(dir, overlayFile), os.O_RDWR}, {filepath.Join(dir, configFile), os.O_RDONLY},
+		{filepath.Join(dir, memoryFile), os.O_RDWR},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(files)
+	qmpFile, err := listenQMP(filepath.Join(dir, qmpSocket))
+	if err != nil {
+		return nil, err
+	}
+	defer qmpFile.Close()
+	vm := VM{
+		Name: "airlock-" + id, Accel: r.accel, CPUs: vr.CPUs, MemoryMB: vr.MemoryMB,
+		KernelFD: 3, InitrdFD: 4, BaseFD: 5, OverlayFD: 6, ConfigFD: 7, MemFD: 8, QMPFD: 9,
+		Incoming: incoming, Cmdline: vr.Cmdline, TapName: TapName, MAC: mac,
+	}
+	procs, err := createCgroups(id, cgroupLimits{MemoryMB: vr.MemoryMB, CPUs: vr.CPUs})
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := r.command(dir, nsPath, vm, procs)
+	if err != nil {
+		return nil, err
+	}
+	cmd.ExtraFiles = append(files, qmpFile)
 	logf, err := os.OpenFile(ConsolePath(dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("opening console log: %w", err)
+		return nil, fmt.Errorf("opening console log: %w", err)
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting VMM: %w", err)
+		return nil, fmt.Errorf("starting VMM: %w", err)
 	}
 	pid := cmd.Process.Pid
 	st, _ := procStartTime(pid)
-	rec := record{PID: pid, StartTime: st, Dir: dir, NetNS: spec.NetNSPath, MemoryMB: mem, DiskMB: disk}
-	b, _ := json.Marshal(rec)
-	if err := os.WriteFile(r.recordPath(spec.ID), b, 0o600); err != nil {
+	rec := record{PID: pid, StartTime: st, Dir: dir, NetNS: nsPath, MemoryMB: vr.MemoryMB, DiskMB: vr.DiskMB}
+	if err := writeJSON(r.recordPath(id), rec); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return fmt.Errorf("writing VM record: %w", err)
+		return nil, err
 	}
-	go r.wait(spec.ID, dir, cmd)
-	r.log.Debug("microVM started", "id", spec.ID, "pid", pid, "accel", r.accel, "prepare", prepared, "total", time.Since(t0))
+	go r.wait(id, dir, cmd)
+	return cmd, nil
+}
+
+// listenQMP creates the VMM's control socket at path and returns its
+// listening descriptor for the VMM to inherit.
+func listenQMP(path string) (*os.File, error) {
+	_ = os.Remove(path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("creating the VMM control socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	defer ln.Close()
+	f, err := ln.File()
+	if err != nil {
+		return nil, fmt.Errorf("VMM control socket: %w", err)
+	}
+	return f, nil
+}
+
+// createMemoryFile creates the guest RAM file, owned by the VMM's user.
+func createMemoryFile(path string, mb, uid, gid int) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating guest memory file: %w", err)
+	}
+	defer f.Close()
+	if err := f.Truncate(int64(mb) << 20); err != nil {
+		return fmt.Errorf("sizing guest memory file: %w", err)
+	}
+	if err := f.Chown(uid, gid); err != nil {
+		return fmt.Errorf("chown guest memory file: %w", err)
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
 	return nil
 }
 

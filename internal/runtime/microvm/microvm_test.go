@@ -393,3 +393,52 @@ func TestProbe(t *testing.T) {
 		t.Error("KVM probe failed without a reason")
 	}
 }
+
+// TestCheckpointRestore pauses a microVM (device state only; RAM stays in
+// its memory file) and resumes it: processes and files survive.
+func TestCheckpointRestore(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const id = "mvmtest2"
+	ep := sandboxNet(t, ctx, id)
+	r := newRuntime(t)
+	dir := filepath.Join(t.TempDir(), "sb", id)
+	spec := runtime.Spec{ID: id, RootFS: fixture.rootfs, Dir: dir, NetNSPath: ep.NetNSPath, AgentPath: fixture.agent,
+		Resources: runtime.Resources{MemoryMB: 256}}
+	if err := r.Start(ctx, spec); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Destroy(context.Background(), id, dir) })
+	if err := waitAgent(ctx, r, id, ep.GuestIP); err != nil {
+		t.Fatalf("%v\nconsole:\n%s", err, logTail(ConsolePath(dir), 4096))
+	}
+	pid, _ := guestRun(t, ctx, ep.GuestIP, "sleep 1000 >/dev/null 2>&1 & echo $!; echo kept > /tmp/kept")
+	img := filepath.Join(dir, "checkpoint")
+	t0 := time.Now()
+	if err := r.Checkpoint(ctx, id, dir, img); err != nil {
+		t.Fatalf("Checkpoint: %v\nconsole:\n%s", err, logTail(ConsolePath(dir), 2048))
+	}
+	t.Logf("checkpoint took %s", time.Since(t0))
+	if fi, err := os.Stat(filepath.Join(img, stateFile)); err != nil || fi.Size() > 1<<20 {
+		t.Errorf("state file: %v, %v (want a small device-state file)", fi, err)
+	}
+	if st, err := r.State(ctx, id); err == nil && st == runtime.StateRunning {
+		t.Fatalf("State after Checkpoint = %v", st)
+	}
+	t0 = time.Now()
+	if err := r.Restore(ctx, runtime.Spec{ID: id, Dir: dir, NetNSPath: ep.NetNSPath}, img); err != nil {
+		t.Fatalf("Restore: %v\nconsole:\n%s", err, logTail(ConsolePath(dir), 2048))
+	}
+	restored := time.Since(t0)
+	if err := waitAgent(ctx, r, id, ep.GuestIP); err != nil {
+		t.Fatalf("after restore: %v", err)
+	}
+	t.Logf("restore took %s, agent answering after %s", restored, time.Since(t0))
+	if out, code := guestRun(t, ctx, ep.GuestIP, "kill -0 "+pid+" && cat /tmp/kept"); code != 0 || out != "kept" {
+		t.Errorf("after restore: %q (exit %d), want the process and the file kept", out, code)
+	}
+	if err := r.Signal(ctx, id, syscall.SIGUSR1); err != nil {
+		t.Errorf("Signal(SIGUSR1) = %v", err)
+	}
+}

@@ -21,9 +21,15 @@ type VM struct {
 	// (read-write qcow2 whose backing is the base) and ConfigFD (read-only
 	// raw config disk) are descriptor numbers in the VMM process.
 	KernelFD, InitrdFD, BaseFD, OverlayFD, ConfigFD int
-	Cmdline                                         string
-	TapName                                         string // TAP device in the VMM's network namespace
-	MAC                                             net.HardwareAddr
+	// MemFD, when > 0, is the guest RAM's file (shared mapping, so a
+	// checkpoint only saves device state); QMPFD, when > 0, a listening
+	// unix socket for the machine protocol.
+	MemFD, QMPFD int
+	// Incoming starts the VM waiting for a saved state (restore).
+	Incoming bool
+	Cmdline  string
+	TapName  string // TAP device in the VMM's network namespace
+	MAC      net.HardwareAddr
 }
 
 // Driver builds the command line of a VMM. QEMU's microvm machine is the
@@ -60,11 +66,15 @@ func (QEMU) Args(vm VM) ([]string, error) {
 		cpu = "host"
 	}
 	fd := func(n int) string { return "/proc/self/fd/" + strconv.Itoa(n) }
+	machine := "microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=off"
+	if vm.MemFD > 0 {
+		machine += ",memory-backend=mem"
+	}
 	args := []string{
 		"-name", vm.Name,
 		// rtc=on: without it half the boots lose 1 s reading the clock;
 		// pit/pic stay on (off hangs the boot).
-		"-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=off",
+		"-M", machine,
 		"-accel", vm.Accel,
 		"-cpu", cpu,
 		"-m", strconv.Itoa(vm.MemoryMB),
@@ -86,6 +96,15 @@ func (QEMU) Args(vm VM) ([]string, error) {
 		"-blockdev", "driver=raw,node-name=cfg,read-only=on,file.driver=file,file.filename=/dev/fdset/3,file.locking=off",
 		"-device", "virtio-blk-device,drive=cfg",
 		"-device", "virtio-rng-device",
+	}
+	if vm.MemFD > 0 {
+		args = append(args, "-object", fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=on", vm.MemoryMB, fd(vm.MemFD)))
+	}
+	if vm.QMPFD > 0 {
+		args = append(args, "-chardev", fmt.Sprintf("socket,id=qmp,fd=%d,server=on,wait=off", vm.QMPFD), "-mon", "chardev=qmp,mode=control")
+	}
+	if vm.Incoming {
+		args = append(args, "-incoming", "defer")
 	}
 	if vm.TapName != "" {
 		args = append(args,
