@@ -80,6 +80,17 @@ describe('microVM runtime', { timeout: T * 4 }, () => {
     assert.ok(gone, 'killed microVM sandbox still listed')
   })
 
+  it('pause and resume keep processes, files and the disk', { timeout: T }, async () => {
+    const s = await t.create()
+    await s.commands.run('sleep 1000 >/dev/null 2>&1 & echo $! > /tmp/pid; echo before > /home/user/p.txt')
+    assert.equal(await s.betaPause(), true)
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'paused')
+    const resumed = await Sandbox.connect(s.sandboxId)
+    const r = await resumed.commands.run('kill -0 $(cat /tmp/pid) && cat /home/user/p.txt')
+    assert.equal(r.stdout, 'before\n')
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'running')
+  })
+
   it('sandbox timeout ends the VM', { timeout: T }, async () => {
     const short = await t.create({ timeoutMs: 10_000 })
     assert.equal((await short.commands.run('echo alive')).stdout, 'alive\n')
