@@ -195,7 +195,14 @@ func defaultUser() string {
 func withFreeze(fz *freeze.Freezer, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == freeze.Path && vminit.Booted() {
-			// A microVM snapshot keeps the guest's TCP state: nothing to close.
+			// A microVM snapshot keeps the guest's TCP state: nothing to
+			// close. After a restore the daemon sends its clock.
+			if v := r.Header.Get(vminit.ClockHeader); v != "" {
+				if _, err := vminit.SyncClock(v); err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+			}
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}

@@ -314,6 +314,28 @@ func setClock(hostNano int64) {
 	_ = unix.Settimeofday(&tv)
 }
 
+// ClockHeader carries the host's time on the daemon's POST /freeze after a
+// microVM was restored: the guest's clock stood still while it was saved.
+const ClockHeader = "X-Airlock-Host-Time"
+
+// SyncClock sets the clock to the RFC 3339 time v when it is more than
+// 50 ms off. It reports the skew it corrected.
+func SyncClock(v string) (time.Duration, error) {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return 0, fmt.Errorf("bad %s: %w", ClockHeader, err)
+	}
+	d := time.Since(t)
+	if d > -50*time.Millisecond && d < 50*time.Millisecond {
+		return 0, nil
+	}
+	tv := unix.NsecToTimeval(t.UnixNano())
+	if err := unix.Settimeofday(&tv); err != nil {
+		return 0, fmt.Errorf("settimeofday: %w", err)
+	}
+	return -d, nil
+}
+
 // loopbackUp brings lo up (eth0 is configured by the kernel's ip=).
 func loopbackUp() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)

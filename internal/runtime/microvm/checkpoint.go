@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -172,13 +174,58 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 // Signal implements runtime.Checkpointer. The daemon sends SIGUSR1 after a
 // restore to make a gVisor agent listen again; a microVM's agent never
 // stops listening (its /freeze is a no-op: a VM snapshot keeps TCP state),
-// so that is a no-op. Other signals cannot be delivered into the guest.
-func (r *Runtime) Signal(_ context.Context, id string, sig syscall.Signal) error {
+// but its clock stood still while the VM was saved, so SIGUSR1 sends the
+// host's time to the agent's /freeze. Other signals cannot be delivered
+// into the guest.
+func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
 	if err := validID(id); err != nil {
 		return err
 	}
-	if sig == syscall.SIGUSR1 {
-		return nil
+	if sig != syscall.SIGUSR1 {
+		return fmt.Errorf("microvm: cannot send %v into the guest of %s", sig, id)
 	}
-	return fmt.Errorf("microvm: cannot send %v into the guest of %s", sig, id)
+	rec, err := r.readRecord(id)
+	if err != nil {
+		return err
+	}
+	var vr vmRecord
+	if b, err := os.ReadFile(filepath.Join(rec.Dir, vmFile)); err != nil || json.Unmarshal(b, &vr) != nil || vr.GuestIP == "" {
+		return fmt.Errorf("microvm: no guest address recorded for %s", id)
+	}
+	if err := syncGuestClock(ctx, vr.GuestIP); err != nil {
+		r.log.Warn("setting the guest clock after a restore", "id", id, "err", err)
+	}
+	return nil
 }
+
+// syncGuestClock sends the host's time to the agent at ip (it retries
+// while the restored guest's network comes back).
+func syncGuestClock(ctx context.Context, ip string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	url := "http://" + net.JoinHostPort(ip, "49983") + "/freeze"
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set(clockHeader, time.Now().UTC().Format(time.RFC3339Nano))
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusNoContent {
+				return nil
+			}
+			err = fmt.Errorf("agent answered %s", res.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// clockHeader is vminit.ClockHeader (not imported: the agent's packages
+// stay out of the daemon's runtime).
+const clockHeader = "X-Airlock-Host-Time"

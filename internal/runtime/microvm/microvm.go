@@ -335,6 +335,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 		// turns that into the VMM exiting: the sandbox is reported dead.
 		Cmdline: "console=ttyS0 quiet panic=-1 reboot=t " + gn.cmdline(),
 		MAC:     gn.MAC.String(),
+		GuestIP: gn.Addr.Addr().String(),
 	}
 	if err := writeJSON(filepath.Join(dir, vmFile), vr); err != nil {
 		return err
@@ -354,6 +355,7 @@ type vmRecord struct {
 	CPUs, MemoryMB       int
 	DiskMB               int
 	Cmdline, MAC         string
+	GuestIP              string
 }
 
 // launch starts the jailed VMM for the sandbox in dir (incoming: waiting

@@ -426,6 +426,7 @@ func TestCheckpointRestore(t *testing.T) {
 	if st, err := r.State(ctx, id); err == nil && st == runtime.StateRunning {
 		t.Fatalf("State after Checkpoint = %v", st)
 	}
+	time.Sleep(3 * time.Second) // paused for a while: the guest clock must not lag behind
 	t0 = time.Now()
 	if err := r.Restore(ctx, runtime.Spec{ID: id, Dir: dir, NetNSPath: ep.NetNSPath}, img); err != nil {
 		t.Fatalf("Restore: %v\nconsole:\n%s", err, logTail(ConsolePath(dir), 2048))
@@ -440,5 +441,10 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 	if err := r.Signal(ctx, id, syscall.SIGUSR1); err != nil {
 		t.Errorf("Signal(SIGUSR1) = %v", err)
+	}
+	// The restored guest's clock is set from the host's (SIGUSR1 → /freeze).
+	out, _ := guestRun(t, ctx, ep.GuestIP, "date +%s")
+	if lag := int(time.Now().Unix()) - atoi(out); lag > 2 || lag < -2 {
+		t.Errorf("guest clock after a 3 s pause: %d s behind the host", lag)
 	}
 }
