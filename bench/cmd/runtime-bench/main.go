@@ -9,7 +9,9 @@
 //     answers /health), and the first command after it;
 //   - command round trip (`true` through the process service);
 //   - host memory per idle sandbox: RSS and PSS of every host process that
-//     carries the sandbox (the QEMU VMM; runsc's sentry and gofer).
+//     carries the sandbox (the QEMU VMM; runsc's sentry and gofer);
+//   - pause, and resume → agent ready then a command (POST /resume returns
+//     once the agent answers).
 //
 // Nothing is asserted; it prints p50/p99 per runtime.
 package main
@@ -40,6 +42,7 @@ type target struct {
 	cl   *client.Client
 	// samples
 	create, first, rtt []time.Duration
+	pause, resume      []time.Duration
 	rss, pss           []uint64
 }
 
@@ -77,6 +80,8 @@ func main() {
 		fmt.Fprintf(tw, "%s\tcommand round trip\t%s\t%s\t%d\n", t.name, ms(pct(t.rtt, 50)), ms(pct(t.rtt, 99)), len(t.rtt))
 		fmt.Fprintf(tw, "%s\thost RSS per idle sandbox\t%s\t%s\t%d\n", t.name, mib(pctU(t.rss, 50)), mib(pctU(t.rss, 99)), len(t.rss))
 		fmt.Fprintf(tw, "%s\thost PSS per idle sandbox\t%s\t%s\t%d\n", t.name, mib(pctU(t.pss, 50)), mib(pctU(t.pss, 99)), len(t.pss))
+		fmt.Fprintf(tw, "%s\tpause\t%s\t%s\t%d\n", t.name, ms(pct(t.pause, 50)), ms(pct(t.pause, 99)), len(t.pause))
+		fmt.Fprintf(tw, "%s\tresume → agent ready + command\t%s\t%s\t%d\n", t.name, ms(pct(t.resume, 50)), ms(pct(t.resume, 99)), len(t.resume))
 	}
 	tw.Flush()
 }
@@ -108,6 +113,20 @@ func (t *target) once(ctx context.Context, cmds int, settle time.Duration) error
 		return fmt.Errorf("no host process found for sandbox %s", sb.SandboxID)
 	}
 	t.rss, t.pss = append(t.rss, rss), append(t.pss, pss)
+
+	t1 = time.Now()
+	if err := t.cl.PauseSandbox(ctx, sb.SandboxID); err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
+	t.pause = append(t.pause, time.Since(t1))
+	t1 = time.Now()
+	if _, err := t.cl.ResumeSandbox(ctx, sb.SandboxID, 300); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if err := runTrue(ctx, proc); err != nil {
+		return fmt.Errorf("command after resume: %w", err)
+	}
+	t.resume = append(t.resume, time.Since(t1))
 	return nil
 }
 
