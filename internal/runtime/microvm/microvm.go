@@ -333,7 +333,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 		Kernel: r.kernel, Initrd: initrd, Base: base, CPUs: cpus, MemoryMB: mem, DiskMB: disk,
 		// panic=-1: a guest kernel panic reboots at once, and -no-reboot
 		// turns that into the VMM exiting: the sandbox is reported dead.
-		Cmdline: "console=ttyS0 quiet panic=-1 reboot=t " + gn.cmdline(),
+		// no_timer_check: emulated on a busy host, the IO-APIC timer
+		// check at boot can miss its window and panic the kernel.
+		Cmdline: "console=ttyS0 quiet panic=-1 reboot=t no_timer_check " + gn.cmdline(),
 		MAC:     gn.MAC.String(),
 		GuestIP: gn.Addr.Addr().String(),
 	}

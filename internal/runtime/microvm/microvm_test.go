@@ -448,3 +448,57 @@ func TestCheckpointRestore(t *testing.T) {
 		t.Errorf("guest clock after a 3 s pause: %d s behind the host", lag)
 	}
 }
+
+// TestGuestPanicIsReported crashes the guest's init (the agent, with
+// SIGABRT): the guest kernel panics, panic=-1 reboots, -no-reboot ends the
+// VMM, and the sandbox reads as stopped with the reason.
+func TestGuestPanicIsReported(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const id = "mvmtest3"
+	ep := sandboxNet(t, ctx, id)
+	r := newRuntime(t)
+	dir := filepath.Join(t.TempDir(), "sb", id)
+	spec := runtime.Spec{ID: id, RootFS: fixture.rootfs, Dir: dir, NetNSPath: ep.NetNSPath, AgentPath: fixture.agent}
+	if err := r.Start(ctx, spec); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Destroy(context.Background(), id, dir) })
+	if err := waitAgent(ctx, r, id, ep.GuestIP); err != nil {
+		t.Fatalf("%v\nconsole:\n%s", err, logTail(ConsolePath(dir), 4096))
+	}
+	c := processpbconnect.NewProcessClient(http.DefaultClient, "http://"+netip.AddrPortFrom(ep.GuestIP, 49983).String(), connect.WithProtoJSON())
+	req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", "kill -ABRT 1"}}})
+	req.Header().Set("Authorization", "Basic cm9vdDo=")
+	// The stream dies with the guest; do not wait for TCP to notice.
+	kctx, kcancel := context.WithTimeout(ctx, 3*time.Second)
+	if stream, err := c.Start(kctx, req); err == nil {
+		for stream.Receive() {
+		}
+	}
+	kcancel()
+	// Emulated, the agent's goroutine dump on the serial console takes a
+	// while before the kernel panics.
+	killed := time.Now()
+	deadline := killed.Add(150 * time.Second)
+	for {
+		if st, err := r.State(ctx, id); err == nil && st == runtime.StateStopped {
+			t.Logf("stopped %s after the crash", time.Since(killed).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox still running 150 s after its init crashed\nconsole:\n%s", logTail(ConsolePath(dir), 2048))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := 0; i < 100 && r.StopReason(id) == ""; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if reason := r.StopReason(id); !strings.Contains(reason, "panicked") {
+		t.Errorf("StopReason = %q, want the guest kernel panic\nconsole:\n%s", reason, logTail(ConsolePath(dir), 2048))
+	}
+	if fi, err := os.Stat(ConsolePath(dir)); err == nil {
+		t.Logf("console log: %d bytes", fi.Size())
+	}
+}
