@@ -12,7 +12,9 @@ die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 # Debian packages the product and the tests need.
 pkgs=(runsc mmdebstrap nftables iproute2 e2fsprogs util-linux protobuf-compiler ca-certificates busybox-static uidmap curl gcc libc6-dev
 	# host-side interpreter tests (the sandboxes get their own copies from the template)
-	python3-ipykernel python3-matplotlib python3-matplotlib-inline python3-pandas node-acorn)
+	python3-ipykernel python3-matplotlib python3-matplotlib-inline python3-pandas node-acorn
+	# microVM runtime: the VMM and its image tool, and what scripts/build-kernel.sh needs
+	qemu-system-x86 qemu-utils linux-source-6.1 xz-utils bc flex bison libelf-dev libssl-dev make)
 
 node_ok() {
 	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || return 1
@@ -77,4 +79,6 @@ log "building bin/airlock"
 go build -o bin/airlock ./cmd/airlock
 log "building bin/airlock-envd (static)"
 CGO_ENABLED=0 go build -o bin/airlock-envd ./cmd/airlock-envd
+# Guest kernel for the microVM runtime (built once per machine, cached).
+bash scripts/build-kernel.sh >/dev/null || die "building the microVM guest kernel failed"
 log "setup done: $(pwd)/bin/airlock"

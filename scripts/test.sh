@@ -15,6 +15,8 @@
 #   AIRLOCK_TEST_BIN        airlock binary to serve with (default bin/airlock)
 #   AIRLOCK_TEST_SKIP_CONSOLE=1  skip the web console's browser tests (test/console)
 #   AIRLOCK_TEST_ARTIFACTS  where the browser tests save screenshots (default $WORK/console)
+#   AIRLOCK_TEST_SKIP_MICROVM=1  skip the microVM stage (scripts/test-microvm.sh, a second
+#                           daemon with --runtime microvm; its own knobs are listed there)
 #   AIRLOCK_TEST_NET_PREFIX / AIRLOCK_TEST_SUBNET  the test daemon's --net-prefix and --subnet
 #                           (default ale2e, 10.79.0.0/16); AIRLOCK_E2E_EXT_NET the first three
 #                           octets of the egress test's stand-in /30 (default 10.78.255) — change
@@ -233,4 +235,11 @@ if [ "${AIRLOCK_TEST_SKIP_CONSOLE:-0}" != 1 ]; then
 	(cd test/console && node --test --test-reporter=spec console.test.mjs) 2>&1 | tee "$WORK/console.out"
 	record console "${PIPESTATUS[0]}"
 	echo "console screenshots: $AIRLOCK_TEST_ARTIFACTS"
+fi
+
+# ---------------------------------------------------------------- microVM e2e
+if [ "${AIRLOCK_TEST_SKIP_MICROVM:-0}" != 1 ]; then
+	stage "microvm e2e (second daemon, --runtime microvm)"
+	AIRLOCK_TEST_DATA_DIR=$DATA_DIR AIRLOCK_TEST_WORK=$WORK bash scripts/test-microvm.sh 2>&1 | tee "$WORK/microvm.out"
+	record microvm-e2e "${PIPESTATUS[0]}"
 fi

@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/envd/server"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
 	"github.com/airlock-sandbox/airlock/internal/envd/sudo"
+	"github.com/airlock-sandbox/airlock/internal/envd/vminit"
 )
 
 func main() {
@@ -34,9 +35,22 @@ func main() {
 	if filepath.Base(os.Args[0]) == "sudo" {
 		os.Exit(sudo.Main(os.Args[1:]))
 	}
+	// /init of a microVM: switch to the sandbox's root disk and re-exec
+	// (Boot returns only on failure).
+	if vminit.InVM() {
+		err := vminit.Boot()
+		fmt.Fprintln(os.Stderr, "airlock-envd: booting the microVM:", err)
+		vminit.PowerOff()
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "airlock-envd:", err)
+		if vminit.Booted() {
+			vminit.PowerOff() // init of a microVM must never exit
+		}
 		os.Exit(1)
+	}
+	if vminit.Booted() {
+		vminit.PowerOff()
 	}
 }
 
@@ -180,6 +194,18 @@ func defaultUser() string {
 // proxy never forwards it) and everything else with h.
 func withFreeze(fz *freeze.Freezer, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == freeze.Path && vminit.Booted() {
+			// A microVM snapshot keeps the guest's TCP state: nothing to
+			// close. After a restore the daemon sends its clock.
+			if v := r.Header.Get(vminit.ClockHeader); v != "" {
+				if _, err := vminit.SyncClock(v); err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		if r.URL.Path == freeze.Path {
 			fz.ServeHTTP(w, r)
 			return

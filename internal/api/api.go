@@ -34,6 +34,9 @@ type Options struct {
 	Metrics MetricsStore
 	// Prometheus serves GET /metrics (nil: 404).
 	Prometheus http.Handler
+	// Runtime and RuntimeReason (the isolation runtime chosen at start and
+	// why) are shown by GET /health when set.
+	Runtime, RuntimeReason string
 }
 
 // api holds the handler state.
@@ -218,5 +221,9 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "not ready: templates are being prepared")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	body := map[string]string{"status": "ok"}
+	if a.opts.Runtime != "" {
+		body["runtime"], body["runtimeReason"] = a.opts.Runtime, a.opts.RuntimeReason
+	}
+	writeJSON(w, http.StatusOK, body)
 }

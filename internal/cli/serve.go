@@ -66,6 +66,7 @@ type serveOptions struct {
 	metricsInterval time.Duration
 	limits          limitFlags
 	egress          egressFlags
+	microvmKernel   string
 }
 
 func newServeCmd() *cobra.Command {
@@ -88,7 +89,8 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.listen, "listen", DefaultListen, "address to serve the API and sandbox traffic on")
 	f.StringVar(&o.dataDir, "data-dir", firstNonEmpty(os.Getenv("AIRLOCK_DATA_DIR"), DefaultDataDir), "data directory (database, templates, sandboxes)")
 	f.StringVar(&o.envdPath, "envd-path", "", "path of the airlock-envd agent binary (default: next to this executable, else $PATH)")
-	f.StringVar(&o.runtime, "runtime", "gvisor", "isolation runtime (only gvisor for now)")
+	f.StringVar(&o.runtime, "runtime", "auto", "isolation runtime: auto (a microVM on hardware KVM, else gvisor), microvm (emulated without KVM) or gvisor")
+	f.StringVar(&o.microvmKernel, "microvm-kernel", "", "guest kernel for microVMs (default: newest built by scripts/build-kernel.sh)")
 	f.StringVar(&o.domain, "domain", "", "sandbox domain returned to SDKs; sandboxes are then reached as <port>-<id>.<domain> (optional)")
 	f.StringVar(&o.subnet, "subnet", network.DefaultSubnet, "IPv4 pool for sandbox addresses")
 	addLimitFlags(f, &o.limits)
@@ -129,9 +131,6 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		return err
 	}
 	slog.SetDefault(log)
-	if o.runtime != "gvisor" {
-		return fmt.Errorf("unsupported --runtime %q (only gvisor for now)", o.runtime)
-	}
 	subnet, err := netip.ParsePrefix(o.subnet)
 	if err != nil || !subnet.Addr().Is4() || subnet.Bits() > 30 {
 		return fmt.Errorf("invalid --subnet %q: want an IPv4 prefix of at most /30", o.subnet)
@@ -168,9 +167,9 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
-	rt, err := gvisor.New(gvisor.Config{Root: filepath.Join(dataDir, "runsc")}, log.With("component", "gvisor"))
+	rt, rtChoice, err := newRuntime(ctx, o.runtime, o.microvmKernel, dataDir, envdPath, log)
 	if err != nil {
-		return fmt.Errorf("starting gvisor runtime: %w", err)
+		return err
 	}
 	tm := template.NewManager(dataDir, st, log)
 
@@ -222,7 +221,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 
 	builder := imagebuild.New(mgr, tm, gvisor.UpperDir, log)
 	apiHandler := api.New(mgr, apiTemplates{tm: tm, mgr: mgr, builder: builder}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api"),
-		Metrics: dm.col, Prometheus: dm.prom.Handler()})
+		Metrics: dm.col, Prometheus: dm.prom.Handler(), Runtime: rtChoice.Runtime, RuntimeReason: rtChoice.Reason})
 	var apiHosts []string
 	if o.domain != "" {
 		apiHosts = append(apiHosts, "api."+o.domain)

@@ -1,0 +1,217 @@
+//go:build linux
+
+// Command runtime-bench compares isolation runtimes side by side in one run:
+// two daemons on this host (one --runtime gvisor, one --runtime microvm; see
+// bench/runtime.sh) get the same workload, interleaved so that both see the
+// same machine load:
+//
+//   - create → agent ready (POST /v2/sandboxes returns once the agent
+//     answers /health), and the first command after it;
+//   - command round trip (`true` through the process service);
+//   - host memory per idle sandbox: RSS and PSS of every host process that
+//     carries the sandbox (the QEMU VMM; runsc's sentry and gofer);
+//   - pause, and resume → agent ready then a command (POST /resume returns
+//     once the agent answers).
+//
+// Nothing is asserted; it prints p50/p99 per runtime.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/airlock-sandbox/airlock/internal/client"
+	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
+	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+)
+
+type target struct {
+	name string
+	cl   *client.Client
+	// samples
+	create, first, rtt []time.Duration
+	pause, resume      []time.Duration
+	rss, pss           []uint64
+}
+
+func main() {
+	gv := flag.String("gvisor", "", "URL of a daemon running --runtime gvisor")
+	mv := flag.String("microvm", "", "URL of a daemon running --runtime microvm")
+	key := flag.String("api-key", os.Getenv("E2B_API_KEY"), "API key of both daemons")
+	n := flag.Int("n", 10, "sandboxes per runtime")
+	cmds := flag.Int("commands", 10, "command round trips per sandbox")
+	settle := flag.Duration("settle", 3*time.Second, "idle time before reading a sandbox's memory")
+	flag.Parse()
+	if *gv == "" || *mv == "" || *key == "" {
+		fmt.Fprintln(os.Stderr, "usage: runtime-bench -gvisor URL -microvm URL -api-key KEY [-n 10]")
+		os.Exit(2)
+	}
+	targets := []*target{{name: "gvisor", cl: client.New(*gv, *key)}, {name: "microvm", cl: client.New(*mv, *key)}}
+	ctx := context.Background()
+	for i := 0; i < *n; i++ {
+		order := targets
+		if i%2 == 1 {
+			order = []*target{targets[1], targets[0]}
+		}
+		for _, t := range order {
+			if err := t.once(ctx, *cmds, *settle); err != nil {
+				fmt.Fprintf(os.Stderr, "%s round %d: %v\n", t.name, i, err)
+				os.Exit(1)
+			}
+		}
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "runtime\tmeasurement\tp50\tp99\tn")
+	for _, t := range targets {
+		fmt.Fprintf(tw, "%s\tcreate → agent ready\t%s\t%s\t%d\n", t.name, ms(pct(t.create, 50)), ms(pct(t.create, 99)), len(t.create))
+		fmt.Fprintf(tw, "%s\tfirst command after create\t%s\t%s\t%d\n", t.name, ms(pct(t.first, 50)), ms(pct(t.first, 99)), len(t.first))
+		fmt.Fprintf(tw, "%s\tcommand round trip\t%s\t%s\t%d\n", t.name, ms(pct(t.rtt, 50)), ms(pct(t.rtt, 99)), len(t.rtt))
+		fmt.Fprintf(tw, "%s\thost RSS per idle sandbox\t%s\t%s\t%d\n", t.name, mib(pctU(t.rss, 50)), mib(pctU(t.rss, 99)), len(t.rss))
+		fmt.Fprintf(tw, "%s\thost PSS per idle sandbox\t%s\t%s\t%d\n", t.name, mib(pctU(t.pss, 50)), mib(pctU(t.pss, 99)), len(t.pss))
+		fmt.Fprintf(tw, "%s\tpause\t%s\t%s\t%d\n", t.name, ms(pct(t.pause, 50)), ms(pct(t.pause, 99)), len(t.pause))
+		fmt.Fprintf(tw, "%s\tresume → agent ready + command\t%s\t%s\t%d\n", t.name, ms(pct(t.resume, 50)), ms(pct(t.resume, 99)), len(t.resume))
+	}
+	tw.Flush()
+}
+
+func (t *target) once(ctx context.Context, cmds int, settle time.Duration) error {
+	t0 := time.Now()
+	sb, err := t.cl.CreateSandbox(ctx, client.CreateOpts{Template: "base", Timeout: 300})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = t.cl.KillSandbox(context.WithoutCancel(ctx), sb.SandboxID) }()
+	t.create = append(t.create, time.Since(t0))
+	proc := t.cl.Process(sb.SandboxID, sb.EnvdAccessToken)
+	t1 := time.Now()
+	if err := runTrue(ctx, proc); err != nil {
+		return err
+	}
+	t.first = append(t.first, time.Since(t1))
+	for i := 0; i < cmds; i++ {
+		t1 := time.Now()
+		if err := runTrue(ctx, proc); err != nil {
+			return err
+		}
+		t.rtt = append(t.rtt, time.Since(t1))
+	}
+	time.Sleep(settle)
+	rss, pss := hostMemory(sb.SandboxID)
+	if rss == 0 {
+		return fmt.Errorf("no host process found for sandbox %s", sb.SandboxID)
+	}
+	t.rss, t.pss = append(t.rss, rss), append(t.pss, pss)
+
+	t1 = time.Now()
+	if err := t.cl.PauseSandbox(ctx, sb.SandboxID); err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
+	t.pause = append(t.pause, time.Since(t1))
+	t1 = time.Now()
+	if _, err := t.cl.ResumeSandbox(ctx, sb.SandboxID, 300); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if err := runTrue(ctx, proc); err != nil {
+		return fmt.Errorf("command after resume: %w", err)
+	}
+	t.resume = append(t.resume, time.Since(t1))
+	return nil
+}
+
+func runTrue(ctx context.Context, proc processpbconnect.ProcessClient) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	stream, err := proc.Start(ctx, connect.NewRequest(&processpb.StartRequest{
+		Process: &processpb.ProcessConfig{Cmd: "/bin/true"},
+	}))
+	if err != nil {
+		return fmt.Errorf("starting command: %w", err)
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		if end := stream.Msg().GetEvent().GetEnd(); end != nil {
+			return nil
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return err
+	}
+	return errors.New("no end event")
+}
+
+// hostMemory sums RSS and PSS (bytes) of the host processes whose command
+// line names the sandbox: QEMU's "-name airlock-<id>", runsc's sandbox and
+// gofer processes.
+func hostMemory(id string) (rss, pss uint64) {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	self := strconv.Itoa(os.Getpid())
+	for _, d := range dirs {
+		if filepath.Base(d) == self {
+			continue
+		}
+		b, err := os.ReadFile(d + "/cmdline")
+		if err != nil || !strings.Contains(string(b), id) {
+			continue
+		}
+		r, p := smapsRollup(d + "/smaps_rollup")
+		rss += r
+		pss += p
+	}
+	return rss, pss
+}
+
+func smapsRollup(path string) (rss, pss uint64) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseUint(fs[1], 10, 64)
+		switch fs[0] {
+		case "Rss:":
+			rss = v << 10
+		case "Pss:":
+			pss = v << 10
+		}
+	}
+	return rss, pss
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[max((p*len(s)+99)/100, 1)-1]
+}
+
+func pctU(vs []uint64, p int) uint64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := append([]uint64(nil), vs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[max((p*len(s)+99)/100, 1)-1]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+func mib(b uint64) string       { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The microVM stage of scripts/test.sh (also runs alone after setup.sh): a
+# second daemon with --runtime microvm - emulated (TCG) on hosts without
+# hardware KVM - on its own data dir, network prefix, subnet and port, runs
+# test/e2e/microvm.test.mjs with the official e2b SDK. The root Go tests of
+# internal/runtime/microvm run in test.sh's `go test ./...` stage.
+#
+# Knobs: AIRLOCK_TEST_DATA_DIR (the main suite's data dir, whose built
+# templates are shared by hard links; default /var/lib/airlock-test),
+# AIRLOCK_TEST_VM_DATA_DIR (default <that>-microvm), AIRLOCK_TEST_VM_NET_PREFIX
+# (default alvm), AIRLOCK_TEST_VM_SUBNET (default 10.80.0.0/16),
+# AIRLOCK_TEST_WORK (log dir).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+ROOT=$(pwd)
+
+SRC_DATA=${AIRLOCK_TEST_DATA_DIR:-/var/lib/airlock-test}
+VM_DATA=${AIRLOCK_TEST_VM_DATA_DIR:-$SRC_DATA-microvm}
+VM_PREFIX=${AIRLOCK_TEST_VM_NET_PREFIX:-alvm}
+VM_SUBNET=${AIRLOCK_TEST_VM_SUBNET:-10.80.0.0/16}
+WORK=${AIRLOCK_TEST_WORK:-$(mktemp -d /tmp/airlock-test-microvm.XXXXXX)}
+LOG=$WORK/daemon-microvm.log
+
+bash scripts/build-kernel.sh >/dev/null || { echo "guest kernel build failed"; exit 1; }
+
+# Share the built templates (immutable, named by content hash).
+mkdir -p "$VM_DATA/templates"
+for d in "$SRC_DATA"/templates/*/; do
+	[ -f "$d/meta.json" ] || continue
+	n=$(basename "$d")
+	[ -e "$VM_DATA/templates/$n" ] || cp -al "$d" "$VM_DATA/templates/$n"
+done
+
+PORT=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+LISTEN=127.0.0.1:$PORT
+API_KEY="e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
+"${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock}" serve --runtime microvm --templates base --listen "$LISTEN" \
+	--data-dir "$VM_DATA" --api-key "$API_KEY" --net-prefix "$VM_PREFIX" --subnet "$VM_SUBNET" \
+	--kill-on-exit </dev/null >"$LOG" 2>&1 &
+PID=$!
+stop() {
+	if kill -0 "$PID" 2>/dev/null; then
+		kill -TERM "$PID" 2>/dev/null
+		for _ in $(seq 1 60); do kill -0 "$PID" 2>/dev/null || break; sleep 0.5; done
+		kill -KILL "$PID" 2>/dev/null || true
+	fi
+}
+trap stop EXIT
+
+echo "microVM daemon: $LISTEN, data $VM_DATA, prefix $VM_PREFIX, subnet $VM_SUBNET, log $LOG"
+healthy=0
+for _ in $(seq 1 300); do
+	if curl -fsS -m 2 "http://$LISTEN/health" 2>/dev/null; then
+		healthy=1
+		echo
+		break
+	fi
+	kill -0 "$PID" 2>/dev/null || break
+	sleep 1
+done
+if [ "$healthy" != 1 ]; then
+	echo "microVM daemon not healthy; log:"
+	tail -n 40 "$LOG"
+	exit 1
+fi
+grep -m1 'isolation runtime' "$LOG"
+
+(cd test/e2e && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund --loglevel=error)
+(cd test/e2e && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
+	node --test --test-reporter=spec microvm.test.mjs)
+rc=$?
+if [ "$rc" -ne 0 ]; then
+	echo "microVM daemon log (last 60 lines):"
+	tail -n 60 "$LOG"
+fi
+exit "$rc"
