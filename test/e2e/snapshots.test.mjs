@@ -19,8 +19,9 @@ describe('pause and resume', () => {
     const sbx = await t.create()
     await sbx.files.write('/home/user/before.txt', 'written before pause')
     // A background counter: still counting after the resume means the
-    // process itself survived (not restarted).
-    await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done',
+    // process itself survived (not restarted). Written with a rename so a
+    // read never sees the file truncated half-way through an update.
+    await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > /tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done',
       { background: true })
     await sleep(500)
     const before = Number((await sbx.files.read('/tmp/counter')).trim())
