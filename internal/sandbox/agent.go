@@ -102,6 +102,25 @@ func (a *agentClient) init(ctx context.Context, host string, body initRequest) e
 // freeze asks the agent to close its listeners and connections before a
 // checkpoint (POST /freeze). A 409 from the agent (open TCP sockets it
 // cannot close) becomes a 409 user error.
+// freezeSettle is how long a checkpoint waits after the host reset the
+// agent's last connection (the /freeze request's own). The agent closes that
+// socket when the reset reaches it; until then the socket is still watched by
+// the agent's network poller, and runsc 20221219 refuses to save a TCP
+// endpoint with waiters — and stops the sandbox. The reset arrives within
+// microseconds; the wait covers the agent's goroutine being scheduled on a
+// busy host.
+const freezeSettle = 30 * time.Millisecond
+
+// settleAfterFreeze waits freezeSettle (or until ctx ends).
+func settleAfterFreeze(ctx context.Context) {
+	t := time.NewTimer(freezeSettle)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 func (a *agentClient) freeze(ctx context.Context, host string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

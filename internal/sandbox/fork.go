@@ -97,6 +97,9 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	m.cfg.Conns.Abort(ip)
 	ferr := m.agent.freeze(ctx, ip.String())
 	m.cfg.Conns.Abort(ip)
+	if ferr == nil {
+		settleAfterFreeze(ctx)
+	}
 	if ferr != nil {
 		return nil, fmt.Errorf("preparing sandbox %s for a fork: %w", id, ferr)
 	}

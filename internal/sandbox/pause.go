@@ -180,6 +180,9 @@ func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string,
 	aborted := m.cfg.Conns.Abort(ip)
 	ferr := m.agent.freeze(ctx, ip.String())
 	m.cfg.Conns.Abort(ip)
+	if ferr == nil {
+		settleAfterFreeze(ctx)
+	}
 	if ferr != nil {
 		m.rearm(id, e)
 		return fmt.Errorf("preparing sandbox %s for a checkpoint: %w", id, ferr)

@@ -265,6 +265,9 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 	m.cfg.Conns.Abort(ip)
 	ferr := m.agent.freeze(ctx, ip.String())
 	m.cfg.Conns.Abort(ip)
+	if ferr == nil {
+		settleAfterFreeze(ctx)
+	}
 	if ferr != nil {
 		return sp, fmt.Errorf("preparing sandbox %s for a snapshot: %w", id, ferr)
 	}
