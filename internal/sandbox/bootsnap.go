@@ -144,6 +144,11 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 	if tpl.StartCmd != "" || tpl.User != "" || tpl.Workdir != "" {
 		return tpl.Hash, errors.New("templates with a start command, user or workdir are not served from boot snapshots yet")
 	}
+	if m.cfg.WarmPool[name] == 0 && !hasInterpreter(tpl.RootFS) {
+		// Nothing warm to keep: not even booted (saves a sandbox's worth of
+		// work and memory at every start).
+		return tpl.Hash, errNoWarmState
+	}
 	id := bootPrefix + tpl.Hash
 	dir := m.snapshotDir(id)
 	if e, warm, err := m.loadBoot(dir, id); err == nil {
@@ -222,6 +227,25 @@ func (m *Manager) loadBoot(dir, id string) (*bootEntry, bool, error) {
 		return nil, false, err
 	}
 	return &bootEntry{dir: dir, spec: bf.Spec, limits: bf.Limits}, *bf.Warm, nil
+}
+
+// interpreterMarkers are the paths whose presence in a root filesystem makes
+// the agent start the code interpreter (cmd/airlock-envd, -interpreter=auto).
+var interpreterMarkers = []string{"usr/lib/python3/dist-packages/ipykernel", "usr/local/lib/python3/dist-packages/ipykernel"}
+
+// hasInterpreter reports whether sandboxes of the template rooted at rootfs
+// run the code interpreter (and so have warm state worth a boot snapshot).
+// An empty rootfs (unknown) counts as having one.
+func hasInterpreter(rootfs string) bool {
+	if rootfs == "" {
+		return true
+	}
+	for _, p := range interpreterMarkers {
+		if _, err := os.Stat(filepath.Join(rootfs, p)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // waitWarm waits until a code-interpreter sandbox's default Python context
