@@ -53,6 +53,19 @@ describe('sandbox metrics', { timeout: TEST_TIMEOUT * 2 }, () => {
     await assert.rejects(Sandbox.getMetrics(sbx.sandboxId), SandboxNotFoundError)
   })
 
+  it('CPU is measured after a restore (pause/resume; forks and snapshots restore the same way)', { timeout: TEST_TIMEOUT }, async () => {
+    const sbx = await t.create()
+    assert.equal(await sbx.betaPause(), true)
+    const resumed = await Sandbox.connect(sbx.sandboxId)
+    const busyFrom = new Date()
+    await resumed.commands.run('timeout 10 sh -c "while :; do :; done" || true', { timeoutMs: 30_000 })
+    await sleep(6_000)
+    const during = await resumed.getMetrics({ start: busyFrom })
+    assert.ok(during.length >= 2, `only ${during.length} samples during a 10 s busy loop`)
+    const peak = Math.max(...during.map((m) => m.cpuUsedPct))
+    assert.ok(peak >= 20, `peak cpuUsedPct ${peak} during a busy loop in a resumed sandbox`)
+  })
+
   it('Prometheus /metrics needs the API key and reports sandboxes and creates', { timeout: TEST_TIMEOUT }, async () => {
     const sbx = await t.create()
     const url = `${process.env.E2B_API_URL}/metrics`
