@@ -394,6 +394,21 @@ func checkPeerNS(link netlink.Link, ep *Endpoint) error {
 	return nil
 }
 
+// retryDump runs a netlink dump again when the kernel reports it was
+// interrupted (the table changed while it was read — other sandboxes'
+// veths come and go all the time), up to a few times.
+func retryDump[T any](dump func() (T, error)) (T, error) {
+	var out T
+	var err error
+	for range 5 {
+		out, err = dump()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return out, err
+		}
+	}
+	return out, err
+}
+
 // findSlot returns the slot of the host veth whose peer is in the netns of
 // sandbox id, or -1 when there is none.
 func (m *Manager) findSlot(id string) (int, error) {
@@ -405,7 +420,7 @@ func (m *Manager) findSlot(id string) (int, error) {
 		return -1, nil
 	}
 	defer nsh.Close()
-	links, err := netlink.LinkList()
+	links, err := retryDump(netlink.LinkList)
 	if err != nil {
 		return -1, fmt.Errorf("listing links: %w", err)
 	}

@@ -40,7 +40,7 @@ func (m *Manager) Readdress(ctx context.Context, id string, slot int) error {
 	if err != nil {
 		return fmt.Errorf("looking up %s in %s: %w", GuestIfName, ep.NetNSPath, err)
 	}
-	addrs, err := h.AddrList(eth, netlink.FAMILY_V4)
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return h.AddrList(eth, netlink.FAMILY_V4) })
 	if err != nil {
 		return fmt.Errorf("listing addresses in %s: %w", ep.NetNSPath, err)
 	}
