@@ -27,18 +27,87 @@ var (
 	_ runtime.LayerSaver = (*Runtime)(nil)
 )
 
-// savedFiles are what a clone is made of (SaveLayer keeps them).
-var savedFiles = []string{overlayFile, memoryFile, configFile, vmFile}
+// Guest RAM of clones. A running VM maps <dir>/memory shared (so a
+// checkpoint is device state only). To clone it, the checkpointed parent's
+// RAM file is frozen once per checkpoint: a sparse copy <dir>/memory.frozen
+// (the parent goes on writing its own file after it is restored). Every
+// clone hard-links the frozen file as <dir>/memory.base and maps it
+// share=off, a private copy-on-write mapping: siblings share one page
+// cache copy of the parent's RAM and own only the pages they write. A
+// clone's own checkpoints therefore carry its RAM (QEMU migrates RAM that
+// is not shared); its memory.base never changes, so clones of a clone and
+// snapshots of it link the same file.
+const (
+	memoryFrozen = "memory.frozen"
+	memoryBase   = "memory.base"
+)
 
-// SaveLayer implements runtime.LayerSaver: sparse copies of the stopped,
-// checkpointed VM's overlay, guest-RAM file, config disk and VM record go
-// to dst; the device state is the checkpoint's (the manager links it).
+// frozenRAM returns the immutable guest-RAM file of the checkpointed VM in
+// dir, freezing a copy of its shared RAM file first if needed.
+func frozenRAM(ctx context.Context, dir string, vr vmRecord) (string, error) {
+	if vr.PrivateRAM {
+		return filepath.Join(dir, memoryBase), nil
+	}
+	frozen := filepath.Join(dir, memoryFrozen)
+	if _, err := os.Stat(frozen); err == nil {
+		return frozen, nil
+	}
+	tmp := frozen + ".tmp"
+	_ = os.Remove(tmp)
+	if err := copyFile(ctx, filepath.Join(dir, memoryFile), tmp); err != nil {
+		return "", fmt.Errorf("freezing guest RAM: %w", err)
+	}
+	if err := os.Rename(tmp, frozen); err != nil {
+		return "", fmt.Errorf("freezing guest RAM: %w", err)
+	}
+	return frozen, nil
+}
+
+// linkOrCopy hard-links src to dst, or copies it across file systems.
+func linkOrCopy(ctx context.Context, src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	return copyFile(ctx, src, dst)
+}
+
+// SaveLayer implements runtime.LayerSaver: the stopped, checkpointed VM's
+// overlay, config disk and VM record are copied to dst, its frozen guest
+// RAM linked there; the device state is the checkpoint's (the manager
+// links it).
 func (r *Runtime) SaveLayer(ctx context.Context, dir, dst string) error {
 	dir, dst = filepath.Clean(dir), filepath.Clean(dst)
 	if dst == dir || strings.HasPrefix(dst, dir+"/") {
 		return fmt.Errorf("%w: snapshot dir %s is inside the sandbox dir", ErrInvalidSpec, dst)
 	}
-	return copyFiles(ctx, dir, dst, savedFiles)
+	vr, err := readVMRecord(dir)
+	if err != nil {
+		return err
+	}
+	ram, err := frozenRAM(ctx, dir, vr)
+	if err != nil {
+		return err
+	}
+	if err := linkOrCopy(ctx, ram, filepath.Join(dst, memoryBase)); err != nil {
+		return err
+	}
+	vr.PrivateRAM = true
+	if err := copyFiles(ctx, dir, dst, []string{overlayFile, configFile}); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dst, vmFile), vr)
+}
+
+func readVMRecord(dir string) (vmRecord, error) {
+	var vr vmRecord
+	b, err := os.ReadFile(filepath.Join(dir, vmFile))
+	if err != nil {
+		return vr, fmt.Errorf("reading VM record: %w", err)
+	}
+	if err := json.Unmarshal(b, &vr); err != nil {
+		return vr, fmt.Errorf("parsing VM record: %w", err)
+	}
+	return vr, nil
 }
 
 // CloneSaved implements runtime.LayerSaver: Clone from a saved layer.
@@ -46,14 +115,22 @@ func (r *Runtime) CloneSaved(ctx context.Context, src string, spec runtime.Spec)
 	return r.Clone(ctx, src, spec)
 }
 
-// copyFiles copies names from src to dst (reflink and sparse where the
-// file system can).
+// copyFiles copies names from src to dst.
 func copyFiles(ctx context.Context, src, dst string, names []string) error {
 	for _, f := range names {
-		out, err := exec.CommandContext(ctx, "cp", "--reflink=auto", "--sparse=always", filepath.Join(src, f), filepath.Join(dst, f)).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("copying %s: %w: %s", f, err, strings.TrimSpace(string(out)))
+		if err := copyFile(ctx, filepath.Join(src, f), filepath.Join(dst, f)); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// copyFile copies src to dst (reflink and sparse where the file system
+// can; the copy keeps src's owner).
+func copyFile(ctx context.Context, src, dst string) error {
+	out, err := exec.CommandContext(ctx, "cp", "--reflink=auto", "--sparse=always", "--preserve=mode,ownership", src, dst).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("copying %s: %w: %s", filepath.Base(src), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -80,13 +157,9 @@ func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec
 		return fmt.Errorf("%w: Dir must be absolute and NetNSPath set", ErrInvalidSpec)
 	}
 	parentDir, dir := filepath.Clean(parentDir), filepath.Clean(spec.Dir)
-	var vr vmRecord
-	b, err := os.ReadFile(filepath.Join(parentDir, vmFile))
+	vr, err := readVMRecord(parentDir)
 	if err != nil {
-		return fmt.Errorf("reading the parent's VM record: %w", err)
-	}
-	if err := json.Unmarshal(b, &vr); err != nil {
-		return fmt.Errorf("parsing the parent's VM record: %w", err)
+		return fmt.Errorf("parent of %s: %w", spec.ID, err)
 	}
 	from, gw, err := guestAddress(vr)
 	if err != nil {
@@ -109,10 +182,18 @@ func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec
 			r.log.Error("cleaning up failed clone", "id", spec.ID, "err", derr)
 		}
 	}()
-	if err := copyFiles(ctx, parentDir, dir, []string{overlayFile, memoryFile, configFile}); err != nil {
+	if err := copyFiles(ctx, parentDir, dir, []string{overlayFile, configFile}); err != nil {
 		return fmt.Errorf("cloning %s: %w", parentDir, err)
 	}
-	if err := os.Chown(filepath.Join(dir, memoryFile), r.uid, r.gid); err != nil {
+	ram, err := frozenRAM(ctx, parentDir, vr)
+	if err != nil {
+		return err
+	}
+	if err := linkOrCopy(ctx, ram, filepath.Join(dir, memoryBase)); err != nil {
+		return err
+	}
+	// Read-only for everyone but the VMM's user, which maps it privately.
+	if err := os.Chown(filepath.Join(dir, memoryBase), r.uid, r.gid); err != nil {
 		return fmt.Errorf("chown guest memory file: %w", err)
 	}
 	if err := os.Mkdir(filepath.Join(dir, jailDir), 0o700); err != nil {
@@ -126,6 +207,7 @@ func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec
 	// child has its own netns, so equal MACs never meet.
 	vr.GuestIP, vr.GuestPrefix, vr.Gateway = gn.Addr.Addr().String(), gn.Addr.Bits(), gn.Gateway.String()
 	vr.Pending = &pendingAddr{From: from, Gateway: gw}
+	vr.PrivateRAM = true
 	if err := writeJSON(filepath.Join(dir, vmFile), vr); err != nil {
 		return err
 	}

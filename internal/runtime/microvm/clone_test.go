@@ -85,6 +85,40 @@ func pssKB(t *testing.T, r *Runtime, id string) int {
 	return 0
 }
 
+// ramMapping sums the smaps of the VMM's guest-RAM mapping (memory.base):
+// its PSS and the pages the guest wrote (private) in kB.
+func ramMapping(t *testing.T, r *Runtime, id string) (pss, private int) {
+	rec, err := r.readRecord(id)
+	if err != nil {
+		t.Fatalf("record of %s: %v", id, err)
+	}
+	f, err := os.Open("/proc/" + strconv.Itoa(rec.PID) + "/smaps")
+	if err != nil {
+		t.Fatalf("smaps of %s: %v", id, err)
+	}
+	defer f.Close()
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		fields := strings.Fields(line)
+		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
+			in = strings.HasSuffix(line, memoryBase)
+			continue
+		}
+		if !in || len(fields) < 2 {
+			continue
+		}
+		switch fields[0] {
+		case "Pss:":
+			pss += atoi(fields[1])
+		case "Private_Dirty:":
+			private += atoi(fields[1])
+		}
+	}
+	return pss, private
+}
+
 // TestCloneTwoChildren checkpoints a parent VM, clones two children in
 // their own netns, restores them and the parent: each child is re-addressed
 // to its own IP, sees the parent's files and background process, and
@@ -163,12 +197,29 @@ func TestCloneTwoChildren(t *testing.T) {
 			t.Errorf("child %s reads %q: writes are not isolated", k.id, out)
 		}
 		kb := pssKB(t, r, k.id)
-		t.Logf("child %s: VMM PSS %d MB of %d MB guest RAM", k.id, kb/1024, memMB)
+		rp, rd := ramMapping(t, r, k.id)
+		t.Logf("child %s: VMM PSS %d MB of %d MB guest RAM; its RAM mapping: PSS %d MB, written (private) %d MB", k.id, kb/1024, memMB, rp/1024, rd/1024)
 		if kb/1024 >= memMB {
 			t.Errorf("child %s: PSS %d MB is not below its RAM size %d MB", k.id, kb/1024, memMB)
 		}
 	}
 	if out, _ := guestRun(t, ctx, pep.GuestIP, "cat /root/state"); out != "parent" {
 		t.Errorf("parent reads %q after the children wrote", out)
+	}
+	// A clone pauses and resumes like any VM (its checkpoint carries the
+	// RAM it maps privately).
+	k := kids[0]
+	kimg := filepath.Join(k.dir, "checkpoint")
+	if err := r.Checkpoint(ctx, k.id, k.dir, kimg); err != nil {
+		t.Fatalf("Checkpoint child: %v", err)
+	}
+	if err := r.Restore(ctx, runtime.Spec{ID: k.id, Dir: k.dir, NetNSPath: k.ep.NetNSPath}, kimg); err != nil {
+		t.Fatalf("Restore child: %v", err)
+	}
+	if err := waitAgent(ctx, r, k.id, k.ep.GuestIP); err != nil {
+		t.Fatalf("child after pause: %v", err)
+	}
+	if out, code := guestRun(t, ctx, k.ep.GuestIP, "kill -0 "+bg+" && cat /root/state"); code != 0 || out != k.id {
+		t.Errorf("child after pause/resume: %q (exit %d)", out, code)
 	}
 }
