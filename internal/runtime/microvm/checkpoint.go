@@ -40,11 +40,6 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir, imageDir string) erro
 	if err := os.MkdirAll(imageDir, 0o700); err != nil {
 		return fmt.Errorf("creating checkpoint dir: %w", err)
 	}
-	// The guest RAM is about to change: clones made after this checkpoint
-	// need a new frozen copy (earlier clones keep their links to the old).
-	if err := os.Remove(filepath.Join(dir, memoryFrozen)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing the old frozen guest RAM: %w", err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	err = r.save(ctx, dir, filepath.Join(imageDir, stateFile))

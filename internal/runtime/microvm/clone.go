@@ -28,74 +28,26 @@ var (
 )
 
 // Guest RAM of clones. A running VM maps <dir>/memory shared (so a
-// checkpoint is device state only). To clone it, the checkpointed parent's
-// RAM file is frozen once per checkpoint: a sparse copy <dir>/memory.frozen
-// (the parent goes on writing its own file after it is restored). Every
-// clone hard-links the frozen file as <dir>/memory.base and maps it
-// share=off, a private copy-on-write mapping: siblings share one page
-// cache copy of the parent's RAM and own only the pages they write. A
-// clone's own checkpoints therefore carry its RAM (QEMU migrates RAM that
-// is not shared); its memory.base never changes, so clones of a clone and
-// snapshots of it link the same file.
-const (
-	memoryFrozen = "memory.frozen"
-	memoryBase   = "memory.base"
-)
+// checkpoint is device state only). A clone gets its own sparse copy of the
+// checkpointed parent's file, mapped shared like any VM's: the copy holds
+// only the pages the parent's guest had touched, the child's resident
+// memory is only what its guest touches again, and the child pauses and
+// forks like any other VM. One frozen file mapped share=off by all
+// siblings would also share their page cache, but QEMU 7.2 opens a
+// memory-backend-file read-write even for a private mapping (its
+// read-only option makes guest RAM read-only), so a compromised VMM could
+// write the file under its siblings' not-yet-copied pages: each child owns
+// its file instead.
 
-// frozenRAM returns the immutable guest-RAM file of the checkpointed VM in
-// dir, freezing a copy of its shared RAM file first if needed.
-func frozenRAM(ctx context.Context, dir string, vr vmRecord) (string, error) {
-	if vr.PrivateRAM {
-		return filepath.Join(dir, memoryBase), nil
-	}
-	frozen := filepath.Join(dir, memoryFrozen)
-	if _, err := os.Stat(frozen); err == nil {
-		return frozen, nil
-	}
-	tmp := frozen + ".tmp"
-	_ = os.Remove(tmp)
-	if err := copyFile(ctx, filepath.Join(dir, memoryFile), tmp); err != nil {
-		return "", fmt.Errorf("freezing guest RAM: %w", err)
-	}
-	if err := os.Rename(tmp, frozen); err != nil {
-		return "", fmt.Errorf("freezing guest RAM: %w", err)
-	}
-	return frozen, nil
-}
-
-// linkOrCopy hard-links src to dst, or copies it across file systems.
-func linkOrCopy(ctx context.Context, src, dst string) error {
-	if err := os.Link(src, dst); err == nil {
-		return nil
-	}
-	return copyFile(ctx, src, dst)
-}
-
-// SaveLayer implements runtime.LayerSaver: the stopped, checkpointed VM's
-// overlay, config disk and VM record are copied to dst, its frozen guest
-// RAM linked there; the device state is the checkpoint's (the manager
-// links it).
+// SaveLayer implements runtime.LayerSaver: sparse copies of the stopped,
+// checkpointed VM's overlay, guest-RAM file, config disk and VM record go
+// to dst; the device state is the checkpoint's (the manager links it).
 func (r *Runtime) SaveLayer(ctx context.Context, dir, dst string) error {
 	dir, dst = filepath.Clean(dir), filepath.Clean(dst)
 	if dst == dir || strings.HasPrefix(dst, dir+"/") {
 		return fmt.Errorf("%w: snapshot dir %s is inside the sandbox dir", ErrInvalidSpec, dst)
 	}
-	vr, err := readVMRecord(dir)
-	if err != nil {
-		return err
-	}
-	ram, err := frozenRAM(ctx, dir, vr)
-	if err != nil {
-		return err
-	}
-	if err := linkOrCopy(ctx, ram, filepath.Join(dst, memoryBase)); err != nil {
-		return err
-	}
-	vr.PrivateRAM = true
-	if err := copyFiles(ctx, dir, dst, []string{overlayFile, configFile}); err != nil {
-		return err
-	}
-	return writeJSON(filepath.Join(dst, vmFile), vr)
+	return copyFiles(ctx, dir, dst, []string{overlayFile, memoryFile, configFile, vmFile})
 }
 
 func readVMRecord(dir string) (vmRecord, error) {
@@ -143,11 +95,10 @@ type pendingAddr struct {
 	Gateway netip.Addr   // the parent's gateway
 }
 
-// Clone implements runtime.Cloner: spec.Dir gets a sparse copy of the
-// checkpointed parent's overlay and guest-RAM file (the VMM maps the copy
-// shared, so a child's resident memory is only what its guest touches, and
-// the child pauses like any other VM), the parent's config disk, and a TAP
-// in the child's own netns. The guest still holds the parent's IP after
+// Clone implements runtime.Cloner: spec.Dir gets sparse copies of the
+// checkpointed parent's overlay, guest-RAM file (see above) and config
+// disk (copyFile keeps the VMM user as owner), and a TAP in the child's
+// own netns. The guest still holds the parent's IP after
 // Restore: Restore re-addresses it (see readdress).
 func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec) (err error) {
 	if err := validID(spec.ID); err != nil {
@@ -182,19 +133,8 @@ func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec
 			r.log.Error("cleaning up failed clone", "id", spec.ID, "err", derr)
 		}
 	}()
-	if err := copyFiles(ctx, parentDir, dir, []string{overlayFile, configFile}); err != nil {
+	if err := copyFiles(ctx, parentDir, dir, []string{overlayFile, memoryFile, configFile}); err != nil {
 		return fmt.Errorf("cloning %s: %w", parentDir, err)
-	}
-	ram, err := frozenRAM(ctx, parentDir, vr)
-	if err != nil {
-		return err
-	}
-	if err := linkOrCopy(ctx, ram, filepath.Join(dir, memoryBase)); err != nil {
-		return err
-	}
-	// Read-only for everyone but the VMM's user, which maps it privately.
-	if err := os.Chown(filepath.Join(dir, memoryBase), r.uid, r.gid); err != nil {
-		return fmt.Errorf("chown guest memory file: %w", err)
 	}
 	if err := os.Mkdir(filepath.Join(dir, jailDir), 0o700); err != nil {
 		return fmt.Errorf("creating jail dir: %w", err)
@@ -207,7 +147,6 @@ func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec
 	// child has its own netns, so equal MACs never meet.
 	vr.GuestIP, vr.GuestPrefix, vr.Gateway = gn.Addr.Addr().String(), gn.Addr.Bits(), gn.Gateway.String()
 	vr.Pending = &pendingAddr{From: from, Gateway: gw}
-	vr.PrivateRAM = true
 	if err := writeJSON(filepath.Join(dir, vmFile), vr); err != nil {
 		return err
 	}

@@ -362,9 +362,6 @@ type vmRecord struct {
 	GuestPrefix int          `json:",omitempty"`
 	Gateway     string       `json:",omitempty"`
 	Pending     *pendingAddr `json:",omitempty"` // a clone not yet re-addressed
-	// PrivateRAM: guest RAM is <dir>/memory.base mapped share=off (a
-	// clone; see clone.go).
-	PrivateRAM bool `json:",omitempty"`
 }
 
 // launch starts the jailed VMM for the sandbox in dir (incoming: waiting
@@ -374,14 +371,10 @@ func (r *Runtime) launch(id, dir, nsPath string, vr vmRecord, incoming bool) (*e
 	if err != nil {
 		return nil, fmt.Errorf("VM record of %s: %w", id, err)
 	}
-	mem := openSpec{filepath.Join(dir, memoryFile), os.O_RDWR}
-	if vr.PrivateRAM {
-		mem = openSpec{filepath.Join(dir, memoryBase), os.O_RDONLY}
-	}
 	files, err := openAll([]openSpec{
 		{vr.Kernel, os.O_RDONLY}, {vr.Initrd, os.O_RDONLY}, {vr.Base, os.O_RDONLY},
 		{filepath.Join(dir, overlayFile), os.O_RDWR}, {filepath.Join(dir, configFile), os.O_RDONLY},
-		mem,
+		{filepath.Join(dir, memoryFile), os.O_RDWR},
 	})
 	if err != nil {
 		return nil, err
@@ -395,7 +388,7 @@ func (r *Runtime) launch(id, dir, nsPath string, vr vmRecord, incoming bool) (*e
 	vm := VM{
 		Name: "airlock-" + id, Accel: r.accel, CPUs: vr.CPUs, MemoryMB: vr.MemoryMB,
 		KernelFD: 3, InitrdFD: 4, BaseFD: 5, OverlayFD: 6, ConfigFD: 7, MemFD: 8, QMPFD: 9,
-		Incoming: incoming, Cmdline: vr.Cmdline, TapName: TapName, MAC: mac, PrivateRAM: vr.PrivateRAM,
+		Incoming: incoming, Cmdline: vr.Cmdline, TapName: TapName, MAC: mac,
 	}
 	procs, err := createCgroups(id, cgroupLimits{MemoryMB: vr.MemoryMB, CPUs: vr.CPUs})
 	if err != nil {

@@ -25,9 +25,6 @@ type VM struct {
 	// checkpoint only saves device state); QMPFD, when > 0, a listening
 	// unix socket for the machine protocol.
 	MemFD, QMPFD int
-	// PrivateRAM maps MemFD share=off: a clone's copy-on-write view of a
-	// frozen guest-RAM file (its checkpoints then carry the RAM).
-	PrivateRAM bool
 	// Incoming starts the VM waiting for a saved state (restore).
 	Incoming bool
 	Cmdline  string
@@ -101,11 +98,7 @@ func (QEMU) Args(vm VM) ([]string, error) {
 		"-device", "virtio-rng-device",
 	}
 	if vm.MemFD > 0 {
-		share := "on"
-		if vm.PrivateRAM {
-			share = "off"
-		}
-		args = append(args, "-object", fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=%s", vm.MemoryMB, fd(vm.MemFD), share))
+		args = append(args, "-object", fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=on", vm.MemoryMB, fd(vm.MemFD)))
 	}
 	if vm.QMPFD > 0 {
 		args = append(args, "-chardev", fmt.Sprintf("socket,id=qmp,fd=%d,server=on,wait=off", vm.QMPFD), "-mon", "chardev=qmp,mode=control")
