@@ -203,6 +203,19 @@ func withFreeze(fz *freeze.Freezer, h http.Handler) http.Handler {
 					return
 				}
 			}
+			if a := r.Header.Get(vminit.AddrHeader); a != "" {
+				// A fork: move to the child's own address after answering.
+				addr, gw, err := vminit.ParseAddress(a, r.Header.Get(vminit.GatewayHeader))
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				go func() {
+					if err := vminit.Readdress(addr, gw, 50*time.Millisecond); err != nil {
+						slog.Error("re-addressing eth0", "addr", addr, "err", err)
+					}
+				}()
+			}
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}

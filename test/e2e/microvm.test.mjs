@@ -7,11 +7,12 @@ import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { Sandbox, CommandExitError, TimeoutError } from 'e2b'
-import { tracker, uniq, waitUntil } from './helpers.mjs'
+import { tracker, uniq, waitUntil, sh } from './helpers.mjs'
 
 const T = 300_000
 const t = tracker('microvm')
-after(() => t.killAll())
+const extra = [] // forks and sandboxes from snapshots (not known to the tracker)
+after(() => Promise.allSettled([t.killAll(), ...extra.map((id) => Sandbox.kill(id))]))
 
 describe('microVM runtime', { timeout: T * 4 }, () => {
   let sbx
@@ -89,6 +90,50 @@ describe('microVM runtime', { timeout: T * 4 }, () => {
     const r = await resumed.commands.run('kill -0 $(cat /tmp/pid) && cat /home/user/p.txt')
     assert.equal(r.stdout, 'before\n')
     assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'running')
+  })
+
+  it('fork x2: children see the parent state and a background process, get their own id and IP, writes isolated', { timeout: T }, async () => {
+    const parent = await t.create()
+    await parent.commands.run('sleep 1000 >/dev/null 2>&1 & echo $! > /tmp/pid; echo from-parent > /home/user/f.txt')
+    const addr = "ip -4 -o addr show eth0 | awk '{print $4}'"
+    const parentIP = (await sh(parent, addr)).stdout.trim()
+    const kids = await Sandbox.fork(parent.sandboxId, { count: 2 })
+    for (const k of kids) if (!(k instanceof Error)) extra.push(k.sandboxId)
+    for (const k of kids) assert.ok(!(k instanceof Error), `fork failed: ${k}`)
+    assert.equal(new Set([parent.sandboxId, ...kids.map((k) => k.sandboxId)]).size, 3)
+    const ips = new Set([parentIP])
+    for (const [i, k] of kids.entries()) {
+      const r = await sh(k, `kill -0 $(cat /tmp/pid) && cat /home/user/f.txt && echo $E2B_SANDBOX_ID && ${addr}`)
+      assert.equal(r.exitCode, 0, r.stderr)
+      const [file, envID, ip] = r.stdout.trim().split('\n')
+      assert.equal(file, 'from-parent')
+      assert.equal(envID, k.sandboxId)
+      ips.add(ip)
+      await k.files.write('/home/user/f.txt', `child-${i}`)
+    }
+    assert.equal(ips.size, 3, `every VM has its own address: ${[...ips]}`)
+    assert.equal(await parent.files.read('/home/user/f.txt'), 'from-parent\n')
+    for (const [i, k] of kids.entries()) assert.equal(await k.files.read('/home/user/f.txt'), `child-${i}`)
+    assert.equal((await sh(parent, 'kill -0 $(cat /tmp/pid) && echo alive')).stdout, 'alive\n')
+    await Promise.allSettled(kids.map((k) => k.kill()))
+  })
+
+  it('named snapshot: sandboxes created from it see its state and are isolated', { timeout: T }, async () => {
+    const src = await t.create()
+    await src.files.write('/home/user/snap.txt', 'snapped')
+    const name = `vmsnap-${uniq()}`
+    const snap = await src.createSnapshot({ name })
+    assert.ok(snap.snapshotId)
+    assert.equal(await src.files.read('/home/user/snap.txt'), 'snapped')
+    const a = await Sandbox.create(name, { timeoutMs: 120_000, metadata: t.metadata })
+    extra.push(a.sandboxId)
+    assert.notEqual(a.sandboxId, src.sandboxId)
+    assert.equal(await a.files.read('/home/user/snap.txt'), 'snapped')
+    assert.equal((await sh(a, 'echo $E2B_SANDBOX_ID')).stdout.trim(), a.sandboxId)
+    await a.files.write('/home/user/snap.txt', 'changed in a')
+    assert.equal(await src.files.read('/home/user/snap.txt'), 'snapped')
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+    await Sandbox.kill(a.sandboxId)
   })
 
   it('sandbox timeout ends the VM', { timeout: T }, async () => {

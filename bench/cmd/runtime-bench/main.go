@@ -11,7 +11,10 @@
 //   - host memory per idle sandbox: RSS and PSS of every host process that
 //     carries the sandbox (the QEMU VMM; runsc's sentry and gofer);
 //   - pause, and resume → agent ready then a command (POST /resume returns
-//     once the agent answers).
+//     once the agent answers);
+//   - fork ×1 and fork ×4 (POST /sandboxes/{id}/fork returns once every
+//     child's agent answers) and host PSS per fork child after a command
+//     in each (microVM children map the parent's frozen RAM copy-on-write).
 //
 // Nothing is asserted; it prints p50/p99 per runtime.
 package main
@@ -44,6 +47,8 @@ type target struct {
 	create, first, rtt []time.Duration
 	pause, resume      []time.Duration
 	rss, pss           []uint64
+	fork1, fork4       []time.Duration
+	childPSS           []uint64
 }
 
 func main() {
@@ -82,6 +87,9 @@ func main() {
 		fmt.Fprintf(tw, "%s\thost PSS per idle sandbox\t%s\t%s\t%d\n", t.name, mib(pctU(t.pss, 50)), mib(pctU(t.pss, 99)), len(t.pss))
 		fmt.Fprintf(tw, "%s\tpause\t%s\t%s\t%d\n", t.name, ms(pct(t.pause, 50)), ms(pct(t.pause, 99)), len(t.pause))
 		fmt.Fprintf(tw, "%s\tresume → agent ready + command\t%s\t%s\t%d\n", t.name, ms(pct(t.resume, 50)), ms(pct(t.resume, 99)), len(t.resume))
+		fmt.Fprintf(tw, "%s\tfork ×1 → child ready\t%s\t%s\t%d\n", t.name, ms(pct(t.fork1, 50)), ms(pct(t.fork1, 99)), len(t.fork1))
+		fmt.Fprintf(tw, "%s\tfork ×4 → children ready\t%s\t%s\t%d\n", t.name, ms(pct(t.fork4, 50)), ms(pct(t.fork4, 99)), len(t.fork4))
+		fmt.Fprintf(tw, "%s\thost PSS per fork child (×4)\t%s\t%s\t%d\n", t.name, mib(pctU(t.childPSS, 50)), mib(pctU(t.childPSS, 99)), len(t.childPSS))
 	}
 	tw.Flush()
 }
@@ -127,6 +135,57 @@ func (t *target) once(ctx context.Context, cmds int, settle time.Duration) error
 		return fmt.Errorf("command after resume: %w", err)
 	}
 	t.resume = append(t.resume, time.Since(t1))
+	for _, count := range []int{1, 4} {
+		if err := t.fork(ctx, sb.SandboxID, count, settle); err != nil {
+			return fmt.Errorf("fork ×%d: %w", count, err)
+		}
+	}
+	return nil
+}
+
+// fork forks the sandbox id count times, runs a command in each child and
+// (for count > 1) reads each child's host memory, then kills the children.
+func (t *target) fork(ctx context.Context, id string, count int, settle time.Duration) error {
+	t0 := time.Now()
+	kids, err := t.cl.ForkSandbox(ctx, id, count, 300)
+	took := time.Since(t0)
+	var ids []string
+	for _, k := range kids {
+		if k.Sandbox != nil {
+			ids = append(ids, k.Sandbox.SandboxID)
+		}
+	}
+	defer func() {
+		for _, kid := range ids {
+			_ = t.cl.KillSandbox(context.WithoutCancel(ctx), kid)
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	for _, k := range kids {
+		if k.Sandbox == nil {
+			msg := "no sandbox"
+			if k.Error != nil {
+				msg = k.Error.Message
+			}
+			return fmt.Errorf("child failed: %s", msg)
+		}
+		if err := runTrue(ctx, t.cl.Process(k.Sandbox.SandboxID, k.Sandbox.EnvdAccessToken)); err != nil {
+			return fmt.Errorf("command in child: %w", err)
+		}
+	}
+	if count == 1 {
+		t.fork1 = append(t.fork1, took)
+		return nil
+	}
+	t.fork4 = append(t.fork4, took)
+	time.Sleep(settle)
+	for _, kid := range ids {
+		if _, pss := hostMemory(kid); pss > 0 {
+			t.childPSS = append(t.childPSS, pss)
+		}
+	}
 	return nil
 }
 

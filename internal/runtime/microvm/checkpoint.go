@@ -135,6 +135,11 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 	if _, err := r.inNetNS(ctx, spec.NetNSPath, "ip", "link", "show", TapName); err != nil {
 		return fmt.Errorf("the sandbox's TAP is gone: %w", err)
 	}
+	if vr.Pending != nil {
+		if err := r.prepareReaddress(ctx, spec.NetNSPath, vr.Pending); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd, err := r.launch(spec.ID, dir, spec.NetNSPath, vr, true)
@@ -167,6 +172,9 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 	}
 	if _, err := q.cmd("cont", nil); err != nil {
 		return err
+	}
+	if vr.Pending != nil {
+		return r.readdress(ctx, dir, spec.NetNSPath, vr)
 	}
 	return nil
 }

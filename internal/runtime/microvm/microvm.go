@@ -337,7 +337,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 		// check at boot can miss its window and panic the kernel.
 		Cmdline: "console=ttyS0 quiet panic=-1 reboot=t no_timer_check " + gn.cmdline(),
 		MAC:     gn.MAC.String(),
-		GuestIP: gn.Addr.Addr().String(),
+		GuestIP: gn.Addr.Addr().String(), GuestPrefix: gn.Addr.Bits(), Gateway: gn.Gateway.String(),
 	}
 	if err := writeJSON(filepath.Join(dir, vmFile), vr); err != nil {
 		return err
@@ -358,6 +358,10 @@ type vmRecord struct {
 	DiskMB               int
 	Cmdline, MAC         string
 	GuestIP              string
+	// GuestPrefix and Gateway complete GuestIP (the guest's eth0).
+	GuestPrefix int          `json:",omitempty"`
+	Gateway     string       `json:",omitempty"`
+	Pending     *pendingAddr `json:",omitempty"` // a clone not yet re-addressed
 }
 
 // launch starts the jailed VMM for the sandbox in dir (incoming: waiting
