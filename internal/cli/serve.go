@@ -219,7 +219,13 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	dm.overview = metrics.NewOverview(dataDir, 5*time.Second, log.With("component", "overview"))
 	go dm.overview.Run(ctx)
 
-	builder := imagebuild.New(mgr, tm, gvisor.UpperDir, log)
+	// Build layers are read from gVisor's writable layer; other runtimes
+	// get a clear 501 from the builder.
+	var upperDir func(string) string
+	if rtChoice.Runtime == "gvisor" {
+		upperDir = gvisor.UpperDir
+	}
+	builder := imagebuild.New(mgr, tm, upperDir, log)
 	apiHandler := api.New(mgr, apiTemplates{tm: tm, mgr: mgr, builder: builder}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api"),
 		Metrics: dm.col, Prometheus: dm.prom.Handler(), Runtime: rtChoice.Runtime, RuntimeReason: rtChoice.Reason})
 	var apiHosts []string

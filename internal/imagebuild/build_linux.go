@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -60,6 +61,10 @@ func (s *state) expandEnv() *dockerfile.Env { return s.args.Merged(s.env) }
 func (b *Builder) Build(ctx context.Context, req Request, emit func(Event)) (*Result, error) {
 	if emit == nil {
 		emit = func(Event) {}
+	}
+	if b.upperDir == nil {
+		return nil, &sandbox.Error{Code: http.StatusNotImplemented,
+			Msg: "Dockerfile template builds need the gvisor runtime (their layers are read from gVisor's writable layer); this daemon runs another runtime — build with a daemon started with --runtime gvisor on the same data dir"}
 	}
 	begin := time.Now()
 	f, err := dockerfile.Parse(bytes.NewReader(req.Dockerfile))
