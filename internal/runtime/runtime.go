@@ -126,6 +126,15 @@ type StateLister interface {
 	States(ctx context.Context) (map[string]State, error)
 }
 
+// AgentLogger is implemented by runtimes that keep the agent's own log
+// output (JSON lines on its stderr) in a host file; the sandbox logs merge
+// its process start/exit events.
+type AgentLogger interface {
+	// AgentLog is the host path of the log of the sandbox whose runtime
+	// directory is dir.
+	AgentLog(dir string) string
+}
+
 // StopReasoner is implemented by runtimes that can tell why a sandbox
 // stopped on its own. StopReason must be called before Destroy; it returns a
 // short phrase ("it exceeded its memory limit") or "" when unknown.

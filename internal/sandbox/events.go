@@ -164,12 +164,17 @@ func levelName(lv slog.Level) string {
 
 // Logs returns the lifecycle events of sandbox id, oldest first: of a live
 // sandbox, or of one removed recently; 404 otherwise.
+//
+// Of a sandbox that is still here (running or paused), the process start
+// and exit events its agent logged are merged in (agentlog.go).
 func (m *Manager) Logs(id string) ([]LogEntry, error) {
 	es, ok := m.events.get(id)
-	if !ok {
-		if _, err := m.Get(id); err != nil {
-			return nil, err
-		}
+	_, err := m.Get(id)
+	if !ok && err != nil {
+		return nil, err
+	}
+	if err == nil {
+		es = mergeEvents(es, m.agentEvents(m.sandboxDir(id)))
 	}
 	if es == nil {
 		es = []LogEntry{}

@@ -4,8 +4,10 @@ package gohttp
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSandboxLogs: GET /sandboxes/{id}/logs and /v2/... report a real
@@ -73,5 +75,52 @@ func TestSandboxLogs(t *testing.T) {
 	r.json(t, &v2)
 	if r.status != http.StatusOK || len(v2.Logs) != 1 || v2.Logs[0].Message != "sandbox killed" {
 		t.Errorf("v2 newest: %d %s", r.status, r.body)
+	}
+}
+
+// TestSandboxLogsHaveProcessEvents: a command run in the sandbox shows up in
+// its logs as the agent's "process started" and "process ended" entries
+// (same pid, source=agent), between the daemon's own events.
+func TestSandboxLogsHaveProcessEvents(t *testing.T) {
+	e := loadEnv(t)
+	s := e.createV1(t, 300, nil)
+	defer e.kill(s.SandboxID)
+	res := e.run(t, s, "user", "echo logged", time.Minute)
+	if res.exitCode != 0 || res.pid == 0 {
+		t.Fatalf("command: %+v", res)
+	}
+	pid := strconv.FormatUint(uint64(res.pid), 10)
+	var v1 struct {
+		LogEntries []struct {
+			Message string            `json:"message"`
+			Fields  map[string]string `json:"fields"`
+		} `json:"logEntries"`
+	}
+	var started, ended bool
+	ok := waitFor(10*time.Second, 200*time.Millisecond, func() bool {
+		r := e.api(t, http.MethodGet, "/sandboxes/"+s.SandboxID+"/logs", nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("logs: %d %s", r.status, r.body)
+		}
+		r.json(t, &v1)
+		started, ended = false, false
+		for i, le := range v1.LogEntries {
+			if le.Fields["source"] != "agent" || le.Fields["pid"] != pid {
+				continue
+			}
+			switch le.Message {
+			case "process started":
+				started = le.Fields["user"] == "user" && i > 0
+			case "process ended":
+				ended = started
+			}
+		}
+		return started && ended
+	})
+	if !ok {
+		t.Fatalf("logs lack the agent's start/end of pid %s (started=%v ended=%v): %+v", pid, started, ended, v1.LogEntries)
+	}
+	if v1.LogEntries[0].Message != "sandbox created" {
+		t.Errorf("first entry %q, want the daemon's create (entries are merged by time)", v1.LogEntries[0].Message)
 	}
 }

@@ -224,3 +224,6 @@ func writeGuestFiles(rootfs string, spec runtime.Spec, hostname string) error {
 	}
 	return nil
 }
+
+// AgentLog implements runtime.AgentLogger: the agent's stderr.
+func (r *Runtime) AgentLog(dir string) string { return AgentLogPath(dir) }

@@ -675,3 +675,7 @@ func logTail(path string, n int64) string {
 	k, _ := f.Read(b)
 	return strings.TrimSpace(string(b[:k]))
 }
+
+// AgentLog implements runtime.AgentLogger: the serial console carries the
+// agent's stderr (among the guest kernel's lines).
+func (r *Runtime) AgentLog(dir string) string { return ConsolePath(dir) }
