@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 )
@@ -111,14 +112,26 @@ func (a *agentClient) init(ctx context.Context, host string, body initRequest) e
 // busy host.
 const freezeSettle = 30 * time.Millisecond
 
-// settleAfterFreeze waits freezeSettle (or until ctx ends).
-func settleAfterFreeze(ctx context.Context) {
+// freezeGuest prepares the sandbox at ip for a checkpoint: no TCP
+// connection into the guest and no TCP socket in the guest may survive
+// (internal/guestconn, internal/envd/freeze). It resets the host's
+// connections, asks the agent to freeze, resets the /freeze connection too
+// and waits freezeSettle. It returns how many connections the first reset
+// cut.
+func (m *Manager) freezeGuest(ctx context.Context, ip netip.Addr) (int, error) {
+	aborted := m.cfg.Conns.Abort(ip)
+	err := m.agent.freeze(ctx, ip.String())
+	m.cfg.Conns.Abort(ip)
+	if err != nil {
+		return aborted, err
+	}
 	t := time.NewTimer(freezeSettle)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+	return aborted, nil
 }
 
 func (a *agentClient) freeze(ctx context.Context, host string) error {

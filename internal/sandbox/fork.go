@@ -94,13 +94,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	if err := os.RemoveAll(img); err != nil {
 		return nil, fmt.Errorf("clearing old checkpoint: %w", err)
 	}
-	m.cfg.Conns.Abort(ip)
-	ferr := m.agent.freeze(ctx, ip.String())
-	m.cfg.Conns.Abort(ip)
-	if ferr == nil {
-		settleAfterFreeze(ctx)
-	}
-	if ferr != nil {
+	if _, ferr := m.freezeGuest(ctx, ip); ferr != nil {
 		return nil, fmt.Errorf("preparing sandbox %s for a fork: %w", id, ferr)
 	}
 	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {

@@ -175,14 +175,7 @@ func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string,
 	if err := os.RemoveAll(img); err != nil {
 		return fmt.Errorf("clearing old checkpoint: %w", err)
 	}
-	// No TCP connection into the guest and no TCP socket in the guest may
-	// survive (internal/guestconn, internal/envd/freeze).
-	aborted := m.cfg.Conns.Abort(ip)
-	ferr := m.agent.freeze(ctx, ip.String())
-	m.cfg.Conns.Abort(ip)
-	if ferr == nil {
-		settleAfterFreeze(ctx)
-	}
+	aborted, ferr := m.freezeGuest(ctx, ip)
 	if ferr != nil {
 		m.rearm(id, e)
 		return fmt.Errorf("preparing sandbox %s for a checkpoint: %w", id, ferr)

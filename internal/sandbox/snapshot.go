@@ -262,13 +262,7 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 	if err := os.RemoveAll(img); err != nil {
 		return sp, fmt.Errorf("clearing old checkpoint: %w", err)
 	}
-	m.cfg.Conns.Abort(ip)
-	ferr := m.agent.freeze(ctx, ip.String())
-	m.cfg.Conns.Abort(ip)
-	if ferr == nil {
-		settleAfterFreeze(ctx)
-	}
-	if ferr != nil {
+	if _, ferr := m.freezeGuest(ctx, ip); ferr != nil {
 		return sp, fmt.Errorf("preparing sandbox %s for a snapshot: %w", id, ferr)
 	}
 	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {

@@ -20,13 +20,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
@@ -92,8 +89,6 @@ type Runtime struct {
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
-
-var idRE = regexp.MustCompile(`^[a-z0-9]{1,64}$`)
 
 // New checks cfg and returns a Runtime.
 func New(cfg Config, log *slog.Logger) (*Runtime, error) {
@@ -207,33 +202,15 @@ func (r *Runtime) exec(ctx context.Context, args ...string) ([]byte, error) {
 }
 
 func validID(id string) error {
-	if !idRE.MatchString(id) {
-		return fmt.Errorf("%w: id %q must match [a-z0-9]{1,64}", ErrInvalidSpec, id)
+	if err := runtime.ValidID(id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	return nil
 }
 
 func validate(spec runtime.Spec) error {
-	if err := validID(spec.ID); err != nil {
-		return err
-	}
-	if !filepath.IsAbs(spec.Dir) || filepath.Clean(spec.Dir) == "/" {
-		return fmt.Errorf("%w: Dir %q must be an absolute path", ErrInvalidSpec, spec.Dir)
-	}
-	if fi, err := os.Stat(spec.RootFS); err != nil || !fi.IsDir() || !filepath.IsAbs(spec.RootFS) {
-		return fmt.Errorf("%w: RootFS %q is not an absolute directory", ErrInvalidSpec, spec.RootFS)
-	}
-	if fi, err := os.Stat(spec.AgentPath); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: AgentPath %q is not a regular file", ErrInvalidSpec, spec.AgentPath)
-	}
-	if spec.NetNSPath == "" {
-		return fmt.Errorf("%w: NetNSPath is required", ErrInvalidSpec)
-	}
-	if err := checkNetNS(spec.NetNSPath); err != nil {
-		return err
-	}
-	if spec.Resources.CPUCount < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.PIDs < 0 || spec.Resources.DiskMB < 0 || spec.Resources.OpenFiles < 0 {
-		return fmt.Errorf("%w: negative resource limit", ErrInvalidSpec)
+	if err := spec.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	return nil
 }
@@ -343,21 +320,8 @@ func (r *Runtime) runCommand(ctx context.Context, args []string) *exec.Cmd {
 // checkNetNS verifies that path is a network namespace other than the one
 // of the host (pid 1) and of this process.
 func checkNetNS(path string) error {
-	var st, host, self unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return fmt.Errorf("%w: NetNSPath: %v", ErrInvalidSpec, err)
-	}
-	var fs unix.Statfs_t
-	if err := unix.Statfs(path, &fs); err != nil || fs.Type != unix.NSFS_MAGIC {
-		return fmt.Errorf("%w: NetNSPath %s is not a namespace file", ErrInvalidSpec, path)
-	}
-	for _, p := range []struct {
-		path string
-		st   *unix.Stat_t
-	}{{"/proc/1/ns/net", &host}, {"/proc/self/ns/net", &self}} {
-		if err := unix.Stat(p.path, p.st); err == nil && p.st.Dev == st.Dev && p.st.Ino == st.Ino {
-			return fmt.Errorf("%w: NetNSPath %s is the host's network namespace", ErrInvalidSpec, path)
-		}
+	if err := runtime.CheckNetNS(path); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	return nil
 }

@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,8 +83,6 @@ var (
 	_ runtime.Runtime      = (*Runtime)(nil)
 	_ runtime.StopReasoner = (*Runtime)(nil)
 )
-
-var idRE = regexp.MustCompile(`^[a-z0-9]{1,64}$`)
 
 // New checks cfg and the host tools and returns a Runtime.
 func New(cfg Config, log *slog.Logger) (*Runtime, error) {
@@ -202,39 +199,17 @@ func (r *Runtime) readRecord(id string) (record, error) {
 }
 
 func validID(id string) error {
-	if !idRE.MatchString(id) {
-		return fmt.Errorf("%w: id %q must match [a-z0-9]{1,64}", ErrInvalidSpec, id)
+	if err := runtime.ValidID(id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	return nil
 }
 
 func validate(spec runtime.Spec) error {
-	if err := validID(spec.ID); err != nil {
-		return err
-	}
-	if !filepath.IsAbs(spec.Dir) || filepath.Clean(spec.Dir) == "/" {
-		return fmt.Errorf("%w: Dir %q must be an absolute path", ErrInvalidSpec, spec.Dir)
-	}
-	if fi, err := os.Stat(spec.RootFS); err != nil || !fi.IsDir() || !filepath.IsAbs(spec.RootFS) {
-		return fmt.Errorf("%w: RootFS %q is not an absolute directory", ErrInvalidSpec, spec.RootFS)
-	}
-	if fi, err := os.Stat(spec.AgentPath); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: AgentPath %q is not a regular file", ErrInvalidSpec, spec.AgentPath)
-	}
-	if spec.NetNSPath == "" {
-		return fmt.Errorf("%w: NetNSPath is required", ErrInvalidSpec)
-	}
-	var self, ns syscall.Stat_t
-	if err := syscall.Stat(spec.NetNSPath, &ns); err != nil {
-		return fmt.Errorf("%w: NetNSPath: %v", ErrInvalidSpec, err)
-	}
-	if err := syscall.Stat("/proc/1/ns/net", &self); err == nil && self.Dev == ns.Dev && self.Ino == ns.Ino {
-		return fmt.Errorf("%w: NetNSPath %s is the host's network namespace", ErrInvalidSpec, spec.NetNSPath)
+	if err := spec.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	res := spec.Resources
-	if res.CPUCount < 0 || res.MemoryMB < 0 || res.DiskMB < 0 || res.PIDs < 0 || res.OpenFiles < 0 {
-		return fmt.Errorf("%w: negative resource limit", ErrInvalidSpec)
-	}
 	if res.MemoryMB != 0 && res.MemoryMB < 128 {
 		return fmt.Errorf("%w: a microVM needs at least 128 MB of memory", ErrInvalidSpec)
 	}
@@ -598,7 +573,7 @@ func (r *Runtime) List(context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range ents {
-		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && idRE.MatchString(id) {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && runtime.ValidID(id) == nil {
 			ids = append(ids, id)
 		}
 	}
