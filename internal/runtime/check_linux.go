@@ -49,7 +49,7 @@ func (s Spec) Check() error {
 		return err
 	}
 	if !filepath.IsAbs(s.Dir) || filepath.Clean(s.Dir) == "/" {
-		return fmt.Errorf("Dir %q must be an absolute path", s.Dir)
+		return fmt.Errorf("dir %q must be an absolute path", s.Dir)
 	}
 	if fi, err := os.Stat(s.RootFS); err != nil || !fi.IsDir() || !filepath.IsAbs(s.RootFS) {
 		return fmt.Errorf("RootFS %q is not an absolute directory", s.RootFS)
