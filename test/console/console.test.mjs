@@ -192,6 +192,17 @@ test('sandbox page: the terminal runs ls, files upload (input and drag and drop)
   await page.locator('tr[data-file="dropped.bin"]').waitFor({ timeout: SLOW })
   await shot('05-sandbox-files')
 
+  // A path typed into the path box survives the page's periodic refresh (every 5 s) and is
+  // applied on Enter.
+  await page.fill('#files-path', '/etc')
+  await page.waitForTimeout(5_500)
+  assert.equal(await page.inputValue('#files-path'), '/etc', 'a refresh does not reset the typed path')
+  await page.press('#files-path', 'Enter')
+  await page.locator('tr[data-file="passwd"]').waitFor({ timeout: SLOW })
+  await page.fill('#files-path', '/home/user')
+  await page.press('#files-path', 'Enter')
+  await page.locator('tr[data-file="dropped.bin"]').waitFor({ timeout: SLOW })
+
   // The upload really is in the sandbox: cat it in the terminal.
   await page.click('#tab-terminal')
   await page.locator('#terminal-status', { hasText: 'connected' }).waitFor({ timeout: SLOW })
@@ -249,6 +260,9 @@ test('sandboxes table: filter by metadata, pause and resume a sandbox', { timeou
   created.push(id)
   await page.click('#nav-sandboxes')
   await page.fill('#filter-metadata', `suite=${tag}`)
+  // The table refreshes every 3 s; a refresh must not wipe a filter that is still being typed.
+  await page.waitForTimeout(3_500)
+  assert.equal(await page.inputValue('#filter-metadata'), `suite=${tag}`, 'a refresh does not reset the typed filter')
   await page.press('#filter-metadata', 'Enter')
   const row = page.locator(`tr[data-sandbox="${id}"]`)
   // The filter applies on the next load: wait for a table of exactly the tagged sandbox.

@@ -4,6 +4,10 @@ import { fmtBytes } from './api.js'
 /** Browses a sandbox's files through the E2B SDK (sbx = connected Sandbox). */
 export function Files ({ sbx }) {
   const [dir, setDir] = useState('/home/user')
+  // The path being typed; dir follows it on Enter or blur (the page re-renders every few
+  // seconds, which must not reset a half-typed path).
+  const [dirDraft, setDirDraft] = useState('/home/user')
+  useEffect(() => setDirDraft(dir), [dir])
   const [entries, setEntries] = useState(null)
   const [err, setErr] = useState('')
   const [msg, setMsg] = useState('')
@@ -55,7 +59,7 @@ export function Files ({ sbx }) {
       onDrop={(e) => { e.preventDefault(); setOver(false); upload([...e.dataTransfer.files]) }}>
       <div class="toolbar">
         <button onClick={up} disabled={dir === '/'}>Up</button>
-        <input id="files-path" value={dir} onChange={(e) => setDir(e.target.value || '/')} />
+        <input id="files-path" value={dirDraft} onInput={(e) => setDirDraft(e.target.value)} onChange={(e) => setDir(e.target.value || '/')} />
         <button onClick={() => setTick((t) => t + 1)}>Refresh</button>
         <label class="button">Upload<input id="files-upload" type="file" multiple hidden onChange={(e) => upload([...e.target.files])} /></label>
       </div>

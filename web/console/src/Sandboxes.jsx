@@ -7,6 +7,9 @@ export function Sandboxes () {
   const [metrics, setMetrics] = useState({})
   const [state, setState] = useState('')
   const [meta, setMeta] = useState('')
+  // What is typed; applied to the query (meta) on Enter or blur. The input is bound to the
+  // draft so that the table's periodic re-render cannot wipe text that is still being typed.
+  const [metaDraft, setMetaDraft] = useState('')
   const [msg, setMsg] = useState('')
   const [err, setErr] = useState('')
   const [tick, setTick] = useState(0)
@@ -46,7 +49,7 @@ export function Sandboxes () {
         <label>State <select id="filter-state" value={state} onChange={(e) => setState(e.target.value)}>
           <option value="">all</option><option value="running">running</option><option value="paused">paused</option>
         </select></label>
-        <label>Metadata <input id="filter-metadata" placeholder="key=value, …" value={meta} onChange={(e) => setMeta(e.target.value)} /></label>
+        <label>Metadata <input id="filter-metadata" placeholder="key=value, …" value={metaDraft} onInput={(e) => setMetaDraft(e.target.value)} onChange={(e) => setMeta(e.target.value)} /></label>
         <a href="#/playground" class="button">New sandbox in the playground</a>
       </div>
       {msg && <div class="info">{msg}</div>}
