@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-sandbox/airlock/internal/agentbin"
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/console"
 	"github.com/airlock-sandbox/airlock/internal/envd/files"
@@ -146,6 +147,13 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	if err := os.MkdirAll(filepath.Join(dataDir, "sandboxes"), 0o700); err != nil {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
+	// Sandboxes run (and restores map) an immutable, content-addressed copy
+	// of the agent, so a new build of airlock-envd never replaces the code
+	// under paused sandboxes and snapshots (internal/agentbin).
+	agentsDir := filepath.Join(dataDir, "agents")
+	if envdPath, err = agentbin.Install(agentsDir, envdPath); err != nil {
+		return fmt.Errorf("installing the agent binary: %w", err)
+	}
 
 	st, err := sqlite.Open(filepath.Join(dataDir, "airlock.db"))
 	if err != nil {
@@ -206,11 +214,14 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		log.Error("restoring sandboxes (continuing)", "err", err)
 	}
 	log.Info("restore done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
-	if srep, err := mgr.InitSnapshots(ctx); err != nil {
-		log.Error("checking snapshots (continuing)", "err", err)
+	if srep, serr := mgr.InitSnapshots(ctx); serr != nil {
+		log.Error("checking snapshots (continuing)", "err", serr)
 	} else {
 		log.Info("snapshots checked", "verified", len(srep.Verified), "invalid", len(srep.Invalid),
 			"removed", len(srep.Removed), "collected", len(srep.Collected))
+		if err == nil { // the restore saw every sandbox: unreferenced agents can go
+			gcAgents(ctx, mgr, agentsDir, log)
+		}
 	}
 	// Sandboxes that stop on their own (agent killed, memory limit) are
 	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
@@ -461,3 +472,19 @@ func (a apiTemplates) Build(ctx context.Context, name string, force bool, progre
 }
 
 var _ api.TemplateAdmin = apiTemplates{}
+
+// gcAgents removes installed agent builds nothing refers to any more.
+func gcAgents(ctx context.Context, mgr *sandbox.Manager, dir string, log *slog.Logger) {
+	keep, err := mgr.AgentsInUse(ctx)
+	if err != nil {
+		log.Warn("agent gc skipped", "err", err)
+		return
+	}
+	n, err := agentbin.GC(dir, keep)
+	if err != nil {
+		log.Warn("agent gc", "err", err)
+	}
+	if n > 0 {
+		log.Info("agent gc: removed unreferenced agent builds", "count", n, "kept", len(keep))
+	}
+}

@@ -76,7 +76,10 @@ func newRuntime(ctx context.Context, mode, kernelFlag, dataDir, envdPath string,
 		}
 		return rt, choice, nil
 	}
-	rt, err := gvisor.New(gvisor.Config{Root: filepath.Join(dataDir, "runsc")}, log.With("component", "gvisor"))
+	// AIRLOCK_RUNSC_DEBUG_LOG=<dir> keeps runsc's debug logs per sandbox
+	// (<dir>/<id>/) for diagnosing the runtime itself.
+	rt, err := gvisor.New(gvisor.Config{Root: filepath.Join(dataDir, "runsc"), DebugLogDir: os.Getenv("AIRLOCK_RUNSC_DEBUG_LOG")},
+		log.With("component", "gvisor"))
 	if err != nil {
 		return nil, choice, fmt.Errorf("starting gvisor runtime: %w", err)
 	}

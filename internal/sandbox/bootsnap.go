@@ -63,6 +63,11 @@ type bootFile struct {
 // and a restored sandbox uses about twice the memory (docs/ARCHITECTURE.md).
 var errNoWarmState = errors.New("no warm state to keep (no interpreter) and no warm pool: creates cold-boot, which is as fast and uses less memory")
 
+// errOtherAgent: a boot snapshot on disk was made with another build of the
+// agent (still restorable, its agent is kept, but creates should get the
+// current one).
+var errOtherAgent = errors.New("made with another build of the agent")
+
 // bootState holds the ready boot snapshots by template hash.
 type bootState struct {
 	// mu guards ready.
@@ -157,6 +162,8 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 		}
 		m.boot.set(tpl.Hash, e)
 		return tpl.Hash, nil
+	} else if errors.Is(err, errOtherAgent) {
+		m.log.Info("boot snapshot on disk was made with another build of the agent; making a new one", "template", name)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		m.log.Warn("boot snapshot on disk is unusable; making a new one", "template", name, "err", err)
 	}
@@ -222,6 +229,9 @@ func (m *Manager) loadBoot(dir, id string) (*bootEntry, bool, error) {
 	}
 	if bf.Warm == nil {
 		return nil, false, errors.New("written by an older version")
+	}
+	if bf.Spec.AgentPath != m.cfg.AgentPath {
+		return nil, false, errOtherAgent
 	}
 	if err := verifyManifest(dir, id); err != nil {
 		return nil, false, err

@@ -269,12 +269,16 @@ func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *
 		return fail(fmt.Errorf("setting up network: %w", err))
 	}
 	m.cfg.Conns.Abort(k.ep.GuestIP)
+	agent, err := m.agentOf(parent)
+	if err != nil {
+		return fail(err)
+	}
 	k.spec = runtime.Spec{
 		ID:          id,
 		RootFS:      tpl.RootFS,
 		Dir:         m.sandboxDir(id),
 		NetNSPath:   k.ep.NetNSPath,
-		AgentPath:   m.cfg.AgentPath,
+		AgentPath:   agent,
 		Hostname:    id,
 		Nameservers: append([]string(nil), m.cfg.Nameservers...),
 		Hosts:       []string{"127.0.0.1 " + id},

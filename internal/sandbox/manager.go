@@ -439,6 +439,8 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 	}
 
 	now := time.Now().UTC()
+	x := newExtra(req.AutoResume, req.Egress)
+	x.Agent = m.cfg.AgentPath
 	rec := store.Sandbox{
 		ID:            id,
 		TemplateID:    req.TemplateID,
@@ -459,7 +461,7 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 		StartedAt:     now,
 		EndAt:         now.Add(req.Timeout),
 		OnTimeout:     onTimeout(req.AutoPause),
-		Extra:         encodeExtra(newExtra(req.AutoResume, req.Egress)),
+		Extra:         encodeExtra(x),
 	}
 	if rec.Metadata == nil {
 		rec.Metadata = map[string]string{}

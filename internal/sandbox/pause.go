@@ -48,10 +48,14 @@ type extra struct {
 	// BaseTemplate is the template under a sandbox created from a named
 	// snapshot (TemplateID is then the snapshot's id).
 	BaseTemplate string `json:"baseTemplate,omitempty"`
+	// Agent is the host path of the agent binary the sandbox runs
+	// (agentbin: one immutable path per build). Its restores must map the
+	// same binary; "" in records from before it was kept (the current one).
+	Agent string `json:"agent,omitempty"`
 }
 
 func encodeExtra(x extra) string {
-	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" {
+	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" {
 		return ""
 	}
 	b, _ := json.Marshal(x)
@@ -392,4 +396,18 @@ func (m *Manager) readdress(ctx context.Context, id string, slot int) error {
 		}
 	}
 	return nil
+}
+
+// agentOf is the agent binary the sandbox rec (or the sandbox a snapshot
+// was taken of) runs and must be restored with: the one recorded at its
+// create, or the current one for records from before agents were recorded.
+func (m *Manager) agentOf(rec *store.Sandbox) (string, error) {
+	a := decodeExtra(rec.Extra).Agent
+	if a == "" || a == m.cfg.AgentPath {
+		return m.cfg.AgentPath, nil
+	}
+	if _, err := os.Stat(a); err != nil {
+		return "", fmt.Errorf("the agent binary the saved sandbox ran is gone; it cannot be restored: %w", err)
+	}
+	return a, nil
 }

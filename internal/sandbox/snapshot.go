@@ -66,6 +66,9 @@ type snapshotSpec struct {
 	CPUCount     int               `json:"cpuCount"`
 	MemoryMB     int               `json:"memoryMB"`
 	DiskSizeMB   int               `json:"diskSizeMB"`
+	// AgentPath is the agent binary the saved sandbox ran (agentbin); ""
+	// in snapshots from before it was kept.
+	AgentPath string `json:"agentPath,omitempty"`
 }
 
 func decodeSnapshotSpec(s string) (snapshotSpec, error) {
@@ -242,6 +245,10 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 	if tpl.Hash != src.TemplateHash {
 		return sp, userErrorf(http.StatusConflict, "template %q was rebuilt since sandbox %q was created; it cannot be snapshotted", src.TemplateID, id)
 	}
+	agent, err := m.agentOf(&src)
+	if err != nil {
+		return sp, err
+	}
 	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
 		return sp, fmt.Errorf("creating snapshots dir: %w", err)
 	}
@@ -313,6 +320,7 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 		TemplateID: tpl.Name, TemplateHash: tpl.Hash, Runtime: m.cfg.Runtime.Name(),
 		AccessToken: src.AccessToken, EnvVars: src.EnvVars,
 		CPUCount: src.CPUCount, MemoryMB: src.MemoryMB, DiskSizeMB: src.DiskSizeMB,
+		AgentPath: agent,
 	}, nil
 }
 
@@ -496,6 +504,10 @@ func (m *Manager) restoredRecord(src restoreSource, req CreateRequest, allowInte
 	if md == nil {
 		md = map[string]string{}
 	}
+	x := src.extra
+	if x.Agent == "" {
+		x.Agent = src.spec.AgentPath // the saved memory maps this agent's code
+	}
 	return store.Sandbox{
 		TemplateID:    src.templateID,
 		TemplateHash:  src.tpl.Hash,
@@ -509,7 +521,7 @@ func (m *Manager) restoredRecord(src restoreSource, req CreateRequest, allowInte
 		MemoryMB:      src.spec.MemoryMB,
 		DiskSizeMB:    src.spec.DiskSizeMB,
 		OnTimeout:     onTimeout(req.AutoPause),
-		Extra:         encodeExtra(src.extra),
+		Extra:         encodeExtra(x),
 	}
 }
 

@@ -29,10 +29,17 @@ func restartDaemon(t *testing.T, e env, between func()) {
 // returns true (to kill it in the middle of an operation).
 func restartDaemonWhen(t *testing.T, e env, trigger func() bool, between func()) {
 	t.Helper()
+	restartDaemonArgs(t, e, trigger, nil, between)
+}
+
+// restartDaemonArgs is restartDaemonWhen that appends extra to the serve
+// command line of the new daemon (the next restart drops them again).
+func restartDaemonArgs(t *testing.T, e env, trigger func() bool, extra []string, between func()) {
+	t.Helper()
 	if trigger != nil && !waitFor(time.Minute, 20*time.Millisecond, trigger) {
 		t.Fatal("kill trigger never fired")
 	}
-	cmdline := strings.Fields(os.Getenv("AIRLOCK_E2E_SERVE_CMD"))
+	cmdline := append(strings.Fields(os.Getenv("AIRLOCK_E2E_SERVE_CMD")), extra...)
 	pidFile := os.Getenv("AIRLOCK_E2E_PID_FILE")
 	if len(cmdline) == 0 || pidFile == "" {
 		t.Fatal("AIRLOCK_E2E_SERVE_CMD and AIRLOCK_E2E_PID_FILE must be set to test restarts")
