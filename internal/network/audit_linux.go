@@ -3,8 +3,10 @@
 package network
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
@@ -62,6 +64,11 @@ func (f *firewall) auditLog(decision, why string) []expr.Any {
 	}
 }
 
+// auditBindWait is how long startAudit retries a group that is bound: a
+// daemon restarted right after being killed finds its predecessor's
+// binding still there for a moment (the kernel releases it asynchronously).
+const auditBindWait = 5 * time.Second
+
 // startAudit binds the NFLOG group and records every logged flow until
 // Close. Failing to bind (another daemon holds the group) only disables
 // the connection audit.
@@ -70,6 +77,10 @@ func (m *Manager) startAudit() {
 		return
 	}
 	c, err := nflog.Open(m.cfg.AuditGroup, auditCopyRange)
+	for deadline := time.Now().Add(auditBindWait); errors.Is(err, unix.EPERM) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		c, err = nflog.Open(m.cfg.AuditGroup, auditCopyRange)
+	}
 	if err != nil {
 		m.log.Warn("egress audit of connections disabled", "group", m.cfg.AuditGroup, "err", err)
 		return
