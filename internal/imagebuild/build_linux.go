@@ -433,7 +433,7 @@ func (b *Builder) runInSandbox(ctx context.Context, req Request, parent, dst str
 		RootFS:        parent,
 		Timeout:       2 * time.Hour,
 		AllowInternet: &allow,
-		Metadata:      map[string]string{"airlock.build": req.Name},
+		Metadata:      map[string]string{sandbox.BuildKey: req.Name},
 	})
 	if err != nil {
 		return fmt.Errorf("starting build sandbox: %w", err)

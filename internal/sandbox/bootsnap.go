@@ -38,6 +38,11 @@ const (
 	internalBoot = "boot-snapshot"
 )
 
+// BuildKey marks the sandboxes a template build runs its steps in (the
+// value is the template's name); like boot-snapshot sandboxes they are
+// destroyed, not re-attached, after a daemon restart.
+const BuildKey = "airlock.build"
+
 // interpreterPort is the code interpreter's port in templates that have one.
 const interpreterPort = 49999
 

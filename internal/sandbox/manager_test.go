@@ -318,6 +318,13 @@ func TestRestore(t *testing.T) {
 	// dead: runtime lost it.
 	put("idead", 5, now.Add(time.Hour))
 	env.Network.Namespace["idead"] = true
+	// a template build's step sandbox: alive, but its build died with the
+	// daemon.
+	_ = env.Store.PutSandbox(ctx, &store.Sandbox{ID: "ibuild", TemplateID: "build-x", State: "running", Slot: 6,
+		GuestIP: "127.0.0.1", StartedAt: now, EndAt: now.Add(time.Hour), Metadata: map[string]string{sandbox.BuildKey: "x"}})
+	env.Runtime.States["ibuild"] = runtime.StateRunning
+	env.Network.Slots["ibuild"] = 6
+	env.Network.Namespace["ibuild"] = true
 	// leaks: runtime sandbox and netns without rows.
 	env.Runtime.States["ileakrt"] = runtime.StateRunning
 	env.Network.Namespace["ileakns"] = true
@@ -329,13 +336,13 @@ func TestRestore(t *testing.T) {
 	if strings.Join(rep.Reattached, ",") != "ialive" {
 		t.Fatalf("reattached = %v", rep.Reattached)
 	}
-	if len(rep.Removed) != 2 || len(rep.Leaked) != 2 {
+	if len(rep.Removed) != 3 || len(rep.Leaked) != 2 {
 		t.Fatalf("report = %+v", rep)
 	}
 	if _, err := env.Manager.Get("ialive"); err != nil {
 		t.Fatalf("alive sandbox not managed: %v", err)
 	}
-	for _, id := range []string{"iexpired", "idead"} {
+	for _, id := range []string{"iexpired", "idead", "ibuild"} {
 		if env.Store.Has(id) || !env.Runtime.WasDestroyed(id) || env.Network.Namespace[id] {
 			t.Errorf("%s not cleaned up", id)
 		}

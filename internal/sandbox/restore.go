@@ -62,8 +62,10 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 				continue
 			}
 		}
-		// A boot-snapshot sandbox of a crashed daemon is never re-attached.
-		boot := row.Metadata[internalKey] == internalBoot
+		// A boot-snapshot or template-build sandbox of a crashed daemon is
+		// never re-attached: the operation that owned it died with the
+		// daemon (a build's scratch root filesystem is removed at start).
+		boot := row.Metadata[internalKey] == internalBoot || row.Metadata[BuildKey] != ""
 		if !boot && row.State == StateRunning && (err != nil || st != runtime.StateRunning) && nsIDs[row.ID] && ipErr == nil &&
 			m.hasCheckpoint(row.ID) && m.resumeInterrupted(ctx, row, ip) {
 			m.reapplyPolicy(ctx, row)
