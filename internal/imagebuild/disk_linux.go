@@ -46,14 +46,14 @@ func NewDiskSource(vm DiskExporter, log *slog.Logger) *DiskSource {
 }
 
 // Upper implements LayerSource.
-func (s *DiskSource) Upper(ctx context.Context, sandboxDir, _ string) (upper string, release func(), err error) {
+func (s *DiskSource) Upper(ctx context.Context, sandboxDir, _ string) (upper string, _ func(), err error) {
 	t0 := time.Now()
 	work, err := os.MkdirTemp(sandboxDir, "layer-")
 	if err != nil {
 		return "", nil, fmt.Errorf("creating layer work dir: %w", err)
 	}
 	var mounts []string
-	release = func() {
+	release := func() {
 		for _, m := range mounts {
 			if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
 				s.log.Warn("unmounting a build layer image", "mount", m, "err", err)

@@ -97,7 +97,13 @@ func (r *Runtime) ExportRootDisk(ctx context.Context, dir, dst string) (base str
 	// check it (in user space, unprivileged) before the host mounts it.
 	fsck := exec.CommandContext(ctx, r.setpriv, "--reuid="+strconv.Itoa(r.uid), "--regid="+strconv.Itoa(r.gid),
 		"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
-		r.e2fsck, "-f", "-y", dst)
+		r.e2fsck, "-f", "-y", "/dev/fd/3")
+	rw, err := os.OpenFile(dst, os.O_RDWR, 0)
+	if err != nil {
+		return "", fmt.Errorf("opening %s: %w", dst, err)
+	}
+	defer rw.Close()
+	fsck.ExtraFiles = []*os.File{rw}
 	o, err := fsck.CombinedOutput()
 	var ee *exec.ExitError
 	// 1: errors corrected; 2: corrected, a mounted system would reboot.
