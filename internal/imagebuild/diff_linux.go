@@ -62,6 +62,10 @@ func diffTrees(old, cur, upper string) error {
 	return nil
 }
 
+// imageLostFound is made by mkfs.ext4 in every image (and filled by e2fsck
+// with what it recovers): a file system artefact, never part of a layer.
+const imageLostFound = "lost+found"
+
 // linkGroup is the paths in cur of one multiply-linked inode.
 type linkGroup struct {
 	paths   []string
@@ -99,6 +103,9 @@ func (d *differ) visitCur(p string, de fs.DirEntry, err error) error {
 	rel, err := filepath.Rel(d.cur, p)
 	if err != nil || rel == "." {
 		return err
+	}
+	if rel == imageLostFound && de.IsDir() {
+		return filepath.SkipDir
 	}
 	fi, err := os.Lstat(p)
 	if err != nil {
@@ -181,6 +188,9 @@ func (d *differ) visitOld(p string, de fs.DirEntry, err error) error {
 	rel, err := filepath.Rel(d.old, p)
 	if err != nil || rel == "." {
 		return err
+	}
+	if rel == imageLostFound && de.IsDir() {
+		return filepath.SkipDir
 	}
 	fi, err := os.Lstat(filepath.Join(d.cur, rel))
 	switch {
