@@ -13,7 +13,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // qcow2 header fields read by checkOverlay (QEMU's docs/interop/qcow2.txt).
@@ -141,4 +145,53 @@ func checkOverlay(path string) error {
 		return errors.New("overlay header names an external data file: refused")
 	}
 	return nil
+}
+
+// unmountUnder detaches every mount below dir (deepest first): a build's
+// layer images mounted in a sandbox dir by a daemon that died before it
+// unmounted them must not stop the dir's removal.
+func unmountUnder(dir string) error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("reading mountinfo: %w", err)
+	}
+	prefix := filepath.Clean(dir) + "/"
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		if p := unescapeMount(f[4]); strings.HasPrefix(p, prefix) {
+			points = append(points, p)
+		}
+	}
+	// Longest first: children before their parents.
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	var errs []error
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unescapeMount decodes mountinfo's octal escapes (\040 for a space, …).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				out.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		out.WriteByte(s[i])
+	}
+	return out.String()
 }

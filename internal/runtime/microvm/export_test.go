@@ -96,3 +96,49 @@ func TestExportRootDisk(t *testing.T) {
 		t.Errorf("etc/passwd deleted in the guest: stat err %v, want not-exist", err)
 	}
 }
+
+// unmountUnder detaches the mounts below a dir (a name with a space
+// included, nested mounts too) and leaves the rest alone.
+func TestUnmountUnder(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	outside := t.TempDir()
+	a := filepath.Join(dir, "layer 1", "old")
+	b := filepath.Join(a, "nested")
+	for _, p := range []string{a, outside} {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{a, b, outside} {
+		if p == b {
+			if err := os.MkdirAll(b, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := unix.Mount("tmpfs", p, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatalf("mount tmpfs at %s: %v", p, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range []string{b, a, outside} {
+			_ = unix.Unmount(p, unix.MNT_DETACH) // after a failure, leave nothing mounted
+		}
+	})
+	if err := unmountUnder(dir); err != nil {
+		t.Fatalf("unmountUnder: %v", err)
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mi), filepath.Join(dir, `layer\0401`)) {
+		t.Errorf("a mount below %s is left:\n%s", dir, mi)
+	}
+	if !strings.Contains(string(mi), outside) {
+		t.Error("a mount outside the dir was removed")
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Errorf("removing the dir after unmountUnder: %v", err)
+	}
+}

@@ -622,6 +622,9 @@ func (r *Runtime) destroy(ctx context.Context, id, dir, nsPath string) error {
 		if !filepath.IsAbs(dir) || dir == "/" {
 			return fmt.Errorf("%w: Dir %q must be an absolute path", ErrInvalidSpec, dir)
 		}
+		if err := unmountUnder(dir); err != nil {
+			errs = append(errs, err)
+		}
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("removing sandbox dir: %w", err))
 		}
