@@ -230,13 +230,14 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	dm.overview = metrics.NewOverview(dataDir, 5*time.Second, log.With("component", "overview"))
 	go dm.overview.Run(ctx)
 
-	// Build layers are read from gVisor's writable layer; other runtimes
-	// get a clear 501 from the builder.
-	var upperDir func(string) string
+	// Build layers: gVisor's writable layer, or a microVM's exported disk.
+	var layers imagebuild.LayerSource
 	if rtChoice.Runtime == "gvisor" {
-		upperDir = gvisor.UpperDir
+		layers = imagebuild.UpperDir(gvisor.UpperDir)
+	} else if vm, ok := rt.(imagebuild.DiskExporter); ok {
+		layers = imagebuild.NewDiskSource(vm, log.With("component", "imagebuild"))
 	}
-	builder := imagebuild.New(mgr, tm, upperDir, log)
+	builder := imagebuild.New(mgr, tm, layers, log)
 	apiHandler := api.New(mgr, apiTemplates{tm: tm, mgr: mgr, builder: builder}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api"),
 		Metrics: dm.col, Prometheus: dm.prom.Handler(), Runtime: rtChoice.Runtime, RuntimeReason: rtChoice.Reason})
 	var apiHosts []string

@@ -62,9 +62,9 @@ func (b *Builder) Build(ctx context.Context, req Request, emit func(Event)) (*Re
 	if emit == nil {
 		emit = func(Event) {}
 	}
-	if b.upperDir == nil {
+	if b.layers == nil {
 		return nil, &sandbox.Error{Code: http.StatusNotImplemented,
-			Msg: "Dockerfile template builds need the gvisor runtime (their layers are read from gVisor's writable layer); this daemon runs another runtime — build with a daemon started with --runtime gvisor on the same data dir"}
+			Msg: "Dockerfile template builds are not supported by this daemon's isolation runtime"}
 	}
 	begin := time.Now()
 	f, err := dockerfile.Parse(bytes.NewReader(req.Dockerfile))
@@ -458,7 +458,12 @@ func (b *Builder) runInSandbox(ctx context.Context, req Request, parent, dst str
 	if _, err := b.sb.Exec(ctx, sb.ID, sandbox.ExecRequest{Args: []string{"sync"}, User: "root"}, nil); err != nil {
 		b.log.Warn("sync in build sandbox", "sandbox", sb.ID, "err", err)
 	}
-	if err := applyUpper(b.upperDir(b.sb.Dir(sb.ID)), dst); err != nil {
+	upper, release, err := b.layers.Upper(ctx, b.sb.Dir(sb.ID), parent)
+	if err != nil {
+		return fmt.Errorf("reading the step's changes: %w", err)
+	}
+	defer release()
+	if err := applyUpper(upper, dst); err != nil {
 		return fmt.Errorf("applying the step's changes: %w", err)
 	}
 	return nil

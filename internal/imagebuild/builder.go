@@ -112,21 +112,42 @@ type Templates interface {
 	Register(ctx context.Context, name, hash, spec string) (*template.Template, error)
 }
 
-// Builder runs Dockerfile builds.
-type Builder struct {
-	sb       Sandboxes
-	tpl      Templates
-	upperDir func(sandboxDir string) string
-	log      *slog.Logger
+// LayerSource gives the builder the writes of a finished RUN step as an
+// overlayfs-style upper directory (new and changed entries with their
+// metadata, 0/0 character devices for deletions); it is runtime specific.
+type LayerSource interface {
+	// Upper is called once the step's command ended and the sandbox ran
+	// sync, before the sandbox is destroyed. sandboxDir is the build
+	// sandbox's runtime directory, lower the root filesystem it started
+	// from. release (never nil when err is nil) frees what Upper made.
+	Upper(ctx context.Context, sandboxDir, lower string) (upper string, release func(), err error)
 }
 
-// New returns a Builder. upperDir maps a sandbox's runtime directory to its
-// overlay upper directory (runtime specific, e.g. gvisor.UpperDir).
-func New(sb Sandboxes, tpl Templates, upperDir func(string) string, log *slog.Logger) *Builder {
+// UpperDir is the LayerSource of a runtime that keeps the sandbox's writes
+// in an overlay upper directory on the host (gVisor: gvisor.UpperDir).
+type UpperDir func(sandboxDir string) string
+
+// Upper implements LayerSource.
+func (f UpperDir) Upper(_ context.Context, sandboxDir, _ string) (string, func(), error) {
+	return f(sandboxDir), func() {}, nil
+}
+
+// Builder runs Dockerfile builds.
+type Builder struct {
+	sb     Sandboxes
+	tpl    Templates
+	layers LayerSource
+	log    *slog.Logger
+}
+
+// New returns a Builder. layers reads a RUN step's writes from its build
+// sandbox (UpperDir(gvisor.UpperDir), NewDiskSource for microVMs); nil
+// makes Build answer 501.
+func New(sb Sandboxes, tpl Templates, layers LayerSource, log *slog.Logger) *Builder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Builder{sb: sb, tpl: tpl, upperDir: upperDir, log: log.With("component", "imagebuild")}
+	return &Builder{sb: sb, tpl: tpl, layers: layers, log: log.With("component", "imagebuild")}
 }
 
 // userErr is a build error caused by the user's input.

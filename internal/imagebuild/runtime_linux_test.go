@@ -10,8 +10,8 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
-// A daemon whose runtime has no gVisor writable layer (microvm) refuses
-// builds with a clear 501 instead of failing half-way.
+// A daemon whose runtime offers no LayerSource refuses builds with a clear
+// 501 instead of failing half-way (gVisor and microVM both offer one).
 func TestBuildNeedsLayerReader(t *testing.T) {
 	b := New(nil, nil, nil, nil)
 	_, err := b.Build(context.Background(), Request{Dockerfile: []byte("FROM base\nRUN true\n")}, nil)

@@ -5,7 +5,11 @@
 // file only, against its own daemon.
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import { readFileSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { Sandbox, CommandExitError, TimeoutError } from 'e2b'
 import { tracker, uniq, waitUntil, sh } from './helpers.mjs'
 
@@ -141,5 +145,74 @@ describe('microVM runtime', { timeout: T * 4 }, () => {
     assert.equal((await short.commands.run('echo alive')).stdout, 'alive\n')
     const gone = await waitUntil(async () => !(await Sandbox.list().nextItems()).some((s) => s.sandboxId === short.sandboxId), 60_000, 1_000)
     assert.ok(gone, 'sandbox still running after its timeout')
+  })
+})
+
+/** Runs the airlock CLI (it reads E2B_API_URL/E2B_API_KEY); resolves {code, stdout, stderr}. */
+function airlock (args) {
+  const bin = process.env.AIRLOCK_TEST_CLI ?? fileURLToPath(new URL('../../bin/airlock', import.meta.url))
+  return new Promise((resolve, reject) => {
+    const p = spawn(bin, args, { env: process.env })
+    let stdout = ''
+    let stderr = ''
+    p.stdout.on('data', (d) => { stdout += d })
+    p.stderr.on('data', (d) => { stderr += d })
+    p.on('error', reject)
+    p.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+// A RUN step's layer comes from the VM's disk: the exported root image is
+// compared with the pristine base image on the host (new, changed, deleted
+// files; symlinks, hard links, owners, modes).
+describe('Dockerfile builds on the microVM runtime', { timeout: T * 3 }, () => {
+  const ctxDir = mkdtempSync(join(tmpdir(), 'airlock-e2e-vmbuild-'))
+  const name = `vmbuild-${uniq()}`
+  after(async () => {
+    await airlock(['template', 'rm', name])
+    rmSync(ctxDir, { recursive: true, force: true })
+  })
+
+  it('builds FROM base with ENV, WORKDIR and a RUN; a sandbox from it sees exactly the changes', { timeout: T * 2 }, async () => {
+    const token = uniq()
+    writeFileSync(join(ctxDir, 'Dockerfile'), [
+      'FROM base',
+      `ENV VM_BUILD=${token}`,
+      'WORKDIR /opt/vmapp',
+      'RUN echo "built-$VM_BUILD" > made.txt && ln -s made.txt link.txt && ln made.txt hard.txt' +
+        ' && chown user:user made.txt && mkdir private && chmod 700 private && chmod 600 /etc/debian_version' +
+        ' && echo extra >> /etc/motd && rm /etc/issue.net && rm -r /usr/share/doc/debconf',
+      ''
+    ].join('\n'))
+    const b = await airlock(['template', 'build', '--name', name, ctxDir])
+    assert.equal(b.code, 0, `build failed:\n${b.stderr}`)
+    assert.match(b.stderr, /\[4\/4\] DONE/)
+
+    const sbx = await t.create({ template: name })
+    const r = await sh(sbx, 'pwd; echo $VM_BUILD; cat made.txt link.txt hard.txt; readlink link.txt;' +
+      ' stat -c "%U:%G %a %h %i" made.txt; stat -c "%i" hard.txt; stat -c "%a" private /etc/debian_version; tail -n 1 /etc/motd')
+    assert.equal(r.exitCode, 0, r.stderr)
+    const [pwd, env, c1, c2, c3, target, st, hardIno, privMode, verMode, motd] = r.stdout.trim().split('\n')
+    assert.equal(pwd, '/opt/vmapp')
+    assert.equal(env, token)
+    assert.deepEqual([c1, c2, c3], Array(3).fill(`built-${token}`))
+    assert.equal(target, 'made.txt')
+    const [owner, mode, links, ino] = st.split(' ')
+    assert.equal(owner, 'user:user')
+    assert.equal(mode, '644')
+    assert.equal(links, '2', 'made.txt and hard.txt stay hard links')
+    assert.equal(hardIno, ino)
+    assert.equal(privMode, '700')
+    assert.equal(verMode, '600', 'a mode-only change is kept')
+    assert.equal(motd, 'extra')
+    const gone = await sh(sbx, 'ls /etc/issue.net /usr/share/doc/debconf 2>&1; ls /usr/share/doc | head -n 3 | wc -l')
+    assert.match(gone.stdout, /issue\.net': No such file/, 'a deleted file is gone')
+    assert.match(gone.stdout, /debconf': No such file/, 'a deleted directory is gone')
+    assert.match(gone.stdout, /^3$/m, 'its siblings stay')
+    await sbx.kill()
+
+    const again = await airlock(['template', 'build', '--name', name, ctxDir])
+    assert.equal(again.code, 0, again.stderr)
+    assert.match(again.stderr, /\[4\/4\] CACHED/)
   })
 })

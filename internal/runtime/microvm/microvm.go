@@ -70,6 +70,7 @@ type Runtime struct {
 	kernel, accel           string
 	qemu, qemuImg, mkfs     string
 	nsenter, sh             string
+	e2fsck, setpriv         string
 	uid, gid, diskMB        int
 	driver                  Driver
 	log                     *slog.Logger
@@ -125,6 +126,7 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	}{
 		{&r.qemu, firstNonEmpty(cfg.QEMUPath, "qemu-system-x86_64")},
 		{&r.qemuImg, "qemu-img"}, {&r.mkfs, "mkfs.ext4"}, {&r.nsenter, "nsenter"}, {&r.sh, "sh"},
+		{&r.e2fsck, "e2fsck"}, {&r.setpriv, "setpriv"},
 	}
 	for _, t := range tools {
 		if *t.dst, err = lookPath(t.name); err != nil {
@@ -619,6 +621,9 @@ func (r *Runtime) destroy(ctx context.Context, id, dir, nsPath string) error {
 		dir = filepath.Clean(dir)
 		if !filepath.IsAbs(dir) || dir == "/" {
 			return fmt.Errorf("%w: Dir %q must be an absolute path", ErrInvalidSpec, dir)
+		}
+		if err := unmountUnder(dir); err != nil {
+			errs = append(errs, err)
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("removing sandbox dir: %w", err))
