@@ -37,9 +37,9 @@ func TestEventLogBounds(t *testing.T) {
 	for i := 0; i < maxEvents+5; i++ {
 		l.add("a", LogEntry{Message: fmt.Sprint(i)})
 	}
-	es, _, _ := l.get("a")
-	if len(es) != maxEvents || es[0].Message != "5" {
-		t.Fatalf("%d events, first %q", len(es), es[0].Message)
+	es, dropped, _ := l.get("a")
+	if len(es) != maxEvents || es[0].Message != "5" || dropped != 5 {
+		t.Fatalf("%d events, first %q, dropped %d (want 5)", len(es), es[0].Message, dropped)
 	}
 	l.retire("a")
 	if _, _, ok := l.get("a"); !ok {

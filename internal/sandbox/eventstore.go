@@ -27,7 +27,7 @@ type storedEvent struct {
 }
 
 func toStored(e LogEntry) storedEvent {
-	return storedEvent{Time: e.Time, Level: e.Level, Message: e.Message, Fields: e.Fields}
+	return storedEvent(e)
 }
 
 // load reads id's disk log once (without holding l.mu while reading); the
@@ -47,7 +47,7 @@ func (l *eventLog) load(id string) {
 	for _, m := range raw {
 		var se storedEvent
 		if json.Unmarshal(m, &se) == nil {
-			es = append(es, LogEntry{Time: se.Time, Level: se.Level, Message: se.Message, Fields: se.Fields})
+			es = append(es, LogEntry(se))
 		}
 	}
 	l.mu.Lock()
