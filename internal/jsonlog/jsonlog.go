@@ -42,6 +42,10 @@ const (
 // ignored, so a late entry cannot bring a removed log back).
 const maxGone = 4096
 
+// maxSeq bounds a sequence number read back: larger ones are junk (no log
+// gets near it), and would overflow the count.
+const maxSeq = 1 << 53
+
 // Options bound each log.
 type Options struct {
 	// MaxLines and MaxBytes bound the current file; the previous file is
@@ -398,7 +402,7 @@ func readFile(path string) (lines []line, complete int64, nlines int, err error)
 		complete += int64(len(b))
 		nlines++
 		var ln line
-		if json.Unmarshal(b, &ln) == nil && len(ln.E) > 0 {
+		if json.Unmarshal(b, &ln) == nil && len(ln.E) > 0 && ln.N < maxSeq {
 			lines = append(lines, ln)
 		}
 	}
