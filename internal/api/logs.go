@@ -74,7 +74,8 @@ func (a *api) logsV1(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Logs       []logLineJSON  `json:"logs"`
 		LogEntries []logEntryJSON `json:"logEntries"`
-	}{Logs: []logLineJSON{}, LogEntries: []logEntryJSON{}}
+		Dropped    uint64         `json:"dropped"` // older events no longer kept
+	}{Logs: []logLineJSON{}, LogEntries: []logEntryJSON{}, Dropped: a.m.LogsDropped(pathID(r))}
 	for _, e := range es {
 		if e.Time.UnixMilli() < start || int64(len(out.Logs)) >= limit {
 			continue
@@ -132,8 +133,9 @@ func (a *api) logsV2(w http.ResponseWriter, r *http.Request) {
 		slices.Reverse(es)
 	}
 	out := struct {
-		Logs []logEntryJSON `json:"logs"`
-	}{Logs: []logEntryJSON{}}
+		Logs    []logEntryJSON `json:"logs"`
+		Dropped uint64         `json:"dropped"` // older events no longer kept
+	}{Logs: []logEntryJSON{}, Dropped: a.m.LogsDropped(pathID(r))}
 	for _, e := range es {
 		ms := e.Time.UnixMilli()
 		if dir == "forward" && ms < cursor || dir == "backward" && ms > cursor ||

@@ -49,6 +49,9 @@ func TestSandboxLogs(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("logs = %d %s", st, body)
 	}
+	if !strings.Contains(string(body), `"dropped":0`) {
+		t.Errorf("v1 body lacks the dropped count: %s", body)
+	}
 	var v1 logsV1
 	if err := json.Unmarshal(body, &v1); err != nil {
 		t.Fatal(err)

@@ -71,6 +71,9 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 type networkLogJSON struct {
 	SandboxID string        `json:"sandboxID"`
 	Entries   []audit.Entry `json:"entries"`
+	// Dropped counts older entries no longer kept (beyond the newest
+	// audit.DefaultSize).
+	Dropped uint64 `json:"dropped"`
 }
 
 // networkLog is GET /sandboxes/{id}/network/log?limit=N: the sandbox's
@@ -92,5 +95,5 @@ func (a *api) networkLog(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, networkLogJSON{SandboxID: id, Entries: entries})
+	writeJSON(w, http.StatusOK, networkLogJSON{SandboxID: id, Entries: entries, Dropped: a.m.EgressDropped(id)})
 }

@@ -104,7 +104,7 @@ func TestNetworkLog(t *testing.T) {
 	h := newHarness(t, api.Options{})
 	id := createID(t, h, `{}`)
 	st, _, body := h.do(t, "GET", "/sandboxes/"+id+"/network/log", "")
-	if st != 200 || strings.TrimSpace(string(body)) != `{"sandboxID":"`+id+`","entries":[]}` {
+	if st != 200 || strings.TrimSpace(string(body)) != `{"sandboxID":"`+id+`","entries":[],"dropped":0}` {
 		t.Fatalf("empty log = %d %s", st, body)
 	}
 	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -113,9 +113,10 @@ func TestNetworkLog(t *testing.T) {
 		{Time: when, Kind: audit.KindConn, Decision: audit.Allowed, Rule: "allowOut allowed.test (resolved)", Protocol: "tcp",
 			Dst: netip.MustParseAddr("192.0.2.7"), Port: 443},
 	})
+	h.env.Network.SetDropped(id, 1234)
 	st, _, body = h.do(t, "GET", "/sandboxes/"+id+"/network/log?limit=1", "")
 	want := `{"sandboxID":"` + id + `","entries":[{"timestamp":"2026-01-02T03:04:05Z","kind":"connection","decision":"allowed",` +
-		`"rule":"allowOut allowed.test (resolved)","protocol":"tcp","ip":"192.0.2.7","port":443}]}`
+		`"rule":"allowOut allowed.test (resolved)","protocol":"tcp","ip":"192.0.2.7","port":443}],"dropped":1234}`
 	if st != 200 || strings.TrimSpace(string(body)) != want {
 		t.Fatalf("log?limit=1 = %d %s\nwant %s", st, body, want)
 	}

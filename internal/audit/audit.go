@@ -3,9 +3,12 @@
 package audit
 
 import (
+	"encoding/json"
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 )
 
 // DefaultSize is how many entries a sandbox keeps.
@@ -49,6 +52,8 @@ type Ring struct {
 	buf  []Entry
 	next int
 	full bool
+	// total counts every entry ever added (loaded ones included).
+	total uint64
 }
 
 // NewRing returns a ring of size entries (DefaultSize when size <= 0).
@@ -64,6 +69,7 @@ func (r *Ring) Add(e Entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.buf[r.next] = e
+	r.total++
 	r.next++
 	if r.next == len(r.buf) {
 		r.next, r.full = 0, true
@@ -93,43 +99,112 @@ func (r *Ring) Last(limit int) []Entry {
 	return out
 }
 
+// Dropped is how many entries were added and are no longer kept.
+func (r *Ring) Dropped() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := uint64(r.next)
+	if r.full {
+		n = uint64(len(r.buf))
+	}
+	return r.total - n
+}
+
 // Book maps sandbox ids to rings.
 type Book struct {
 	size int
+	// logs, when set, keeps each sandbox's entries on disk too (log
+	// "<id>.egress"), read back when the sandbox is first seen again.
+	logs *jsonlog.Store
 	mu   sync.Mutex
 	// rings by sandbox id.
 	rings map[string]*Ring
 }
 
-// NewBook returns a book whose rings hold size entries.
-func NewBook(size int) *Book { return &Book{size: size, rings: map[string]*Ring{}} }
+// NewBook returns a book whose rings hold size entries. With logs, entries
+// are also written to disk and a sandbox's ring starts with what its log
+// holds (a restarted daemon loses nothing).
+func NewBook(size int, logs *jsonlog.Store) *Book {
+	return &Book{size: size, logs: logs, rings: map[string]*Ring{}}
+}
+
+// LogName is the name of sandbox id's log in the store.
+func LogName(id string) string { return id + ".egress" }
+
+// ring returns id's ring, creating it (from the disk log) when missing.
+// The log is read without holding b.mu: other sandboxes' entries are not
+// held up by one sandbox's first read after a restart.
+func (b *Book) ring(id string) *Ring {
+	b.mu.Lock()
+	r, ok := b.rings[id]
+	b.mu.Unlock()
+	if ok {
+		return r
+	}
+	r = NewRing(b.size)
+	if b.logs != nil {
+		raw, total, _ := b.logs.Log(LogName(id)).Read(len(r.buf))
+		for _, m := range raw {
+			var e Entry
+			if json.Unmarshal(m, &e) == nil {
+				r.Add(e)
+			}
+		}
+		r.total = max(total, r.total)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old, ok := b.rings[id]; ok {
+		return old
+	}
+	b.rings[id] = r
+	return r
+}
 
 // Add records e for sandbox id.
 func (b *Book) Add(id string, e Entry) {
-	b.mu.Lock()
-	r, ok := b.rings[id]
-	if !ok {
-		r = NewRing(b.size)
-		b.rings[id] = r
+	b.ring(id).Add(e)
+	if b.logs != nil {
+		b.logs.Log(LogName(id)).Append(e)
 	}
-	b.mu.Unlock()
-	r.Add(e)
 }
 
-// Last returns the most recent entries of id (nil when none).
+// Last returns up to limit most recent entries of id, oldest first (nil
+// when none). Whatever it returns is on disk already (with a store).
 func (b *Book) Last(id string, limit int) []Entry {
 	b.mu.Lock()
 	r := b.rings[id]
 	b.mu.Unlock()
 	if r == nil {
-		return nil
+		if b.logs == nil {
+			return nil
+		}
+		r = b.ring(id)
+	}
+	if b.logs != nil {
+		b.logs.Log(LogName(id)).Sync()
 	}
 	return r.Last(limit)
 }
 
-// Drop forgets sandbox id.
+// Dropped is how many of id's entries are no longer kept (the oldest,
+// beyond the ring's size).
+func (b *Book) Dropped(id string) uint64 {
+	b.mu.Lock()
+	r := b.rings[id]
+	b.mu.Unlock()
+	if r == nil {
+		return 0
+	}
+	return r.Dropped()
+}
+
+// Drop forgets sandbox id, and removes its log.
 func (b *Book) Drop(id string) {
 	b.mu.Lock()
 	delete(b.rings, id)
 	b.mu.Unlock()
+	if b.logs != nil {
+		_ = b.logs.Remove(LogName(id))
+	}
 }

@@ -38,7 +38,7 @@ refused). Use it to learn which allowOut entries a program needs.`,
 			if err != nil {
 				return err
 			}
-			entries, err := c.EgressLog(cmd.Context(), args[0], limit)
+			entries, dropped, err := c.EgressLog(cmd.Context(), args[0], limit)
 			if err != nil {
 				return explain(args[0], err)
 			}
@@ -48,6 +48,9 @@ refused). Use it to learn which allowOut entries a program needs.`,
 				return enc.Encode(entries)
 			}
 			printEgressLog(cmd, entries)
+			if dropped > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "(%d older entries dropped: the daemon keeps the newest %d)\n", dropped, audit.DefaultSize)
+			}
 			return nil
 		},
 	}

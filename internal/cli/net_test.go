@@ -27,6 +27,10 @@ func TestNetLog(t *testing.T) {
 			_, _ = w.Write([]byte(`{"sandboxID":"isb","entries":[
 				{"timestamp":"2026-01-02T03:04:05Z","kind":"dns","decision":"allowed","rule":"allowOut allowed.test","name":"allowed.test","qtype":"A","answers":["192.0.2.7"]},
 				{"timestamp":"2026-01-02T03:04:06Z","kind":"connection","decision":"denied","rule":"denyOut 0.0.0.0/0","protocol":"tcp","ip":"192.0.2.8","port":80}]}`))
+		case "/sandboxes/isd/network/log":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"sandboxID":"isd","dropped":1500,"entries":[
+				{"timestamp":"2026-01-02T03:04:06Z","kind":"connection","decision":"denied","rule":"host","protocol":"tcp","ip":"10.0.0.1","port":22}]}`))
 		default:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(404)
@@ -46,7 +50,13 @@ func TestNetLog(t *testing.T) {
 		return out.String(), err
 	}
 
-	out, err := cli("net", "log", "isb", "--limit", "5")
+	// What the daemon dropped is said after the table.
+	out, err := cli("net", "log", "isd")
+	if err != nil || !strings.Contains(out, "(1500 older entries dropped") || !strings.Contains(out, "10.0.0.1:22") {
+		t.Errorf("dropped: %v\n%s", err, out)
+	}
+
+	out, err = cli("net", "log", "isb", "--limit", "5")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/envd/files"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
+	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 	"github.com/airlock-sandbox/airlock/internal/metrics"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/proxy"
@@ -170,8 +171,14 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	// Sandbox events and egress audit logs on disk (internal/jsonlog).
+	logs, err := jsonlog.Open(filepath.Join(dataDir, "logs"), jsonlog.Options{}, log.With("component", "logs"))
+	if err != nil {
+		return err
+	}
+	defer closeLogged(log, "sandbox logs", logs.Close)
 	netMgr, err := network.NewManager(ctx, network.Config{Subnet: subnet, NamePrefix: o.netPrefix,
-		DNSUpstreams: o.egress.upstreams, AuditGroup: auditGroup}, log)
+		DNSUpstreams: o.egress.upstreams, AuditGroup: auditGroup, AuditLogs: logs}, log)
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
@@ -193,6 +200,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		Store:       st,
 		Logger:      log.With("component", "sandbox"),
 		DataDir:     dataDir,
+		Logs:        logs,
 		AgentPath:   envdPath,
 		MaxSlots:    1 << (32 - subnet.Bits() - 2),
 		NetNSPrefix: o.netPrefix + "-",

@@ -127,6 +127,10 @@ func (m *Manager) auditPacket(p nflog.Packet) {
 		Protocol: flow.Protocol, Dst: flow.Dst, Port: flow.Port})
 }
 
+// EgressDropped is how many of sandbox id's oldest audit entries are no
+// longer kept.
+func (m *Manager) EgressDropped(id string) uint64 { return m.audit.Dropped(id) }
+
 // remember maps a host veth to its sandbox (Setup, SetPolicy).
 func (m *Manager) remember(ifname, id string) {
 	m.ifMu.Lock()

@@ -65,7 +65,7 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, log: log.With("component", "network"), fw: newFirewall(cfg), audit: audit.NewBook(audit.DefaultSize),
+	m := &Manager{cfg: cfg, log: log.With("component", "network"), fw: newFirewall(cfg), audit: audit.NewBook(audit.DefaultSize, cfg.AuditLogs),
 		ifaces: map[string]string{}, learned: map[string]map[netip.Addr]string{}}
 	if len(cfg.DNSUpstreams) > 0 {
 		if m.dns, err = dnsfilter.New(dnsfilter.Config{Upstreams: cfg.DNSUpstreams, Port: cfg.DNSPort, Log: m.log}); err != nil {

@@ -7,6 +7,8 @@ package network
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 )
 
 // DefaultSubnet is the pool sandbox addresses are carved from: every sandbox
@@ -30,6 +32,9 @@ type Config struct {
 	// to and the manager reads them from (the egress audit log); 0 turns
 	// connection auditing off. Two daemons on a host need distinct groups.
 	AuditGroup uint16
+	// AuditLogs, when set, keeps each sandbox's egress audit log on disk
+	// as well (jsonlog name "<id>.egress"), so it survives a restart.
+	AuditLogs *jsonlog.Store
 }
 
 // Options for one sandbox.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 )
 
 // Sandbox logs (GET /sandboxes/{id}/logs): the lifecycle events of each
@@ -54,18 +56,29 @@ func sortedKeys(m map[string]string) []string {
 	return ks
 }
 
-// eventLog keeps the lists.
+// eventLog keeps the lists, and with a store each sandbox's events on disk
+// too (jsonlog "<id>.events"), read back the first time a sandbox is seen
+// after a restart (eventstore.go).
 type eventLog struct {
+	store *jsonlog.Store // nil: memory only
+
 	mu sync.Mutex
-	// byID holds each sandbox's events, oldest first; retired lists
-	// removed sandboxes, oldest removal first.
+	// byID holds each sandbox's events, oldest first; total counts every
+	// event a sandbox has had (dropped ones included); loaded marks the
+	// ids whose disk log was read; retired lists removed sandboxes, oldest
+	// removal first.
 	byID    map[string][]LogEntry
+	total   map[string]uint64
+	loaded  map[string]bool
 	retired []string
 }
 
-func newEventLog() *eventLog { return &eventLog{byID: map[string][]LogEntry{}} }
+func newEventLog(store *jsonlog.Store) *eventLog {
+	return &eventLog{store: store, byID: map[string][]LogEntry{}, total: map[string]uint64{}, loaded: map[string]bool{}}
+}
 
 func (l *eventLog) add(id string, e LogEntry) {
+	l.load(id)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	es := append(l.byID[id], e)
@@ -73,24 +86,35 @@ func (l *eventLog) add(id string, e LogEntry) {
 		es = append([]LogEntry(nil), es[len(es)-maxEvents:]...)
 	}
 	l.byID[id] = es
+	l.total[id]++
+	if l.store != nil {
+		l.store.Log(eventsLogName(id)).Append(toStored(e))
+	}
 }
 
-// retire marks id removed; the oldest retired lists beyond maxRetired go.
+// retire marks id removed (its disk log goes); the oldest retired lists
+// beyond maxRetired go.
 func (l *eventLog) retire(id string) {
+	if l.store != nil {
+		_ = l.store.Remove(eventsLogName(id))
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.retired = append(l.retired, id)
 	for len(l.retired) > maxRetired {
 		delete(l.byID, l.retired[0])
+		delete(l.total, l.retired[0])
+		delete(l.loaded, l.retired[0])
 		l.retired = l.retired[1:]
 	}
 }
 
-func (l *eventLog) get(id string) ([]LogEntry, bool) {
+// get returns id's events and how many older ones are no longer kept.
+func (l *eventLog) get(id string) ([]LogEntry, uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	es, ok := l.byID[id]
-	return append([]LogEntry(nil), es...), ok
+	return append([]LogEntry(nil), es...), l.total[id] - uint64(len(es)), ok
 }
 
 // handler wraps next: records go to next as before (when next wants them),
@@ -168,8 +192,12 @@ func levelName(lv slog.Level) string {
 // Of a sandbox that is still here (running or paused), the process start
 // and exit events its agent logged are merged in (agentlog.go).
 func (m *Manager) Logs(id string) ([]LogEntry, error) {
-	es, ok := m.events.get(id)
 	_, err := m.Get(id)
+	if err == nil {
+		m.events.load(id) // a sandbox re-attached after a restart
+		m.events.sync(id) // what is shown is on disk
+	}
+	es, _, ok := m.events.get(id)
 	if !ok && err != nil {
 		return nil, err
 	}

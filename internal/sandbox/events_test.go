@@ -10,13 +10,13 @@ import (
 
 func TestEventHandler(t *testing.T) {
 	var buf bytes.Buffer
-	l := newEventLog()
+	l := newEventLog(nil)
 	log := slog.New(l.handler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	log.With("component", "sandbox", "sandbox", "s1").Info("sandbox paused", "elapsed", "5ms")
 	log.Warn("sandbox stopped on its own", "sandbox", "s1", "reason", "out of memory")
 	log.Debug("noise", "sandbox", "s1")
 	log.Info("daemon thing") // no sandbox: not kept
-	es, ok := l.get("s1")
+	es, _, ok := l.get("s1")
 	if !ok || len(es) != 2 {
 		t.Fatalf("events %+v", es)
 	}
@@ -33,16 +33,16 @@ func TestEventHandler(t *testing.T) {
 }
 
 func TestEventLogBounds(t *testing.T) {
-	l := newEventLog()
+	l := newEventLog(nil)
 	for i := 0; i < maxEvents+5; i++ {
 		l.add("a", LogEntry{Message: fmt.Sprint(i)})
 	}
-	es, _ := l.get("a")
-	if len(es) != maxEvents || es[0].Message != "5" {
-		t.Fatalf("%d events, first %q", len(es), es[0].Message)
+	es, dropped, _ := l.get("a")
+	if len(es) != maxEvents || es[0].Message != "5" || dropped != 5 {
+		t.Fatalf("%d events, first %q, dropped %d (want 5)", len(es), es[0].Message, dropped)
 	}
 	l.retire("a")
-	if _, ok := l.get("a"); !ok {
+	if _, _, ok := l.get("a"); !ok {
 		t.Fatal("a removed sandbox lost its events at once")
 	}
 	for i := 0; i < maxRetired; i++ {
@@ -50,10 +50,10 @@ func TestEventLogBounds(t *testing.T) {
 		l.add(id, LogEntry{})
 		l.retire(id)
 	}
-	if _, ok := l.get("a"); ok {
+	if _, _, ok := l.get("a"); ok {
 		t.Error("the oldest retired sandbox kept its events")
 	}
-	if _, ok := l.get(fmt.Sprint("r", maxRetired-1)); !ok {
+	if _, _, ok := l.get(fmt.Sprint("r", maxRetired-1)); !ok {
 		t.Error("the newest retired sandbox lost its events")
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
+	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/store"
@@ -84,6 +85,8 @@ type Config struct {
 
 	// DataDir holds sandboxes/<id>/ runtime directories.
 	DataDir string
+	// Logs, when set, keeps sandbox events on disk (eventstore.go).
+	Logs *jsonlog.Store
 	// AgentPath is the host path of the airlock-envd binary.
 	AgentPath string
 	// AgentPort is the agent's port on the guest address (49983).
@@ -269,7 +272,7 @@ func New(cfg Config) (*Manager, error) {
 			IdleConnTimeout: 30 * time.Second,
 		})}
 	}
-	events := newEventLog()
+	events := newEventLog(cfg.Logs)
 	return &Manager{
 		cfg:       cfg,
 		log:       slog.New(events.handler(cfg.Logger.Handler())), // keeps sandbox events (events.go)

@@ -99,6 +99,15 @@ type EgressLogger interface {
 	EgressLog(id string, limit int) []audit.Entry
 }
 
+// EgressDropped is how many of the sandbox's oldest egress audit entries
+// are no longer kept (0 when the network keeps no count).
+func (m *Manager) EgressDropped(id string) uint64 {
+	if d, ok := m.cfg.Network.(interface{ EgressDropped(id string) uint64 }); ok {
+		return d.EgressDropped(id)
+	}
+	return 0
+}
+
 // EgressLog returns up to limit (all when <= 0) of the sandbox's most
 // recent outbound connection attempts and DNS decisions, oldest first.
 func (m *Manager) EgressLog(id string, limit int) ([]audit.Entry, error) {

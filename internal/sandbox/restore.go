@@ -138,5 +138,6 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 		m.log.Info("leaked sandbox destroyed", "sandbox", id)
 		rep.Leaked = append(rep.Leaked, id)
 	}
+	m.gcLogs() // eventstore.go
 	return rep, errors.Join(errs...)
 }

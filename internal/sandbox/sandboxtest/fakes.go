@@ -162,6 +162,7 @@ type Network struct {
 	Namespace map[string]bool
 	Policies  map[string]network.Options // id → last Setup/SetPolicy options
 	Audit     map[string][]audit.Entry   // id → egress audit log (EgressLog)
+	Dropped   map[string]uint64          // id → older audit entries not kept (EgressDropped)
 }
 
 // NewNetwork returns a fake network whose sandboxes all live at guest.
@@ -206,6 +207,23 @@ func (n *Network) SetAudit(id string, es []audit.Entry) {
 		n.Audit = map[string][]audit.Entry{}
 	}
 	n.Audit[id] = es
+}
+
+// SetDropped sets how many older audit entries of id were dropped.
+func (n *Network) SetDropped(id string, d uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.Dropped == nil {
+		n.Dropped = map[string]uint64{}
+	}
+	n.Dropped[id] = d
+}
+
+// EgressDropped is what the network manager reports as dropped.
+func (n *Network) EgressDropped(id string) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.Dropped[id]
 }
 
 // EgressLog implements sandbox.EgressLogger.
