@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/airlock-sandbox/airlock/internal/envd/freeze"
 	"github.com/airlock-sandbox/airlock/internal/envd/interpreter"
 	"github.com/airlock-sandbox/airlock/internal/envd/process"
@@ -62,9 +64,14 @@ func run() error {
 	interpPort := flag.Int("interpreter-port", 49999, "TCP port of the code interpreter")
 	interpMode := flag.String("interpreter", "auto", "code interpreter: auto (when ipykernel is installed), on, off")
 	version := flag.Bool("version", false, "print the envd protocol version and exit")
+	syncOnly := flag.Bool("sync", false, "flush all filesystem buffers (sync(2)) and exit; template builds use it, so images without sync(1) work")
 	flag.Parse()
 	if *version {
 		fmt.Println(state.Version)
+		return nil
+	}
+	if *syncOnly {
+		unix.Sync()
 		return nil
 	}
 

@@ -22,6 +22,7 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 
 	"github.com/airlock-sandbox/airlock/internal/dockerfile"
+	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
@@ -455,7 +456,8 @@ func (b *Builder) runInSandbox(ctx context.Context, req Request, parent, dst str
 		return userErr("the command returned a non-zero code: %d; last output:\n%s", code, strings.Join(lw.all, "\n"))
 	}
 	// Flush the sandbox kernel's caches to the host before reading its layer.
-	if _, err := b.sb.Exec(ctx, sb.ID, sandbox.ExecRequest{Args: []string{"sync"}, User: "root"}, nil); err != nil {
+	// The agent does it (the image may have no sync(1)).
+	if _, err := b.sb.Exec(ctx, sb.ID, sandbox.ExecRequest{Args: []string{runtime.AgentGuestPath, "-sync"}, User: "root"}, nil); err != nil {
 		b.log.Warn("sync in build sandbox", "sandbox", sb.ID, "err", err)
 	}
 	upper, release, err := b.layers.Upper(ctx, b.sb.Dir(sb.ID), parent)

@@ -65,7 +65,8 @@ func tarLayer(t *testing.T, entries [][2]string) v1.Layer {
 }
 
 // busyboxImage builds a two-layer image from the host's static busybox:
-// layer 1 has busybox, applet links and a file that layer 2 whites out.
+// layer 1 has busybox, applet links (no sync: builds flush through the
+// agent) and a file that layer 2 whites out.
 func busyboxImage(t *testing.T, token string) v1.Image {
 	t.Helper()
 	bb, err := os.ReadFile("/bin/busybox")
@@ -77,7 +78,7 @@ func busyboxImage(t *testing.T, token string) v1.Image {
 		{"etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"}, {"etc/group", "root:x:0:\n"},
 		{"root/", ""}, {"removed-later", "gone"},
 	}
-	for _, a := range []string{"sh", "ls", "cat", "echo", "sync", "id", "rm", "mkdir", "env", "test", "sleep", "true"} {
+	for _, a := range []string{"sh", "ls", "cat", "echo", "id", "rm", "mkdir", "env", "test", "sleep", "true"} {
 		files = append(files, [2]string{"bin/" + a, "->/bin/busybox"})
 	}
 	img, err := mutate.AppendLayers(empty.Image, tarLayer(t, files), tarLayer(t, [][2]string{{".wh.removed-later", ""}}))
