@@ -209,6 +209,13 @@ func withFreeze(fz *freeze.Freezer, h http.Handler) http.Handler {
 					http.Error(w, err.Error(), http.StatusBadRequest)
 					return
 				}
+				// Restored: the kernel's RNG is the saved one, shared with
+				// every other VM restored from the same state.
+				if err := vminit.Reseed(5 * time.Second); err != nil {
+					slog.Error("reseeding the kernel RNG after a restore", "err", err)
+					http.Error(w, "reseeding the kernel RNG: "+err.Error(), http.StatusInternalServerError)
+					return
+				}
 			}
 			if a := r.Header.Get(vminit.AddrHeader); a != "" {
 				// A fork: move to the child's own address after answering.
