@@ -118,7 +118,7 @@ describe('code interpreter on microVMs', { timeout: T * 6 }, () => {
     created.push(id)
     assert.match(createdLine(id), /msg="sandbox created" .*template=code-interpreter-v1/, 'cold-booted, not restored')
     const c = await Sandbox.connect(id)
-    assert.equal((await ok(c, 'import os, random\nos.environ["E2B_SANDBOX_ID"]')).text, `'${id}'`)
+    assert.equal((await ok(c, 'import os\nos.environ["E2B_SANDBOX_ID"]')).text.replace(/'/g, ''), id)
     await c.kill()
   })
 
