@@ -7,13 +7,13 @@
 # Knobs: AIRLOCK_BENCH_DATA_DIR (templates source, default /var/lib/airlock),
 # AIRLOCK_BENCH_GVISOR_DATA / AIRLOCK_BENCH_VM_DATA (the daemons' data dirs;
 # default fresh dirs under /tmp, where the microVM side first builds its
-# root image), AIRLOCK_BENCH_PREFIX (default albs; the daemons use
-# <prefix>g / <prefix>v), AIRLOCK_BENCH_SUBNETS (two /16s, default
+# root image), AIRLOCK_BENCH_PREFIXES (gVisor's and the microVM daemon's
+# --net-prefix, default "albsg albsv"), AIRLOCK_BENCH_SUBNETS (two /16s, default
 # "10.76.0.0/16 10.77.0.0/16"), BENCH_N (samples per mode, default 10).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SRC=${AIRLOCK_BENCH_DATA_DIR:-/var/lib/airlock}
-PREFIX=${AIRLOCK_BENCH_PREFIX:-albs}
+read -r -a PREFIXES <<<"${AIRLOCK_BENCH_PREFIXES:-albsg albsv}"
 read -r -a SUBNETS <<<"${AIRLOCK_BENCH_SUBNETS:-10.76.0.0/16 10.77.0.0/16}"
 KEY="e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
 WORK=$(mktemp -d /tmp/airlock-snapshots-bench.XXXXXX)
@@ -37,10 +37,12 @@ for rt in gvisor microvm; do
 	done
 	port=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 	bin/airlock serve --runtime "$rt" --templates base,code-interpreter-v1 --warm-pool code-interpreter-v1=1 \
-		--listen "127.0.0.1:$port" --data-dir "$data" --api-key "$KEY" --net-prefix "$PREFIX${rt:0:1}" \
+		--listen "127.0.0.1:$port" --data-dir "$data" --api-key "$KEY" --net-prefix "${PREFIXES[$i]}" \
 		--subnet "${SUBNETS[$i]}" --kill-on-exit </dev/null >"$WORK/daemon-$rt.log" 2>&1 &
 	pids+=($!)
 	targets+=("$rt=http://127.0.0.1:$port")
+	# One after the other: each daemon sets its network up alone.
+	for _ in $(seq 1 300); do curl -fsS -m 2 -o /dev/null "http://127.0.0.1:$port/health" 2>/dev/null && break; sleep 1; done
 	i=$((i + 1))
 done
 for rt in gvisor microvm; do

@@ -231,7 +231,13 @@ func (e *agentRefusedError) Error() string {
 func syncGuestClock(ctx context.Context, ip string) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	url := "http://" + net.JoinHostPort(ip, "49983") + "/freeze"
+	return postClock(ctx, "http://"+net.JoinHostPort(ip, "49983")+"/freeze")
+}
+
+// postClock POSTs the host's time to the agent's /freeze at url until it
+// answers 204 or ctx ends; the last error is an *agentRefusedError when
+// the agent answered otherwise.
+func postClock(ctx context.Context, url string) error {
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 		if err != nil {
