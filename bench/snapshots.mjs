@@ -16,8 +16,14 @@
 // Start the daemon with --warm-pool code-interpreter-v1=1 (boot snapshots are
 // on by default) and wait for "boot snapshot ready" in its log.
 //
+// Side by side (BENCH_TARGETS="gvisor=http://127.0.0.1:A,microvm=http://127.0.0.1:B",
+// one API key for both, each daemon started as above): only the three
+// create → first runCode rows, per target, samples interleaved across the
+// targets in the same run (bench/snapshots-runtimes.sh starts both daemons).
+//
 // Environment: E2B_API_URL/E2B_API_KEY (or AIRLOCK_URL/AIRLOCK_API_KEY);
-// BENCH_N (samples per create mode, default 10), BENCH_N_MEM (default 20).
+// BENCH_N (samples per create mode, default 10), BENCH_N_MEM (default 20),
+// BENCH_TARGETS (see above).
 import { createRequire } from 'node:module'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join, dirname } from 'node:path'
@@ -40,11 +46,19 @@ const { Sandbox } = await import(pathToFileURL(req.resolve('@e2b/code-interprete
 const N = Number(process.env.BENCH_N || 10)
 const NMEM = Number(process.env.BENCH_N_MEM || 20)
 const metadata = { bench: `snapshots-${randomBytes(4).toString('hex')}` }
-const live = new Set()
+const live = new Map() // sandbox id → target
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-async function api (method, path, body) {
-  const res = await fetch(apiURL + path, {
+// name=url pairs of daemons to compare; one unnamed target otherwise.
+const targets = (process.env.BENCH_TARGETS || `daemon=${apiURL}`).split(',').map((kv) => {
+  const i = kv.indexOf('=')
+  return { name: kv.slice(0, i), url: kv.slice(i + 1) }
+})
+const sideBySide = Boolean(process.env.BENCH_TARGETS)
+const conn = (tg) => ({ apiUrl: tg.url, sandboxUrl: tg.url, apiKey })
+
+async function api (method, path, body, base = apiURL) {
+  const res = await fetch(base + path, {
     method,
     headers: { 'X-API-Key': apiKey, 'Content-Type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body)
@@ -55,13 +69,13 @@ async function api (method, path, body) {
 }
 
 /** Raw create (so the body can steer the path), then the SDK connects. */
-async function createRaw (template, extra = {}) {
-  const s = await api('POST', '/v2/sandboxes', { templateID: template, timeout: 600, metadata, ...extra })
-  live.add(s.sandboxID)
+async function createRaw (template, extra = {}, tg = targets[0]) {
+  const s = await api('POST', '/v2/sandboxes', { templateID: template, timeout: 600, metadata, ...extra }, tg.url)
+  live.set(s.sandboxID, tg)
   return s
 }
 async function killAll () {
-  await Promise.allSettled([...live].map((id) => Sandbox.kill(id)))
+  await Promise.allSettled([...live].map(([id, tg]) => Sandbox.kill(id, conn(tg))))
   live.clear()
 }
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { killAll().finally(() => process.exit(130)) })
@@ -77,17 +91,24 @@ function row (what, xs, note = '') {
 
 /** create → first runCode result, n times. */
 async function createToResult (n, extra, gapMs, code = '6 * 7', want = '42', template = 'code-interpreter-v1') {
-  const xs = []
+  return (await createToResultOn([targets[0]], n, extra, gapMs, code, want, template))[0]
+}
+
+/** Like createToResult on each target, samples interleaved; one array per target. */
+async function createToResultOn (tgs, n, extra, gapMs, code = '6 * 7', want = '42', template = 'code-interpreter-v1') {
+  const xs = tgs.map(() => [])
   for (let i = 0; i < n; i++) {
     if (gapMs) await sleep(gapMs)
-    const t0 = performance.now()
-    const s = await createRaw(template, extra)
-    const sbx = await Sandbox.connect(s.sandboxID)
-    const r = await sbx.runCode(code)
-    xs.push(performance.now() - t0)
-    if (r.error || r.text !== want) throw new Error(`runCode: ${r.error?.value ?? r.text}`)
-    await Sandbox.kill(s.sandboxID)
-    live.delete(s.sandboxID)
+    for (const [j, tg] of tgs.entries()) {
+      const t0 = performance.now()
+      const s = await createRaw(template, extra, tg)
+      const sbx = await Sandbox.connect(s.sandboxID, conn(tg))
+      const r = await sbx.runCode(code)
+      xs[j].push(performance.now() - t0)
+      if (r.error || r.text !== want) throw new Error(`${tg.name}: runCode: ${r.error?.value ?? r.text}`)
+      await Sandbox.kill(s.sandboxID, conn(tg))
+      live.delete(s.sandboxID)
+    }
   }
   return xs
 }
@@ -106,6 +127,25 @@ function pssKB (ids) {
     } catch {}
   }
   return { total, procs }
+}
+
+if (sideBySide) {
+  try {
+    await createToResultOn(targets, 1, { memoryMB: 513 }, 0) // warm-up
+    const modes = [
+      ['cold boot', { memoryMB: 513 }, 0, 'memoryMB 513 (no boot snapshot)'],
+      ['boot snapshot', { allow_internet_access: false }, 0, 'restore of the boot snapshot'],
+      ['warm pool', {}, 3000, '3 s between creates for the refill']
+    ]
+    for (const [what, extra, gap, note] of modes) {
+      const xs = await createToResultOn(targets, N, extra, gap)
+      for (const [j, tg] of targets.entries()) row(`${tg.name}: create → first runCode: ${what}`, xs[j], note)
+    }
+  } finally {
+    await killAll()
+  }
+  printRows()
+  process.exit(0)
 }
 
 try {
@@ -146,7 +186,7 @@ try {
     const parent = await createRaw('base', { memoryMB: 513 })
     const kids = await api('POST', `/sandboxes/${parent.sandboxID}/fork`, { count: NMEM, timeout: 600 })
     const kidIDs = kids.filter((k) => k.sandbox).map((k) => k.sandbox.sandboxID)
-    for (const id of kidIDs) live.add(id)
+    for (const id of kidIDs) live.set(id, targets[0])
     await sleep(3000)
     const k = pssKB(kidIDs)
     rows.push([`PSS of ${NMEM} fresh base sandboxes`, `${(f.total / 1024).toFixed(0)} MiB`, '', `${f.procs} runsc processes`, `${(f.total / 1024 / NMEM).toFixed(1)} MiB each`])
@@ -158,6 +198,10 @@ try {
   await killAll()
 }
 
-const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => r[i].length), 10))
-console.log(['measurement', 'p50', 'p99', 'n'].map((h, i) => h.padEnd(widths[i])).join('  '))
-for (const r of rows) console.log(r.slice(0, 4).map((c, i) => c.padEnd(widths[i])).join('  ') + '  ' + r[4])
+printRows()
+
+function printRows () {
+  const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => r[i].length), 10))
+  console.log(['measurement', 'p50', 'p99', 'n'].map((h, i) => h.padEnd(widths[i])).join('  '))
+  for (const r of rows) console.log(r.slice(0, 4).map((c, i) => c.padEnd(widths[i])).join('  ') + '  ' + r[4])
+}

@@ -2,7 +2,8 @@
 # The microVM stage of scripts/test.sh (also runs alone after setup.sh): a
 # second daemon with --runtime microvm - emulated (TCG) on hosts without
 # hardware KVM - on its own data dir, network prefix, subnet and port, runs
-# test/e2e/microvm.test.mjs with the official e2b SDK. The root Go tests of
+# test/e2e/microvm.test.mjs with the official e2b SDK and
+# test/e2e/microvm-interpreter.test.mjs with @e2b/code-interpreter. The root Go tests of
 # internal/runtime/microvm run in test.sh's `go test ./...` stage.
 #
 # Knobs: AIRLOCK_TEST_DATA_DIR (the main suite's data dir, whose built
@@ -34,7 +35,11 @@ done
 PORT=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 LISTEN=127.0.0.1:$PORT
 API_KEY="e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
-"${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock}" serve --runtime microvm --templates base --listen "$LISTEN" \
+# code-interpreter-v1 gets its boot snapshot (default on) and a warm pool of
+# one: microvm-interpreter.test.mjs covers the cold, boot-snapshot and pool
+# paths of the interpreter.
+"${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock}" serve --runtime microvm --templates base,code-interpreter-v1 \
+	--warm-pool code-interpreter-v1=1 --listen "$LISTEN" \
 	--data-dir "$VM_DATA" --api-key "$API_KEY" --net-prefix "$VM_PREFIX" --subnet "$VM_SUBNET" \
 	--kill-on-exit </dev/null >"$LOG" 2>&1 &
 PID=$!
@@ -67,7 +72,8 @@ grep -m1 'isolation runtime' "$LOG"
 
 (cd test/e2e && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund --loglevel=error)
 (cd test/e2e && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
-	node --test --test-reporter=spec microvm.test.mjs)
+	AIRLOCK_TEST_VM_DAEMON_LOG=$LOG node --test --test-concurrency=1 --test-reporter=spec \
+	microvm.test.mjs microvm-interpreter.test.mjs)
 rc=$?
 if [ "$rc" -ne 0 ]; then
 	echo "microVM daemon log (last 60 lines):"

@@ -102,20 +102,12 @@ func run() error {
 	if c, ok := h.(io.Closer); ok {
 		defer c.Close()
 	}
-	listenAddr := net.JoinHostPort(*addr, strconv.Itoa(*port))
-	ln, err := net.Listen("tcp", listenAddr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", listenAddr, err)
-	}
 	fz := freeze.New(log.With("component", "freeze"))
 	thawOnSignal(ctx, fz)
-	srv := server.NewHTTPServer(listenAddr, withFreeze(fz, h), log)
-	log.Info("airlock-envd listening", "addr", ln.Addr().String(), "version", state.Version,
-		"defaultUser", *defUser, "pid", os.Getpid())
-
-	errc := make(chan error, 1)
-	go func() { errc <- fz.Serve(srv, ln) }()
-
+	// The interpreter listens before the agent's port does: the daemon
+	// hands a sandbox out once the agent answers, and the first runCode
+	// must then find port 49999 open (on a cold, emulated microVM the
+	// interpreter check reads the disk and took long enough to lose).
 	if interpreterWanted(*interpMode) {
 		isrv, err := startInterpreter(ctx, st, log, fz, net.JoinHostPort(*addr, strconv.Itoa(*interpPort)))
 		if err != nil {
@@ -123,6 +115,18 @@ func run() error {
 		}
 		defer isrv.Close()
 	}
+	listenAddr := net.JoinHostPort(*addr, strconv.Itoa(*port))
+	ln, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", listenAddr, err)
+	}
+	srv := server.NewHTTPServer(listenAddr, withFreeze(fz, h), log)
+	log.Info("airlock-envd listening", "addr", ln.Addr().String(), "version", state.Version,
+		"defaultUser", *defUser, "pid", os.Getpid())
+
+	errc := make(chan error, 1)
+	go func() { errc <- fz.Serve(srv, ln) }()
+
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving: %w", err)
@@ -207,6 +211,13 @@ func withFreeze(fz *freeze.Freezer, h http.Handler) http.Handler {
 			if v := r.Header.Get(vminit.ClockHeader); v != "" {
 				if _, err := vminit.SyncClock(v); err != nil {
 					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				// Restored: the kernel's RNG is the saved one, shared with
+				// every other VM restored from the same state.
+				if err := vminit.Reseed(5 * time.Second); err != nil {
+					slog.Error("reseeding the kernel RNG after a restore", "err", err)
+					http.Error(w, "reseeding the kernel RNG: "+err.Error(), http.StatusInternalServerError)
 					return
 				}
 			}

@@ -158,7 +158,7 @@ func (m *Manager) fillOne(ctx context.Context, name string) bool {
 	m.pool.idle[name] = append(m.pool.idle[name], &pooled{k: k, hash: tpl.Hash, boot: be})
 	size := len(m.pool.idle[name])
 	m.pool.mu.Unlock()
-	m.log.Debug("warm pool: sandbox ready", "template", name, "sandbox", k.id, "idle", size, "elapsed", time.Since(start))
+	m.log.Info("warm pool: sandbox ready", "template", name, "sandbox", k.id, "idle", size, "elapsed", time.Since(start))
 	return true
 }
 

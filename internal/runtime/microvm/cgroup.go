@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // cgroupRoot is the cgroup v1 hierarchy root; each controller is mounted
@@ -63,15 +65,46 @@ func createCgroups(id string, l cgroupLimits) ([]string, error) {
 	return procs, nil
 }
 
-// removeCgroups removes the VMM's cgroups (they must be empty).
+// removeCgroups removes the VMM's cgroups. A SIGKILLed VMM leaves its
+// cgroup only once all its threads have exited and its memory is freed,
+// which for a VM that touched hundreds of MB of guest RAM can take a
+// moment after its main thread is gone (EBUSY meanwhile): tasks still
+// listed are killed again and the removal is retried for a few seconds.
 func removeCgroups(id string) error {
-	var errs []error
-	for _, ctrl := range []string{"memory", "cpu", "pids"} {
-		if err := os.Remove(cgroupDir(ctrl, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var errs []error
+		busy := false
+		for _, ctrl := range []string{"memory", "cpu", "pids"} {
+			err := os.Remove(cgroupDir(ctrl, id))
+			if err == nil || errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if errors.Is(err, syscall.EBUSY) {
+				busy = true
+				killTasks(filepath.Join(cgroupDir(ctrl, id), "cgroup.procs"))
+			}
 			errs = append(errs, err)
 		}
+		if len(errs) == 0 || !busy || time.Now().After(deadline) {
+			return errors.Join(errs...)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return errors.Join(errs...)
+}
+
+// killTasks SIGKILLs the processes listed in a cgroup.procs file (the
+// VMM's own cgroup: nothing else is ever put there).
+func killTasks(procs string) {
+	b, err := os.ReadFile(procs)
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // oomKilled reports whether the kernel's OOM killer acted in the VMM's

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -201,9 +203,27 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 		return fmt.Errorf("microvm: no guest address recorded for %s", id)
 	}
 	if err := syncGuestClock(ctx, vr.GuestIP); err != nil {
+		var refused *agentRefusedError
+		if errors.As(err, &refused) {
+			// The agent could not set the clock or reseed its kernel's
+			// RNG: the VM would share its randomness with every VM
+			// restored from the same state.
+			return fmt.Errorf("microvm: preparing the restored guest of %s: %w", id, err)
+		}
 		r.log.Warn("setting the guest clock after a restore", "id", id, "err", err)
 	}
 	return nil
+}
+
+// agentRefusedError is a non-204 answer of a restored guest's agent to
+// /freeze (as opposed to not reaching it).
+type agentRefusedError struct {
+	status string
+	body   string
+}
+
+func (e *agentRefusedError) Error() string {
+	return fmt.Sprintf("agent answered %s: %s", e.status, e.body)
 }
 
 // syncGuestClock sends the host's time to the agent at ip (it retries
@@ -211,7 +231,13 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 func syncGuestClock(ctx context.Context, ip string) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	url := "http://" + net.JoinHostPort(ip, "49983") + "/freeze"
+	return postClock(ctx, "http://"+net.JoinHostPort(ip, "49983")+"/freeze")
+}
+
+// postClock POSTs the host's time to the agent's /freeze at url until it
+// answers 204 or ctx ends; the last error is an *agentRefusedError when
+// the agent answered otherwise.
+func postClock(ctx context.Context, url string) error {
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 		if err != nil {
@@ -220,11 +246,12 @@ func syncGuestClock(ctx context.Context, ip string) error {
 		req.Header.Set(clockHeader, time.Now().UTC().Format(time.RFC3339Nano))
 		res, err := http.DefaultClient.Do(req)
 		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(res.Body, 512))
 			res.Body.Close()
 			if res.StatusCode == http.StatusNoContent {
 				return nil
 			}
-			err = fmt.Errorf("agent answered %s", res.Status)
+			err = &agentRefusedError{status: res.Status, body: strings.TrimSpace(string(body))}
 		}
 		select {
 		case <-ctx.Done():
