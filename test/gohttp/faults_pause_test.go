@@ -71,6 +71,11 @@ func (e env) settle(t *testing.T, s sandboxInfo, check string) string {
 	if r, err := e.tryRun(t, s, "root", check, time.Minute); err != nil || r.stdout != "kept\nsame\n" {
 		t.Fatalf("sandbox %s (%s after the restart) lost state: %+v %v", s.SandboxID, found, r, err)
 	}
+	// Its disk takes writes (a layer left frozen by a kill during a layer
+	// copy would block this one).
+	if r, err := e.tryRun(t, s, "root", "echo after > /root/after-restart && sync && cat /root/after-restart", 30*time.Second); err != nil || r.stdout != "after\n" {
+		t.Fatalf("sandbox %s (%s after the restart) cannot write to its disk: %+v %v", s.SandboxID, found, r, err)
+	}
 	return found
 }
 

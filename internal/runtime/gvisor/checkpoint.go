@@ -112,6 +112,11 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 	if !isMountPoint(RootfsDir(dir)) {
 		return errors.New("gvisor: sandbox root filesystem is not mounted (host rebooted?); cannot restore")
 	}
+	if thawed, err := thawLayer(dir); err != nil {
+		return err
+	} else if thawed {
+		r.log.Warn("the layer filesystem was left frozen (daemon killed during a layer copy); thawed", "id", spec.ID)
+	}
 	if err := r.waitDeleted(ctx, spec.ID); err != nil {
 		return err
 	}

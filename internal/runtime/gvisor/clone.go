@@ -160,6 +160,9 @@ func copyFrozen(ctx context.Context, mnt, src, dst string) error {
 		return fmt.Errorf("opening parent layer: %w", err)
 	}
 	defer f.Close()
+	// A freeze left behind by a daemon killed during an earlier copy
+	// would make FIFREEZE fail with EBUSY (and the thaw below end it).
+	_ = unix.IoctlSetInt(int(f.Fd()), fiThaw, 0)
 	frozen := unix.IoctlSetInt(int(f.Fd()), fiFreeze, 0) == nil
 	if !frozen {
 		// Not a mount (or no freeze support): at least flush it.
@@ -177,6 +180,31 @@ func copyFrozen(ctx context.Context, mnt, src, dst string) error {
 		return fmt.Errorf("copying layer image: %w: %s", cerr, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// thawLayer ends a freeze of the layer filesystem mounted at dir/layer, if
+// any, and reports whether there was one. copyFrozen freezes the layer of
+// a stopped sandbox while it copies the image; a daemon SIGKILLed in that
+// window leaves it frozen, and a sandbox restored on it then blocks on its
+// first write to disk (seen with a fork parent after such a kill).
+func thawLayer(dir string) (bool, error) {
+	mnt := filepath.Join(dir, layerDir)
+	if !isMountPoint(mnt) {
+		return false, nil
+	}
+	f, err := os.Open(mnt)
+	if err != nil {
+		return false, fmt.Errorf("opening layer: %w", err)
+	}
+	defer f.Close()
+	switch err := unix.IoctlSetInt(int(f.Fd()), fiThaw, 0); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EINVAL): // not frozen
+		return false, nil
+	default:
+		return false, fmt.Errorf("thawing layer: %w", err)
+	}
 }
 
 // FIFREEZE/FITHAW ioctls (_IOWR('X', 119/120, int)); not in x/sys/unix.

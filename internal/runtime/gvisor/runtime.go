@@ -361,6 +361,13 @@ func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 	if err := r.waitDeleted(ctx, id); err != nil {
 		return err
 	}
+	if dir != "" && filepath.IsAbs(dir) {
+		// A frozen layer (daemon killed mid-copy) would block the sandbox's
+		// exit and the unmount below.
+		if _, err := thawLayer(filepath.Clean(dir)); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	t0 := time.Now()
 	if _, err := r.exec(ctx, "kill", id, "KILL"); err != nil && !notFound(err) {
 		// Usually "not running" for a stopped container; delete --force
