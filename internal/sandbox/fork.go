@@ -213,8 +213,16 @@ func (m *Manager) restoreParent(ctx context.Context, cp runtime.Checkpointer, id
 	if err == nil {
 		return nil
 	}
-	m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
 	m.mu.Lock()
+	if m.sandboxes[id] != e {
+		// Killed while it was being restored (Kill removes the entry and
+		// then the runtime state under this restore): nothing to keep, and
+		// its store row must not come back.
+		m.mu.Unlock()
+		m.log.Info("fork parent killed while it was being restored", "sandbox", id, "restore_err", err)
+		return err
+	}
+	m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
 	e.rec.State = StatePaused
 	if e.timer != nil {
 		e.timer.Stop()

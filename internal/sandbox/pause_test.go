@@ -28,6 +28,9 @@ type ckRuntime struct {
 	failCk      bool
 	// ckHook, when set, runs at the start of Checkpoint (without mu).
 	ckHook func(id string)
+	// restoreHook, when set, runs at the start of Restore (without mu);
+	// its error is Restore's.
+	restoreHook func(id string) error
 }
 
 func (r *ckRuntime) Checkpoint(ctx context.Context, id, dir, imageDir string) error {
@@ -50,6 +53,14 @@ func (r *ckRuntime) Checkpoint(ctx context.Context, id, dir, imageDir string) er
 }
 
 func (r *ckRuntime) Restore(ctx context.Context, spec runtime.Spec, imageDir string) error {
+	r.mu.Lock()
+	hook := r.restoreHook
+	r.mu.Unlock()
+	if hook != nil {
+		if err := hook(spec.ID); err != nil {
+			return err
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, err := os.Stat(filepath.Join(imageDir, "checkpoint.img")); err != nil {
@@ -318,5 +329,54 @@ func TestReaperSparesSandboxBeingCheckpointed(t *testing.T) {
 	}
 	if got.State != sandbox.StateRunning && got.State != sandbox.StatePaused {
 		t.Fatalf("parent state %q", got.State)
+	}
+}
+
+// TestForkParentKilledDuringItsRestore: a fork parent killed while it is
+// being restored in the background (its restore then fails) stays killed:
+// no paused store row comes back for it.
+func TestForkParentKilledDuringItsRestore(t *testing.T) {
+	t.Parallel()
+	env, crt := forkEnvRuntime(t, false)
+	rt := crt.ckRuntime
+	ctx := context.Background()
+	sb, err := env.Manager.Create(ctx, sandbox.CreateRequest{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inRestore := make(chan struct{})
+	release := make(chan struct{})
+	rt.mu.Lock()
+	rt.restoreHook = func(id string) error {
+		if id != sb.ID {
+			return nil // the child
+		}
+		close(inRestore)
+		<-release
+		return sandboxtest.ErrBoom // as runsc does once Kill removed its state
+	}
+	rt.mu.Unlock()
+	if _, err := env.Manager.Fork(ctx, sb.ID, 1, time.Minute); err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	select {
+	case <-inRestore:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parent's restore never started")
+	}
+	if err := env.Manager.Kill(ctx, sb.ID); err != nil {
+		t.Fatalf("kill during the parent's restore: %v", err)
+	}
+	close(release)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := env.Manager.Close(cctx); err != nil { // waits for the restore goroutine
+		t.Fatal(err)
+	}
+	if env.Store.Has(sb.ID) {
+		t.Fatal("the killed fork parent's store row came back (as paused)")
+	}
+	if _, err := env.Manager.Get(sb.ID); !sandbox.IsNotFound(err) {
+		t.Fatalf("killed parent: Get = %v, want not found", err)
 	}
 }
