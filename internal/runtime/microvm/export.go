@@ -15,9 +15,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/mountinfo"
 )
 
 // qcow2 header fields read by checkOverlay (QEMU's docs/interop/qcow2.txt).
@@ -151,21 +152,12 @@ func checkOverlay(path string) error {
 // layer images mounted in a sandbox dir by a daemon that died before it
 // unmounted them must not stop the dir's removal.
 func unmountUnder(dir string) error {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	all, err := mountinfo.Under(dir)
 	if err != nil {
-		return fmt.Errorf("reading mountinfo: %w", err)
+		return err
 	}
-	prefix := filepath.Clean(dir) + "/"
-	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		if p := unescapeMount(f[4]); strings.HasPrefix(p, prefix) {
-			points = append(points, p)
-		}
-	}
+	dir = filepath.Clean(dir)
+	points := slices.DeleteFunc(all, func(p string) bool { return p == dir })
 	// Longest first: children before their parents.
 	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
 	var errs []error
@@ -175,23 +167,4 @@ func unmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// unescapeMount decodes mountinfo's octal escapes (\040 for a space, …).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var out strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				out.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		out.WriteByte(s[i])
-	}
-	return out.String()
 }
