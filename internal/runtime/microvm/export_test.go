@@ -52,18 +52,8 @@ func TestExportRootDisk(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const id = "mvmtestexport"
-	ep := sandboxNet(t, ctx, id)
-	r := newRuntime(t)
-	dir := filepath.Join(t.TempDir(), "sb", id)
-	spec := runtime.Spec{ID: id, RootFS: fixture.rootfs, Dir: dir, NetNSPath: ep.NetNSPath, AgentPath: fixture.agent,
-		Resources: runtime.Resources{MemoryMB: 256}}
-	if err := r.Start(ctx, spec); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() { _ = r.Destroy(context.Background(), id, dir) })
-	if err := waitAgent(ctx, r, id, ep.GuestIP); err != nil {
-		t.Fatalf("%v\nconsole:\n%s", err, logTail(ConsolePath(dir), 4096))
-	}
+	r, ep, spec := bootVM(t, ctx, runtime.Spec{ID: id, Resources: runtime.Resources{MemoryMB: 256}})
+	dir := spec.Dir
 	if out, code := guestRun(t, ctx, ep.GuestIP, "echo from-guest > /exported.txt && rm /etc/passwd && sync"); code != 0 {
 		t.Fatalf("guest write: %q (exit %d)", out, code)
 	}

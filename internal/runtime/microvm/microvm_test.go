@@ -126,6 +126,26 @@ func envOr(k, def string) string {
 
 // sandboxNet sets up one sandbox network with the real network manager,
 // under the test prefix and subnet (AIRLOCK_TEST_NET_PREFIX/SUBNET).
+// bootVM starts a microVM for spec (the test sets ID and what it checks;
+// Dir, NetNSPath, RootFS and AgentPath are filled in), waits for its agent
+// and destroys it at cleanup. It returns the runtime, the sandbox's network
+// and the spec it started.
+func bootVM(t *testing.T, ctx context.Context, spec runtime.Spec) (*Runtime, *network.Endpoint, runtime.Spec) {
+	t.Helper()
+	ep := sandboxNet(t, ctx, spec.ID)
+	r := newRuntime(t)
+	spec.Dir = filepath.Join(t.TempDir(), "sb", spec.ID)
+	spec.NetNSPath, spec.RootFS, spec.AgentPath = ep.NetNSPath, fixture.rootfs, fixture.agent
+	if err := r.Start(ctx, spec); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Destroy(context.Background(), spec.ID, spec.Dir) })
+	if err := waitAgent(ctx, r, spec.ID, ep.GuestIP); err != nil {
+		t.Fatalf("%v\nconsole:\n%s", err, logTail(ConsolePath(spec.Dir), 4096))
+	}
+	return r, ep, spec
+}
+
 func sandboxNet(t *testing.T, ctx context.Context, id string) *network.Endpoint {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
@@ -218,21 +238,9 @@ func TestBootGuestKernelJailAndCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const id = "mvmtest1"
-	ep := sandboxNet(t, ctx, id)
-	r := newRuntime(t)
-	dir := filepath.Join(t.TempDir(), "sb", id)
-	spec := runtime.Spec{
-		ID: id, RootFS: fixture.rootfs, Dir: dir, NetNSPath: ep.NetNSPath, AgentPath: fixture.agent,
-		Hostname: "vmhost", Nameservers: []string{"10.0.0.53"}, Env: []string{"AIRLOCK_TEST_VAR=hello"},
-		Resources: runtime.Resources{CPUCount: 1, MemoryMB: 256, DiskMB: 64},
-	}
-	if err := r.Start(ctx, spec); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() { _ = r.Destroy(context.Background(), id, dir) })
-	if err := waitAgent(ctx, r, id, ep.GuestIP); err != nil {
-		t.Fatalf("%v\nconsole:\n%s", err, logTail(ConsolePath(dir), 4096))
-	}
+	r, ep, spec := bootVM(t, ctx, runtime.Spec{ID: id, Hostname: "vmhost", Nameservers: []string{"10.0.0.53"}, Env: []string{"AIRLOCK_TEST_VAR=hello"},
+		Resources: runtime.Resources{CPUCount: 1, MemoryMB: 256, DiskMB: 64}})
+	dir := spec.Dir
 
 	checks := []struct{ cmd, want string }{
 		{"uname -r", fixture.release},
@@ -401,18 +409,8 @@ func TestCheckpointRestore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const id = "mvmtest2"
-	ep := sandboxNet(t, ctx, id)
-	r := newRuntime(t)
-	dir := filepath.Join(t.TempDir(), "sb", id)
-	spec := runtime.Spec{ID: id, RootFS: fixture.rootfs, Dir: dir, NetNSPath: ep.NetNSPath, AgentPath: fixture.agent,
-		Resources: runtime.Resources{MemoryMB: 256}}
-	if err := r.Start(ctx, spec); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() { _ = r.Destroy(context.Background(), id, dir) })
-	if err := waitAgent(ctx, r, id, ep.GuestIP); err != nil {
-		t.Fatalf("%v\nconsole:\n%s", err, logTail(ConsolePath(dir), 4096))
-	}
+	r, ep, spec := bootVM(t, ctx, runtime.Spec{ID: id, Resources: runtime.Resources{MemoryMB: 256}})
+	dir := spec.Dir
 	pid, _ := guestRun(t, ctx, ep.GuestIP, "sleep 1000 >/dev/null 2>&1 & echo $!; echo kept > /tmp/kept")
 	img := filepath.Join(dir, "checkpoint")
 	t0 := time.Now()
@@ -457,17 +455,8 @@ func TestGuestPanicIsReported(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const id = "mvmtest3"
-	ep := sandboxNet(t, ctx, id)
-	r := newRuntime(t)
-	dir := filepath.Join(t.TempDir(), "sb", id)
-	spec := runtime.Spec{ID: id, RootFS: fixture.rootfs, Dir: dir, NetNSPath: ep.NetNSPath, AgentPath: fixture.agent}
-	if err := r.Start(ctx, spec); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() { _ = r.Destroy(context.Background(), id, dir) })
-	if err := waitAgent(ctx, r, id, ep.GuestIP); err != nil {
-		t.Fatalf("%v\nconsole:\n%s", err, logTail(ConsolePath(dir), 4096))
-	}
+	r, ep, spec := bootVM(t, ctx, runtime.Spec{ID: id})
+	dir := spec.Dir
 	c := processpbconnect.NewProcessClient(http.DefaultClient, "http://"+netip.AddrPortFrom(ep.GuestIP, 49983).String(), connect.WithProtoJSON())
 	req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", "kill -ABRT 1"}}})
 	req.Header().Set("Authorization", "Basic cm9vdDo=")
