@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb/filesystempbconnect"
+	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
 )
 
@@ -49,6 +50,27 @@ func (c *Client) agentHTTP(id, token string) *http.Client {
 // process service of sandbox id's agent; token is its envdAccessToken.
 func (c *Client) Process(id, token string) processpbconnect.ProcessClient {
 	return processpbconnect.NewProcessClient(c.agentHTTP(id, token), c.baseURL, connect.WithProtoJSON())
+}
+
+// RunShell runs `/bin/sh -c script` as root in sandbox id, discarding its
+// output, and returns its exit code once it ends.
+func (c *Client) RunShell(ctx context.Context, id, token, script string) (int, error) {
+	req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}})
+	req.Header().Set("Authorization", "Basic cm9vdDo=") // root:
+	stream, err := c.Process(id, token).Start(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		if end := stream.Msg().GetEvent().GetEnd(); end != nil {
+			return int(end.GetExitCode()), nil
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("the process stream of sandbox %s ended without an exit code", id)
 }
 
 // Filesystem returns a Connect client for the filesystem service of sandbox

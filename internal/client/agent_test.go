@@ -221,3 +221,33 @@ func TestProcessStartRawWire(t *testing.T) {
 		t.Fatalf("request JSON = %v, want proto3 JSON with process.cmd", gotReq)
 	}
 }
+
+// fakeShell answers Start of `/bin/sh -c <script>` run as root with some
+// output and exit code 3.
+type fakeShell struct {
+	processpbconnect.UnimplementedProcessHandler
+}
+
+func (fakeShell) Start(ctx context.Context, req *connect.Request[processpb.StartRequest], stream *connect.ServerStream[processpb.StartResponse]) error {
+	cfg := req.Msg.GetProcess()
+	if cfg.GetCmd() != "/bin/sh" || strings.Join(cfg.GetArgs(), " ") != "-c exit 3" || req.Header().Get("Authorization") != "Basic cm9vdDo=" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("unexpected process config or user"))
+	}
+	_ = stream.Send(&processpb.StartResponse{Event: &processpb.ProcessEvent{Event: &processpb.ProcessEvent_Data{Data: &processpb.ProcessEvent_DataEvent{Output: &processpb.ProcessEvent_DataEvent_Stdout{Stdout: []byte("out\n")}}}}})
+	return stream.Send(&processpb.StartResponse{Event: &processpb.ProcessEvent{Event: &processpb.ProcessEvent_End{End: &processpb.ProcessEvent_EndEvent{ExitCode: 3, Exited: true}}}})
+}
+
+func TestRunShell(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle(processpbconnect.NewProcessHandler(fakeShell{}))
+	srv := httptest.NewServer(agentGate(t, mux))
+	t.Cleanup(srv.Close)
+	c := New(srv.URL, testKey)
+	code, err := c.RunShell(ctxT(t), "isb", "tok", "exit 3")
+	if err != nil || code != 3 {
+		t.Fatalf("RunShell = %d, %v; want exit code 3", code, err)
+	}
+	if _, err := c.RunShell(ctxT(t), "isb", "wrong-token", "exit 3"); err == nil {
+		t.Fatal("RunShell with a wrong token succeeded")
+	}
+}

@@ -22,10 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/airlock-sandbox/airlock/internal/client"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
 )
 
 const install = "apt-get update -qq && apt-get install -y -qq --no-install-recommends cowsay >/dev/null && rm -rf /var/lib/apt/lists/*"
@@ -141,23 +138,12 @@ func baseline(ctx context.Context, c *client.Client) (time.Duration, error) {
 		return 0, err
 	}
 	defer func() { _ = c.KillSandbox(ctx, sb.SandboxID) }()
-	p := c.Process(sb.SandboxID, sb.EnvdAccessToken)
-	req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", install}}})
-	req.Header().Set("Authorization", "Basic cm9vdDo=") // root:
-	stream, err := p.Start(ctx, req)
+	code, err := c.RunShell(ctx, sb.SandboxID, sb.EnvdAccessToken, install)
 	if err != nil {
 		return 0, err
 	}
-	for stream.Receive() {
-		if end := stream.Msg().GetEvent().GetEnd(); end != nil {
-			if end.GetExitCode() != 0 {
-				return 0, fmt.Errorf("install exited %d", end.GetExitCode())
-			}
-			break
-		}
-	}
-	if err := stream.Err(); err != nil {
-		return 0, err
+	if code != 0 {
+		return 0, fmt.Errorf("install exited %d", code)
 	}
 	_ = c.KillSandbox(ctx, sb.SandboxID)
 	return time.Since(start), nil

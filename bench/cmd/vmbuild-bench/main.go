@@ -19,10 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/airlock-sandbox/airlock/internal/client"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
 )
 
 const runCmd = `echo built > made.txt && ln -s made.txt link.txt && echo extra >> /etc/motd && rm -f /etc/issue.net && rm -rf /usr/share/doc/debconf`
@@ -102,23 +99,12 @@ func baseline(ctx context.Context, c *client.Client) (time.Duration, error) {
 		return 0, err
 	}
 	defer func() { _ = c.KillSandbox(ctx, sb.SandboxID) }()
-	p := c.Process(sb.SandboxID, sb.EnvdAccessToken)
-	req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", "mkdir -p /opt/bench && cd /opt/bench && " + runCmd}}})
-	req.Header().Set("Authorization", "Basic cm9vdDo=") // root:
-	stream, err := p.Start(ctx, req)
+	code, err := c.RunShell(ctx, sb.SandboxID, sb.EnvdAccessToken, "mkdir -p /opt/bench && cd /opt/bench && "+runCmd)
 	if err != nil {
 		return 0, err
 	}
-	for stream.Receive() {
-		if end := stream.Msg().GetEvent().GetEnd(); end != nil {
-			if end.GetExitCode() != 0 {
-				return 0, fmt.Errorf("command exited %d", end.GetExitCode())
-			}
-			break
-		}
-	}
-	if err := stream.Err(); err != nil {
-		return 0, err
+	if code != 0 {
+		return 0, fmt.Errorf("command exited %d", code)
 	}
 	if err := c.KillSandbox(ctx, sb.SandboxID); err != nil {
 		return 0, err
