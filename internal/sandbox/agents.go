@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
 // AgentsInUse lists the agent binaries that something restorable refers
@@ -59,4 +61,18 @@ func (m *Manager) AgentsInUse(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// agentOf is the agent binary the sandbox rec (or the sandbox a snapshot
+// was taken of) runs and must be restored with: the one recorded at its
+// create, or the current one for records from before agents were recorded.
+func (m *Manager) agentOf(rec *store.Sandbox) (string, error) {
+	a := decodeExtra(rec.Extra).Agent
+	if a == "" || a == m.cfg.AgentPath {
+		return m.cfg.AgentPath, nil
+	}
+	if _, err := os.Stat(a); err != nil {
+		return "", fmt.Errorf("the agent binary the saved sandbox ran is gone; it cannot be restored: %w", err)
+	}
+	return a, nil
 }

@@ -397,17 +397,3 @@ func (m *Manager) readdress(ctx context.Context, id string, slot int) error {
 	}
 	return nil
 }
-
-// agentOf is the agent binary the sandbox rec (or the sandbox a snapshot
-// was taken of) runs and must be restored with: the one recorded at its
-// create, or the current one for records from before agents were recorded.
-func (m *Manager) agentOf(rec *store.Sandbox) (string, error) {
-	a := decodeExtra(rec.Extra).Agent
-	if a == "" || a == m.cfg.AgentPath {
-		return m.cfg.AgentPath, nil
-	}
-	if _, err := os.Stat(a); err != nil {
-		return "", fmt.Errorf("the agent binary the saved sandbox ran is gone; it cannot be restored: %w", err)
-	}
-	return a, nil
-}
