@@ -65,14 +65,14 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 		// A boot-snapshot or template-build sandbox of a crashed daemon is
 		// never re-attached: the operation that owned it died with the
 		// daemon (a build's scratch root filesystem is removed at start).
-		boot := row.Metadata[internalKey] == internalBoot || row.Metadata[BuildKey] != ""
-		if !boot && row.State == StateRunning && (err != nil || st != runtime.StateRunning) && nsIDs[row.ID] && ipErr == nil &&
+		orphaned := row.Metadata[internalKey] == internalBoot || row.Metadata[BuildKey] != ""
+		if !orphaned && row.State == StateRunning && (err != nil || st != runtime.StateRunning) && nsIDs[row.ID] && ipErr == nil &&
 			m.hasCheckpoint(row.ID) && m.resumeInterrupted(ctx, row, ip) {
 			m.reapplyPolicy(ctx, row)
 			rep.Reattached = append(rep.Reattached, row.ID)
 			continue
 		}
-		alive := err == nil && st == runtime.StateRunning && nsIDs[row.ID] && ipErr == nil && !boot
+		alive := err == nil && st == runtime.StateRunning && nsIDs[row.ID] && ipErr == nil && !orphaned
 		if alive && row.State == StateRunning && !m.thawInterrupted(ctx, row, ip) {
 			alive = false
 		}
