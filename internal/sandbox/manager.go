@@ -409,10 +409,7 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 	}
 	host := ep.GuestIP.String()
 	waitStart := time.Now()
-	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
-	err = m.agent.waitHealthy(hctx, host)
-	cancel()
-	if err != nil {
+	if err := m.waitAgent(ctx, id, dir, host); err != nil {
 		return nil, fmt.Errorf("agent did not become healthy: %w", err)
 	}
 	log.Debug("agent healthy", "wait", time.Since(waitStart))
@@ -758,4 +755,21 @@ func (m *Manager) KillAll(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// waitAgent waits up to AgentReadyTimeout for the agent of sandbox id (its
+// runtime dir and guest address) to answer /health, watching the runtime
+// meanwhile: a VMM or sandbox that exits fails the wait at once with the
+// runtime's reason and the tail of its console or agent log
+// (runtime.WaitReady).
+func (m *Manager) waitAgent(ctx context.Context, id, dir, host string) error {
+	var logPath string
+	if al, ok := m.cfg.Runtime.(runtime.AgentLogger); ok && dir != "" {
+		logPath = al.AgentLog(dir)
+	}
+	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
+	defer cancel()
+	return runtime.WaitReady(hctx, m.cfg.Runtime, id, logPath, 0, func(ctx context.Context) error {
+		return m.agent.waitHealthy(ctx, host)
+	})
 }

@@ -284,10 +284,7 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if err := cp.Signal(ctx, id, syscall.SIGUSR1); err != nil { // the agent listens again
 		return nil, fmt.Errorf("waking the agent of %s: %w", id, err)
 	}
-	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
-	err = m.agent.waitHealthy(hctx, ip.String())
-	cancel()
-	if err != nil {
+	if err := m.waitAgent(ctx, id, spec.Dir, ip.String()); err != nil {
 		// Left paused: the image is still there and Restore deletes the
 		// half-started container before trying again.
 		return nil, fmt.Errorf("resumed agent of %s is not healthy: %w", id, err)
