@@ -140,8 +140,11 @@ type CreateRequest struct {
 	AllowInternet *bool
 	// Secure generates an envd access token.
 	Secure bool
-	// AutoPause asks for pause instead of kill on timeout.
-	AutoPause bool
+	// AutoPause asks for pause instead of kill on timeout;
+	// AutoPauseDiskOnly makes that pause keep only the disk (E2B's
+	// lifecycle keepMemory: false, autoPauseMemory in the create body).
+	AutoPause         bool
+	AutoPauseDiskOnly bool
 	// RootFS, when set, is used instead of resolving TemplateID (internal:
 	// the template builder runs build steps on intermediate layers).
 	RootFS string
@@ -307,7 +310,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 	if req.Timeout > m.cfg.MaxTimeout {
 		return nil, userErrorf(http.StatusBadRequest, "timeout cannot be greater than %d seconds", int(m.cfg.MaxTimeout.Seconds()))
 	}
-	if req.AutoPause || req.AutoResume {
+	if req.AutoPause && req.AutoPauseDiskOnly {
+		if _, err := m.rebooter(); err != nil {
+			return nil, err
+		}
+	} else if req.AutoPause || req.AutoResume {
 		if _, err := m.checkpointer(); err != nil {
 			return nil, err
 		}
@@ -439,7 +446,7 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 	}
 
 	now := time.Now().UTC()
-	x := newExtra(req.AutoResume, req.Egress)
+	x := newExtra(req)
 	x.Agent = m.cfg.AgentPath
 	rec := store.Sandbox{
 		ID:            id,
