@@ -195,4 +195,3 @@ func (m *Manager) resumeDisk(ctx context.Context, id string, e *entry, timeout t
 	m.log.Info("sandbox resumed from its disk (fresh boot)", "sandbox", id, "elapsed", time.Since(start))
 	return sb, nil
 }
-

@@ -56,6 +56,23 @@ func TestCheckKillsLargestOverLimit(t *testing.T) {
 	if _, ok := g.Killed(41); ok {
 		t.Error("Killed(41) for a process left alone")
 	}
+	// A /proc/meminfo well below the limit skips the scan; near it, the
+	// processes are looked at.
+	low := "MemTotal:       1048576 kB\nMemFree:  1000000 kB\nMemAvailable:   1000000 kB\n"
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(low), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	killed = nil
+	if k := g.Check(); k != nil || len(killed) != 0 {
+		t.Fatalf("meminfo far below the limit: killed %v", killed)
+	}
+	high := "MemTotal:       1048576 kB\nMemAvailable:   900000 kB\n" // 145 MiB used
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(high), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if k := g.Check(); k == nil || k.PID != 40 {
+		t.Fatalf("meminfo near the limit: kill %+v, want python3 (40)", k)
+	}
 	// oom_score_adj -1000 exempts a process.
 	g.proc = fakeProc(t, map[int][2]any{50: {"server", 80 << 10}, 51: {"worker", 30 << 10}})
 	if err := os.WriteFile(filepath.Join(g.proc, "50", "oom_score_adj"), []byte("-1000\n"), 0o644); err != nil {
@@ -67,6 +84,11 @@ func TestCheckKillsLargestOverLimit(t *testing.T) {
 }
 
 func TestFromEnv(t *testing.T) {
+	// The gVisor runtime sets this name in the sandbox's environment
+	// (internal/runtime/gvisor/bundle.go, oomGuardEnv).
+	if EnvLimit != "AIRLOCK_OOM_GUARD_MB" {
+		t.Fatalf("EnvLimit = %q: the gVisor runtime sets AIRLOCK_OOM_GUARD_MB", EnvLimit)
+	}
 	t.Setenv(EnvLimit, "")
 	if FromEnv(quiet()) != nil {
 		t.Error("guard on without a limit")

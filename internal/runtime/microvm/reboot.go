@@ -153,4 +153,3 @@ func readConfigDisk(path string) (GuestConfig, error) {
 	}
 	return cfg, nil
 }
-
