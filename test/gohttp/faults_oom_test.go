@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,6 +102,11 @@ while True:
 		}
 		if !waitFor(30*time.Second, time.Second, func() bool { return e.gone(t, s.SandboxID) }) {
 			t.Error("sandbox still listed after it was stopped at its memory limit")
+		}
+		// Counted as an unexpected stop for memory in the daemon's metrics.
+		m := e.api(t, "GET", "/metrics", nil)
+		if !regexp.MustCompile(`airlock_sandbox_unexpected_stops_total\{reason="memory"\} [1-9]`).Match(m.body) {
+			t.Errorf("/metrics (%d) counts no unexpected stop for memory", m.status)
 		}
 	})
 }
