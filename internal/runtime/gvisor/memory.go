@@ -18,18 +18,11 @@ import (
 // by then sized the guest from the bundle's limit and (re)applied that
 // limit to the cgroup, so the result is always bundle + headroom.
 func raiseHostMemory(id, dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return fmt.Errorf("reading the bundle of %s: %w", id, err)
+	bl, ok := bundleMemoryLimit(dir)
+	if !ok {
+		return fmt.Errorf("no memory limit in the bundle of %s", id)
 	}
-	var s specs.Spec
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("parsing the bundle of %s: %w", id, err)
-	}
-	if s.Linux == nil || s.Linux.Resources == nil || s.Linux.Resources.Memory == nil || s.Linux.Resources.Memory.Limit == nil {
-		return nil
-	}
-	limit := strconv.FormatInt(*s.Linux.Resources.Memory.Limit+oomGuardHeadroom, 10)
+	limit := strconv.FormatUint(bl+oomGuardHeadroom, 10)
 	cg := cgroupsPath(id)
 	for _, f := range []string{
 		filepath.Join("/sys/fs/cgroup/memory", cg, "memory.limit_in_bytes"), // v1
@@ -44,4 +37,25 @@ func raiseHostMemory(id, dir string) error {
 		return nil
 	}
 	return nil // no memory cgroup (runsc --ignore-cgroups): nothing to raise
+}
+
+// bundleMemoryLimit is the host memory limit the sandbox's bundle in dir
+// sets (guest memory + hostMemoryOverhead).
+func bundleMemoryLimit(dir string) (uint64, bool) {
+	if dir == "" {
+		return 0, false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return 0, false
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return 0, false
+	}
+	if s.Linux == nil || s.Linux.Resources == nil || s.Linux.Resources.Memory == nil ||
+		s.Linux.Resources.Memory.Limit == nil || *s.Linux.Resources.Memory.Limit <= 0 {
+		return 0, false
+	}
+	return uint64(*s.Linux.Resources.Memory.Limit), true
 }
