@@ -199,6 +199,19 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
     })
   })
 
+  it('lists contexts in creation order: the defaults first, then the user\'s', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const made = []
+      for (const language of ['python', 'bash', 'js', 'python', 'bash']) {
+        made.push((await sbx.createCodeContext({ language })).id)
+      }
+      const listed = await sbx.listCodeContexts()
+      assert.deepEqual(listed.slice(0, 2).map((c) => c.language), ['python', 'javascript'], JSON.stringify(listed))
+      assert.deepEqual(listed.slice(2).map((c) => c.id), made)
+      assert.equal(listed.length, 2 + made.length)
+    })
+  })
+
   it('per-execution env vars are visible only in that execution', { timeout: TEST_TIMEOUT }, async () => {
     await withSandbox(async (sbx) => {
       const v = `val-${uniq()}`

@@ -46,6 +46,9 @@ type Server struct {
 	contexts map[string]*entry
 	defaults map[string]*entry // language → default context
 	creating map[string]chan struct{}
+	// seq numbers contexts in the order they were registered, which is the
+	// order GET /contexts lists them in.
+	seq uint64
 }
 
 type entry struct {
@@ -53,6 +56,7 @@ type entry struct {
 	Language string `json:"language"`
 	Cwd      string `json:"cwd"`
 
+	seq    uint64
 	kernel Kernel
 	// mu serializes executions in this context and guards envApplied.
 	mu         sync.Mutex
@@ -156,12 +160,19 @@ func (s *Server) newContext(ctx context.Context, language, cwd string) (*entry, 
 	}
 	e := &entry{ID: newID(), Language: language, Cwd: cwd, kernel: k, envApplied: global}
 	s.mu.Lock()
-	s.contexts[e.ID] = e
+	s.addLocked(e)
 	s.mu.Unlock()
 	return e, nil
 }
 
 var errUnsupported = errors.New("unsupported language")
+
+// addLocked registers e as the newest context. s.mu must be held.
+func (s *Server) addLocked(e *entry) {
+	s.seq++
+	e.seq = s.seq
+	s.contexts[e.ID] = e
+}
 
 // defaultContext returns (creating once) the default context of a language.
 func (s *Server) defaultContext(ctx context.Context, language string) (*entry, error) {
@@ -444,7 +455,9 @@ func (s *Server) handleListContexts(w http.ResponseWriter, r *http.Request) {
 		out = append(out, e)
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	// Creation order: the defaults (registered at start) first, then the
+	// user's contexts, as E2B lists them.
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	writeJSON(w, http.StatusOK, out)
 }
 

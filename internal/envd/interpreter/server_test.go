@@ -258,3 +258,52 @@ func TestContextsAPI(t *testing.T) {
 	resp.Body.Close()
 	_ = os.Getpid()
 }
+
+// createContext creates a context through the API and returns its id.
+func createContext(t *testing.T, u, body string) string {
+	t.Helper()
+	resp, err := http.Post(u+"/contexts", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		msg, _ := io.ReadAll(resp.Body)
+		t.Fatalf("create context %s: %d %s", body, resp.StatusCode, msg)
+	}
+	var c struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c.ID
+}
+
+// listContexts returns the ids GET /contexts answers, in its order.
+func listContexts(t *testing.T, u string) []string {
+	t.Helper()
+	resp, err := http.Get(u + "/contexts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var cs []struct{ ID, Language string }
+	if err := json.NewDecoder(resp.Body).Decode(&cs); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+func TestContextsListedInCreationOrder(t *testing.T) {
+	_, ts := newTestServer(t)
+	var want []string
+	for range 6 {
+		want = append(want, createContext(t, ts.URL, `{"language":"bash"}`))
+	}
+	if got := listContexts(t, ts.URL); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("listed %v, created %v", got, want)
+	}
+}
