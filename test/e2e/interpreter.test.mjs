@@ -53,7 +53,7 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       assert.equal(ex.text, '42')
       assert.equal(ex.results.length, 1)
       assert.equal(ex.results[0].isMainResult, true)
-      assert.ok(ex.executionCount >= 2, `executionCount ${ex.executionCount}`)
+      assert.equal(ex.executionCount, 2, `executionCount ${ex.executionCount}`)
 
       const other = await Sandbox.connect(sbx.sandboxId)
       assert.notEqual(other, sbx)
@@ -210,6 +210,19 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       assert.deepEqual(listed.slice(2).map((c) => c.id), made)
       assert.equal(listed.length, 2 + made.length)
     })
+  })
+
+  it('the first cell in the default context is execution 1 (no hidden warm-up cell is counted)', { timeout: TEST_TIMEOUT }, async () => {
+    // A default create comes from the boot snapshot (or the warm pool), a
+    // secure one without public traffic boots cold: both start at 1.
+    for (const opts of [{}, { secure: true, network: { allowPublicTraffic: false } }]) {
+      await withSandbox(async (sbx) => {
+        const first = await ok(sbx, '6 * 7')
+        assert.equal(first.executionCount, 1, `options ${JSON.stringify(opts)}`)
+        assert.equal((await ok(sbx, 'x = 1')).executionCount, 2)
+        assert.equal((await ok(sbx, 'x')).executionCount, 3)
+      }, opts)
+    }
   })
 
   it('per-execution env vars are visible only in that execution', { timeout: TEST_TIMEOUT }, async () => {

@@ -245,6 +245,11 @@ type executeRequest struct {
 	ContextID *string           `json:"context_id"`
 	Language  *string           `json:"language"`
 	EnvVars   map[string]string `json:"env_vars"`
+	// Silent (an Airlock extension, used by the daemon to warm a context
+	// before a boot snapshot) runs the code like Jupyter's silent
+	// execute_request: no results, and the execution count is not advanced,
+	// so the user's first cell is still number 1.
+	Silent bool `json:"silent"`
 }
 
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
@@ -424,11 +429,18 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, e *entry, req e
 			}
 		}
 	}()
-	err := e.kernel.Execute(r.Context(), req.Code, req.EnvVars, func(o Output) {
-		if rec := outputRecord(o); rec != nil {
-			lw.write(rec)
-		}
-	})
+	var err error
+	if jk, ok := e.kernel.(*jupyterKernel); ok && req.Silent {
+		jk.mu.Lock()
+		err = jk.runSilent(r.Context(), req.Code)
+		jk.mu.Unlock()
+	} else {
+		err = e.kernel.Execute(r.Context(), req.Code, req.EnvVars, func(o Output) {
+			if rec := outputRecord(o); rec != nil && !(req.Silent && o.Type == "result") {
+				lw.write(rec)
+			}
+		})
+	}
 	close(stopKA)
 	<-kaDone
 	switch {

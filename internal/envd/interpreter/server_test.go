@@ -307,3 +307,33 @@ func TestContextsListedInCreationOrder(t *testing.T) {
 		t.Fatalf("listed %v, created %v", got, want)
 	}
 }
+
+func executionCount(recs []rec) float64 {
+	for _, r := range recs {
+		if r["type"] == "number_of_executions" {
+			n, _ := r["execution_count"].(float64)
+			return n
+		}
+	}
+	return -1
+}
+
+func TestSilentExecutionDoesNotCount(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel")
+	_, ts := newTestServer(t)
+	for range 2 {
+		out := run(t, ts.URL, rec{"code": "warm = 5\nwarm", "silent": true})
+		for _, r := range out {
+			if r["type"] == "result" || r["type"] == "number_of_executions" || r["type"] == "error" {
+				t.Fatalf("silent execution produced %v", out)
+			}
+		}
+	}
+	out := run(t, ts.URL, rec{"code": "warm + 1"})
+	if mainText(out) != "6" || executionCount(out) != 1 {
+		t.Fatalf("first visible cell after silent ones: %v", out)
+	}
+	if n := executionCount(run(t, ts.URL, rec{"code": "2"})); n != 2 {
+		t.Fatalf("second cell has execution_count %v", n)
+	}
+}
