@@ -225,6 +225,20 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
     }
   })
 
+  it('the default python and javascript contexts are listed as soon as create returns', { timeout: TEST_TIMEOUT }, async () => {
+    // secure + no public traffic: never from the boot snapshot, a cold boot.
+    for (const opts of [{ secure: true, network: { allowPublicTraffic: false } }, {}]) {
+      await withSandbox(async (sbx) => {
+        const listed = await sbx.listCodeContexts()
+        assert.deepEqual(listed.map((c) => c.language), ['python', 'javascript'], `options ${JSON.stringify(opts)}: ${JSON.stringify(listed)}`)
+        assert.ok(listed.every((c) => c.cwd === '/home/user' && c.id))
+        // Both are usable by id.
+        assert.equal((await ok(sbx, '6 * 7', { context: listed[0] })).text, '42')
+        assert.equal((await ok(sbx, '6 * 7', { context: listed[1] })).text, '42')
+      }, opts)
+    }
+  })
+
   it('per-execution env vars are visible only in that execution', { timeout: TEST_TIMEOUT }, async () => {
     await withSandbox(async (sbx) => {
       const v = `val-${uniq()}`

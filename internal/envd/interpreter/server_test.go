@@ -337,3 +337,31 @@ func TestSilentExecutionDoesNotCount(t *testing.T) {
 		t.Fatalf("second cell has execution_count %v", n)
 	}
 }
+
+func TestDefaultContextsListedAtOnce(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel")
+	needTool(t, "node", "--version")
+	s, ts := newTestServer(t)
+	s.StartDefaults(context.Background())
+	// Listed before their kernels run: no waiting.
+	resp, err := http.Get(ts.URL + "/contexts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []struct{ ID, Language, Cwd string }
+	err = json.NewDecoder(resp.Body).Decode(&cs)
+	resp.Body.Close()
+	if err != nil || len(cs) != 2 || cs[0].Language != "python" || cs[1].Language != "javascript" {
+		t.Fatalf("contexts right after start: %+v (%v)", cs, err)
+	}
+	// An execution in a listed default waits for its kernel.
+	if got := mainText(run(t, ts.URL, rec{"code": "40 + 2", "context_id": cs[0].ID})); got != "42" {
+		t.Fatalf("python default: %q", got)
+	}
+	if got := mainText(run(t, ts.URL, rec{"code": "40 + 2", "language": "js"})); got != "42" {
+		t.Fatalf("javascript default: %q", got)
+	}
+	if got := listContexts(t, ts.URL); len(got) != 2 || got[0] != cs[0].ID || got[1] != cs[1].ID {
+		t.Fatalf("defaults changed: %v, were %+v", got, cs)
+	}
+}
