@@ -239,6 +239,27 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
     }
   })
 
+  it('code runs as root (a context in /root works, files from code belong to root); a bad cwd is a 400', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const c = await sbx.createCodeContext({ cwd: '/root' })
+      assert.equal(c.cwd, '/root')
+      let ex = await ok(sbx, "import os\nopen('from-code.txt', 'w').write('hi')\nf'{os.getcwd()} {os.getuid()}'", { context: c })
+      assert.equal(ex.text, '/root 0')
+      assert.equal((await sbx.files.getInfo('/root/from-code.txt', { user: 'root' })).owner, 'root')
+      // The default context runs as root too, in the default user's home.
+      ex = await ok(sbx, "import os, getpass\nf'{os.getcwd()} {getpass.getuser()}'")
+      assert.equal(ex.text, '/home/user root')
+
+      for (const [cwd, why] of [['/nonexistent-dir', 'does not exist'], ['/etc/hostname', 'is not a directory']]) {
+        await assert.rejects(sbx.createCodeContext({ cwd }), (err) => {
+          assert.match(err.message, /400/, err.message)
+          assert.ok(err.message.includes(cwd) && err.message.includes(why), err.message)
+          return true
+        })
+      }
+    })
+  })
+
   it('per-execution env vars are visible only in that execution', { timeout: TEST_TIMEOUT }, async () => {
     await withSandbox(async (sbx) => {
       const v = `val-${uniq()}`

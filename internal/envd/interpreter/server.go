@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -159,15 +161,22 @@ func (s *Server) baseEnv(u *identity.User, global map[string]string) []string {
 // prepare checks a new context's language and cwd and returns its entry
 // (not registered, kernel not started) and how its kernel is to run.
 func (s *Server) prepare(language, cwd string) (*entry, runAs, error) {
-	u, err := identity.Lookup(s.st.DefaultUser())
+	// Kernels run as root, as E2B's interpreter does in this template: a
+	// context may work anywhere (cwd /root) and files written from code
+	// belong to root. The default cwd is the default user's home.
+	u, err := identity.Lookup("root")
 	if err != nil {
 		return nil, runAs{}, fmt.Errorf("kernel user: %w", err)
 	}
 	if cwd == "" {
-		cwd = u.Home
+		du, err := identity.Lookup(s.st.DefaultUser())
+		if err != nil {
+			return nil, runAs{}, fmt.Errorf("default user: %w", err)
+		}
+		cwd = du.Home
 	}
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		return nil, runAs{}, fmt.Errorf("cwd %q is not a directory", cwd)
+	if err := checkCwd(cwd); err != nil {
+		return nil, runAs{}, err
 	}
 	// Snapshot the sandbox env vars once: the kernel starts with exactly
 	// these, and syncGlobalEnv later applies whatever changed since (e.g.
@@ -229,6 +238,26 @@ func (s *Server) newContext(ctx context.Context, language, cwd string) (*entry, 
 }
 
 var errUnsupported = errors.New("unsupported language")
+
+// errBadCwd marks a context cwd the kernel cannot run in (a 400).
+var errBadCwd = errors.New("invalid cwd")
+
+// checkCwd tells why a kernel cannot start in cwd.
+func checkCwd(cwd string) error {
+	if !filepath.IsAbs(cwd) {
+		return fmt.Errorf("%w: %q is not an absolute path", errBadCwd, cwd)
+	}
+	fi, err := os.Stat(cwd)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %q does not exist", errBadCwd, cwd)
+	case err != nil:
+		return fmt.Errorf("%w: %q: %w", errBadCwd, cwd, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %q is not a directory", errBadCwd, cwd)
+	}
+	return nil
+}
 
 // addLocked registers e as the newest context. s.mu must be held.
 func (s *Server) addLocked(e *entry) {
@@ -572,7 +601,7 @@ func (s *Server) handleCreateContext(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := s.newContext(r.Context(), lang, cwd)
 	if err != nil {
-		if errors.Is(err, errUnsupported) {
+		if errors.Is(err, errUnsupported) || errors.Is(err, errBadCwd) {
 			textError(w, http.StatusBadRequest, err.Error())
 			return
 		}

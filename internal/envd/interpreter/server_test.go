@@ -365,3 +365,36 @@ func TestDefaultContextsListedAtOnce(t *testing.T) {
 		t.Fatalf("defaults changed: %v, were %+v", got, cs)
 	}
 }
+
+func TestContextCwd(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel")
+	_, ts := newTestServer(t)
+	file := t.TempDir() + "/f"
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ cwd, want string }{
+		{"/nonexistent-dir", "does not exist"},
+		{file, "is not a directory"},
+		{"relative/dir", "not an absolute path"},
+	} {
+		resp, err := http.Post(ts.URL+"/contexts", "application/json", strings.NewReader(`{"language":"python","cwd":"`+c.cwd+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(msg), c.want) || !strings.Contains(string(msg), c.cwd) {
+			t.Errorf("cwd %q: %d %s, want 400 mentioning %q", c.cwd, resp.StatusCode, msg, c.want)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	// As root (the agent's user in a sandbox) a context works in /root
+	// and runs as root, like E2B's interpreter.
+	id := createContext(t, ts.URL, `{"language":"python","cwd":"/root"}`)
+	if got := mainText(run(t, ts.URL, rec{"code": "import os\nf'{os.getcwd()} {os.getuid()}'", "context_id": id})); got != "/root 0" {
+		t.Fatalf("context in /root: %q", got)
+	}
+}
