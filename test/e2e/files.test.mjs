@@ -66,6 +66,21 @@ describe('files', { timeout: TEST_TIMEOUT * 6 }, () => {
     assert.deepEqual(info.metadata, { owner: 'e2e', purpose: 'test' })
   })
 
+  it('overwriting a file without metadata clears its metadata (write result and getInfo)', { timeout: TEST_TIMEOUT }, async () => {
+    const p = `meta-${uniq()}.txt`
+    const first = await sbx.files.write(p, 'v1', { metadata: { owner: 'e2e' } })
+    assert.deepEqual(first.metadata, { owner: 'e2e' })
+    const second = await sbx.files.write(p, 'v2')
+    assert.deepEqual(second.metadata ?? {}, {}, JSON.stringify(second))
+    const info = await sbx.files.getInfo(p)
+    assert.deepEqual(info.metadata ?? {}, {}, JSON.stringify(info))
+    assert.equal(await sbx.files.read(p), 'v2')
+    // …and a write with metadata sets exactly the new set.
+    const third = await sbx.files.write(p, 'v3', { metadata: { purpose: 'again' } })
+    assert.deepEqual(third.metadata, { purpose: 'again' })
+    assert.deepEqual((await sbx.files.getInfo(p)).metadata, { purpose: 'again' })
+  })
+
   it('list, getInfo, exists', { timeout: TEST_TIMEOUT }, async () => {
     const dir = `/home/user/ls-${uniq()}`
     await sbx.files.write(`${dir}/f.txt`, '12345')

@@ -170,16 +170,15 @@ func metadataFromHeaders(h http.Header) (map[string]string, error) {
 // writeFile streams src into path as user u: parents are created (0755),
 // data goes to a temp file in the destination directory which is renamed
 // over the destination only when complete, so a failed upload never leaves
-// a truncated file nor loses the previous content. meta (if non-nil)
-// replaces the file's metadata; otherwise an existing file's metadata is
-// carried over to the new file. Metadata goes into xattrs, or into the
+// a truncated file nor loses the previous content. The new file has
+// exactly meta as its metadata: a write without metadata clears what an
+// overwritten file had, as E2B's envd does. Metadata goes into xattrs, or into the
 // fallback store where the filesystem has none (store I/O runs as root,
 // after the user-permission-checked rename).
 func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta map[string]string) (WrittenEntry, error) {
 	var (
 		final string
 		tmp   *os.File
-		keep  map[string]string
 		old   fs.FileInfo // the replaced file, if any
 	)
 	err := identity.RunAs(u, func() error {
@@ -206,9 +205,6 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 			_ = f.Close()
 			mode = fi.Mode().Perm()
 			old = fi
-			if meta == nil {
-				keep, _ = h.meta.Read(final)
-			}
 		case errors.Is(err, fs.ErrNotExist):
 			if err := filesystem.MkdirAllMode(filepath.Dir(final), 0o755); err != nil {
 				return fsError("creating parent directories of "+path, err)
@@ -245,9 +241,6 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 		return WrittenEntry{}, err
 	}
 	setMeta := meta
-	if setMeta == nil {
-		setMeta = keep
-	}
 	// xattrs go on the temp file so they appear together with the content.
 	inXattrs := false
 	if len(setMeta) > 0 {
@@ -257,10 +250,6 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 			inXattrs = true
 		case errors.Is(err, filesystem.ErrXattrsUnsupported):
 			// Recorded in the fallback store once the file is in place.
-		case meta == nil:
-			// Best effort when only carrying old metadata over.
-			h.log.Warn("carrying file metadata over failed", "path", path, "err", err)
-			setMeta = nil
 		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 			return WrittenEntry{}, &apiError{status: http.StatusInsufficientStorage, msg: "no space left for file metadata", err: err}
 		default:
@@ -280,11 +269,12 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 		// An empty set clears a stale entry left for a reused inode.
 		if err := h.meta.Remember(tmp, final, setMeta); err != nil {
 			_ = tmp.Close()
-			if meta != nil {
+			if len(setMeta) > 0 {
 				return WrittenEntry{}, &apiError{status: http.StatusInternalServerError, msg: "storing file metadata failed", err: err}
 			}
-			h.log.Warn("carrying file metadata over failed", "path", path, "err", err)
-			setMeta = nil
+			// Only clearing a stale entry failed: the file has no metadata
+			// in xattrs either way.
+			h.log.Warn("clearing file metadata failed", "path", path, "err", err)
 		}
 	}
 	if old != nil {
