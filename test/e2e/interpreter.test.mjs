@@ -251,11 +251,17 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       assert.equal(ex.text, '/home/user root')
 
       for (const [cwd, why] of [['/nonexistent-dir', 'does not exist'], ['/etc/hostname', 'is not a directory']]) {
-        await assert.rejects(sbx.createCodeContext({ cwd }), (err) => {
-          assert.match(err.message, /400/, err.message)
-          assert.ok(err.message.includes(cwd) && err.message.includes(why), err.message)
-          return true
+        // The SDK shows only the status…
+        await assert.rejects(sbx.createCodeContext({ cwd }), /400/)
+        // …the body carries the reason.
+        const res = await fetch(`${process.env.E2B_SANDBOX_URL}/contexts`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49999' },
+          body: JSON.stringify({ cwd })
         })
+        const body = await res.text()
+        assert.equal(res.status, 400, body)
+        assert.ok(body.includes(cwd) && body.includes(why), body)
       }
     })
   })
