@@ -181,6 +181,9 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 		tmp   *os.File
 		old   fs.FileInfo // the replaced file, if any
 	)
+	if err := ensureParents(filepath.Dir(path), u); err != nil {
+		return WrittenEntry{}, fsError("creating parent directories of "+path, err)
+	}
 	err := identity.RunAs(u, func() error {
 		final = path
 		if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
@@ -288,6 +291,55 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 		e.Metadata = setMeta
 	}
 	return e, nil
+}
+
+// ensureParents creates the missing directories of dir with root rights
+// and hands each new one to u (0755, owned by u), as E2B's envd does: a
+// user may write /new/dir/file although only root can create /new.
+// Directories that exist are left as they are. Without root (an agent run
+// by hand) the user's own MkdirAll later in writeFile does what it can.
+func ensureParents(dir string, u *identity.User) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return &fs.PathError{Op: "mkdir", Path: d, Err: unix.ENOTDIR}
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if parent := filepath.Dir(d); parent == d {
+			break
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		d := missing[i]
+		if err := os.Mkdir(d, 0o755); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				if fi, serr := os.Stat(d); serr == nil && fi.IsDir() {
+					continue // raced with another creator: not ours to chown
+				}
+			}
+			return err
+		}
+		// Mkdir applies the umask; the mode is 0755 whatever it is.
+		if err := os.Chmod(d, 0o755); err != nil {
+			return err
+		}
+		if u != nil {
+			if err := os.Lchown(d, int(u.UID), int(u.GID)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // copyData copies src into dst, telling read failures (client's fault: 400)
