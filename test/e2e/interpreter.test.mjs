@@ -117,7 +117,13 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       assert.match(r.html, /<table/)
       assert.match(r.text, /a\s+b/)
       assert.match(r.text, /1\s+2\s+y/)
-      assert.deepEqual(r.formats(), ['html'])
+      assert.deepEqual(r.formats(), ['html', 'data'])
+      // data: the frame as JSON, column → values (E2B's e2b/data).
+      assert.deepEqual(r.data, { a: [1, 2], b: ['x', 'y'] })
+      const ex2 = await ok(sbx, "pd.DataFrame({'when': pd.to_datetime(['2024-05-01', None]), 'v': [1.5, float('nan')]})")
+      assert.deepEqual(ex2.results[0].data, { when: ['2024-05-01T00:00:00', null], v: [1.5, null] })
+      // Other values have no data.
+      assert.equal((await ok(sbx, '[1, 2]')).results[0].data, undefined)
     })
   })
 

@@ -398,3 +398,32 @@ func TestContextCwd(t *testing.T) {
 		t.Fatalf("context in /root: %q", got)
 	}
 }
+
+// results returns the result records of an execution.
+func results(recs []rec) []rec {
+	var out []rec
+	for _, r := range recs {
+		if r["type"] == "result" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestDataFrameData(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel, pandas")
+	_, ts := newTestServer(t)
+	out := run(t, ts.URL, rec{"code": "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', None], 't': pd.to_datetime(['2024-01-02', None])})"})
+	rs := results(out)
+	if len(rs) != 1 {
+		t.Fatalf("results %v", out)
+	}
+	got, _ := json.Marshal(rs[0]["data"])
+	if string(got) != `{"a":[1,2],"b":["x",null],"t":["2024-01-02T00:00:00",null]}` || rs[0]["html"] == nil || rs[0]["text"] == nil {
+		t.Fatalf("DataFrame result %v (data %s)", rs[0], got)
+	}
+	// Other values get no data.
+	if rs := results(run(t, ts.URL, rec{"code": "pd.Series([1, 2])"})); len(rs) != 1 || rs[0]["data"] != nil {
+		t.Fatalf("Series result %v", rs)
+	}
+}
