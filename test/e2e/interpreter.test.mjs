@@ -127,6 +127,20 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
     })
   })
 
+  it('a PIL image gives a png result from show(), as the last expression and from save(path)', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      await ok(sbx, "from PIL import Image\nimg = Image.new('RGB', (32, 16), 'blue')")
+      for (const code of ['img.show()', 'img', "img.save('/tmp/blue.png')"]) {
+        const ex = await ok(sbx, code)
+        const pngs = ex.results.filter((r) => r.png)
+        assert.equal(pngs.length, 1, `${code}: ${JSON.stringify(ex.results.map((r) => r.formats()))}`)
+        assert.deepEqual(Buffer.from(pngs[0].png, 'base64').subarray(0, 8), PNG_SIGNATURE)
+      }
+      // save() still writes the file.
+      assert.equal((await ok(sbx, "Image.open('/tmp/blue.png').size")).text, '(32, 16)')
+    })
+  })
+
   it('streams stdout before the cell ends', { timeout: TEST_TIMEOUT }, async () => {
     await withSandbox(async (sbx) => {
       await ok(sbx, '1') // let the kernel finish starting so timing measures the stream only

@@ -4,6 +4,7 @@ launcher in internal/envd/interpreter/jupyter.go before the kernel serves).
 They add what E2B's code interpreter returns on top of IPython's formats:
 
 - ``e2b/data``: a pandas DataFrame as JSON, ``{column: [values...]}``;
+- ``PIL.Image.Image.save(path)`` also displays the image (a ``png`` result).
 
 Nothing here may break a cell: every hook falls back to "no extra format".
 """
@@ -17,9 +18,10 @@ from traitlets import ObjectName, Unicode
 
 
 def install(shell):
-    """Registers the formatters on shell."""
+    """Registers the formatters on shell and hooks PIL's save."""
     fmt = shell.display_formatter
     fmt.formatters["e2b/data"] = DataFormatter(parent=fmt)
+    _hook_pil_save()
 
 
 # ---------------------------------------------------------------- JSON values
@@ -74,3 +76,30 @@ class DataFormatter(BaseFormatter):
             return {str(k): [_jsonable(v) for v in vals] for k, vals in cols.items()}
         except Exception:  # noqa: BLE001 - a format must never fail a cell
             return None
+
+
+# ---------------------------------------------------------------- PIL
+
+
+def _hook_pil_save():
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    original = Image.Image.save
+    if getattr(original, "_airlock_hook", False):
+        return
+
+    def save(self, fp, format=None, **params):  # noqa: A002 - PIL's name
+        original(self, fp, format, **params)
+        if isinstance(fp, (str, bytes)) or hasattr(fp, "__fspath__"):
+            try:
+                from IPython.display import display
+
+                display(self)
+            except Exception:  # noqa: BLE001
+                pass
+
+    save._airlock_hook = True
+    save.__doc__ = original.__doc__
+    Image.Image.save = save

@@ -427,3 +427,26 @@ func TestDataFrameData(t *testing.T) {
 		t.Fatalf("Series result %v", rs)
 	}
 }
+
+func TestPILSaveDisplays(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel, PIL")
+	_, ts := newTestServer(t)
+	p := t.TempDir() + "/red.png"
+	out := run(t, ts.URL, rec{"code": "from PIL import Image\nimg = Image.new('RGB', (8, 8), 'red')\nimg.save(" + strconvQuote(p) + ")\nimg.save(" + strconvQuote(p+".jpg") + ", 'JPEG')"})
+	rs := results(out)
+	if len(rs) != 2 || rs[0]["png"] == nil || rs[0]["is_main_result"] != false {
+		t.Fatalf("save results %v", out)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("file not saved: %v", err)
+	}
+	// Saving into a buffer displays nothing.
+	if rs := results(run(t, ts.URL, rec{"code": "import io\nimg.save(io.BytesIO(), 'PNG')"})); len(rs) != 0 {
+		t.Fatalf("buffer save results %v", rs)
+	}
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
