@@ -108,6 +108,80 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
     })
   })
 
+  it('matplotlib figures also return chart data (E2B\'s Chart types)', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const chartOf = async (code) => {
+        const ex = await ok(sbx, `import matplotlib.pyplot as plt\n${code}\nplt.show()`)
+        const figs = ex.results.filter((r) => r.png)
+        assert.equal(figs.length, 1, JSON.stringify(ex.results.map((r) => r.formats())))
+        return figs[0].chart
+      }
+      let c = await chartOf("plt.plot([1, 2, 3], [4, 1, 9], label='temp')\nplt.title('Heat')\nplt.xlabel('Time (s)')\nplt.ylabel('Temperature [°C]')")
+      assert.equal(c.type, 'line')
+      assert.equal(c.title, 'Heat')
+      assert.equal(c.x_label, 'Time (s)')
+      assert.equal(c.x_unit, 's')
+      assert.equal(c.y_unit, '°C')
+      assert.equal(c.x_scale, 'linear')
+      assert.equal(c.y_scale, 'linear')
+      assert.deepEqual(c.elements, [{ label: 'temp', points: [[1, 4], [2, 1], [3, 9]] }])
+      assert.ok(c.x_ticks.length > 0 && c.x_ticks.length === c.x_tick_labels.length)
+      assert.ok(c.y_tick_labels.every((l) => typeof l === 'string'))
+
+      c = await chartOf("import datetime\nplt.plot([datetime.date(2024, 1, d) for d in (1, 2, 3)], [1, 2, 3])\nplt.yscale('log')")
+      assert.equal(c.x_scale, 'datetime')
+      assert.equal(c.y_scale, 'log')
+      assert.deepEqual(c.elements[0].points[0], ['2024-01-01', 1])
+      assert.equal(c.elements[0].label, 'Line 0')
+      assert.match(c.x_ticks[0], /^2024-01-0/)
+
+      c = await chartOf("plt.plot(['a', 'b', 'c'], [3, 1, 2])")
+      assert.equal(c.x_scale, 'categorical')
+      assert.deepEqual(c.x_tick_labels, ['a', 'b', 'c'])
+
+      c = await chartOf("plt.scatter([1, 2, 3], [2, 4, 6], label='pts')\nplt.xscale('symlog')")
+      assert.equal(c.type, 'scatter')
+      assert.equal(c.x_scale, 'symlog')
+      assert.deepEqual(c.elements, [{ label: 'pts', points: [[1, 2], [2, 4], [3, 6]] }])
+
+      c = await chartOf("plt.bar(['Author A', 'Author B'], [100, 200], label='Books Sold')\nplt.xlabel('Authors')\nplt.ylabel('Sold (k)')")
+      assert.equal(c.type, 'bar')
+      assert.equal(c.x_label, 'Authors')
+      assert.equal(c.y_unit, 'k')
+      assert.deepEqual(c.elements, [
+        { label: 'Author A', group: 'Books Sold', value: 100 },
+        { label: 'Author B', group: 'Books Sold', value: 200 }
+      ])
+
+      c = await chartOf("plt.pie([1, 1, 2], labels=['x', 'y', 'z'])\nplt.title('Share')")
+      assert.equal(c.type, 'pie')
+      assert.equal(c.title, 'Share')
+      assert.deepEqual(c.elements, [
+        { label: 'x', angle: 90, radius: 1 },
+        { label: 'y', angle: 90, radius: 1 },
+        { label: 'z', angle: 180, radius: 1 }
+      ])
+
+      c = await chartOf("plt.boxplot([[85, 90, 78, 92, 88], [95, 89, 76, 91, 84, 87, 20]], labels=['Class A', 'Class B'])\nplt.ylabel('Score')")
+      assert.equal(c.type, 'box_and_whisker')
+      assert.equal(c.y_label, 'Score')
+      assert.deepEqual(c.elements[0], { label: 'Class A', min: 78, first_quartile: 85, median: 88, third_quartile: 90, max: 92, outliers: [] })
+      assert.equal(c.elements[1].label, 'Class B')
+      assert.deepEqual(c.elements[1].outliers, [20])
+
+      c = await chartOf("fig, axs = plt.subplots(1, 2)\nfig.suptitle('Two')\naxs[0].plot([1, 2], [3, 4])\naxs[0].set_title('L')\naxs[1].scatter([1], [2])")
+      assert.equal(c.type, 'superchart')
+      assert.equal(c.title, 'Two')
+      assert.deepEqual(c.elements.map((e) => [e.type, e.title]), [['line', 'L'], ['scatter', null]])
+
+      // A plot it cannot read: unknown, with its title, no error.
+      c = await chartOf("fig, ax = plt.subplots()\nax.add_patch(plt.Circle((0, 0), 1))\nax.plot([0, 1], [0, 1], 'o')\nax.set_title('Circle')")
+      assert.equal(c.type, 'unknown')
+      assert.equal(c.title, 'Circle')
+      assert.ok(Array.isArray(c.elements))
+    })
+  })
+
   it('a DataFrame as the last expression yields html and text', { timeout: TEST_TIMEOUT }, async () => {
     await withSandbox(async (sbx) => {
       const ex = await ok(sbx, "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")

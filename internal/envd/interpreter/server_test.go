@@ -450,3 +450,53 @@ func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+func TestCharts(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel, matplotlib, matplotlib_inline")
+	_, ts := newTestServer(t)
+	chartOf := func(code string) map[string]any {
+		t.Helper()
+		out := run(t, ts.URL, rec{"code": "import matplotlib.pyplot as plt\n" + code + "\nplt.show()"})
+		for _, r := range results(out) {
+			if r["png"] != nil {
+				c, _ := r["chart"].(map[string]any)
+				return c
+			}
+		}
+		t.Fatalf("no figure result: %v", out)
+		return nil
+	}
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+	c := chartOf("plt.plot([1, 2, 3], [4, 1, 9], label='temp')\nplt.plot([1, 2], [0, 1])\nplt.title('T')\nplt.xlabel('Time (s)')\nplt.ylabel('Temp [C]')")
+	if c["type"] != "line" || c["title"] != "T" || c["x_label"] != "Time (s)" || c["x_unit"] != "s" || c["y_unit"] != "C" ||
+		c["x_scale"] != "linear" || js(c["elements"]) != `[{"label":"temp","points":[[1,4],[2,1],[3,9]]},{"label":"Line 1","points":[[1,0],[2,1]]}]` ||
+		len(c["x_ticks"].([]any)) == 0 || len(c["x_tick_labels"].([]any)) != len(c["x_ticks"].([]any)) {
+		t.Fatalf("line chart %s", js(c))
+	}
+	c = chartOf("plt.scatter([1, 2], [3, 4], label='pts')\nplt.yscale('log')")
+	if c["type"] != "scatter" || c["y_scale"] != "log" || js(c["elements"]) != `[{"label":"pts","points":[[1,3],[2,4]]}]` {
+		t.Fatalf("scatter chart %s", js(c))
+	}
+	c = chartOf("plt.bar(['A', 'B'], [10, 20], label='Sold')\nplt.xlabel('Author')")
+	if c["type"] != "bar" || c["x_label"] != "Author" || js(c["elements"]) != `[{"group":"Sold","label":"A","value":10},{"group":"Sold","label":"B","value":20}]` {
+		t.Fatalf("bar chart %s", js(c))
+	}
+	c = chartOf("plt.pie([1, 3], labels=['x', 'y'])\nplt.title('P')")
+	if c["type"] != "pie" || c["title"] != "P" || js(c["elements"]) != `[{"angle":90,"label":"x","radius":1},{"angle":270,"label":"y","radius":1}]` {
+		t.Fatalf("pie chart %s", js(c))
+	}
+	c = chartOf("plt.boxplot([[1, 2, 3, 4, 5, 40]], labels=['A'])")
+	if c["type"] != "box_and_whisker" || js(c["elements"]) != `[{"first_quartile":2.25,"label":"A","max":5,"median":3.5,"min":1,"outliers":[40],"third_quartile":4.75}]` {
+		t.Fatalf("box chart %s", js(c))
+	}
+	c = chartOf("fig, axs = plt.subplots(1, 2)\nfig.suptitle('S')\naxs[0].plot([1, 2])\naxs[1].bar(['a'], [1])")
+	if els, _ := c["elements"].([]any); c["type"] != "superchart" || c["title"] != "S" || len(els) != 2 ||
+		els[0].(map[string]any)["type"] != "line" || els[1].(map[string]any)["type"] != "bar" {
+		t.Fatalf("superchart %s", js(c))
+	}
+	c = chartOf("fig, ax = plt.subplots()\nax.add_artist(plt.Circle((0, 0), 1))\nax.plot([0, 1], [1, 0.5], 'o-')\nax.set_title('C')")
+	if c["type"] != "unknown" || c["title"] != "C" {
+		t.Fatalf("unknown chart %s", js(c))
+	}
+}
