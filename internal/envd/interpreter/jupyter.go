@@ -2,10 +2,10 @@ package interpreter
 
 import (
 	"context"
-	_ "embed"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
