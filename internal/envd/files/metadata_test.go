@@ -123,14 +123,17 @@ func metadataLifecycle(t *testing.T, m *metaEnv, dir string) {
 		t.Fatalf("store dir %v %v", fi, err)
 	}
 
-	// Overwrite without metadata keeps the set (new inode, carried over);
-	// the old inode's entry is gone.
-	decodeEntries(t, m.postRaw(t, q, strings.NewReader("z"), nil))
-	if md := m.statMeta(t, p); !maps.Equal(md, want) || readFile(t, p) != "z" {
+	// Overwrite without metadata clears the set, as on E2B (response and
+	// Stat); the old inode's entry is gone and the new one has none.
+	r0 := m.postRaw(t, q, strings.NewReader("z"), nil)
+	if got := decodeEntries(t, r0); got[0].Metadata != nil {
+		t.Fatalf("plain overwrite response has metadata: %s", r0.body)
+	}
+	if md := m.statMeta(t, p); len(md) != 0 || readFile(t, p) != "z" {
 		t.Fatalf("metadata after plain overwrite %v", md)
 	}
-	if n := len(m.entryFiles(t)); n != 1 {
-		t.Fatalf("%d store entries, want 1", n)
+	if n := len(m.entryFiles(t)); n != 0 {
+		t.Fatalf("%d store entries, want 0", n)
 	}
 
 	// Overwrite with metadata replaces the set (multipart this time).
