@@ -488,6 +488,20 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
     })
   })
 
+  it('a cell that runs out of memory gets an OutOfMemoryError; the sandbox, other contexts and files live', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const js = await sbx.createCodeContext({ language: 'js' })
+      await ok(sbx, 'let kept = 41', { context: js })
+      await sbx.files.write('/home/user/keep.txt', 'kept')
+      const ex = await sbx.runCode('b = []\nwhile True: b.append(bytearray(100 * 2**20))', { timeoutMs: 120_000 })
+      assert.equal(ex.error?.name, 'OutOfMemoryError', JSON.stringify(ex.error))
+      assert.match(ex.error.value, /out of memory/)
+      assert.equal((await ok(sbx, '6 * 7', { timeoutMs: 60_000 })).text, '42')
+      assert.equal((await ok(sbx, 'kept + 1', { context: js })).text, '42')
+      assert.equal(await sbx.files.read('/home/user/keep.txt'), 'kept')
+    })
+  })
+
   it('display() of several objects yields several results via onResult', { timeout: TEST_TIMEOUT }, async () => {
     await withSandbox(async (sbx) => {
       const got = []

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/oomguard"
 )
 
 const jupyterDelim = "<IDS|MSG>"
@@ -344,6 +346,7 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 		}
 	default:
 	}
+	oomBefore := oomguard.KernelOOMKills()
 	setEnv, restoreEnv := pyEnvCode(env)
 	if setEnv != "" {
 		if err := k.runSilent(ctx, setEnv); err != nil {
@@ -385,6 +388,7 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 				gotReply = true
 			}
 		case <-k.exited:
+			dead := k.cmd
 			k.teardown()
 			if err := k.start(context.Background()); err != nil {
 				k.log.Error("restarting ipykernel", "err", err)
@@ -392,7 +396,7 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 			if aborted {
 				return ErrAborted
 			}
-			return ErrDied
+			return died(dead, oomBefore)
 		case <-done:
 			aborted = true
 			done = nil

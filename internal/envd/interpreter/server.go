@@ -555,7 +555,13 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, e *entry, req e
 	case errors.Is(err, ErrAborted):
 		lw.write(map[string]any{"type": "error", "name": "ExecutionAborted", "value": "Execution was aborted", "traceback": ""})
 	case errors.Is(err, ErrDied):
-		lw.write(map[string]any{"type": "error", "name": "ContextRestarting", "value": "Context was restarted: the kernel died during execution", "traceback": ""})
+		var de *DiedError
+		if errors.As(err, &de) && de.OOM {
+			lw.write(map[string]any{"type": "error", "name": "OutOfMemoryError",
+				"value": "the kernel ran out of memory (the sandbox's memory limit) and was killed; the context was restarted and its state is lost", "traceback": ""})
+			break
+		}
+		lw.write(map[string]any{"type": "error", "name": "ContextRestarting", "value": "Context was restarted: " + err.Error() + " during execution", "traceback": ""})
 	case err != nil:
 		lw.write(map[string]any{"type": "error", "name": "UnexpectedEndOfExecution", "value": err.Error(), "traceback": ""})
 	}
