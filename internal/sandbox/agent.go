@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -70,6 +71,31 @@ type initRequest struct {
 	// authToken is sent as X-Access-Token: an agent that already has a
 	// token (a forked copy) only accepts a re-init from its holder.
 	authToken string
+}
+
+// newInitRequest is the /init of a freshly booted agent of sandbox id made
+// from tpl: the template's environment, the sandbox's env vars and E2B's
+// own variables, the template's default user and workdir, and the access
+// token (none when "").
+func newInitRequest(tpl *Template, envVars map[string]string, id, templateID, token string) initRequest {
+	envs := maps.Clone(tpl.Env)
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	maps.Copy(envs, envVars)
+	envs["E2B_SANDBOX"] = "true"
+	envs["E2B_SANDBOX_ID"] = id
+	envs["E2B_TEMPLATE_ID"] = templateID
+	body := initRequest{
+		EnvVars:        envs,
+		Timestamp:      time.Now().UTC(),
+		DefaultUser:    orDefault(tpl.User, DefaultUser),
+		DefaultWorkdir: orDefault(tpl.Workdir, DefaultWorkdir),
+	}
+	if token != "" {
+		body.AccessToken = &token
+	}
+	return body
 }
 
 // init sends POST /init to the agent.

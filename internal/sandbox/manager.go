@@ -428,24 +428,7 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 	}
 	log.Debug("agent healthy", "wait", time.Since(waitStart))
 
-	envs := maps.Clone(tpl.Env)
-	if envs == nil {
-		envs = map[string]string{}
-	}
-	maps.Copy(envs, req.EnvVars)
-	envs["E2B_SANDBOX"] = "true"
-	envs["E2B_SANDBOX_ID"] = id
-	envs["E2B_TEMPLATE_ID"] = req.TemplateID
-	body := initRequest{
-		EnvVars:        envs,
-		Timestamp:      time.Now().UTC(),
-		DefaultUser:    orDefault(tpl.User, DefaultUser),
-		DefaultWorkdir: orDefault(tpl.Workdir, DefaultWorkdir),
-	}
-	if token != "" {
-		body.AccessToken = &token
-	}
-	if err := m.agent.init(ctx, host, body); err != nil {
+	if err := m.agent.init(ctx, host, newInitRequest(tpl, req.EnvVars, id, req.TemplateID, token)); err != nil {
 		return nil, fmt.Errorf("initialising agent: %w", err)
 	}
 	if err := m.startTemplateCommand(ctx, log, host, token, tpl); err != nil {

@@ -151,17 +151,53 @@ func (m *Manager) endOp(e *entry) {
 // to <dir>/checkpoint, its writable layer (disk.img) and network namespace are
 // kept, and it stops using CPU and memory. 409 when already paused or busy,
 // 404 unknown, 501 when the runtime cannot checkpoint.
-func (m *Manager) Pause(ctx context.Context, id string) error {
+func (m *Manager) Pause(ctx context.Context, id string) error { return m.pauseOp(ctx, id, false) }
+
+// PauseFilesystem pauses a running sandbox keeping only its disk
+// (pausedisk.go). 409 when already paused or busy, 404 unknown, 501 when
+// the runtime cannot.
+func (m *Manager) PauseFilesystem(ctx context.Context, id string) error {
+	return m.pauseOp(ctx, id, true)
+}
+
+func (m *Manager) pauseOp(ctx context.Context, id string, diskOnly bool) error {
 	e, err := m.beginOp(ctx, id, opPausing, false)
 	if err != nil {
 		return err
 	}
 	defer m.endOp(e)
+	return m.pauseKind(ctx, id, e, diskOnly)
+}
+
+// pauseKind pauses an entry already marked busy, with its memory or (diskOnly)
+// without, or answers 501 when the runtime cannot.
+func (m *Manager) pauseKind(ctx context.Context, id string, e *entry, diskOnly bool) error {
+	if diskOnly {
+		rb, err := m.rebooter()
+		if err != nil {
+			return err
+		}
+		return m.pauseDisk(ctx, rb, id, e)
+	}
 	cp, err := m.checkpointer()
 	if err != nil {
 		return err
 	}
 	return m.pause(ctx, cp, id, e)
+}
+
+// dropStopped forgets and releases a sandbox that a failed pause stopped.
+func (m *Manager) dropStopped(ctx context.Context, id string, e *entry) {
+	m.mu.Lock()
+	if m.sandboxes[id] == e {
+		delete(m.sandboxes, id)
+	}
+	m.mu.Unlock()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := m.release(cctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
+		m.log.Error("cleaning up a sandbox stopped by a failed pause", "sandbox", id, "err", err)
+	}
 }
 
 // pause does the work of Pause for an entry already marked busy.
@@ -193,16 +229,7 @@ func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string,
 		// A refused checkpoint stops a gVisor sandbox (also when its image
 		// could not be written): it is gone.
 		m.log.Error("checkpoint failed; removing sandbox", "sandbox", id, "err", err)
-		m.mu.Lock()
-		if m.sandboxes[id] == e {
-			delete(m.sandboxes, id)
-		}
-		m.mu.Unlock()
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if rerr := m.release(cctx, id, e.rec.Slot, dir); rerr != nil {
-			m.log.Error("cleaning up after failed checkpoint", "sandbox", id, "err", rerr)
-		}
+		m.dropStopped(ctx, id, e)
 		return hostDiskFull(fmt.Errorf("pausing sandbox %s (the sandbox was stopped): %w", id, err),
 			fmt.Sprintf("pausing sandbox %s failed and the sandbox was stopped", id))
 	}
@@ -232,17 +259,7 @@ func (m *Manager) pauseOnTimeout(id string) {
 	diskOnly := decodeExtra(e.rec.Extra).PauseDiskOnly
 	m.mu.Unlock()
 	m.log.Info("sandbox timed out; pausing", "sandbox", id, "keep_memory", !diskOnly)
-	if diskOnly {
-		var rb runtime.Rebooter
-		if rb, err = m.rebooter(); err == nil {
-			err = m.pauseDisk(ctx, rb, id, e)
-		}
-	} else {
-		var cp runtime.Checkpointer
-		if cp, err = m.checkpointer(); err == nil {
-			err = m.pause(ctx, cp, id, e)
-		}
-	}
+	err = m.pauseKind(ctx, id, e, diskOnly)
 	if err == nil {
 		return
 	}

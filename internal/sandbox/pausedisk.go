@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
 	"time"
@@ -29,21 +28,6 @@ func (m *Manager) rebooter() (runtime.Rebooter, error) {
 	return rb, nil
 }
 
-// PauseFilesystem pauses a running sandbox keeping only its disk. 409 when
-// already paused or busy, 404 unknown, 501 when the runtime cannot.
-func (m *Manager) PauseFilesystem(ctx context.Context, id string) error {
-	e, err := m.beginOp(ctx, id, opPausing, false)
-	if err != nil {
-		return err
-	}
-	defer m.endOp(e)
-	rb, err := m.rebooter()
-	if err != nil {
-		return err
-	}
-	return m.pauseDisk(ctx, rb, id, e)
-}
-
 // pauseDisk does the work of PauseFilesystem for an entry marked busy.
 func (m *Manager) pauseDisk(ctx context.Context, rb runtime.Rebooter, id string, e *entry) error {
 	start := time.Now()
@@ -67,16 +51,7 @@ func (m *Manager) pauseDisk(ctx context.Context, rb runtime.Rebooter, id string,
 	}
 	if err := rb.Shutdown(ctx, id, m.sandboxDir(id)); err != nil {
 		m.log.Error("filesystem-only pause failed; removing sandbox", "sandbox", id, "err", err)
-		m.mu.Lock()
-		if m.sandboxes[id] == e {
-			delete(m.sandboxes, id)
-		}
-		m.mu.Unlock()
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if rerr := m.release(cctx, id, e.rec.Slot, m.sandboxDir(id)); rerr != nil {
-			m.log.Error("cleaning up after a failed filesystem-only pause", "sandbox", id, "err", rerr)
-		}
+		m.dropStopped(ctx, id, e)
 		return fmt.Errorf("pausing sandbox %s without memory (the sandbox was stopped): %w", id, err)
 	}
 	// Connections to the old agent (the proxy's and the agent client's
@@ -153,25 +128,7 @@ func (m *Manager) resumeDisk(ctx context.Context, id string, e *entry, timeout t
 		m.log.Warn("template of a sandbox resumed from its disk not found; its defaults do not apply", "sandbox", id, "template", name, "err", terr)
 		tpl = &Template{Name: name}
 	}
-	envs := maps.Clone(tpl.Env)
-	if envs == nil {
-		envs = map[string]string{}
-	}
-	maps.Copy(envs, rec.EnvVars)
-	envs["E2B_SANDBOX"] = "true"
-	envs["E2B_SANDBOX_ID"] = id
-	envs["E2B_TEMPLATE_ID"] = rec.TemplateID
-	body := initRequest{
-		EnvVars:        envs,
-		Timestamp:      time.Now().UTC(),
-		DefaultUser:    orDefault(tpl.User, DefaultUser),
-		DefaultWorkdir: orDefault(tpl.Workdir, DefaultWorkdir),
-	}
-	if rec.AccessToken != "" {
-		token := rec.AccessToken
-		body.AccessToken = &token
-	}
-	if err := m.agent.init(ctx, ip.String(), body); err != nil {
+	if err := m.agent.init(ctx, ip.String(), newInitRequest(tpl, rec.EnvVars, id, rec.TemplateID, rec.AccessToken)); err != nil {
 		return fail(fmt.Errorf("initialising the agent of %s after a boot from its disk: %w", id, err))
 	}
 	if err := m.startTemplateCommand(ctx, m.log.With("sandbox", id), ip.String(), rec.AccessToken, tpl); err != nil {

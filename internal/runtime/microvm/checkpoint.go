@@ -113,29 +113,17 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 		return err
 	}
 	dir := filepath.Clean(spec.Dir)
-	var vr vmRecord
-	b, err := os.ReadFile(filepath.Join(dir, vmFile))
+	vr, err := r.stoppedVM(spec.ID, dir)
 	if err != nil {
-		return fmt.Errorf("reading VM record of %s: %w", spec.ID, err)
-	}
-	if err := json.Unmarshal(b, &vr); err != nil {
-		return fmt.Errorf("parsing VM record of %s: %w", spec.ID, err)
-	}
-	if rec, err := r.readRecord(spec.ID); err == nil && alive(rec) {
-		return fmt.Errorf("%w: sandbox %s is running", ErrInvalidSpec, spec.ID)
+		return err
 	}
 	state, err := os.Open(filepath.Join(imageDir, stateFile))
 	if err != nil {
 		return fmt.Errorf("opening saved state: %w", err)
 	}
 	defer state.Close()
-	// The daemon may have put the address back on eth0 (network.Readdress,
-	// for gVisor); the guest owns it.
-	if _, err := r.inNetNS(ctx, spec.NetNSPath, "ip", "addr", "flush", "dev", "eth0"); err != nil {
+	if err := r.handBackAddress(ctx, spec.NetNSPath); err != nil {
 		return err
-	}
-	if _, err := r.inNetNS(ctx, spec.NetNSPath, "ip", "link", "show", TapName); err != nil {
-		return fmt.Errorf("the sandbox's TAP is gone: %w", err)
 	}
 	if vr.Pending != nil {
 		if err := r.prepareReaddress(ctx, spec.NetNSPath, vr.Pending); err != nil {

@@ -70,16 +70,9 @@ func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
 		return err
 	}
 	dir := filepath.Clean(spec.Dir)
-	var vr vmRecord
-	b, err := os.ReadFile(filepath.Join(dir, vmFile))
+	vr, err := r.stoppedVM(spec.ID, dir)
 	if err != nil {
-		return fmt.Errorf("reading VM record of %s: %w", spec.ID, err)
-	}
-	if err := json.Unmarshal(b, &vr); err != nil {
-		return fmt.Errorf("parsing VM record of %s: %w", spec.ID, err)
-	}
-	if rec, err := r.readRecord(spec.ID); err == nil && alive(rec) {
-		return fmt.Errorf("%w: sandbox %s is running", ErrInvalidSpec, spec.ID)
+		return err
 	}
 	addr, err := netip.ParseAddr(vr.GuestIP)
 	if err != nil {
@@ -110,13 +103,8 @@ func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
 	if err := os.Truncate(mem, int64(vr.MemoryMB)<<20); err != nil {
 		return fmt.Errorf("sizing guest memory file: %w", err)
 	}
-	// network.Readdress may have put the address back on eth0; the guest
-	// owns it.
-	if _, err := r.inNetNS(ctx, spec.NetNSPath, "ip", "addr", "flush", "dev", "eth0"); err != nil {
+	if err := r.handBackAddress(ctx, spec.NetNSPath); err != nil {
 		return err
-	}
-	if _, err := r.inNetNS(ctx, spec.NetNSPath, "ip", "link", "show", TapName); err != nil {
-		return fmt.Errorf("the sandbox's TAP is gone: %w", err)
 	}
 	if _, err := r.launch(spec.ID, dir, spec.NetNSPath, vr, false); err != nil {
 		return err
@@ -152,4 +140,34 @@ func readConfigDisk(path string) (GuestConfig, error) {
 		return cfg, fmt.Errorf("parsing config disk: %w", err)
 	}
 	return cfg, nil
+}
+
+// stoppedVM reads the VM record in dir of sandbox id, whose VMM must not be
+// running (Restore and Boot start it again).
+func (r *Runtime) stoppedVM(id, dir string) (vmRecord, error) {
+	var vr vmRecord
+	b, err := os.ReadFile(filepath.Join(dir, vmFile))
+	if err != nil {
+		return vr, fmt.Errorf("reading VM record of %s: %w", id, err)
+	}
+	if err := json.Unmarshal(b, &vr); err != nil {
+		return vr, fmt.Errorf("parsing VM record of %s: %w", id, err)
+	}
+	if rec, err := r.readRecord(id); err == nil && alive(rec) {
+		return vr, fmt.Errorf("%w: sandbox %s is running", ErrInvalidSpec, id)
+	}
+	return vr, nil
+}
+
+// handBackAddress takes the guest's address off eth0 in the sandbox's netns
+// (the daemon's network.Readdress puts it back for gVisor's sake; in a VM
+// the guest owns it) and checks that the VMM's TAP is still there.
+func (r *Runtime) handBackAddress(ctx context.Context, nsPath string) error {
+	if _, err := r.inNetNS(ctx, nsPath, "ip", "addr", "flush", "dev", "eth0"); err != nil {
+		return err
+	}
+	if _, err := r.inNetNS(ctx, nsPath, "ip", "link", "show", TapName); err != nil {
+		return fmt.Errorf("the sandbox's TAP is gone: %w", err)
+	}
+	return nil
 }
