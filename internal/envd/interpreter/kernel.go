@@ -78,7 +78,8 @@ func died(cmd *exec.Cmd, oomKillsBefore uint64) error {
 	}
 	e.Signal = ws.Signal().String()
 	if ws.Signal() == syscall.SIGKILL {
-		e.OOM = oomguard.KilledByGuard(cmd.Process.Pid) || oomguard.KernelOOMKills() > oomKillsBefore
+		pid := cmd.Process.Pid
+		e.OOM = oomguard.KilledByGuard(pid) || oomguard.KernelKilled(pid) || oomguard.KernelOOMKills() > oomKillsBefore
 	}
 	return e
 }

@@ -152,3 +152,11 @@ func TestRunKillsRealProcess(t *testing.T) {
 		t.Fatalf("hog ended with %v, want SIGKILL", err)
 	}
 }
+
+// The host kernel's log never names a pid that was not OOM-killed (the
+// positive case runs in a microVM: microvm-interpreter.test.mjs).
+func TestKernelKilledUnknownPID(t *testing.T) {
+	if KernelKilled(0x7ffffffe) {
+		t.Error("KernelKilled of an impossible pid")
+	}
+}
