@@ -14,7 +14,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -104,7 +106,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.killOnExit, "kill-on-exit", false, "kill all sandboxes when the daemon shuts down")
 	f.BoolVar(&o.bootSnapshots, "boot-snapshots", true, "boot each default template once, snapshot it (with warm interpreter contexts) and serve creates by restoring that snapshot (runtimes that can checkpoint; falls back to a cold boot)")
-	f.StringToIntVar(&o.warmPool, "warm-pool", nil, "keep N restored, unclaimed sandboxes per template for the fastest creates, e.g. code-interpreter-v1=2 (needs --boot-snapshots)")
+	f.StringToIntVar(&o.warmPool, "warm-pool", nil, "keep N restored, unclaimed sandboxes per template for the fastest creates, e.g. code-interpreter-v1=2 (needs --boot-snapshots); default: code-interpreter-v1 gets an automatic pool sized from the last minute's creates (1 to 4) while the host has memory to spare; code-interpreter-v1=0 turns it off")
 	f.StringSliceVar(&o.templates, "templates", []string{"base", "code-interpreter-v1"}, "built-in templates to build (once, cached) before the daemon reports ready")
 	return cmd
 }
@@ -228,6 +230,11 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		}
 	}
 	mgrCfg.WarmPool = o.warmPool
+	if !cmd.Flags().Changed("warm-pool") && slices.Contains(o.templates, "code-interpreter-v1") {
+		mgrCfg.AutoWarmPool = []string{"code-interpreter-v1"}
+		mgrCfg.AutoWarmPoolMax = sandbox.DefaultAutoWarmPoolMax
+	}
+	mgrCfg.PoolMemoryReserve = poolMemoryReserve()
 	mgr, err := sandbox.New(mgrCfg)
 	if err != nil {
 		return err
@@ -361,6 +368,16 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 			return shutdown()
 		}
 	}
+}
+
+// poolMemoryReserve is the host memory a warm pool never fills into: 1 GiB
+// plus a tenth of the host's memory (sandboxes in use come first).
+func poolMemoryReserve() uint64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 2 << 30
+	}
+	return 1<<30 + uint64(si.Totalram)*uint64(si.Unit)/10
 }
 
 // displayURL is the URL clients use for a listener address.

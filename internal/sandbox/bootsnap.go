@@ -154,7 +154,7 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 	if tpl.StartCmd != "" || tpl.User != "" || tpl.Workdir != "" {
 		return tpl.Hash, errors.New("templates with a start command, user or workdir are not served from boot snapshots yet")
 	}
-	if m.cfg.WarmPool[name] == 0 && !hasInterpreter(tpl.RootFS) {
+	if !m.pooled(name) && !hasInterpreter(tpl.RootFS) {
 		// Nothing warm to keep: not even booted (saves a sandbox's worth of
 		// work and memory at every start).
 		return tpl.Hash, errNoWarmState
@@ -162,7 +162,7 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 	id := bootPrefix + tpl.Hash
 	dir := m.snapshotDir(id)
 	if e, warm, err := m.loadBoot(dir, id); err == nil {
-		if !warm && m.cfg.WarmPool[name] == 0 {
+		if !warm && !m.pooled(name) {
 			return tpl.Hash, errNoWarmState
 		}
 		m.boot.set(tpl.Hash, e)
@@ -212,7 +212,7 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 		_ = os.RemoveAll(dir)
 		return tpl.Hash, fmt.Errorf("writing boot snapshot spec: %w", err)
 	}
-	if !warm && m.cfg.WarmPool[name] == 0 {
+	if !warm && !m.pooled(name) {
 		return tpl.Hash, errNoWarmState // kept on disk for a later --warm-pool
 	}
 	m.boot.set(tpl.Hash, &bootEntry{dir: dir, spec: sp, limits: limits})

@@ -127,6 +127,15 @@ type Config struct {
 	// WarmPool is the number of restored, unclaimed sandboxes kept per
 	// template (pool.go; needs BootSnapshots).
 	WarmPool map[string]int
+	// AutoWarmPool names templates whose pool is sized by the daemon
+	// (pool.go, poolTarget): from recent demand, up to AutoWarmPoolMax,
+	// only while the host has memory to spare. WarmPool wins for a
+	// template it names.
+	AutoWarmPool    []string
+	AutoWarmPoolMax int
+	// PoolMemoryReserve is host memory (HostMemAvailable) a warm pool
+	// never fills into; below it the pool gives sandboxes back.
+	PoolMemoryReserve uint64
 	// DiskReserveMB is the free space the data directory's filesystem must
 	// keep for creates, pauses and uploads (0: DefaultDiskReserveMB; < 0: only
 	// a completely full disk refuses). See diskfull.go.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -28,12 +29,82 @@ type pooled struct {
 
 // poolState is the warm pool; the zero value is empty.
 type poolState struct {
-	// mu guards idle and closed.
+	// mu guards idle, closed and creates.
 	mu     sync.Mutex
 	idle   map[string][]*pooled // by template name
 	closed bool
 	kick   chan struct{} // wakes the filler (created by RunWarmPool)
+	// creates are the recent creates served (or wanted) from a pooled
+	// template, by name: the demand an automatic pool is sized from.
+	creates map[string][]time.Time
 }
+
+// demandWindow is how far back an automatic pool looks at demand.
+const demandWindow = time.Minute
+
+// DefaultAutoWarmPoolMax bounds an automatic pool.
+const DefaultAutoWarmPoolMax = 4
+
+// noteCreate records a create of template name.
+func (p *poolState) noteCreate(name string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.creates == nil {
+		p.creates = map[string][]time.Time{}
+	}
+	list := p.creates[name]
+	for len(list) > 0 && now.Sub(list[0]) > demandWindow {
+		list = list[1:]
+	}
+	p.creates[name] = append(list, now)
+}
+
+// recent counts the creates of name within demandWindow of now.
+func (p *poolState) recent(name string, now time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, t := range p.creates[name] {
+		if now.Sub(t) <= demandWindow {
+			n++
+		}
+	}
+	return n
+}
+
+// pooled reports whether template name has a warm pool (fixed or
+// automatic).
+func (m *Manager) pooled(name string) bool {
+	if n, ok := m.cfg.WarmPool[name]; ok {
+		return n > 0
+	}
+	return slices.Contains(m.cfg.AutoWarmPool, name)
+}
+
+// poolTarget is how many idle sandboxes template name's pool should hold
+// now: the fixed size, or for an automatic pool one more than the creates
+// of the last minute (a create every few seconds keeps a few ready), at
+// most AutoWarmPoolMax.
+func (m *Manager) poolTarget(name string) int {
+	if n, ok := m.cfg.WarmPool[name]; ok {
+		return n
+	}
+	if !slices.Contains(m.cfg.AutoWarmPool, name) {
+		return 0
+	}
+	return min(1+m.pool.recent(name, time.Now()), max(m.cfg.AutoWarmPoolMax, 1))
+}
+
+// memoryFor reports whether the host can spare need more bytes and keep
+// PoolMemoryReserve (always true without a memory probe).
+func (m *Manager) memoryFor(need uint64) bool {
+	avail, err := m.cfg.HostMemAvailable()
+	if err != nil || avail < 0 {
+		return true // unknown: the fixed size alone bounds the pool
+	}
+	return uint64(avail) >= m.cfg.PoolMemoryReserve+need
+}
+
 
 // pop takes an idle sandbox of template name built from hash; each is
 // handed out at most once.
@@ -78,7 +149,16 @@ func (m *Manager) WarmPoolSizes() map[string]int {
 // creates on a small host). Templates without a boot snapshot are skipped
 // until they have one.
 func (m *Manager) RunWarmPool(ctx context.Context) {
-	if len(m.cfg.WarmPool) == 0 {
+	var names []string
+	for name := range m.cfg.WarmPool {
+		names = append(names, name)
+	}
+	for _, name := range m.cfg.AutoWarmPool {
+		if _, fixed := m.cfg.WarmPool[name]; !fixed {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
 		return
 	}
 	kick := make(chan struct{}, 1)
@@ -87,15 +167,12 @@ func (m *Manager) RunWarmPool(ctx context.Context) {
 	m.pool.mu.Unlock()
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
-	names := make([]string, 0, len(m.cfg.WarmPool))
-	for name := range m.cfg.WarmPool {
-		names = append(names, name)
-	}
 	sort.Strings(names)
 	for {
 		for _, name := range names {
 			for ctx.Err() == nil && m.fillOne(ctx, name) {
 			}
+			m.trimPool(ctx, name)
 		}
 		select {
 		case <-ctx.Done():
@@ -109,8 +186,9 @@ func (m *Manager) RunWarmPool(ctx context.Context) {
 // fillOne adds one pooled sandbox to template name if it is below its
 // size; false when nothing was (or could be) added.
 func (m *Manager) fillOne(ctx context.Context, name string) bool {
+	target := m.poolTarget(name) // takes pool.mu itself
 	m.pool.mu.Lock()
-	full := m.pool.closed || len(m.pool.idle[name]) >= m.cfg.WarmPool[name]
+	full := m.pool.closed || len(m.pool.idle[name]) >= target
 	m.pool.mu.Unlock()
 	if full {
 		return false
@@ -121,6 +199,10 @@ func (m *Manager) fillOne(ctx context.Context, name string) bool {
 	}
 	be := m.boot.get(tpl.Hash)
 	if be == nil {
+		return false
+	}
+	// Never fill into the memory the sandboxes in use may need.
+	if need := uint64(max(be.spec.MemoryMB, 0))<<20 + poolSandboxOverhead; !m.memoryFor(need) {
 		return false
 	}
 	cp, err := m.checkpointer()
@@ -162,13 +244,35 @@ func (m *Manager) fillOne(ctx context.Context, name string) bool {
 	return true
 }
 
+// poolSandboxOverhead is what a pooled sandbox costs beyond its memory
+// limit in the memory check (the runtime's own processes).
+const poolSandboxOverhead = 64 << 20
+
+// trimPool gives back idle sandboxes of name beyond its target (demand
+// fell) or while the host is short of memory, one per call.
+func (m *Manager) trimPool(ctx context.Context, name string) {
+	target, short := m.poolTarget(name), !m.memoryFor(0) // poolTarget takes pool.mu
+	m.pool.mu.Lock()
+	list := m.pool.idle[name]
+	var p *pooled
+	if n := len(list); n > 0 && (n > target || short) {
+		p, m.pool.idle[name] = list[n-1], list[:n-1]
+	}
+	m.pool.mu.Unlock()
+	if p != nil {
+		m.releaseChild(ctx, p.k)
+		m.log.Info("warm pool: sandbox given back", "template", name, "sandbox", p.k.id)
+	}
+}
+
 // claimPooled serves a create from the warm pool; ok is false when there is
 // no fitting pooled sandbox (pooled ones have the default network: internet
 // allowed, no egress rules) or its /init failed.
 func (m *Manager) claimPooled(ctx context.Context, tpl *Template, req CreateRequest, allowInternet bool) (*Sandbox, bool) {
-	if m.cfg.WarmPool[req.TemplateID] == 0 || !allowInternet || !req.Egress.Empty() {
+	if !m.pooled(req.TemplateID) || !allowInternet || !req.Egress.Empty() {
 		return nil, false
 	}
+	m.pool.noteCreate(req.TemplateID, time.Now())
 	p := m.pool.pop(req.TemplateID, tpl.Hash)
 	if p == nil {
 		return nil, false
