@@ -105,7 +105,6 @@ func (m *Manager) memoryFor(need uint64) bool {
 	return uint64(avail) >= m.cfg.PoolMemoryReserve+need
 }
 
-
 // pop takes an idle sandbox of template name built from hash; each is
 // handed out at most once.
 func (p *poolState) pop(name, hash string) *pooled {
