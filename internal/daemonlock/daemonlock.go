@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,17 +64,52 @@ func Acquire(path, what, holder string) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening lock %s: %w", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, &HeldError{What: what, Path: path, Holder: readHolder(path)}
+	// A holder that was just killed keeps its lock until its last thread
+	// has exited (it already reads as a zombie): wait for it a little.
+	deadline := time.Now().Add(dyingHolderWait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
 		}
-		return nil, fmt.Errorf("locking %s: %w", path, err)
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		holder := readHolder(path)
+		if !dying(holder) || time.Now().After(deadline) {
+			f.Close()
+			return nil, &HeldError{What: what, Path: path, Holder: holder}
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(holder+"\n"), 0)
 	}
 	return &Lock{f: f}, nil
+}
+
+// dyingHolderWait bounds the wait for a lock whose holder is exiting.
+const dyingHolderWait = 15 * time.Second
+
+// dying reports whether the process named by holder ("pid N, …") is gone
+// or a zombie, i.e. its lock is about to be released.
+func dying(holder string) bool {
+	rest, ok := strings.CutPrefix(holder, "pid ")
+	if !ok {
+		return false
+	}
+	end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+	if end <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + rest[:end] + "/stat")
+	if err != nil {
+		return true // gone
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && (s[i+2] == 'Z' || s[i+2] == 'X')
 }
 
 func readHolder(path string) string {

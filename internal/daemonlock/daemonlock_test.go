@@ -4,6 +4,7 @@ package daemonlock
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,14 +17,15 @@ import (
 func TestAcquireRefusesSecondHolderAndNamesFirst(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "daemon.lock")
-	l, err := Acquire(path, "the data directory "+dir, "pid 111: airlock serve --data-dir "+dir)
+	first := fmt.Sprintf("pid %d: airlock serve --data-dir %s", os.Getpid(), dir) // a live holder
+	l, err := Acquire(path, "the data directory "+dir, first)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = Acquire(path, "the data directory "+dir, "pid 222: airlock serve")
 	var he *HeldError
-	if !errors.As(err, &he) || !strings.Contains(err.Error(), "pid 111: airlock serve --data-dir") {
-		t.Fatalf("second Acquire: err = %v, want a HeldError naming pid 111", err)
+	if !errors.As(err, &he) || !strings.Contains(err.Error(), first) {
+		t.Fatalf("second Acquire: err = %v, want a HeldError naming %q", err, first)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -97,5 +99,32 @@ func TestNetPrefixOverlap(t *testing.T) {
 	}
 	if _, err := AcquireNetPrefix(run, "a/b", "x"); err == nil {
 		t.Error("prefix with a slash accepted")
+	}
+}
+
+func TestDying(t *testing.T) {
+	if dying("pid 1, started …") {
+		t.Error("init reads as dying")
+	}
+	if !dying("pid 2147483646, started …") {
+		t.Error("a pid that does not exist must read as dying")
+	}
+	if dying("holder without a pid") || dying("") {
+		t.Error("an unparsable holder must not read as dying")
+	}
+	// A zombie: a child that exited and was not reaped yet.
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	var zombie bool
+	for i := 0; i < 200 && !zombie; i++ {
+		time.Sleep(10 * time.Millisecond)
+		zombie = dying(fmt.Sprintf("pid %d, started now", pid))
+	}
+	_ = cmd.Wait()
+	if !zombie {
+		t.Error("an exited, unreaped child does not read as dying")
 	}
 }
