@@ -93,8 +93,7 @@ func (r *Runtime) waitDeleted(ctx context.Context, id string) error {
 }
 
 // Restore implements runtime.Checkpointer with `runsc restore --detach`,
-// started like `runsc run` (own session, stdio on files, the /proc/sys/net
-// mask).
+// started like `runsc run` (own session, stdio on files).
 func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir string) error {
 	if err := validID(spec.ID); err != nil {
 		return err
