@@ -154,10 +154,6 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 		return fmt.Errorf("runsc restore %s: %w", spec.ID, err)
 	}
 	r.log.Debug("sandbox restored", "id", spec.ID, "took", time.Since(t0))
-	// Stats reads CPU time from the host cgroup from now on (stats.go).
-	if err := os.WriteFile(filepath.Join(dir, restoredMarker), nil, 0o600); err != nil {
-		r.log.Warn("marking sandbox restored", "id", spec.ID, "err", err)
-	}
 	return nil
 }
 
