@@ -172,15 +172,14 @@ func metadataFromHeaders(h http.Header) (map[string]string, error) {
 // over the destination only when complete, so a failed upload never leaves
 // a truncated file nor loses the previous content. meta (if non-nil)
 // replaces the file's metadata; otherwise an existing file's metadata is
-// carried over to the new file. Metadata goes into xattrs, or into the
-// fallback store where the filesystem has none (store I/O runs as root,
-// after the user-permission-checked rename).
+// carried over to the new file. Metadata goes into user.e2b.* xattrs of the
+// temp file before the rename; a filesystem without user xattrs refuses an
+// upload that sets metadata (400) and drops carried-over metadata.
 func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta map[string]string) (WrittenEntry, error) {
 	var (
 		final string
 		tmp   *os.File
 		keep  map[string]string
-		old   fs.FileInfo // the replaced file, if any
 	)
 	err := identity.RunAs(u, func() error {
 		final = path
@@ -205,7 +204,6 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 			}
 			_ = f.Close()
 			mode = fi.Mode().Perm()
-			old = fi
 			if meta == nil {
 				keep, _ = h.meta.Read(final)
 			}
@@ -249,20 +247,18 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 		setMeta = keep
 	}
 	// xattrs go on the temp file so they appear together with the content.
-	inXattrs := false
 	if len(setMeta) > 0 {
 		err := h.meta.SetXattrs(tmp, setMeta)
 		switch {
 		case err == nil:
-			inXattrs = true
-		case errors.Is(err, filesystem.ErrXattrsUnsupported):
-			// Recorded in the fallback store once the file is in place.
 		case meta == nil:
 			// Best effort when only carrying old metadata over.
 			h.log.Warn("carrying file metadata over failed", "path", path, "err", err)
 			setMeta = nil
 		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 			return WrittenEntry{}, &apiError{status: http.StatusInsufficientStorage, msg: "no space left for file metadata", err: err}
+		case errors.Is(err, filesystem.ErrXattrsUnsupported):
+			return WrittenEntry{}, userError(http.StatusBadRequest, "cannot store metadata: the filesystem of '%s' has no extended attributes", path)
 		default:
 			return WrittenEntry{}, userError(http.StatusBadRequest, "cannot store metadata: %v", err)
 		}
@@ -275,21 +271,6 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 	// IN_MODIFY for the final name, so watchers see a WRITE of the
 	// destination (as with an in-place write) and not only the rename.
 	_ = tmp.Truncate(size)
-	if !inXattrs {
-		// After the truncate: the entry records the final size and times.
-		// An empty set clears a stale entry left for a reused inode.
-		if err := h.meta.Remember(tmp, final, setMeta); err != nil {
-			_ = tmp.Close()
-			if meta != nil {
-				return WrittenEntry{}, &apiError{status: http.StatusInternalServerError, msg: "storing file metadata failed", err: err}
-			}
-			h.log.Warn("carrying file metadata over failed", "path", path, "err", err)
-			setMeta = nil
-		}
-	}
-	if old != nil {
-		h.meta.Unlinked(old) // the replaced inode lost its name
-	}
 	if err := tmp.Close(); err != nil {
 		return WrittenEntry{}, fsError("closing "+path, err)
 	}
