@@ -117,29 +117,44 @@ describe('resource limits', { timeout: TEST_TIMEOUT * 4 }, () => {
     await assertUnharmed(neighbour, idleMs, 'a disk filler')
   })
 
-  it('busy loop and memory bomb: the sandbox over its memory limit is stopped and reported as such', { timeout: TEST_TIMEOUT }, async () => {
+  // Under the pinned runsc a sandbox at its memory limit either loses the
+  // bomb alone (SIGKILL, exit 137; seen with 512 MiB) while it lives on, or
+  // is stopped as a whole and reported (seen with 256 MiB; runsc 20221219
+  // always did that). Either way the bomb is contained and the neighbours
+  // are unharmed.
+  it('busy loop and memory bomb: the bomb is killed, or the sandbox over its memory limit is stopped and reported as such', { timeout: TEST_TIMEOUT }, async () => {
     const busy = await createWithLimits({ cpuCount: 1 })
     await busy.commands.run('timeout 120 sh -c "while :; do :; done"', { background: true })
     const sbx = await createWithLimits({ memoryMB: 256 })
-    await sbx.commands.run('python3 -c "a = []\nwhile True: a.append(bytearray(32 << 20))"', { background: true, timeoutMs: 0 })
-    const gone = await waitUntil(async () => {
-      try {
-        await Sandbox.getInfo(sbx.sandboxId)
-        return null
-      } catch (err) {
-        if (err instanceof NotFoundError) return err
-        throw err
-      }
-    }, 90_000, 500)
-    assert.ok(gone, 'memory bomb did not stop the sandbox within 90 s')
-    // The SDK replaces the message; the API says why.
-    const res = await fetch(`${api}/sandboxes/${sbx.sandboxId}`, { headers })
-    assert.equal(res.status, 404)
-    assert.match((await res.json()).message, /exceeded its memory limit \(256 MiB\)/)
-    assert.equal(await Sandbox.kill(sbx.sandboxId), false)
+    let bomb = null
+    try {
+      bomb = await sh(sbx, 'python3 -c "a = []\nwhile True: a.append(bytearray(32 << 20))"; echo rc=$?', { timeoutMs: 90_000 })
+    } catch (err) {
+      // The sandbox went away under the command.
+    }
+    if (bomb && /rc=137/.test(bomb.stdout)) {
+      assert.equal((await sh(sbx, 'echo alive')).stdout, 'alive\n', 'the sandbox survives its killed bomb')
+      assert.equal((await sbx.getInfo()).state, 'running')
+    } else {
+      const gone = await waitUntil(async () => {
+        try {
+          await Sandbox.getInfo(sbx.sandboxId)
+          return null
+        } catch (err) {
+          if (err instanceof NotFoundError) return err
+          throw err
+        }
+      }, 90_000, 500)
+      assert.ok(gone, `memory bomb neither killed (${JSON.stringify(bomb)}) nor stopped the sandbox within 90 s`)
+      // The SDK replaces the message; the API says why.
+      const res = await fetch(`${api}/sandboxes/${sbx.sandboxId}`, { headers })
+      assert.equal(res.status, 404)
+      assert.match((await res.json()).message, /exceeded its memory limit \(256 MiB\)/)
+      assert.equal(await Sandbox.kill(sbx.sandboxId), false)
+      const prom = await (await fetch(`${api}/metrics`, { headers })).text()
+      assert.match(prom, /airlock_sandbox_unexpected_stops_total\{reason="memory"\} [1-9]/)
+    }
     await assertUnharmed(neighbour, idleMs, 'a memory bomb next to a busy loop')
     assert.equal((await busy.getInfo()).state, 'running', 'the busy sandbox was harmed')
-    const prom = await (await fetch(`${api}/metrics`, { headers })).text()
-    assert.match(prom, /airlock_sandbox_unexpected_stops_total\{reason="memory"\} [1-9]/)
   })
 })
