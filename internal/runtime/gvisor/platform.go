@@ -5,14 +5,19 @@ package gvisor
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
 // PinnedVersion is the gVisor module version whose runsc Airlock runs
@@ -111,4 +116,29 @@ func ProbePlatform(ctx context.Context, runsc, platform string, timeout time.Dur
 		return fmt.Errorf("runsc --platform=%s do /bin/true: %w: %s", platform, err, msg)
 	}
 	return nil
+}
+
+var _ runtime.ImageBuilder = (*Runtime)(nil)
+
+// ImageBuild implements runtime.ImageBuilder: "runsc-sha256:" and the first
+// 16 hex digits of the runsc binary's SHA-256. A checkpoint image is only
+// meant for the runsc that saved it; runsc's own check compares version
+// strings, and builds from the module all report "VERSION_MISSING", so the
+// binary itself is the identity. Hashed once.
+func (r *Runtime) ImageBuild() string {
+	r.buildOnce.Do(func() {
+		f, err := os.Open(r.runsc)
+		if err != nil {
+			r.build = "runsc-unknown"
+			return
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			r.build = "runsc-unknown"
+			return
+		}
+		r.build = "runsc-sha256:" + hex.EncodeToString(h.Sum(nil))[:16]
+	})
+	return r.build
 }

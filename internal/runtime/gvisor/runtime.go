@@ -72,6 +72,10 @@ type Runtime struct {
 	debugDir string
 	log      *slog.Logger
 
+	// buildOnce guards build, the ImageBuild identity (hashed lazily).
+	buildOnce sync.Once
+	build     string
+
 	// mu guards deleting: background deletes of checkpointed containers
 	// (checkpoint.go), by id.
 	mu       sync.Mutex
