@@ -81,6 +81,15 @@ CGO_ENABLED=0 go build -o bin/airlock-envd ./cmd/airlock-envd
 # gVisor's runsc at the pinned version (built once per machine, cached;
 # static Go build from the gVisor module, not Debian's 2022 package).
 bash scripts/build-runsc.sh >/dev/null || die "building runsc failed"
-# Guest kernel for the microVM runtime (built once per machine, cached).
-bash scripts/build-kernel.sh >/dev/null || die "building the microVM guest kernel failed"
+# Guest kernel for the microVM runtime (built once per machine, cached; a
+# few minutes). Only where `--runtime auto` picks microVMs: a CPU with
+# hardware virtualisation. Elsewhere the daemon runs gVisor and starts at
+# once; `airlock serve --runtime microvm` builds the kernel on first use, and
+# scripts/test.sh builds it for the microVM tests.
+if [ "${AIRLOCK_BUILD_KERNEL:-auto}" = 1 ] || { [ "${AIRLOCK_BUILD_KERNEL:-auto}" = auto ] && grep -qwE 'vmx|svm' /proc/cpuinfo; }; then
+	log "building the microVM guest kernel (cached after the first build)"
+	bash scripts/build-kernel.sh >/dev/null || die "building the microVM guest kernel failed"
+else
+	log "microVM guest kernel not built (no hardware virtualisation: the daemon uses gVisor; 'airlock serve --runtime microvm' builds it on first use)"
+fi
 log "setup done: $(pwd)/bin/airlock"

@@ -25,6 +25,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/envd/freeze"
 	"github.com/airlock-sandbox/airlock/internal/envd/interpreter"
+	"github.com/airlock-sandbox/airlock/internal/envd/oomguard"
 	"github.com/airlock-sandbox/airlock/internal/envd/process"
 	"github.com/airlock-sandbox/airlock/internal/envd/server"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
@@ -88,6 +89,10 @@ func run() error {
 	if os.Getpid() == 1 {
 		go process.NewReaper(log).Run(ctx)
 	}
+	// Runtimes whose guest kernel has no OOM killer (gVisor) turn on the
+	// agent's own (AIRLOCK_OOM_GUARD_MB): a process over the sandbox's
+	// memory dies, the sandbox lives.
+	go oomguard.FromEnv(log.With("component", "oomguard")).Run(ctx)
 
 	if os.Geteuid() == 0 {
 		go func() {

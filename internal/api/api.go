@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -189,6 +190,13 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	// A sandbox that died while starting (its VMM could not open a
+	// device, its kernel panicked): say why, in the runtime's words.
+	var se *runtime.StoppedError
+	if errors.As(err, &se) {
+		writeError(w, http.StatusInternalServerError, se.Error()+" (see the daemon log)")
+		return
+	}
 	writeError(w, http.StatusInternalServerError, "internal server error (see the daemon log)")
 }
 

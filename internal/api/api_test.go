@@ -325,7 +325,7 @@ func TestGetKillTimeoutConnect(t *testing.T) {
 	st, _, body = h.do(t, "POST", "/sandboxes/inotthere/pause", `{}`)
 	assertError(t, st, body, 404, "inotthere")
 	st, _, body = h.do(t, "POST", "/sandboxes/"+id+"/pause", `{"memory":false}`)
-	assertError(t, st, body, 501, "memory is always kept")
+	assertError(t, st, body, 501, `the "fake" runtime cannot pause a sandbox without its memory`)
 
 	st, _, _ = h.do(t, "DELETE", "/sandboxes/"+id, "")
 	if st != 204 {

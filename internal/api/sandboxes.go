@@ -132,6 +132,7 @@ type newSandboxBody struct {
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	Secure              *bool             `json:"secure"`
 	AutoPause           *bool             `json:"autoPause"`
+	AutoPauseMemory     *bool             `json:"autoPauseMemory"` // false: the timeout pause keeps only the disk
 	AutoResume          *struct {
 		Enabled bool `json:"enabled"`
 	} `json:"autoResume"`
@@ -181,8 +182,10 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		AllowInternet: body.AllowInternetAccess,
 		Secure:        v2 || (body.Secure != nil && *body.Secure),
 		AutoPause:     body.AutoPause != nil && *body.AutoPause,
-		AutoResume:    body.AutoResume != nil && body.AutoResume.Enabled,
-		Limits:        body.limits(),
+		// E2B: autoPauseMemory false = lifecycle {onTimeout: pause, keepMemory: false}.
+		AutoPauseDiskOnly: body.AutoPauseMemory != nil && !*body.AutoPauseMemory,
+		AutoResume:        body.AutoResume != nil && body.AutoResume.Enabled,
+		Limits:            body.limits(),
 	}
 	if body.Network != nil {
 		req.AllowPublicTraffic = body.Network.AllowPublicTraffic
@@ -350,11 +353,11 @@ func (a *api) pause(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
+	pause := a.m.Pause
 	if body.Memory != nil && !*body.Memory {
-		writeError(w, http.StatusNotImplemented, "pausing without memory is not supported; memory is always kept")
-		return
+		pause = a.m.PauseFilesystem // keep the disk only; resume boots fresh
 	}
-	if err := a.m.Pause(r.Context(), pathID(r)); err != nil {
+	if err := pause(r.Context(), pathID(r)); err != nil {
 		a.fail(w, r, err)
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/agentbin"
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/console"
+	"github.com/airlock-sandbox/airlock/internal/daemonlock"
 	"github.com/airlock-sandbox/airlock/internal/envd/files"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
@@ -151,6 +152,20 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	if err := os.MkdirAll(filepath.Join(dataDir, "sandboxes"), 0o700); err != nil {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
+	// One daemon per data dir and per network prefix: a second one would
+	// rebuild the first's nftables table and remove its veths as stale.
+	holder := fmt.Sprintf("pid %d, started %s: airlock serve --listen %s --data-dir %s --net-prefix %s --subnet %s --runtime %s",
+		os.Getpid(), time.Now().UTC().Format(time.RFC3339), o.listen, dataDir, o.netPrefix, o.subnet, o.runtime)
+	dataLock, err := daemonlock.Acquire(filepath.Join(dataDir, "daemon.lock"), "the data directory "+dataDir, holder)
+	if err != nil {
+		return err
+	}
+	defer dataLock.Close()
+	netLock, err := daemonlock.AcquireNetPrefix(daemonlock.DefaultRunDir, o.netPrefix, holder)
+	if err != nil {
+		return err
+	}
+	defer netLock.Close()
 	// Sandboxes run (and restores map) an immutable, content-addressed copy
 	// of the agent, so a new build of airlock-envd never replaces the code
 	// under paused sandboxes and snapshots (internal/agentbin).

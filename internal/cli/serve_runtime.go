@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/runtime"
@@ -48,20 +50,9 @@ func findKernel(flag string) (string, error) {
 // (microvm.Choose), logging the decision and its reason.
 func newRuntime(ctx context.Context, mode, kernelFlag string, gf gvisorFlags, dataDir, envdPath string, log *slog.Logger) (runtime.Runtime, runtimeChoice, error) {
 	var probe microvm.ProbeFunc
-	why := ""
-	kernel, err := findKernel(kernelFlag)
-	qemu, qerr := exec.LookPath("qemu-system-x86_64")
-	switch {
-	case mode == "gvisor":
-	case err != nil:
-		why = err.Error()
-	case qerr != nil:
-		why = "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
-	default:
-		cache := filepath.Join(dataDir, "microvm", "images")
-		probe = func(ctx context.Context, accel string) error {
-			return microvm.Probe(ctx, qemu, kernel, envdPath, cache, accel, kvmProbeTimeout)
-		}
+	var kernel, why string
+	if mode != "gvisor" {
+		kernel, probe, why = microvmProbe(ctx, mode, kernelFlag, dataDir, envdPath, log)
 	}
 	mchoice, err := microvm.Choose(ctx, mode, probe, why)
 	choice := runtimeChoice{Choice: mchoice}
@@ -90,4 +81,99 @@ func newRuntime(ctx context.Context, mode, kernelFlag string, gf gvisorFlags, da
 		return nil, choice, fmt.Errorf("starting gvisor runtime: %w", err)
 	}
 	return rt, choice, nil
+}
+
+// microvmProbe checks what microVMs need before any probe VM boots - a
+// static agent, QEMU, a guest kernel (built here, with progress on stderr,
+// when --runtime microvm is asked for, or auto on a host with hardware
+// virtualisation, and none is cached) - and returns the kernel and the
+// boot probe, or a nil probe and why microVMs cannot run.
+func microvmProbe(ctx context.Context, mode, kernelFlag, dataDir, envdPath string, log *slog.Logger) (string, microvm.ProbeFunc, string) {
+	if err := microvm.CheckAgent(envdPath); err != nil {
+		return "", nil, err.Error()
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return "", nil, "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+	}
+	kernel, err := findKernel(kernelFlag)
+	if err != nil && kernelFlag == "" {
+		if mode == "auto" && !hardwareVirt() {
+			return "", nil, "no hardware virtualisation (no vmx/svm CPU flag) and no guest kernel built (" + err.Error() + ")"
+		}
+		kernel, err = buildKernel(ctx, log)
+	}
+	if err != nil {
+		return "", nil, err.Error()
+	}
+	cache := filepath.Join(dataDir, "microvm", "images")
+	hw := hardwareVirt()
+	return kernel, func(ctx context.Context, accel string) error {
+		if accel == "kvm" && !hw {
+			// A software /dev/kvm (PVM) or none: stock guest kernels
+			// cannot run there, and the probe would only time out.
+			return errors.New("no vmx/svm CPU flag")
+		}
+		timeout := kvmProbeTimeout
+		if accel == "tcg" {
+			timeout = tcgProbeTimeout
+		}
+		return microvm.Probe(ctx, microvm.ProbeConfig{QEMU: qemu, Kernel: kernel, Agent: envdPath, CacheDir: cache,
+			Accel: accel, Timeout: timeout})
+	}, ""
+}
+
+// tcgProbeTimeout bounds the emulated boot probe (about 1 s on an idle
+// host, several on a busy one).
+const tcgProbeTimeout = 60 * time.Second
+
+// hardwareVirt reports whether the CPU advertises hardware virtualisation
+// (vmx or svm); without it /dev/kvm, if present, is a software hypervisor
+// stock guest kernels cannot run on.
+func hardwareVirt() bool {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "flags") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if f == "vmx" || f == "svm" {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// buildKernel runs scripts/build-kernel.sh (next to this executable's
+// directory, as in a source checkout: bin/airlock → scripts/) once, its
+// progress on stderr, and returns the vmlinux it printed last.
+func buildKernel(ctx context.Context, log *slog.Logger) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("no guest kernel in %s, and this executable cannot be located to build one: %w", DefaultKernelCache, err)
+	}
+	script := filepath.Join(filepath.Dir(filepath.Dir(exe)), "scripts", "build-kernel.sh")
+	if _, err := os.Stat(script); err != nil {
+		return "", fmt.Errorf("no guest kernel in %s (build one with scripts/build-kernel.sh from the source tree, or pass --microvm-kernel)", DefaultKernelCache)
+	}
+	log.Info("building the microVM guest kernel (once per host; a few minutes, progress below)", "script", script)
+	t0 := time.Now()
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building the guest kernel (%s): %w", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	kernel := lines[len(lines)-1]
+	if _, err := os.Stat(kernel); err != nil {
+		return "", fmt.Errorf("the guest kernel build printed %q, which is no file: %w", kernel, err)
+	}
+	log.Info("guest kernel built", "path", kernel, "elapsed", time.Since(t0).Round(time.Second))
+	return kernel, nil
 }

@@ -135,6 +135,20 @@ type AgentLogger interface {
 	AgentLog(dir string) string
 }
 
+// Rebooter is implemented by runtimes that can stop a sandbox while keeping
+// its disk, and boot it again from that disk: a filesystem-only pause,
+// cheaper to keep than a checkpoint (no memory image); its resume is a
+// fresh boot (new processes, a new boot_id).
+type Rebooter interface {
+	// Shutdown stops every process of the sandbox and frees its memory;
+	// its writable disk, network hand-over and everything Boot needs stay
+	// in dir. The caller has the guest sync its file systems first.
+	Shutdown(ctx context.Context, id, dir string) error
+	// Boot starts the sandbox kept by Shutdown again (spec.ID, Dir and
+	// NetNSPath are used) and returns once its agent process runs.
+	Boot(ctx context.Context, spec Spec) error
+}
+
 // StopReasoner is implemented by runtimes that can tell why a sandbox
 // stopped on its own. StopReason must be called before Destroy; it returns a
 // short phrase ("it exceeded its memory limit") or "" when unknown.

@@ -347,7 +347,7 @@ func (m *Manager) createFromBoot(ctx context.Context, tpl *Template, req CreateR
 	env := maps.Clone(tpl.Env)
 	src := restoreSource{dir: be.dir, spec: be.spec, tpl: &Template{Name: tpl.Name, Hash: tpl.Hash, RootFS: tpl.RootFS,
 		TemplateConfig: TemplateConfig{Env: env}}, templateID: req.TemplateID, alias: tpl.Name,
-		extra: newExtra(req.AutoResume, req.Egress), what: "boot snapshot of " + tpl.Name}
+		extra: newExtra(req), what: "boot snapshot of " + tpl.Name}
 	sb, err := m.restoreFrom(ctx, src, req, allowInternet)
 	if err != nil {
 		m.log.Warn("create from boot snapshot failed; cold-booting", "template", tpl.Name, "err", err)

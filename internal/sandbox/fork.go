@@ -206,9 +206,7 @@ func (m *Manager) restoreParent(ctx context.Context, cp runtime.Checkpointer, id
 		err = cp.Signal(ctx, id, syscall.SIGUSR1)
 	}
 	if err == nil {
-		hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
-		err = m.agent.waitHealthy(hctx, ip.String())
-		cancel()
+		err = m.waitAgent(ctx, id, m.sandboxDir(id), ip.String())
 	}
 	if err == nil {
 		return nil
@@ -334,10 +332,7 @@ func (m *Manager) wakeChild(ctx context.Context, cp runtime.Checkpointer, k *chi
 	if err := cp.Signal(ctx, k.id, syscall.SIGUSR1); err != nil {
 		return fmt.Errorf("waking fork child: %w", err)
 	}
-	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
-	err := m.agent.waitHealthy(hctx, k.ep.GuestIP.String())
-	cancel()
-	if err != nil {
+	if err := m.waitAgent(ctx, k.id, k.spec.Dir, k.ep.GuestIP.String()); err != nil {
 		return fmt.Errorf("fork child agent did not become healthy: %w", err)
 	}
 	return nil

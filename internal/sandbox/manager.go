@@ -140,8 +140,11 @@ type CreateRequest struct {
 	AllowInternet *bool
 	// Secure generates an envd access token.
 	Secure bool
-	// AutoPause asks for pause instead of kill on timeout.
-	AutoPause bool
+	// AutoPause asks for pause instead of kill on timeout;
+	// AutoPauseDiskOnly makes that pause keep only the disk (E2B's
+	// lifecycle keepMemory: false, autoPauseMemory in the create body).
+	AutoPause         bool
+	AutoPauseDiskOnly bool
 	// RootFS, when set, is used instead of resolving TemplateID (internal:
 	// the template builder runs build steps on intermediate layers).
 	RootFS string
@@ -307,7 +310,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 	if req.Timeout > m.cfg.MaxTimeout {
 		return nil, userErrorf(http.StatusBadRequest, "timeout cannot be greater than %d seconds", int(m.cfg.MaxTimeout.Seconds()))
 	}
-	if req.AutoPause || req.AutoResume {
+	if req.AutoPause && req.AutoPauseDiskOnly {
+		if _, err := m.rebooter(); err != nil {
+			return nil, err
+		}
+	} else if req.AutoPause || req.AutoResume {
 		if _, err := m.checkpointer(); err != nil {
 			return nil, err
 		}
@@ -409,10 +416,7 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 	}
 	host := ep.GuestIP.String()
 	waitStart := time.Now()
-	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
-	err = m.agent.waitHealthy(hctx, host)
-	cancel()
-	if err != nil {
+	if err := m.waitAgent(ctx, id, dir, host); err != nil {
 		return nil, fmt.Errorf("agent did not become healthy: %w", err)
 	}
 	log.Debug("agent healthy", "wait", time.Since(waitStart))
@@ -442,7 +446,7 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 	}
 
 	now := time.Now().UTC()
-	x := newExtra(req.AutoResume, req.Egress)
+	x := newExtra(req)
 	x.Agent = m.cfg.AgentPath
 	rec := store.Sandbox{
 		ID:            id,
@@ -758,4 +762,21 @@ func (m *Manager) KillAll(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// waitAgent waits up to AgentReadyTimeout for the agent of sandbox id (its
+// runtime dir and guest address) to answer /health, watching the runtime
+// meanwhile: a VMM or sandbox that exits fails the wait at once with the
+// runtime's reason and the tail of its console or agent log
+// (runtime.WaitReady).
+func (m *Manager) waitAgent(ctx context.Context, id, dir, host string) error {
+	var logPath string
+	if al, ok := m.cfg.Runtime.(runtime.AgentLogger); ok && dir != "" {
+		logPath = al.AgentLog(dir)
+	}
+	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
+	defer cancel()
+	return runtime.WaitReady(hctx, m.cfg.Runtime, id, logPath, 0, func(ctx context.Context) error {
+		return m.agent.waitHealthy(ctx, host)
+	})
 }

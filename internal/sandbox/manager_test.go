@@ -163,6 +163,30 @@ func TestCreateAgentNeverHealthy(t *testing.T) {
 	}
 }
 
+// A sandbox whose VMM exits during boot fails the create at once with the
+// runtime's reason, not after the agent timeout.
+func TestCreateRuntimeDiesBeforeAgent(t *testing.T) {
+	t.Parallel()
+	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) { c.AgentReadyTimeout = 20 * time.Second })
+	env.Agent.SetUnhealthy(true)
+	env.Runtime.DieOnStart = "its virtual machine exited"
+	start := time.Now()
+	_, err := env.Manager.Create(context.Background(), sandbox.CreateRequest{Timeout: time.Minute})
+	if err == nil {
+		t.Fatal("create succeeded although the sandbox stopped")
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("took %v: the stop was not noticed while waiting for the agent", el)
+	}
+	var se *runtime.StoppedError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "its virtual machine exited") {
+		t.Fatalf("err = %v, want a runtime.StoppedError with the stop reason", err)
+	}
+	if len(env.Runtime.Destroyed) != 1 || len(env.Network.TornDown) != 1 {
+		t.Fatal("failed create not cleaned up")
+	}
+}
+
 func TestLowestFreeSlot(t *testing.T) {
 	t.Parallel()
 	env := sandboxtest.NewEnv(t, nil)

@@ -82,9 +82,10 @@ func (m *Manager) reapplyPolicy(ctx context.Context, rec *store.Sandbox) {
 	}
 }
 
-func newExtra(autoResume bool, eg network.Egress) extra {
-	x := extra{AutoResume: autoResume}
-	x.AllowOut, x.DenyOut = eg.Strings()
+// newExtra is the record extra of a sandbox created by req.
+func newExtra(req CreateRequest) extra {
+	x := extra{AutoResume: req.AutoResume, PauseDiskOnly: req.AutoPause && req.AutoPauseDiskOnly}
+	x.AllowOut, x.DenyOut = req.Egress.Strings()
 	return x
 }
 

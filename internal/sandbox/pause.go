@@ -52,10 +52,14 @@ type extra struct {
 	// (agentbin: one immutable path per build). Its restores must map the
 	// same binary; "" in records from before it was kept (the current one).
 	Agent string `json:"agent,omitempty"`
+	// DiskOnly: paused without memory (pausedisk.go); PauseDiskOnly: the
+	// timeout pause keeps only the disk (E2B's keepMemory: false).
+	DiskOnly      bool `json:"diskOnly,omitempty"`
+	PauseDiskOnly bool `json:"pauseDiskOnly,omitempty"`
 }
 
 func encodeExtra(x extra) string {
-	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" {
+	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" && !x.DiskOnly && !x.PauseDiskOnly {
 		return ""
 	}
 	b, _ := json.Marshal(x)
@@ -216,11 +220,6 @@ func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string,
 // pauseOnTimeout pauses a sandbox whose lifecycle says "pause" when its
 // timeout fires; if that fails the sandbox is removed.
 func (m *Manager) pauseOnTimeout(id string) {
-	cp, err := m.checkpointer()
-	if err != nil {
-		m.log.Error("timeout pause impossible", "sandbox", id, "err", err)
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+opWait)
 	defer cancel()
 	e, err := m.beginOp(ctx, id, opPausing, false)
@@ -229,8 +228,21 @@ func (m *Manager) pauseOnTimeout(id string) {
 		return
 	}
 	defer m.endOp(e)
-	m.log.Info("sandbox timed out; pausing", "sandbox", id)
-	err = m.pause(ctx, cp, id, e)
+	m.mu.Lock()
+	diskOnly := decodeExtra(e.rec.Extra).PauseDiskOnly
+	m.mu.Unlock()
+	m.log.Info("sandbox timed out; pausing", "sandbox", id, "keep_memory", !diskOnly)
+	if diskOnly {
+		var rb runtime.Rebooter
+		if rb, err = m.rebooter(); err == nil {
+			err = m.pauseDisk(ctx, rb, id, e)
+		}
+	} else {
+		var cp runtime.Checkpointer
+		if cp, err = m.checkpointer(); err == nil {
+			err = m.pause(ctx, cp, id, e)
+		}
+	}
 	if err == nil {
 		return
 	}
@@ -262,6 +274,12 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 		return nil, err
 	}
 	defer m.endOp(e)
+	m.mu.Lock()
+	diskOnly := e.diskOnly()
+	m.mu.Unlock()
+	if diskOnly {
+		return m.resumeDisk(ctx, id, e, timeout)
+	}
 	cp, err := m.checkpointer()
 	if err != nil {
 		return nil, err
@@ -284,10 +302,7 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if err := cp.Signal(ctx, id, syscall.SIGUSR1); err != nil { // the agent listens again
 		return nil, fmt.Errorf("waking the agent of %s: %w", id, err)
 	}
-	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
-	err = m.agent.waitHealthy(hctx, ip.String())
-	cancel()
-	if err != nil {
+	if err := m.waitAgent(ctx, id, spec.Dir, ip.String()); err != nil {
 		// Left paused: the image is still there and Restore deletes the
 		// half-started container before trying again.
 		return nil, fmt.Errorf("resumed agent of %s is not healthy: %w", id, err)

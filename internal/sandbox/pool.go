@@ -178,7 +178,7 @@ func (m *Manager) claimPooled(ctx context.Context, tpl *Template, req CreateRequ
 	defer m.pool.wake()
 	start := time.Now()
 	src := restoreSource{spec: p.boot.spec, tpl: tpl, templateID: req.TemplateID, alias: tpl.Name,
-		extra: newExtra(req.AutoResume, req.Egress)}
+		extra: newExtra(req)}
 	parent := m.restoredRecord(src, req, allowInternet)
 	p.k.baseEnv = maps.Clone(tpl.Env)
 	sb, err := m.registerChild(ctx, p.k, &parent, req.Timeout)

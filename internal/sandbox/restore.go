@@ -54,7 +54,8 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 			log.Warn("reading runtime state", "err", err)
 		}
 		ip, ipErr := netip.ParseAddr(row.GuestIP)
-		if row.State == StatePaused && nsIDs[row.ID] && ipErr == nil && m.hasCheckpoint(row.ID) {
+		if row.State == StatePaused && nsIDs[row.ID] && ipErr == nil &&
+			(m.hasCheckpoint(row.ID) || decodeExtra(row.Extra).DiskOnly && m.hasDisk(row.ID)) {
 			if m.reattachPaused(row, ip) {
 				m.reapplyPolicy(ctx, row)
 				log.Info("paused sandbox re-attached")

@@ -489,7 +489,7 @@ func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, 
 		return nil, err
 	}
 	defer release()
-	x := newExtra(req.AutoResume, req.Egress)
+	x := newExtra(req)
 	x.BaseTemplate = sp.TemplateID
 	return m.restoreFrom(ctx, restoreSource{dir: m.snapshotDir(snap.ID), spec: sp, tpl: tpl,
 		templateID: snap.ID, alias: snap.Name, extra: x, what: "snapshot " + snap.ID}, req, allowInternet)

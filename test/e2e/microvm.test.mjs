@@ -85,6 +85,66 @@ describe('microVM runtime', { timeout: T * 4 }, () => {
     assert.ok(gone, 'killed microVM sandbox still listed')
   })
 
+  it('out of memory: the guest kernel ends the offending process, the sandbox and its other processes live', { timeout: T }, async () => {
+    const s = await t.create()
+    await s.commands.run('sleep 1000', { background: true })
+    await s.files.write('/home/user/keep.txt', 'kept')
+    const bomb = 'python3 -c "b=[]\nwhile True: b.append(bytearray(100*2**20))"'
+    await assert.rejects(s.commands.run(bomb, { timeoutMs: 180_000 }),
+      (err) => err instanceof CommandExitError && /signal: killed/.test(String(err.error)), 'the memory bomb was not ended by a signal')
+    const r = await s.commands.run('cat /home/user/keep.txt; echo; pgrep -c sleep; dmesg | grep -c "Out of memory: Killed process"')
+    const [kept, sleeping, oomLines] = r.stdout.trim().split('\n')
+    assert.equal(kept, 'kept')
+    assert.equal(sleeping, '1', 'the background process died with the bomb')
+    assert.ok(Number(oomLines) >= 1, 'the guest kernel logged no OOM kill')
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'running')
+  })
+
+  it('/proc/sys/kernel/random/boot_id: one per boot, kept by pause and resume', { timeout: T }, async () => {
+    const read = async (x) => (await x.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim()
+    const a = await t.create()
+    const b = await t.create()
+    const idA = await read(a)
+    assert.match(idA, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/)
+    assert.notEqual(await read(b), idA, 'two booted sandboxes share a boot_id')
+    assert.equal(await a.betaPause(), true)
+    const resumed = await Sandbox.connect(a.sandboxId)
+    assert.equal(await read(resumed), idA, 'a resume changed the boot_id')
+  })
+
+  it('filesystem-only pause (keepMemory: false): files stay, processes go, connect boots it fresh', { timeout: T }, async () => {
+    const s = await t.create({ envs: { KEEP_ENV: 'kept-env' } })
+    const boot1 = (await s.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim()
+    await s.commands.run('sleep 1000', { background: true })
+    await s.files.write('/home/user/fs.txt', 'on disk')
+    assert.equal(await s.pause({ keepMemory: false }), true)
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'paused')
+    assert.equal(await s.pause({ keepMemory: false }), false, 'a second pause is "already paused"')
+    const r = await Sandbox.connect(s.sandboxId)
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'running')
+    const out = await r.commands.run('cat /home/user/fs.txt; echo; pgrep -c sleep || true; cat /proc/sys/kernel/random/boot_id; echo $KEEP_ENV')
+    const [file, sleeping, boot2, env] = out.stdout.trim().split('\n')
+    assert.equal(file, 'on disk')
+    assert.equal(sleeping, '0', 'a process survived a filesystem-only pause')
+    assert.notEqual(boot2, boot1, 'boot_id unchanged: the sandbox was not booted again')
+    assert.equal(env, 'kept-env')
+    // It pauses and resumes again, with memory this time.
+    await r.commands.run('sleep 1000', { background: true })
+    assert.equal(await r.pause(), true)
+    const again = await Sandbox.connect(s.sandboxId)
+    assert.equal((await again.commands.run('pgrep -c sleep')).stdout.trim(), '1')
+  })
+
+  it('lifecycle onTimeout pause with keepMemory: false keeps only the disk', { timeout: T }, async () => {
+    const s = await t.create({ timeoutMs: 20_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } })
+    await s.files.write('/home/user/t.txt', 'timeout')
+    await s.commands.run('sleep 1000', { background: true })
+    assert.ok(await waitUntil(async () => (await Sandbox.getInfo(s.sandboxId)).state === 'paused', 120_000, 1000), 'not paused after its timeout')
+    const r = await Sandbox.connect(s.sandboxId)
+    const out = await r.commands.run('cat /home/user/t.txt; echo; pgrep -c sleep || true')
+    assert.equal(out.stdout, 'timeout\n0\n')
+  })
+
   it('pause and resume keep processes, files and the disk', { timeout: T }, async () => {
     const s = await t.create()
     await s.commands.run('sleep 1000 >/dev/null 2>&1 & echo $! > /tmp/pid; echo before > /home/user/p.txt')

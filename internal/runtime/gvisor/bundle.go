@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -39,10 +40,21 @@ const (
 	hostPidsPerGuest = 32
 	hostPidsOverhead = 1024
 	// hostMemoryOverhead is added to the guest's memory for the host
-	// memory cgroup, which also holds the sentry and gofer (~50 MB RSS).
-	// This runsc has no OOM killer of its own: when the cgroup hits its
-	// limit the host kills the sentry, i.e. the whole sandbox.
-	hostMemoryOverhead = 64 << 20
+	// memory cgroup, which also holds the sentry and gofer (~50 MB RSS),
+	// plus the headroom of the agent's OOM guard. runsc has no OOM killer
+	// of its own: when the cgroup hits its limit the host kills the
+	// sentry, i.e. the whole sandbox. So the agent runs one
+	// (internal/envd/oomguard, AIRLOCK_OOM_GUARD_MB): it kills the largest
+	// process once the guest's processes hold more than the sandbox's
+	// memory, checked every 20 ms, and the headroom lets it act before
+	// the host does (a guest allocating 100 MB chunks gains ~100-200 MB
+	// between two checks). Memory no process holds (tmpfs files) still
+	// meets the host limit: that sandbox is stopped and reported.
+	hostMemoryOverhead = 64<<20 + oomGuardHeadroom
+	oomGuardHeadroom   = 256 << 20
+	// oomGuardEnv turns the guard on (internal/envd/oomguard.EnvLimit;
+	// the host side names it without importing the agent's packages).
+	oomGuardEnv = "AIRLOCK_OOM_GUARD_MB"
 	// defaultPath is prepended to the agent's environment when spec.Env
 	// carries no PATH.
 	defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -106,6 +118,7 @@ func buildSpec(spec runtime.Spec, rootfs string, l limits) *specs.Spec {
 	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
 		env = append([]string{defaultPath}, env...)
 	}
+	env = append(env, oomGuardEnv+"="+strconv.FormatInt(l.memoryBytes>>20, 10))
 	quota := int64(l.cpus) * cpuPeriodUs
 	period := uint64(cpuPeriodUs)
 	mem := l.memoryBytes + hostMemoryOverhead

@@ -59,7 +59,9 @@ func TestBuildSpec(t *testing.T) {
 		t.Errorf("defaults = %+v", d)
 	}
 	withPath := buildSpec(runtime.Spec{ID: "x", Env: []string{"PATH=/x"}}, "/r", d)
-	if !slices.Equal(withPath.Process.Env, []string{"PATH=/x"}) {
-		t.Errorf("env with PATH = %v", withPath.Process.Env)
+	// The agent's OOM guard gets the sandbox's memory (the variable
+	// internal/envd/oomguard reads).
+	if !slices.Equal(withPath.Process.Env, []string{"PATH=/x", "AIRLOCK_OOM_GUARD_MB=512"}) {
+		t.Errorf("env with PATH = %v, want PATH and the OOM guard's limit", withPath.Process.Env)
 	}
 }

@@ -47,6 +47,13 @@ func Choose(ctx context.Context, mode string, probe ProbeFunc, why string) (Choi
 	if mode == "auto" {
 		return Choice{Runtime: "gvisor", Reason: "no hardware virtualisation (KVM probe: " + err.Error() + ")"}, nil
 	}
+	// Emulated: the same jailed probe must boot under TCG, or no microVM
+	// this daemon hands out could start.
+	t0 = time.Now()
+	if terr := probe(ctx, "tcg"); terr != nil {
+		return Choice{}, fmt.Errorf("--runtime microvm: the KVM probe failed (%v) and the emulated (TCG) probe failed too: %w", err, terr)
+	}
 	return Choice{Runtime: "microvm", Accel: "tcg",
-		Reason: "KVM probe failed (" + err.Error() + "): microVMs run emulated (TCG), several times slower than under KVM"}, nil
+		Reason: fmt.Sprintf("KVM probe failed (%s): microVMs run emulated (TCG), several times slower than under KVM (TCG probe booted in %s)",
+			err, time.Since(t0).Round(time.Millisecond))}, nil
 }

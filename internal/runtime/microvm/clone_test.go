@@ -141,7 +141,7 @@ func TestCloneTwoChildren(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = r.Destroy(context.Background(), pid, pdir) })
 	if err := waitAgent(ctx, r, pid, pep.GuestIP); err != nil {
-		t.Fatalf("%v\nconsole:\n%s", err, logTail(ConsolePath(pdir), 4096))
+		t.Fatalf("%v\nconsole:\n%s", err, runtime.LogTail(ConsolePath(pdir), 4096))
 	}
 	bg, _ := guestRun(t, ctx, pep.GuestIP, "sleep 1000 >/dev/null 2>&1 & echo $!; echo parent > /root/state; sync")
 	img := filepath.Join(pdir, "checkpoint")
@@ -163,7 +163,7 @@ func TestCloneTwoChildren(t *testing.T) {
 		t.Cleanup(func() { _ = r.Destroy(context.Background(), k.id, k.dir) })
 		cloned := time.Since(t0)
 		if err := r.Restore(ctx, runtime.Spec{ID: id, Dir: k.dir, NetNSPath: k.ep.NetNSPath}, img); err != nil {
-			t.Fatalf("Restore %s: %v\nconsole:\n%s", id, err, logTail(ConsolePath(k.dir), 2048))
+			t.Fatalf("Restore %s: %v\nconsole:\n%s", id, err, runtime.LogTail(ConsolePath(k.dir), 2048))
 		}
 		if err := waitAgent(ctx, r, id, k.ep.GuestIP); err != nil {
 			t.Fatalf("child %s at %s: %v", id, k.ep.GuestIP, err)

@@ -84,6 +84,9 @@ func writeCPIO(w io.Writer, entries []cpioEntry) error {
 // agentPath, building it once per agent content (so a rebuilt agent needs
 // no rebuilt root image, and an unchanged one is not copied per sandbox).
 func agentInitrd(cacheDir, agentPath string) (string, error) {
+	if err := CheckAgent(agentPath); err != nil {
+		return "", err
+	}
 	f, err := os.Open(agentPath)
 	if err != nil {
 		return "", fmt.Errorf("opening agent: %w", err)

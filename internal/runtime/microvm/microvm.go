@@ -257,7 +257,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 		if err == nil {
 			return
 		}
-		if tail := logTail(ConsolePath(dir), 2048); tail != "" {
+		if tail := runtime.LogTail(ConsolePath(dir), 2048); tail != "" {
 			err = fmt.Errorf("%w\nconsole: %s", err, tail)
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -450,20 +450,12 @@ func (r *Runtime) command(dir, nsPath string, vm VM, cgroupProcs []string) (*exe
 	if err != nil {
 		return nil, err
 	}
-	full := append([]string{"--net=" + nsPath, "--", r.sh, "-c", jailScript, "airlock-jail",
-		filepath.Join(dir, jailDir), strconv.Itoa(r.uid), strconv.Itoa(r.gid), strings.Join(cgroupProcs, " "), r.qemu}, args...)
-	cmd := exec.Command(r.nsenter, full...)
-	devnull, err := os.Open(os.DevNull)
+	devs, err := jailDevices(vm.Accel, vm.TapName != "", r.uid, r.gid)
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdin = devnull
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Own session: the VM must outlive the daemon.
-		Setsid:     true,
-		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
-	}
-	return cmd, nil
+	return jailCommand(r.nsenter, r.sh, jail{Dir: filepath.Join(dir, jailDir), UID: r.uid, GID: r.gid,
+		Cgroups: cgroupProcs, Devices: devs, NetNS: nsPath}, append([]string{r.qemu}, args...))
 }
 
 // wait reaps the VMM and remembers why it ended.
@@ -479,7 +471,7 @@ func (r *Runtime) wait(id, dir string, cmd *exec.Cmd) {
 			reason = "its virtual machine monitor was killed (" + ws.Signal().String() + ")"
 		}
 	}
-	if tail := logTail(ConsolePath(dir), 8192); strings.Contains(tail, "Kernel panic") {
+	if tail := runtime.LogTail(ConsolePath(dir), 8192); strings.Contains(tail, "Kernel panic") {
 		reason = "its guest kernel panicked"
 	}
 	if oomKilled(id) {
@@ -639,21 +631,6 @@ func (r *Runtime) destroy(ctx context.Context, id, dir, nsPath string) error {
 	delete(r.exits, id)
 	r.mu.Unlock()
 	return nil
-}
-
-// logTail returns up to n bytes from the end of the file at path.
-func logTail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > n {
-		_, _ = f.Seek(-n, 2)
-	}
-	b := make([]byte, n)
-	k, _ := f.Read(b)
-	return strings.TrimSpace(string(b[:k]))
 }
 
 // AgentLog implements runtime.AgentLogger: the serial console carries the

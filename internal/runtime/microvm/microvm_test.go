@@ -141,7 +141,7 @@ func bootVM(t *testing.T, ctx context.Context, spec runtime.Spec) (*Runtime, *ne
 	}
 	t.Cleanup(func() { _ = r.Destroy(context.Background(), spec.ID, spec.Dir) })
 	if err := waitAgent(ctx, r, spec.ID, ep.GuestIP); err != nil {
-		t.Fatalf("%v\nconsole:\n%s", err, logTail(ConsolePath(spec.Dir), 4096))
+		t.Fatalf("%v\nconsole:\n%s", err, runtime.LogTail(ConsolePath(spec.Dir), 4096))
 	}
 	return r, ep, spec
 }
@@ -390,12 +390,13 @@ func TestProbe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("qemu-system-x86_64: %v", err)
 	}
-	cache := t.TempDir()
-	if err := Probe(ctx, qemu, fixture.kernel, fixture.agent, cache, "tcg", time.Minute); err != nil {
+	cfg := ProbeConfig{QEMU: qemu, Kernel: fixture.kernel, Agent: fixture.agent, CacheDir: t.TempDir(), Accel: "tcg", Timeout: time.Minute}
+	if err := Probe(ctx, cfg); err != nil {
 		t.Fatalf("TCG probe: %v", err)
 	}
 	t0 := time.Now()
-	err = Probe(ctx, qemu, fixture.kernel, fixture.agent, cache, "kvm", 10*time.Second)
+	cfg.Accel, cfg.Timeout = "kvm", 3*time.Second
+	err = Probe(ctx, cfg)
 	t.Logf("KVM probe: %v (%s)", err, time.Since(t0).Round(time.Millisecond))
 	if err != nil && err.Error() == "" {
 		t.Error("KVM probe failed without a reason")
@@ -415,7 +416,7 @@ func TestCheckpointRestore(t *testing.T) {
 	img := filepath.Join(dir, "checkpoint")
 	t0 := time.Now()
 	if err := r.Checkpoint(ctx, id, dir, img); err != nil {
-		t.Fatalf("Checkpoint: %v\nconsole:\n%s", err, logTail(ConsolePath(dir), 2048))
+		t.Fatalf("Checkpoint: %v\nconsole:\n%s", err, runtime.LogTail(ConsolePath(dir), 2048))
 	}
 	t.Logf("checkpoint took %s", time.Since(t0))
 	if fi, err := os.Stat(filepath.Join(img, stateFile)); err != nil || fi.Size() > 1<<20 {
@@ -427,7 +428,7 @@ func TestCheckpointRestore(t *testing.T) {
 	time.Sleep(3 * time.Second) // paused for a while: the guest clock must not lag behind
 	t0 = time.Now()
 	if err := r.Restore(ctx, runtime.Spec{ID: id, Dir: dir, NetNSPath: ep.NetNSPath}, img); err != nil {
-		t.Fatalf("Restore: %v\nconsole:\n%s", err, logTail(ConsolePath(dir), 2048))
+		t.Fatalf("Restore: %v\nconsole:\n%s", err, runtime.LogTail(ConsolePath(dir), 2048))
 	}
 	restored := time.Since(t0)
 	if err := waitAgent(ctx, r, id, ep.GuestIP); err != nil {
@@ -477,7 +478,7 @@ func TestGuestPanicIsReported(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sandbox still running 150 s after its init crashed\nconsole:\n%s", logTail(ConsolePath(dir), 2048))
+			t.Fatalf("sandbox still running 150 s after its init crashed\nconsole:\n%s", runtime.LogTail(ConsolePath(dir), 2048))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -485,7 +486,7 @@ func TestGuestPanicIsReported(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if reason := r.StopReason(id); !strings.Contains(reason, "panicked") {
-		t.Errorf("StopReason = %q, want the guest kernel panic\nconsole:\n%s", reason, logTail(ConsolePath(dir), 2048))
+		t.Errorf("StopReason = %q, want the guest kernel panic\nconsole:\n%s", reason, runtime.LogTail(ConsolePath(dir), 2048))
 	}
 	if fi, err := os.Stat(ConsolePath(dir)); err == nil {
 		t.Logf("console log: %d bytes", fi.Size())

@@ -38,6 +38,11 @@ type Runtime struct {
 	States    map[string]runtime.State
 	Destroyed []string
 	StartErr  error
+	// DieOnStart, when set, makes a started sandbox read as stopped at
+	// once (a VMM that exits during boot), with DieOnStart as its
+	// StopReason.
+	DieOnStart string
+	reasons    map[string]string
 	// DestroyDelay makes Destroy slow (to test shutdown ordering).
 	DestroyDelay time.Duration
 }
@@ -61,7 +66,21 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) error {
 	}
 	r.Specs[spec.ID] = spec
 	r.States[spec.ID] = runtime.StateRunning
+	if r.DieOnStart != "" {
+		r.States[spec.ID] = runtime.StateStopped
+		if r.reasons == nil {
+			r.reasons = map[string]string{}
+		}
+		r.reasons[spec.ID] = r.DieOnStart
+	}
 	return nil
+}
+
+// StopReason implements runtime.StopReasoner.
+func (r *Runtime) StopReason(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reasons[id]
 }
 
 // SpecOf returns the spec id was started with.

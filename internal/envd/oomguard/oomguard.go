@@ -1,0 +1,231 @@
+//go:build linux
+
+// Package oomguard is the agent's user-space OOM killer, for runtimes whose
+// guest kernel has none (gVisor: the host's memory cgroup holds the whole
+// sandbox, so a guest process that runs out of memory would take the
+// sandbox, its files and every other process with it). Every few
+// milliseconds it adds up the resident memory of the sandbox's processes;
+// over the limit it SIGKILLs the one with the largest resident set (never
+// the agent, PID 1, or a process with oom_score_adj -1000), as the Linux
+// OOM killer would. The runtime gives the sandbox's host cgroup headroom
+// above the limit, so the guard acts before the host does. Kills are kept
+// so that the interpreter and the process service can say that a process
+// died of memory.
+package oomguard
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// EnvLimit is the agent's environment variable that turns the guard on:
+// the sandbox's memory limit in MiB.
+const EnvLimit = "AIRLOCK_OOM_GUARD_MB"
+
+// DefaultInterval is how often memory is checked.
+const DefaultInterval = 20 * time.Millisecond
+
+// Kill is one process the guard ended.
+type Kill struct {
+	PID      int
+	Comm     string
+	RSSBytes uint64
+	Total    uint64 // resident memory of all processes when it was chosen
+	Time     time.Time
+}
+
+// Guard watches the processes under a proc directory.
+type Guard struct {
+	limit    uint64
+	proc     string
+	interval time.Duration
+	self     int
+	log      *slog.Logger
+	kill     func(pid int) error
+
+	// mu guards kills.
+	mu    sync.Mutex
+	kills []Kill
+}
+
+// New returns a guard for limitBytes of resident memory (nil when
+// limitBytes is 0).
+func New(limitBytes uint64, log *slog.Logger) *Guard {
+	if limitBytes == 0 {
+		return nil
+	}
+	return &Guard{limit: limitBytes, proc: "/proc", interval: DefaultInterval, self: os.Getpid(), log: log,
+		kill: func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }}
+}
+
+// FromEnv returns the guard EnvLimit asks for, or nil.
+func FromEnv(log *slog.Logger) *Guard {
+	mb, err := strconv.ParseUint(os.Getenv(EnvLimit), 10, 32)
+	if err != nil || mb == 0 {
+		return nil
+	}
+	return New(mb<<20, log)
+}
+
+// Run checks memory every interval until ctx ends.
+func (g *Guard) Run(ctx context.Context) {
+	if g == nil {
+		return
+	}
+	g.log.Info("user-space OOM guard on", "limitMB", g.limit>>20, "interval", g.interval)
+	t := time.NewTicker(g.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		g.Check()
+	}
+}
+
+// Check looks once and kills one process when the total is over the
+// limit; it returns the kill, if any. While the kernel's own count of used
+// memory (/proc/meminfo) is well below the limit, the processes are not
+// scanned: an idle sandbox costs one small read per check.
+func (g *Guard) Check() *Kill {
+	if used, ok := g.meminfoUsed(); ok && used < g.limit/4*3 {
+		return nil
+	}
+	procs := g.scan()
+	var total uint64
+	var victim *proc
+	for i := range procs {
+		p := &procs[i]
+		total += p.rss
+		if p.pid == 1 || p.pid == g.self || p.adj == -1000 {
+			continue
+		}
+		if victim == nil || p.rss > victim.rss {
+			victim = p
+		}
+	}
+	if total <= g.limit || victim == nil {
+		return nil
+	}
+	if err := g.kill(victim.pid); err != nil && !errors.Is(err, syscall.ESRCH) {
+		g.log.Warn("oom guard: kill failed", "pid", victim.pid, "err", err)
+		return nil
+	}
+	k := Kill{PID: victim.pid, Comm: victim.comm, RSSBytes: victim.rss, Total: total, Time: time.Now()}
+	g.mu.Lock()
+	g.kills = append(g.kills, k)
+	if len(g.kills) > 64 {
+		g.kills = g.kills[len(g.kills)-64:]
+	}
+	g.mu.Unlock()
+	g.log.Warn("out of memory: killed process", "pid", k.PID, "comm", k.Comm, "rssMB", k.RSSBytes>>20,
+		"totalMB", total>>20, "limitMB", g.limit>>20)
+	return &k
+}
+
+// Killed reports whether the guard killed pid in the last minute.
+func (g *Guard) Killed(pid int) (Kill, bool) {
+	if g == nil {
+		return Kill{}, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i := len(g.kills) - 1; i >= 0; i-- {
+		if k := g.kills[i]; k.PID == pid && time.Since(k.Time) < time.Minute {
+			return k, true
+		}
+	}
+	return Kill{}, false
+}
+
+// LimitBytes is the guarded limit.
+func (g *Guard) LimitBytes() uint64 { return g.limit }
+
+// meminfoUsed is MemTotal - MemAvailable from <proc>/meminfo.
+func (g *Guard) meminfoUsed() (uint64, bool) {
+	b, err := os.ReadFile(filepath.Join(g.proc, "meminfo"))
+	if err != nil {
+		return 0, false
+	}
+	var total, avail uint64
+	var haveTotal, haveAvail bool
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		f := bytes.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseUint(string(f[1]), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch string(f[0]) {
+		case "MemTotal:":
+			total, haveTotal = kb<<10, true
+		case "MemAvailable:":
+			avail, haveAvail = kb<<10, true
+		}
+	}
+	if !haveTotal || !haveAvail || avail > total {
+		return 0, false
+	}
+	return total - avail, true
+}
+
+type proc struct {
+	pid  int
+	comm string
+	rss  uint64
+	adj  int
+}
+
+// scan reads VmRSS and oom_score_adj of every process.
+func (g *Guard) scan() []proc {
+	ents, err := os.ReadDir(g.proc)
+	if err != nil {
+		return nil
+	}
+	out := make([]proc, 0, len(ents))
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join(g.proc, e.Name())
+		b, err := os.ReadFile(filepath.Join(dir, "status"))
+		if err != nil {
+			continue
+		}
+		p := proc{pid: pid}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			k, v, ok := bytes.Cut(line, []byte(":"))
+			if !ok {
+				continue
+			}
+			switch string(k) {
+			case "Name":
+				p.comm = string(bytes.TrimSpace(v))
+			case "VmRSS":
+				f := bytes.Fields(v)
+				if len(f) >= 1 {
+					kb, _ := strconv.ParseUint(string(f[0]), 10, 64)
+					p.rss = kb << 10
+				}
+			}
+		}
+		if a, err := os.ReadFile(filepath.Join(dir, "oom_score_adj")); err == nil {
+			p.adj, _ = strconv.Atoi(string(bytes.TrimSpace(a)))
+		}
+		out = append(out, p)
+	}
+	return out
+}

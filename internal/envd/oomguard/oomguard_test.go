@@ -1,0 +1,154 @@
+//go:build linux
+
+package oomguard
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func fakeProc(t *testing.T, procs map[int][2]any) string {
+	t.Helper()
+	dir := t.TempDir()
+	for pid, v := range procs {
+		d := filepath.Join(dir, fmt.Sprint(pid))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		status := fmt.Sprintf("Name:\t%s\nState:\tR (running)\nVmRSS:\t%d kB\n", v[0], v[1])
+		if err := os.WriteFile(filepath.Join(d, "status"), []byte(status), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestCheckKillsLargestOverLimit(t *testing.T) {
+	var killed []int
+	g := New(100<<20, quiet())
+	g.self = 7
+	g.kill = func(pid int) error { killed = append(killed, pid); return nil }
+	// Under the limit: nothing happens.
+	g.proc = fakeProc(t, map[int][2]any{1: {"airlock-envd", 30 << 10}, 7: {"airlock-envd", 20 << 10}, 40: {"python3", 40 << 10}})
+	if k := g.Check(); k != nil || len(killed) != 0 {
+		t.Fatalf("under the limit: killed %v", killed)
+	}
+	// Over it: the largest process that is not the agent or init goes,
+	// even though init is larger.
+	g.proc = fakeProc(t, map[int][2]any{1: {"airlock-envd", 90 << 10}, 40: {"python3", 60 << 10}, 41: {"sleep", 1 << 10}})
+	k := g.Check()
+	if k == nil || k.PID != 40 || k.Comm != "python3" || len(killed) != 1 || killed[0] != 40 {
+		t.Fatalf("over the limit: kill %+v, killed %v; want python3 (40)", k, killed)
+	}
+	if got, ok := g.Killed(40); !ok || got.RSSBytes != 60<<20 {
+		t.Errorf("Killed(40) = %+v %v", got, ok)
+	}
+	if _, ok := g.Killed(41); ok {
+		t.Error("Killed(41) for a process left alone")
+	}
+	// A /proc/meminfo well below the limit skips the scan; near it, the
+	// processes are looked at.
+	low := "MemTotal:       1048576 kB\nMemFree:  1000000 kB\nMemAvailable:   1000000 kB\n"
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(low), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	killed = nil
+	if k := g.Check(); k != nil || len(killed) != 0 {
+		t.Fatalf("meminfo far below the limit: killed %v", killed)
+	}
+	high := "MemTotal:       1048576 kB\nMemAvailable:   900000 kB\n" // 145 MiB used
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(high), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if k := g.Check(); k == nil || k.PID != 40 {
+		t.Fatalf("meminfo near the limit: kill %+v, want python3 (40)", k)
+	}
+	// oom_score_adj -1000 exempts a process.
+	g.proc = fakeProc(t, map[int][2]any{50: {"server", 80 << 10}, 51: {"worker", 30 << 10}})
+	if err := os.WriteFile(filepath.Join(g.proc, "50", "oom_score_adj"), []byte("-1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if k := g.Check(); k == nil || k.PID != 51 {
+		t.Fatalf("exempt process: kill %+v, want 51", k)
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	// The gVisor runtime sets this name in the sandbox's environment
+	// (internal/runtime/gvisor/bundle.go, oomGuardEnv).
+	if EnvLimit != "AIRLOCK_OOM_GUARD_MB" {
+		t.Fatalf("EnvLimit = %q: the gVisor runtime sets AIRLOCK_OOM_GUARD_MB", EnvLimit)
+	}
+	t.Setenv(EnvLimit, "")
+	if FromEnv(quiet()) != nil {
+		t.Error("guard on without a limit")
+	}
+	t.Setenv(EnvLimit, "512")
+	if g := FromEnv(quiet()); g == nil || g.LimitBytes() != 512<<20 {
+		t.Errorf("FromEnv(512) = %+v", g)
+	}
+	var nilGuard *Guard
+	nilGuard.Run(context.Background()) // a nil guard is off, not a crash
+	if _, ok := nilGuard.Killed(1); ok {
+		t.Error("nil guard reports kills")
+	}
+}
+
+// A real memory hog on this host is found in /proc and killed.
+func TestRunKillsRealProcess(t *testing.T) {
+	cmd := exec.Command("python3", "-c", "b = bytearray(200 * 2**20); import time; time.sleep(60)")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("python3: %v", err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	g := New(1, quiet()) // every byte is over the limit
+	g.self = os.Getpid()
+	target := cmd.Process.Pid
+	// Only the hog is a candidate here: judge it alone.
+	g.kill = func(pid int) error {
+		if pid != target {
+			return syscall.ESRCH
+		}
+		return syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		procs := g.scan()
+		var rss uint64
+		for _, p := range procs {
+			if p.pid == target {
+				rss = p.rss
+			}
+		}
+		if rss > 150<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hog never reached 150 MiB resident (%d)", rss)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Make the hog the largest candidate by excluding everything else.
+	g.proc = t.TempDir()
+	if err := os.Symlink(fmt.Sprintf("/proc/%d", target), filepath.Join(g.proc, fmt.Sprint(target))); err != nil {
+		t.Fatal(err)
+	}
+	if k := g.Check(); k == nil || k.PID != target {
+		t.Fatalf("Check = %+v, want the hog %d", k, target)
+	}
+	err := cmd.Wait()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if err == nil || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("hog ended with %v, want SIGKILL", err)
+	}
+}

@@ -1,0 +1,100 @@
+//go:build linux
+
+package gvisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+)
+
+var _ runtime.Rebooter = (*Runtime)(nil)
+
+// Shutdown implements runtime.Rebooter: the container is killed and
+// deleted from runsc's state (its memory is gone), while the writable
+// layer, the overlay root filesystem and the bundle stay mounted in dir for
+// Boot. The layer lives on the host (--overlay2=none), so nothing the guest
+// wrote is lost with the sentry.
+func (r *Runtime) Shutdown(ctx context.Context, id, dir string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	if err := r.waitDeleted(ctx, id); err != nil {
+		return err
+	}
+	if _, err := r.exec(ctx, "kill", id, "KILL"); err != nil && !notFound(err) {
+		r.log.Debug("runsc kill before a shutdown", "id", id, "err", err)
+	}
+	if _, err := r.exec(ctx, "delete", "--force", id); err != nil && !notFound(err) {
+		return fmt.Errorf("runsc delete %s: %w", id, err)
+	}
+	removeCgroups(id)
+	return nil
+}
+
+// Boot implements runtime.Rebooter: `runsc run` of the kept bundle, a fresh
+// sandbox kernel on the kept disk.
+func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
+	if err := validID(spec.ID); err != nil {
+		return err
+	}
+	dir := filepath.Clean(spec.Dir)
+	if !filepath.IsAbs(dir) || dir == "/" {
+		return fmt.Errorf("%w: Dir %q must be an absolute path", ErrInvalidSpec, spec.Dir)
+	}
+	if err := checkNetNS(spec.NetNSPath); err != nil {
+		return err
+	}
+	if !isMountPoint(RootfsDir(dir)) {
+		return fmt.Errorf("gvisor: the root filesystem of %s is not mounted (host rebooted?); cannot boot it", spec.ID)
+	}
+	if _, err := thawLayer(dir); err != nil {
+		return err
+	}
+	if r.known(spec.ID) {
+		if _, err := r.exec(ctx, "delete", "--force", spec.ID); err != nil && !notFound(err) {
+			return fmt.Errorf("runsc delete before boot %s: %w", spec.ID, err)
+		}
+	}
+	t0 := time.Now()
+	if err := r.runDetached(ctx, spec.ID, dir, "run", "--detach", "--bundle", dir, spec.ID); err != nil {
+		return err
+	}
+	r.log.Debug("sandbox booted again from its disk", "id", spec.ID, "took", time.Since(t0))
+	return nil
+}
+
+// runDetached runs a runsc subcommand that starts a sandbox (run, restore)
+// detached: own session (the sandbox outlives the daemon), stdio on the
+// agent log and /dev/null (a pipe would tie the sandbox to this process).
+func (r *Runtime) runDetached(ctx context.Context, id, dir string, sub ...string) error {
+	logf, err := os.OpenFile(AgentLogPath(dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening agent log: %w", err)
+	}
+	defer logf.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", os.DevNull, err)
+	}
+	defer devnull.Close()
+	args := r.globalArgs()
+	if r.debugDir != "" {
+		args = append(args, "--debug", "--debug-log", filepath.Join(r.debugDir, id)+"/")
+	}
+	cmd := r.runCommand(ctx, append(args, sub...))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Run(); err != nil {
+		if tail := logTail(AgentLogPath(dir), 1024); tail != "" {
+			err = fmt.Errorf("%w\nagent.log: %s", err, tail)
+		}
+		return fmt.Errorf("runsc %s %s: %w", sub[0], id, err)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+)
+
+// A filesystem-only pause (E2B's `pause({keepMemory: false})`) keeps a
+// sandbox's disk and network and drops its memory: the runtime shuts the
+// sandbox down (runtime.Rebooter) after the guest synced its file systems,
+// and a resume boots it fresh on the kept disk, initialises the new agent
+// with the sandbox's identity again and runs the template's start command:
+// processes are gone, files stay, and the boot_id changes. The record says
+// which kind of pause it is (extra.DiskOnly).
+
+// rebooter returns the runtime's filesystem-only pause capability or a 501
+// user error.
+func (m *Manager) rebooter() (runtime.Rebooter, error) {
+	rb, ok := m.cfg.Runtime.(runtime.Rebooter)
+	if !ok {
+		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot pause a sandbox without its memory", m.cfg.Runtime.Name())
+	}
+	return rb, nil
+}
+
+// PauseFilesystem pauses a running sandbox keeping only its disk. 409 when
+// already paused or busy, 404 unknown, 501 when the runtime cannot.
+func (m *Manager) PauseFilesystem(ctx context.Context, id string) error {
+	e, err := m.beginOp(ctx, id, opPausing, false)
+	if err != nil {
+		return err
+	}
+	defer m.endOp(e)
+	rb, err := m.rebooter()
+	if err != nil {
+		return err
+	}
+	return m.pauseDisk(ctx, rb, id, e)
+}
+
+// pauseDisk does the work of PauseFilesystem for an entry marked busy.
+func (m *Manager) pauseDisk(ctx context.Context, rb runtime.Rebooter, id string, e *entry) error {
+	start := time.Now()
+	m.mu.Lock()
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	e.gen++ // a timer that already fired is ignored
+	m.mu.Unlock()
+	// What the guest wrote must reach the disk before its memory goes.
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	code, err := m.Exec(sctx, id, ExecRequest{Args: []string{runtime.AgentGuestPath, "-sync"}, User: "root"}, nil)
+	cancel()
+	if err != nil || code != 0 {
+		m.rearm(id, e)
+		return fmt.Errorf("syncing the file systems of %s before a filesystem-only pause (exit %d): %w", id, code, err)
+	}
+	if err := os.RemoveAll(m.imageDir(id)); err != nil {
+		m.rearm(id, e)
+		return fmt.Errorf("clearing old checkpoint: %w", err)
+	}
+	if err := rb.Shutdown(ctx, id, m.sandboxDir(id)); err != nil {
+		m.log.Error("filesystem-only pause failed; removing sandbox", "sandbox", id, "err", err)
+		m.mu.Lock()
+		if m.sandboxes[id] == e {
+			delete(m.sandboxes, id)
+		}
+		m.mu.Unlock()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if rerr := m.release(cctx, id, e.rec.Slot, m.sandboxDir(id)); rerr != nil {
+			m.log.Error("cleaning up after a failed filesystem-only pause", "sandbox", id, "err", rerr)
+		}
+		return fmt.Errorf("pausing sandbox %s without memory (the sandbox was stopped): %w", id, err)
+	}
+	// Connections to the old agent (the proxy's and the agent client's
+	// pooled keep-alives) would meet the rebooted guest as dead peers.
+	m.mu.Lock()
+	ip := e.guestIP
+	m.mu.Unlock()
+	m.cfg.Conns.Abort(ip)
+	m.cfg.HTTPClient.CloseIdleConnections()
+	m.mu.Lock()
+	x := decodeExtra(e.rec.Extra)
+	x.DiskOnly = true
+	e.rec.Extra = encodeExtra(x)
+	e.rec.State = StatePaused
+	rec := e.rec
+	m.mu.Unlock()
+	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
+		return fmt.Errorf("saving paused state: %w", err)
+	}
+	m.log.Info("sandbox paused (filesystem only)", "sandbox", id, "elapsed", time.Since(start))
+	return nil
+}
+
+// diskOnly reports whether e is paused without its memory. m.mu must be held.
+func (e *entry) diskOnly() bool { return decodeExtra(e.rec.Extra).DiskOnly }
+
+// hasDisk reports whether the runtime dir a filesystem-only pause kept
+// exists.
+func (m *Manager) hasDisk(id string) bool {
+	fi, err := os.Stat(m.sandboxDir(id))
+	return err == nil && fi.IsDir()
+}
+
+// resumeDisk boots a sandbox paused without memory again (Resume's other
+// half; e is marked busy).
+func (m *Manager) resumeDisk(ctx context.Context, id string, e *entry, timeout time.Duration) (*Sandbox, error) {
+	rb, err := m.rebooter()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	m.mu.Lock()
+	ip := e.guestIP
+	nsPath := e.netNSPath(m)
+	rec := e.rec
+	m.mu.Unlock()
+	x := decodeExtra(rec.Extra)
+	if err := m.readdress(ctx, id, rec.Slot); err != nil {
+		return nil, err
+	}
+	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: nsPath}
+	if err := rb.Boot(ctx, spec); err != nil {
+		return nil, fmt.Errorf("booting sandbox %s from its disk: %w", id, err)
+	}
+	// From here on a failure leaves it paused: Shutdown again, so that the
+	// next resume starts from the same place.
+	fail := func(err error) (*Sandbox, error) {
+		if serr := rb.Shutdown(context.WithoutCancel(ctx), id, spec.Dir); serr != nil {
+			m.log.Error("stopping a sandbox whose filesystem-only resume failed", "sandbox", id, "err", serr)
+		}
+		return nil, err
+	}
+	if err := m.waitAgent(ctx, id, spec.Dir, ip.String()); err != nil {
+		return fail(fmt.Errorf("agent of %s did not become healthy after a boot from its disk: %w", id, err))
+	}
+	// The template the sandbox was made from: its environment, user,
+	// working directory and start command apply to the new boot.
+	name := rec.TemplateID
+	if x.BaseTemplate != "" {
+		name = x.BaseTemplate
+	}
+	tpl, terr := m.cfg.Templates.Resolve(ctx, name)
+	if terr != nil {
+		m.log.Warn("template of a sandbox resumed from its disk not found; its defaults do not apply", "sandbox", id, "template", name, "err", terr)
+		tpl = &Template{Name: name}
+	}
+	envs := maps.Clone(tpl.Env)
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	maps.Copy(envs, rec.EnvVars)
+	envs["E2B_SANDBOX"] = "true"
+	envs["E2B_SANDBOX_ID"] = id
+	envs["E2B_TEMPLATE_ID"] = rec.TemplateID
+	body := initRequest{
+		EnvVars:        envs,
+		Timestamp:      time.Now().UTC(),
+		DefaultUser:    orDefault(tpl.User, DefaultUser),
+		DefaultWorkdir: orDefault(tpl.Workdir, DefaultWorkdir),
+	}
+	if rec.AccessToken != "" {
+		token := rec.AccessToken
+		body.AccessToken = &token
+	}
+	if err := m.agent.init(ctx, ip.String(), body); err != nil {
+		return fail(fmt.Errorf("initialising the agent of %s after a boot from its disk: %w", id, err))
+	}
+	if err := m.startTemplateCommand(ctx, m.log.With("sandbox", id), ip.String(), rec.AccessToken, tpl); err != nil {
+		return fail(err)
+	}
+	m.mu.Lock()
+	x.DiskOnly = false
+	e.rec.Extra = encodeExtra(x)
+	e.rec.State = StateRunning
+	if timeout > 0 {
+		e.rec.EndAt = time.Now().UTC().Add(timeout)
+	}
+	m.armLocked(id, e)
+	rec = e.rec
+	sb := snapshot(e)
+	m.mu.Unlock()
+	sb.Transition = ""
+	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
+		return nil, fmt.Errorf("saving resumed state: %w", err)
+	}
+	m.log.Info("sandbox resumed from its disk (fresh boot)", "sandbox", id, "elapsed", time.Since(start))
+	return sb, nil
+}
