@@ -207,14 +207,14 @@ func TestSandboxLifecycle(t *testing.T) {
 			t.Errorf("allocating 32 MiB failed: %d %q", code, out)
 		}
 		c := &http.Client{Timeout: 15 * time.Second}
-		resp, err := c.Get("http://" + guestIP + ":49983/run?cmd=" + url.QueryEscape(runtime.AgentGuestPath+" -hog 400"))
+		resp, err := c.Get("http://" + guestIP + ":49983/run?cmd=" + url.QueryEscape(runtime.AgentGuestPath+" -hog 800"))
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if !strings.Contains(string(body), `"exit":0`) {
 				return // the allocating process alone failed: fine too
 			}
-			t.Fatalf("allocating 400 MiB under a 128 MiB limit succeeded: %s", body)
+			t.Fatalf("allocating 800 MiB under a 128 MiB limit (host cgroup 128 + 64 + 256 MiB OOM-guard headroom) succeeded: %s", body)
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		for {
