@@ -179,13 +179,15 @@ func startInterpreter(ctx context.Context, st *state.State, log *slog.Logger, fz
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", addr, err)
 	}
+	// The default contexts are listed from the first request on: register
+	// them before serving (their kernels start in the background).
+	isvc.StartDefaults(ctx)
 	srv := server.NewHTTPServer(addr, isvc.Handler(), log)
 	go func() {
 		if err := fz.Serve(srv, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("interpreter server", "err", err)
 		}
 	}()
-	isvc.StartDefaults(ctx)
 	log.Info("code interpreter listening", "addr", ln.Addr().String())
 	return closerFunc(func() error {
 		_ = srv.Close()

@@ -103,6 +103,11 @@ func (a *api) routes() {
 	}
 
 	h("GET /templates", a.listTemplates)
+	h("GET /v2/templates", a.listTemplates)
+	h("GET /templates/{id}", a.getTemplate)
+	// One pattern for /templates/aliases/{alias} and /templates/{id}/tags:
+	// as two they would overlap on /templates/aliases/tags.
+	h("GET /templates/{id}/{sub}", a.templateSubresource)
 	h("POST /airlock/v1/templates/{name}/build", a.buildTemplate)
 	h("GET /airlock/v1/templates/{name}", a.templateInfo)
 	h("DELETE /airlock/v1/templates/{name}", a.removeTemplate)

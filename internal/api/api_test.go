@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -563,3 +564,45 @@ func pyQuotePlus(s string) string {
 }
 
 var _ = sandbox.EnvdVersion
+
+// TestTemplateReads covers the template reads of E2B's SDKs and OpenAPI:
+// the alias check (Template.exists), the v2 list, one template with its
+// builds and its tags.
+func TestTemplateReads(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, api.Options{})
+	st, _, body := h.do(t, "GET", "/templates/aliases/base", "")
+	if got := decode[map[string]any](t, body); st != 200 || got["templateID"] != "base" || got["public"] != false {
+		t.Fatalf("alias base = %d %s", st, body)
+	}
+	st, _, body = h.do(t, "GET", "/templates/aliases/no-such-alias", "")
+	if got := decode[map[string]any](t, body); st != 404 || got["code"].(float64) != 404 {
+		t.Fatalf("unknown alias = %d %s", st, body)
+	}
+	_, _, v1 := h.do(t, "GET", "/templates", "")
+	st, _, v2 := h.do(t, "GET", "/v2/templates", "")
+	if st != 200 || string(v1) != string(v2) {
+		t.Fatalf("v2 list = %d %s, v1 %s", st, v2, v1)
+	}
+	st, _, body = h.do(t, "GET", "/templates/base", "")
+	tb := decode[map[string]any](t, body)
+	builds, _ := tb["builds"].([]any)
+	if st != 200 || tb["templateID"] != "base" || len(builds) != 1 {
+		t.Fatalf("template = %d %s", st, body)
+	}
+	b := builds[0].(map[string]any)
+	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`).MatchString(b["buildID"].(string)) ||
+		b["status"] != "ready" || b["cpuCount"].(float64) < 1 || b["memoryMB"].(float64) < 1 {
+		t.Fatalf("build %v", b)
+	}
+	st, _, body = h.do(t, "GET", "/templates/base/tags", "")
+	tags := decode[[]map[string]any](t, body)
+	if st != 200 || len(tags) != 1 || tags[0]["tag"] != "default" || tags[0]["buildID"] != b["buildID"] {
+		t.Fatalf("tags = %d %s", st, body)
+	}
+	for _, p := range []string{"/templates/no-such", "/templates/no-such/tags", "/templates/base/other"} {
+		if st, _, body := h.do(t, "GET", p, ""); st != 404 {
+			t.Errorf("%s = %d %s", p, st, body)
+		}
+	}
+}

@@ -3,8 +3,13 @@ package api
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,18 +85,137 @@ func toTemplateJSON(t TemplateInfo) templateJSON {
 	}
 }
 
-func (a *api) listTemplates(w http.ResponseWriter, r *http.Request) {
+// allTemplates is every template E2B's template reads see: the built
+// templates and the named snapshots.
+func (a *api) allTemplates(r *http.Request) ([]templateJSON, error) {
 	ts, err := a.templates.List(r.Context())
 	if err != nil {
-		a.fail(w, r, err)
-		return
+		return nil, err
 	}
 	out := make([]templateJSON, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, toTemplateJSON(t))
 	}
-	out = append(out, a.snapshotTemplates(r)...)
+	return append(out, a.snapshotTemplates(r)...), nil
+}
+
+// listTemplates answers GET /templates and GET /v2/templates (Template[];
+// one page, so no X-Next-Token).
+func (a *api) listTemplates(w http.ResponseWriter, r *http.Request) {
+	out, err := a.allTemplates(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// findTemplate returns the template whose id, alias or name is ref.
+func (a *api) findTemplate(w http.ResponseWriter, r *http.Request, ref string) (templateJSON, bool) {
+	all, err := a.allTemplates(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return templateJSON{}, false
+	}
+	for _, t := range all {
+		if t.TemplateID == ref || slices.Contains(t.Aliases, ref) || slices.Contains(t.Names, ref) {
+			return t, true
+		}
+	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("template %q not found", ref))
+	return templateJSON{}, false
+}
+
+// buildUUID is a template's build id in the uuid shape E2B's TemplateBuild
+// and TemplateTag carry (the first 128 bits of the content hash).
+func buildUUID(hash string) string {
+	sum := sha256.Sum256([]byte(hash))
+	h := hex.EncodeToString(sum[:16])
+	if len(hash) >= 32 && isHex(hash[:32]) {
+		h = strings.ToLower(hash[:32])
+	}
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+func isHex(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// templateBuildJSON is E2B's TemplateBuild.
+type templateBuildJSON struct {
+	BuildID     string    `json:"buildID"`
+	Status      string    `json:"status"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+	FinishedAt  time.Time `json:"finishedAt"`
+	CPUCount    int       `json:"cpuCount"`
+	MemoryMB    int       `json:"memoryMB"`
+	DiskSizeMB  int       `json:"diskSizeMB"`
+	EnvdVersion string    `json:"envdVersion"`
+}
+
+// templateWithBuildsJSON is E2B's TemplateWithBuilds.
+type templateWithBuildsJSON struct {
+	TemplateID    string              `json:"templateID"`
+	Public        bool                `json:"public"`
+	Aliases       []string            `json:"aliases"`
+	Names         []string            `json:"names"`
+	CreatedAt     time.Time           `json:"createdAt"`
+	UpdatedAt     time.Time           `json:"updatedAt"`
+	LastSpawnedAt *time.Time          `json:"lastSpawnedAt"`
+	SpawnCount    int                 `json:"spawnCount"`
+	Builds        []templateBuildJSON `json:"builds"`
+}
+
+// getTemplate answers GET /templates/{id} with TemplateWithBuilds (one
+// build: the current one).
+func (a *api) getTemplate(w http.ResponseWriter, r *http.Request) {
+	t, ok := a.findTemplate(w, r, r.PathValue("id"))
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, templateWithBuildsJSON{
+		TemplateID: t.TemplateID, Public: t.Public, Aliases: t.Aliases, Names: t.Names,
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastSpawnedAt: t.LastSpawnedAt, SpawnCount: t.SpawnCount,
+		Builds: []templateBuildJSON{{
+			BuildID: buildUUID(t.BuildID), Status: t.BuildStatus, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+			FinishedAt: t.UpdatedAt, CPUCount: t.CPUCount, MemoryMB: t.MemoryMB, DiskSizeMB: t.DiskSizeMB,
+			EnvdVersion: t.EnvdVersion,
+		}},
+	})
+}
+
+// templateSubresource answers GET /templates/aliases/{alias} (E2B's
+// TemplateAliasResponse, 404 for an unknown alias: the SDK's
+// Template.exists) and GET /templates/{id}/tags (TemplateTag[]: every
+// template has its current build under the tag "default").
+func (a *api) templateSubresource(w http.ResponseWriter, r *http.Request) {
+	id, sub := r.PathValue("id"), r.PathValue("sub")
+	switch {
+	case id == "aliases":
+		t, ok := a.findTemplate(w, r, sub)
+		if !ok {
+			return
+		}
+		writeJSON(w, http.StatusOK, struct {
+			TemplateID string `json:"templateID"`
+			Public     bool   `json:"public"`
+		}{t.TemplateID, t.Public})
+	case sub == "tags":
+		t, ok := a.findTemplate(w, r, id)
+		if !ok {
+			return
+		}
+		type tagJSON struct {
+			Tag       string    `json:"tag"`
+			BuildID   string    `json:"buildID"`
+			CreatedAt time.Time `json:"createdAt"`
+		}
+		writeJSON(w, http.StatusOK, []tagJSON{{Tag: "default", BuildID: buildUUID(t.BuildID), CreatedAt: t.CreatedAt}})
+	default:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+	}
 }
 
 // buildResult is the final NDJSON line of a build stream.

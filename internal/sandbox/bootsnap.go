@@ -303,10 +303,12 @@ func (m *Manager) waitWarm(ctx context.Context, sb *Sandbox) (warm bool, err err
 	return true, nil
 }
 
-// executeOnce runs a trivial execution in the default context of lang and
-// checks that it produced a result.
+// executeOnce runs a trivial silent execution in the default context of
+// lang (silent: it does not advance the execution count, so a user's first
+// cell in a sandbox made from the snapshot is number 1) and checks that it
+// ended without an error.
 func (m *Manager) executeOnce(ctx context.Context, base, token, lang string) error {
-	body, _ := json.Marshal(map[string]any{"code": "1", "language": lang})
+	body, _ := json.Marshal(map[string]any{"code": "1", "language": lang, "silent": true})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/execute", strings.NewReader(string(body)))
 	if err != nil {
 		return err
@@ -322,7 +324,8 @@ func (m *Manager) executeOnce(ctx context.Context, base, token, lang string) err
 	if err != nil {
 		return fmt.Errorf("%s execution: %w", lang, err)
 	}
-	if res.StatusCode != http.StatusOK || !strings.Contains(string(out), `"result"`) {
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(out), `"end_of_execution"`) ||
+		strings.Contains(string(out), `"type":"error"`) {
 		return fmt.Errorf("%s execution: status %d: %.200s", lang, res.StatusCode, out)
 	}
 	return nil

@@ -2,11 +2,14 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,8 +19,15 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
-// MaxForkCount bounds one fork request.
-const MaxForkCount = 20
+// MaxForkCount bounds one fork request (E2B's SandboxForkRequest maximum).
+const MaxForkCount = 100
+
+// forkMemReserveMB is host memory a fork leaves free, and forkChildOverheadMB
+// what a child costs beyond its memoryMB (the runtime's own processes).
+const (
+	forkMemReserveMB    = 512
+	forkChildOverheadMB = 64
+)
 
 // forkParallelism is how many children are restored at once.
 const forkParallelism = 4
@@ -104,10 +114,18 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	}
 	checkpointed := time.Since(start)
 
-	// Children's layers are copied while the parent is stopped.
+	// Children's layers are copied while the parent is stopped. Only the
+	// children whose memory fits on the host are attempted; the others get
+	// their error in their entry (E2B answers per child).
 	kids := make([]*child, count)
 	results := make([]ForkResult, count)
+	fit := m.forkChildrenThatFit(count, parent.MemoryMB)
 	for i := range kids {
+		if i >= fit {
+			results[i].Err = userErrorf(http.StatusServiceUnavailable,
+				"not enough host memory for fork child %d of %d: %d of them (%d MiB each) fit", i+1, count, fit, parent.MemoryMB)
+			continue
+		}
 		k, err := m.prepareChild(ctx, &parent, tpl, parent.AccessToken != "", func(ctx context.Context, spec runtime.Spec) error {
 			return cl.Clone(ctx, dir, spec)
 		})
@@ -170,6 +188,38 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 		}
 	}()
 	return results, nil
+}
+
+// forkChildrenThatFit is how many children of memMB each the host's
+// available memory holds, keeping forkMemReserveMB free (all of them when
+// the available memory cannot be read).
+func (m *Manager) forkChildrenThatFit(count, memMB int) int {
+	avail, err := m.cfg.HostMemAvailable()
+	if err != nil {
+		m.log.Warn("fork: host memory unknown; not limiting children", "err", err)
+		return count
+	}
+	per := int64(memMB+forkChildOverheadMB) << 20
+	n := (avail - forkMemReserveMB<<20) / per
+	return int(max(0, min(int64(count), n)))
+}
+
+// hostMemAvailable reads MemAvailable from /proc/meminfo, in bytes.
+func hostMemAvailable() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("reading meminfo: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing MemAvailable %q: %w", rest, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("no MemAvailable in /proc/meminfo")
 }
 
 // dropAfterFailedCheckpoint removes a sandbox whose checkpoint failed (gVisor

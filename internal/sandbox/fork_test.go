@@ -156,3 +156,48 @@ func forkEnvRuntime(t *testing.T, failClone bool) (*sandboxtest.Env, *cloneRunti
 	})
 	return env, rt
 }
+
+// TestForkBeyondHostMemoryIsPerChild: a fork of more children than the
+// host's memory holds starts those that fit and reports an error for each
+// of the others (E2B's per-child results), and count may reach 100.
+func TestForkBeyondHostMemoryIsPerChild(t *testing.T) {
+	t.Parallel()
+	var rt *cloneRuntime
+	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) {
+		rt = &cloneRuntime{ckRuntime: &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}}
+		c.Runtime = rt
+		// Room for exactly two children of the default size.
+		c.HostMemAvailable = func() (int64, error) {
+			return int64(512+2*(sandbox.DefaultMemoryMB+64)+10) << 20, nil
+		}
+	})
+	env.Agent.Extra = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/freeze" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	parent := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+	res, err := env.Manager.Fork(context.Background(), parent.ID, 5, time.Minute)
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	if len(res) != 5 {
+		t.Fatalf("%d results", len(res))
+	}
+	for i, r := range res {
+		if i < 2 && (r.Err != nil || r.Sandbox == nil) {
+			t.Fatalf("child %d: %v", i, r.Err)
+		}
+		if i >= 2 {
+			wantCode(t, r.Err, http.StatusServiceUnavailable, "not enough host memory")
+		}
+	}
+	if n := len(env.Manager.List()); n != 3 {
+		t.Fatalf("%d sandboxes, want the parent and two children", n)
+	}
+	if sandbox.MaxForkCount != 100 {
+		t.Fatalf("MaxForkCount = %d, E2B accepts up to 100", sandbox.MaxForkCount)
+	}
+}

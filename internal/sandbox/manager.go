@@ -85,6 +85,10 @@ type Config struct {
 
 	// DataDir holds sandboxes/<id>/ runtime directories.
 	DataDir string
+	// HostMemAvailable reports the host's available memory in bytes
+	// (default: MemAvailable of /proc/meminfo); a fork starts only the
+	// children that fit in it.
+	HostMemAvailable func() (int64, error)
 	// Logs, when set, keeps sandbox events on disk (eventstore.go).
 	Logs *jsonlog.Store
 	// AgentPath is the host path of the airlock-envd binary.
@@ -259,6 +263,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.MaxSlots == 0 {
 		cfg.MaxSlots = DefaultMaxSlots
+	}
+	if cfg.HostMemAvailable == nil {
+		cfg.HostMemAvailable = hostMemAvailable
 	}
 	if cfg.NetNSPrefix == "" {
 		cfg.NetNSPrefix = DefaultNetNSPrefix

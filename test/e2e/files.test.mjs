@@ -60,10 +60,48 @@ describe('files', { timeout: TEST_TIMEOUT * 6 }, () => {
     assert.deepEqual(Array.from(await sbx.files.read(`${dir}/three.bin`, { format: 'bytes' })), [0, 1, 2, 255])
   })
 
+  it('files.write creates missing parents with root rights and gives them to the user', { timeout: TEST_TIMEOUT }, async () => {
+    const top = `/${uniq()}` // "/" belongs to root: user cannot mkdir here
+    const infos = await sbx.files.write([
+      { path: `${top}/a.txt`, data: 'a' },
+      { path: `${top}/sub/deep/b.txt`, data: 'b' }
+    ])
+    assert.deepEqual(infos.map((i) => i.path).sort(), [`${top}/a.txt`, `${top}/sub/deep/b.txt`])
+    assert.equal(await sbx.files.read(`${top}/sub/deep/b.txt`), 'b')
+    for (const p of [top, `${top}/sub`, `${top}/sub/deep`, `${top}/a.txt`, `${top}/sub/deep/b.txt`]) {
+      const info = await sbx.files.getInfo(p)
+      assert.equal(info.owner, 'user', `${p} owner`)
+      assert.equal(info.group, 'user', `${p} group`)
+    }
+    assert.equal((await sbx.files.getInfo(top)).mode, 0o755)
+    // Directories that already exist keep their owner and mode.
+    const tmp = await sbx.files.getInfo('/tmp')
+    await sbx.files.write(`/tmp/${uniq()}/c.txt`, 'c')
+    const after = await sbx.files.getInfo('/tmp')
+    assert.equal(after.owner, tmp.owner)
+    assert.equal(after.mode, tmp.mode)
+    assert.equal((await sbx.files.getInfo('/')).owner, 'root')
+  })
+
   it('file metadata round trip', { timeout: TEST_TIMEOUT }, async () => {
     await sbx.files.write('meta.txt', 'm', { metadata: { owner: 'e2e', purpose: 'test' } })
     const info = await sbx.files.getInfo('meta.txt')
     assert.deepEqual(info.metadata, { owner: 'e2e', purpose: 'test' })
+  })
+
+  it('overwriting a file without metadata clears its metadata (write result and getInfo)', { timeout: TEST_TIMEOUT }, async () => {
+    const p = `meta-${uniq()}.txt`
+    const first = await sbx.files.write(p, 'v1', { metadata: { owner: 'e2e' } })
+    assert.deepEqual(first.metadata, { owner: 'e2e' })
+    const second = await sbx.files.write(p, 'v2')
+    assert.deepEqual(second.metadata ?? {}, {}, JSON.stringify(second))
+    const info = await sbx.files.getInfo(p)
+    assert.deepEqual(info.metadata ?? {}, {}, JSON.stringify(info))
+    assert.equal(await sbx.files.read(p), 'v2')
+    // …and a write with metadata sets exactly the new set.
+    const third = await sbx.files.write(p, 'v3', { metadata: { purpose: 'again' } })
+    assert.deepEqual(third.metadata, { purpose: 'again' })
+    assert.deepEqual((await sbx.files.getInfo(p)).metadata, { purpose: 'again' })
   })
 
   it('list, getInfo, exists', { timeout: TEST_TIMEOUT }, async () => {

@@ -53,7 +53,7 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       assert.equal(ex.text, '42')
       assert.equal(ex.results.length, 1)
       assert.equal(ex.results[0].isMainResult, true)
-      assert.ok(ex.executionCount >= 2, `executionCount ${ex.executionCount}`)
+      assert.equal(ex.executionCount, 2, `executionCount ${ex.executionCount}`)
 
       const other = await Sandbox.connect(sbx.sandboxId)
       assert.notEqual(other, sbx)
@@ -108,6 +108,80 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
     })
   })
 
+  it('matplotlib figures also return chart data (E2B\'s Chart types)', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const chartOf = async (code) => {
+        const ex = await ok(sbx, `import matplotlib.pyplot as plt\n${code}\nplt.show()`)
+        const figs = ex.results.filter((r) => r.png)
+        assert.equal(figs.length, 1, JSON.stringify(ex.results.map((r) => r.formats())))
+        return figs[0].chart
+      }
+      let c = await chartOf("plt.plot([1, 2, 3], [4, 1, 9], label='temp')\nplt.title('Heat')\nplt.xlabel('Time (s)')\nplt.ylabel('Temperature [°C]')")
+      assert.equal(c.type, 'line')
+      assert.equal(c.title, 'Heat')
+      assert.equal(c.x_label, 'Time (s)')
+      assert.equal(c.x_unit, 's')
+      assert.equal(c.y_unit, '°C')
+      assert.equal(c.x_scale, 'linear')
+      assert.equal(c.y_scale, 'linear')
+      assert.deepEqual(c.elements, [{ label: 'temp', points: [[1, 4], [2, 1], [3, 9]] }])
+      assert.ok(c.x_ticks.length > 0 && c.x_ticks.length === c.x_tick_labels.length)
+      assert.ok(c.y_tick_labels.every((l) => typeof l === 'string'))
+
+      c = await chartOf("import datetime\nplt.plot([datetime.date(2024, 1, d) for d in (1, 2, 3)], [1, 2, 3])\nplt.yscale('log')")
+      assert.equal(c.x_scale, 'datetime')
+      assert.equal(c.y_scale, 'log')
+      assert.deepEqual(c.elements[0].points[0], ['2024-01-01', 1])
+      assert.equal(c.elements[0].label, 'Line 0')
+      assert.match(c.x_ticks[0], /^2024-01-0/)
+
+      c = await chartOf("plt.plot(['a', 'b', 'c'], [3, 1, 2])")
+      assert.equal(c.x_scale, 'categorical')
+      assert.deepEqual(c.x_tick_labels, ['a', 'b', 'c'])
+
+      c = await chartOf("plt.scatter([1, 2, 3], [2, 4, 6], label='pts')\nplt.xscale('symlog')")
+      assert.equal(c.type, 'scatter')
+      assert.equal(c.x_scale, 'symlog')
+      assert.deepEqual(c.elements, [{ label: 'pts', points: [[1, 2], [2, 4], [3, 6]] }])
+
+      c = await chartOf("plt.bar(['Author A', 'Author B'], [100, 200], label='Books Sold')\nplt.xlabel('Authors')\nplt.ylabel('Sold (k)')")
+      assert.equal(c.type, 'bar')
+      assert.equal(c.x_label, 'Authors')
+      assert.equal(c.y_unit, 'k')
+      assert.deepEqual(c.elements, [
+        { label: 'Author A', group: 'Books Sold', value: 100 },
+        { label: 'Author B', group: 'Books Sold', value: 200 }
+      ])
+
+      c = await chartOf("plt.pie([1, 1, 2], labels=['x', 'y', 'z'])\nplt.title('Share')")
+      assert.equal(c.type, 'pie')
+      assert.equal(c.title, 'Share')
+      assert.deepEqual(c.elements, [
+        { label: 'x', angle: 90, radius: 1 },
+        { label: 'y', angle: 90, radius: 1 },
+        { label: 'z', angle: 180, radius: 1 }
+      ])
+
+      c = await chartOf("plt.boxplot([[85, 90, 78, 92, 88], [95, 89, 76, 91, 84, 87, 20]], labels=['Class A', 'Class B'])\nplt.ylabel('Score')")
+      assert.equal(c.type, 'box_and_whisker')
+      assert.equal(c.y_label, 'Score')
+      assert.deepEqual(c.elements[0], { label: 'Class A', min: 78, first_quartile: 85, median: 88, third_quartile: 90, max: 92, outliers: [] })
+      assert.equal(c.elements[1].label, 'Class B')
+      assert.deepEqual(c.elements[1].outliers, [20])
+
+      c = await chartOf("fig, axs = plt.subplots(1, 2)\nfig.suptitle('Two')\naxs[0].plot([1, 2], [3, 4])\naxs[0].set_title('L')\naxs[1].scatter([1], [2])")
+      assert.equal(c.type, 'superchart')
+      assert.equal(c.title, 'Two')
+      assert.deepEqual(c.elements.map((e) => [e.type, e.title]), [['line', 'L'], ['scatter', null]])
+
+      // A plot it cannot read: unknown, with its title, no error.
+      c = await chartOf("fig, ax = plt.subplots()\nax.add_patch(plt.Circle((0, 0), 1))\nax.plot([0, 1], [0, 1], 'o')\nax.set_title('Circle')")
+      assert.equal(c.type, 'unknown')
+      assert.equal(c.title, 'Circle')
+      assert.ok(Array.isArray(c.elements))
+    })
+  })
+
   it('a DataFrame as the last expression yields html and text', { timeout: TEST_TIMEOUT }, async () => {
     await withSandbox(async (sbx) => {
       const ex = await ok(sbx, "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
@@ -117,7 +191,27 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       assert.match(r.html, /<table/)
       assert.match(r.text, /a\s+b/)
       assert.match(r.text, /1\s+2\s+y/)
-      assert.deepEqual(r.formats(), ['html'])
+      assert.deepEqual(r.formats(), ['html', 'data'])
+      // data: the frame as JSON, column → values (E2B's e2b/data).
+      assert.deepEqual(r.data, { a: [1, 2], b: ['x', 'y'] })
+      const ex2 = await ok(sbx, "pd.DataFrame({'when': pd.to_datetime(['2024-05-01', None]), 'v': [1.5, float('nan')]})")
+      assert.deepEqual(ex2.results[0].data, { when: ['2024-05-01T00:00:00', null], v: [1.5, null] })
+      // Other values have no data.
+      assert.equal((await ok(sbx, '[1, 2]')).results[0].data, undefined)
+    })
+  })
+
+  it('a PIL image gives a png result from show(), as the last expression and from save(path)', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      await ok(sbx, "from PIL import Image\nimg = Image.new('RGB', (32, 16), 'blue')")
+      for (const code of ['img.show()', 'img', "img.save('/tmp/blue.png')"]) {
+        const ex = await ok(sbx, code)
+        const pngs = ex.results.filter((r) => r.png)
+        assert.equal(pngs.length, 1, `${code}: ${JSON.stringify(ex.results.map((r) => r.formats()))}`)
+        assert.deepEqual(Buffer.from(pngs[0].png, 'base64').subarray(0, 8), PNG_SIGNATURE)
+      }
+      // save() still writes the file.
+      assert.equal((await ok(sbx, "Image.open('/tmp/blue.png').size")).text, '(32, 16)')
     })
   })
 
@@ -196,6 +290,73 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       assert.ok(after.includes(c1.id))
       await assert.rejects(sbx.runCode('1', { context: c2 }), NotFoundError)
       await assert.rejects(sbx.removeCodeContext(c2.id), NotFoundError)
+    })
+  })
+
+  it('lists contexts in creation order: the defaults first, then the user\'s', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const made = []
+      for (const language of ['python', 'bash', 'js', 'python', 'bash']) {
+        made.push((await sbx.createCodeContext({ language })).id)
+      }
+      const listed = await sbx.listCodeContexts()
+      assert.deepEqual(listed.slice(0, 2).map((c) => c.language), ['python', 'javascript'], JSON.stringify(listed))
+      assert.deepEqual(listed.slice(2).map((c) => c.id), made)
+      assert.equal(listed.length, 2 + made.length)
+    })
+  })
+
+  it('the first cell in the default context is execution 1 (no hidden warm-up cell is counted)', { timeout: TEST_TIMEOUT }, async () => {
+    // A default create comes from the boot snapshot (or the warm pool), a
+    // secure one without public traffic boots cold: both start at 1.
+    for (const opts of [{}, { secure: true, network: { allowPublicTraffic: false } }]) {
+      await withSandbox(async (sbx) => {
+        const first = await ok(sbx, '6 * 7')
+        assert.equal(first.executionCount, 1, `options ${JSON.stringify(opts)}`)
+        assert.equal((await ok(sbx, 'x = 1')).executionCount, 2)
+        assert.equal((await ok(sbx, 'x')).executionCount, 3)
+      }, opts)
+    }
+  })
+
+  it('the default python and javascript contexts are listed as soon as create returns', { timeout: TEST_TIMEOUT }, async () => {
+    // secure + no public traffic: never from the boot snapshot, a cold boot.
+    for (const opts of [{ secure: true, network: { allowPublicTraffic: false } }, {}]) {
+      await withSandbox(async (sbx) => {
+        const listed = await sbx.listCodeContexts()
+        assert.deepEqual(listed.map((c) => c.language), ['python', 'javascript'], `options ${JSON.stringify(opts)}: ${JSON.stringify(listed)}`)
+        assert.ok(listed.every((c) => c.cwd === '/home/user' && c.id))
+        // Both are usable by id.
+        assert.equal((await ok(sbx, '6 * 7', { context: listed[0] })).text, '42')
+        assert.equal((await ok(sbx, '6 * 7', { context: listed[1] })).text, '42')
+      }, opts)
+    }
+  })
+
+  it('code runs as root (a context in /root works, files from code belong to root); a bad cwd is a 400', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const c = await sbx.createCodeContext({ cwd: '/root' })
+      assert.equal(c.cwd, '/root')
+      let ex = await ok(sbx, "import os\nopen('from-code.txt', 'w').write('hi')\nf'{os.getcwd()} {os.getuid()}'", { context: c })
+      assert.equal(ex.text, '/root 0')
+      assert.equal((await sbx.files.getInfo('/root/from-code.txt', { user: 'root' })).owner, 'root')
+      // The default context runs as root too, in the default user's home.
+      ex = await ok(sbx, "import os, getpass\nf'{os.getcwd()} {getpass.getuser()}'")
+      assert.equal(ex.text, '/home/user root')
+
+      for (const [cwd, why] of [['/nonexistent-dir', 'does not exist'], ['/etc/hostname', 'is not a directory']]) {
+        // The SDK shows only the status…
+        await assert.rejects(sbx.createCodeContext({ cwd }), /400/)
+        // …the body carries the reason.
+        const res = await fetch(`${process.env.E2B_SANDBOX_URL}/contexts`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49999' },
+          body: JSON.stringify({ cwd })
+        })
+        const body = await res.text()
+        assert.equal(res.status, 400, body)
+        assert.ok(body.includes(cwd) && body.includes(why), body)
+      }
     })
   })
 
@@ -324,6 +485,20 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       assert.equal(next.text, '2')
       // A fresh kernel: the old state is gone.
       assert.equal((await sbx.runCode('lost')).error?.name, 'NameError')
+    })
+  })
+
+  it('a cell that runs out of memory gets an OutOfMemoryError; the sandbox, other contexts and files live', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      const js = await sbx.createCodeContext({ language: 'js' })
+      await ok(sbx, 'let kept = 41', { context: js })
+      await sbx.files.write('/home/user/keep.txt', 'kept')
+      const ex = await sbx.runCode('b = []\nwhile True: b.append(bytearray(100 * 2**20))', { timeoutMs: 120_000 })
+      assert.equal(ex.error?.name, 'OutOfMemoryError', JSON.stringify(ex.error))
+      assert.match(ex.error.value, /out of memory/)
+      assert.equal((await ok(sbx, '6 * 7', { timeoutMs: 60_000 })).text, '42')
+      assert.equal((await ok(sbx, 'kept + 1', { context: js })).text, '42')
+      assert.equal(await sbx.files.read('/home/user/keep.txt'), 'kept')
     })
   })
 

@@ -122,6 +122,17 @@ describe('code interpreter on microVMs', { timeout: T * 6 }, () => {
     await c.kill()
   })
 
+  it('a cell that runs out of memory: the guest kernel kills the kernel, the cell gets OutOfMemoryError, the rest lives', { timeout: T }, async () => {
+    const sbx = await create()
+    const js = await sbx.createCodeContext({ language: 'js' })
+    await ok(sbx, 'let kept = 41', { context: js })
+    const ex = await sbx.runCode('b = []\nwhile True: b.append(bytearray(100 * 2**20))', { timeoutMs: 240_000 })
+    assert.equal(ex.error?.name, 'OutOfMemoryError', JSON.stringify(ex.error))
+    assert.equal((await ok(sbx, '6 * 7', { timeoutMs: 120_000 })).text, '42')
+    assert.equal((await ok(sbx, 'kept + 1', { context: js })).text, '42')
+    await sbx.kill()
+  })
+
   it('pause and resume, and fork, keep Python and JavaScript state', { timeout: T }, async () => {
     const sbx = await create()
     await ok(sbx, 'kept = [1, 2, 3]')

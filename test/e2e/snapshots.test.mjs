@@ -201,6 +201,31 @@ describe('fork', () => {
     await Promise.allSettled(kids.map((k) => k.kill()))
   })
 
+  it('fork accepts up to 100 children and answers per child when the host cannot hold them all', { timeout: TEST_TIMEOUT * 2 }, async () => {
+    // A parent with 8 GiB (an Airlock create key, raw HTTP): this host holds
+    // only a few such children, so some of four get an error entry.
+    const res = await fetch(`${process.env.E2B_API_URL}/v2/sandboxes`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-API-Key': process.env.E2B_API_KEY },
+      body: JSON.stringify({ templateID: 'base', timeout: 300, memoryMB: 8192, metadata: t.metadata })
+    })
+    assert.equal(res.status, 201, await res.clone().text())
+    const parentId = (await res.json()).sandboxID
+    forks.push(parentId)
+    await assert.rejects(Sandbox.fork(parentId, { count: 101 }), /count must be between 1 and 100/)
+    const kids = await Sandbox.fork(parentId, { count: 4 })
+    assert.equal(kids.length, 4)
+    for (const k of kids) if (!(k instanceof Error)) forks.push(k.sandboxId)
+    const failed = kids.filter((k) => k instanceof Error)
+    const started = kids.filter((k) => !(k instanceof Error))
+    assert.ok(failed.length >= 1, 'every 8 GiB child fit on this host?')
+    for (const e of failed) assert.match(e.message, /not enough host memory for fork child/)
+    // The children that fit come first and run.
+    assert.deepEqual(kids.map((k) => k instanceof Error), [...started.map(() => false), ...failed.map(() => true)])
+    for (const k of started) assert.equal((await k.commands.run('echo ok')).stdout, 'ok\n')
+    await Promise.allSettled(started.map((k) => k.kill()))
+  })
+
   it('forking an unknown or paused sandbox fails', { timeout: TEST_TIMEOUT }, async () => {
     await assert.rejects(Sandbox.fork('i0000000000000000nope', { count: 1 }))
     const sbx = await t.create()

@@ -8,7 +8,7 @@ import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { Sandbox } from 'e2b'
+import { Sandbox, Template } from 'e2b'
 import { tracker, uniq, sh, TEST_TIMEOUT } from './helpers.mjs'
 
 const AIRLOCK = process.env.AIRLOCK_TEST_CLI ?? fileURLToPath(new URL('../../bin/airlock', import.meta.url))
@@ -127,6 +127,45 @@ describe('Dockerfile templates', { timeout: TEST_TIMEOUT * 6 }, () => {
     const sbx = await t.create({ template: name })
     assert.equal((await sh(sbx, 'cat build-id.txt')).stdout, `built-${token}-changed\n`)
     await sbx.kill()
+  })
+
+  it('Template.exists / aliasExists and the template reads answer as E2B\'s API does', { timeout: TEST_TIMEOUT }, async () => {
+    assert.equal(await Template.exists('base'), true)
+    assert.equal(await Template.aliasExists('code-interpreter-v1'), true)
+    assert.equal(await Template.exists(`no-such-${uniq()}`), false)
+    const tags = await Template.getTags('base')
+    assert.deepEqual(tags.map((t) => t.tag), ['default'])
+    assert.ok(tags[0].buildId && !Number.isNaN(tags[0].createdAt.getTime()))
+    // The reads the SDKs and E2B's OpenAPI define, as raw HTTP.
+    const api = async (path) => {
+      const res = await fetch(`${process.env.E2B_API_URL}${path}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })
+      return { status: res.status, body: await res.json() }
+    }
+    let r = await api('/templates/aliases/base')
+    assert.equal(r.status, 200)
+    assert.deepEqual(r.body, { templateID: 'base', public: false })
+    r = await api(`/templates/aliases/no-such-${uniq()}`)
+    assert.equal(r.status, 404)
+    assert.equal(r.body.code, 404)
+    const v1 = await api('/templates')
+    const v2 = await api('/v2/templates')
+    assert.equal(v2.status, 200)
+    assert.deepEqual(v2.body.map((t) => t.templateID).sort(), v1.body.map((t) => t.templateID).sort())
+    for (const t of v2.body) {
+      for (const key of ['templateID', 'buildID', 'cpuCount', 'memoryMB', 'diskSizeMB', 'public', 'aliases', 'names', 'createdAt', 'updatedAt', 'createdBy', 'lastSpawnedAt', 'spawnCount', 'buildCount', 'envdVersion', 'buildStatus']) {
+        assert.ok(key in t, `Template ${t.templateID} lacks ${key}`)
+      }
+    }
+    r = await api('/templates/base')
+    assert.equal(r.status, 200)
+    assert.equal(r.body.templateID, 'base')
+    assert.equal(r.body.builds.length, 1)
+    assert.equal(r.body.builds[0].status, 'ready')
+    assert.match(r.body.builds[0].buildID, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/)
+    r = await api('/templates/base/tags')
+    assert.equal(r.status, 200)
+    assert.deepEqual(r.body.map((t) => t.tag), ['default'])
+    assert.equal((await api(`/templates/no-such-${uniq()}`)).status, 404)
   })
 
   it('rejects bad Dockerfiles with the line and leaves no template behind', { timeout: TEST_TIMEOUT }, async () => {

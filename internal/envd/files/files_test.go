@@ -31,6 +31,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-sandbox/airlock/internal/envd/identity"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
 )
 
@@ -491,10 +492,10 @@ func TestMetadataXattrs(t *testing.T) {
 	if v, _ := xa("user.e2b.other"); v != "o" {
 		t.Fatalf("other = %q", v)
 	}
-	// No metadata headers: existing metadata is kept.
+	// No metadata headers: the overwritten file's metadata is cleared (E2B).
 	decodeEntries(t, e.postRaw(t, url.Values{"path": {p}}, strings.NewReader("z"), nil))
-	if v, _ := xa("user.e2b.other"); v != "o" || readFile(t, p) != "z" {
-		t.Fatalf("metadata lost on plain overwrite: %q", v)
+	if v, err := xa("user.e2b.other"); !errors.Is(err, unix.ENODATA) || readFile(t, p) != "z" {
+		t.Fatalf("metadata kept on plain overwrite: %q, %v", v, err)
 	}
 }
 
@@ -653,4 +654,51 @@ func TestUploadEmitsWriteForDestination(t *testing.T) {
 			t.Fatal("no WRITE event for the destination name")
 		}
 	}
+}
+
+// TestUploadCreatesParentsAsRoot: missing parent directories are created
+// with root rights and handed to the writing user (E2B's envd); existing
+// directories keep their owner and mode.
+func TestUploadCreatesParentsAsRoot(t *testing.T) {
+	e := newEnv(t)
+	nobody, err := identity.Lookup(testUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := openDir(t, 0o755) // root-owned: nobody cannot create entries here
+	existing := filepath.Join(dir, "existing")
+	if err := os.Mkdir(existing, 0o755); err != nil { // nobody may enter, not write
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(dir, "a", "b", "c.txt"), filepath.Join(existing, "new", "d.txt")} {
+		r := e.postRaw(t, url.Values{"path": {p}, "username": {testUser}}, strings.NewReader("data"), nil)
+		if r.status != 200 {
+			t.Fatalf("write %s: %d %s", p, r.status, r.body)
+		}
+		if readFile(t, p) != "data" {
+			t.Fatalf("%s content", p)
+		}
+	}
+	owned := func(p string, uid uint32, mode os.FileMode) {
+		t.Helper()
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != uid || fi.Mode().Perm() != mode {
+			t.Errorf("%s: uid %d mode %v, want uid %d mode %v", p, st.Uid, fi.Mode().Perm(), uid, mode)
+		}
+	}
+	owned(filepath.Join(dir, "a"), nobody.UID, 0o755)
+	owned(filepath.Join(dir, "a", "b"), nobody.UID, 0o755)
+	owned(filepath.Join(dir, "a", "b", "c.txt"), nobody.UID, 0o644)
+	owned(filepath.Join(existing, "new"), nobody.UID, 0o755)
+	owned(filepath.Join(existing, "new", "d.txt"), nobody.UID, 0o644)
+	owned(existing, 0, 0o755) // left as it was
+	owned(dir, 0, 0o755)
+
+	// A parent that is a file is a 400, not a directory created over it.
+	r := e.postRaw(t, url.Values{"path": {filepath.Join(dir, "a", "b", "c.txt", "x")}, "username": {testUser}}, strings.NewReader("x"), nil)
+	wantJSONError(t, r, 400, "not a directory")
 }

@@ -88,10 +88,17 @@ func metadataLifecycle(t *testing.T, m *metaEnv, dir string) {
 		t.Fatal("metadata is not in xattrs")
 	}
 
-	// Overwrite without metadata keeps the set (new inode, carried over).
-	decodeEntries(t, m.postRaw(t, q, strings.NewReader("z"), nil))
-	if md := m.statMeta(t, p); !maps.Equal(md, want) || readFile(t, p) != "z" {
+	// Overwrite without metadata clears the set, as on E2B (response and
+	// Stat): the new inode has no xattrs.
+	r0 := m.postRaw(t, q, strings.NewReader("z"), nil)
+	if got := decodeEntries(t, r0); got[0].Metadata != nil {
+		t.Fatalf("plain overwrite response has metadata: %s", r0.body)
+	}
+	if md := m.statMeta(t, p); len(md) != 0 || readFile(t, p) != "z" {
 		t.Fatalf("metadata after plain overwrite %v", md)
+	}
+	if n, _ := unix.Listxattr(p, nil); n != 0 {
+		t.Fatal("plain overwrite kept xattrs")
 	}
 
 	// Overwrite with metadata replaces the set (multipart this time).

@@ -170,17 +170,19 @@ func metadataFromHeaders(h http.Header) (map[string]string, error) {
 // writeFile streams src into path as user u: parents are created (0755),
 // data goes to a temp file in the destination directory which is renamed
 // over the destination only when complete, so a failed upload never leaves
-// a truncated file nor loses the previous content. meta (if non-nil)
-// replaces the file's metadata; otherwise an existing file's metadata is
-// carried over to the new file. Metadata goes into user.e2b.* xattrs of the
-// temp file before the rename; a filesystem without user xattrs refuses an
-// upload that sets metadata (400) and drops carried-over metadata.
+// a truncated file nor loses the previous content. The new file has
+// exactly meta as its metadata: a write without metadata clears what an
+// overwritten file had, as E2B's envd does. Metadata goes into user.e2b.*
+// xattrs of the temp file before the rename; a filesystem without user
+// xattrs refuses an upload that sets metadata (400).
 func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta map[string]string) (WrittenEntry, error) {
 	var (
 		final string
 		tmp   *os.File
-		keep  map[string]string
 	)
+	if err := ensureParents(filepath.Dir(path), u); err != nil {
+		return WrittenEntry{}, fsError("creating parent directories of "+path, err)
+	}
 	err := identity.RunAs(u, func() error {
 		final = path
 		if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
@@ -204,9 +206,6 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 			}
 			_ = f.Close()
 			mode = fi.Mode().Perm()
-			if meta == nil {
-				keep, _ = h.meta.Read(final)
-			}
 		case errors.Is(err, fs.ErrNotExist):
 			if err := filesystem.MkdirAllMode(filepath.Dir(final), 0o755); err != nil {
 				return fsError("creating parent directories of "+path, err)
@@ -243,18 +242,11 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 		return WrittenEntry{}, err
 	}
 	setMeta := meta
-	if setMeta == nil {
-		setMeta = keep
-	}
 	// xattrs go on the temp file so they appear together with the content.
 	if len(setMeta) > 0 {
 		err := h.meta.SetXattrs(tmp, setMeta)
 		switch {
 		case err == nil:
-		case meta == nil:
-			// Best effort when only carrying old metadata over.
-			h.log.Warn("carrying file metadata over failed", "path", path, "err", err)
-			setMeta = nil
 		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 			return WrittenEntry{}, &apiError{status: http.StatusInsufficientStorage, msg: "no space left for file metadata", err: err}
 		case errors.Is(err, filesystem.ErrXattrsUnsupported):
@@ -279,6 +271,55 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 		e.Metadata = setMeta
 	}
 	return e, nil
+}
+
+// ensureParents creates the missing directories of dir with root rights
+// and hands each new one to u (0755, owned by u), as E2B's envd does: a
+// user may write /new/dir/file although only root can create /new.
+// Directories that exist are left as they are. Without root (an agent run
+// by hand) the user's own MkdirAll later in writeFile does what it can.
+func ensureParents(dir string, u *identity.User) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return &fs.PathError{Op: "mkdir", Path: d, Err: unix.ENOTDIR}
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if parent := filepath.Dir(d); parent == d {
+			break
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		d := missing[i]
+		if err := os.Mkdir(d, 0o755); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				if fi, serr := os.Stat(d); serr == nil && fi.IsDir() {
+					continue // raced with another creator: not ours to chown
+				}
+			}
+			return err
+		}
+		// Mkdir applies the umask; the mode is 0755 whatever it is.
+		if err := os.Chmod(d, 0o755); err != nil {
+			return err
+		}
+		if u != nil {
+			if err := os.Lchown(d, int(u.UID), int(u.GID)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // copyData copies src into dst, telling read failures (client's fault: 400)

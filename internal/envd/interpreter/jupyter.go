@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/oomguard"
 )
 
 const jupyterDelim = "<IDS|MSG>"
@@ -113,6 +116,11 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 	cmd := exec.Command(k.python, "-c", kernelLauncher, "-f", connFile, "--IPKernelApp.parent_handle=0")
 	k.ra.apply(cmd)
 	cmd.Env = append(cmd.Env, "MPLBACKEND=module://matplotlib_inline.backend_inline", "PYDEVD_DISABLE_FILE_VALIDATION=1", "JPY_SESSION_NAME=")
+	if hooks, err := writeDisplayHooks(k.stateDir); err != nil {
+		k.log.Warn("kernel without display hooks", "err", err)
+	} else {
+		cmd.Env = append(cmd.Env, "AIRLOCK_DISPLAY_HOOKS="+hooks)
+	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -338,6 +346,7 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 		}
 	default:
 	}
+	oomBefore := oomguard.KernelOOMKills()
 	setEnv, restoreEnv := pyEnvCode(env)
 	if setEnv != "" {
 		if err := k.runSilent(ctx, setEnv); err != nil {
@@ -379,6 +388,7 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 				gotReply = true
 			}
 		case <-k.exited:
+			dead := k.cmd
 			k.teardown()
 			if err := k.start(context.Background()); err != nil {
 				k.log.Error("restarting ipykernel", "err", err)
@@ -386,7 +396,7 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 			if aborted {
 				return ErrAborted
 			}
-			return ErrDied
+			return died(dead, oomBefore)
 		case <-done:
 			aborted = true
 			done = nil
@@ -481,11 +491,42 @@ func (k *jupyterKernel) Close() error {
 // checkpoint TCP sockets watched by epoll, so with it the sandbox could
 // never be paused. Children's output written to the inherited fds is still
 // captured by ipykernel's fd-level capture.
+//
+// It then loads Airlock's display hooks (display.py: DataFrame data, chart
+// data, PIL save) into the kernel's shell before the kernel serves; a
+// failure there is logged to the kernel log and the kernel runs without
+// them.
 const kernelLauncher = `import ipykernel.iostream as _io
 _init = _io.IOPubThread.__init__
 def _no_pipe(self, socket, pipe=False):
     _init(self, socket, pipe=False)
 _io.IOPubThread.__init__ = _no_pipe
+import os, sys
+_hooks = os.environ.pop("AIRLOCK_DISPLAY_HOOKS", "")
 from ipykernel import kernelapp
-kernelapp.launch_new_instance()
+_app = kernelapp.IPKernelApp.instance()
+_app.initialize()
+if _hooks:
+    try:
+        import importlib.util
+        _spec = importlib.util.spec_from_file_location("_airlock_display", _hooks)
+        _mod = importlib.util.module_from_spec(_spec)
+        _spec.loader.exec_module(_mod)
+        sys.modules["_airlock_display"] = _mod
+        _mod.install(_app.shell)
+    except Exception as _e:
+        print("airlock display hooks not loaded:", repr(_e), file=sys.__stderr__, flush=True)
+_app.start()
 `
+
+//go:embed display.py
+var displayHooks []byte
+
+// writeDisplayHooks puts display.py where the kernel (root) reads it.
+func writeDisplayHooks(dir string) (string, error) {
+	p := filepath.Join(dir, "airlock_display.py")
+	if err := os.WriteFile(p, displayHooks, 0o644); err != nil {
+		return "", fmt.Errorf("writing display hooks: %w", err)
+	}
+	return p, nil
+}

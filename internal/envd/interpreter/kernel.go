@@ -7,7 +7,11 @@ package interpreter
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"strings"
+	"syscall"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/oomguard"
 )
 
 // Output is one record of an execution's stream.
@@ -38,8 +42,46 @@ type Kernel interface {
 var ErrAborted = errors.New("execution aborted")
 
 // ErrDied is returned by Execute when the kernel process exited during the
-// execution (it has been restarted).
+// execution (it has been restarted); the error is a *DiedError.
 var ErrDied = errors.New("kernel died")
+
+// DiedError says how a kernel process ended during an execution.
+type DiedError struct {
+	Signal string // "killed" when it was killed by a signal, else ""
+	// OOM: it was killed for memory, by the agent's OOM guard (gVisor) or
+	// the guest kernel's OOM killer (microVM).
+	OOM bool
+}
+
+func (e *DiedError) Error() string {
+	switch {
+	case e.OOM:
+		return "kernel died: out of memory"
+	case e.Signal != "":
+		return "kernel died: signal: " + e.Signal
+	}
+	return "kernel died"
+}
+
+func (e *DiedError) Is(target error) bool { return target == ErrDied }
+
+// died describes cmd, a kernel process that has exited (Wait returned),
+// given the guest kernel's OOM kill count from before the execution.
+func died(cmd *exec.Cmd, oomKillsBefore uint64) error {
+	e := &DiedError{}
+	if cmd == nil || cmd.ProcessState == nil {
+		return e
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return e
+	}
+	e.Signal = ws.Signal().String()
+	if ws.Signal() == syscall.SIGKILL {
+		e.OOM = oomguard.KilledByGuard(cmd.Process.Pid) || oomguard.KernelOOMKills() > oomKillsBefore
+	}
+	return e
+}
 
 // mimeFields maps Jupyter MIME types to E2B result keys.
 var mimeFields = map[string]string{

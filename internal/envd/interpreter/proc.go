@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/airlock-sandbox/airlock/internal/envd/oomguard"
 )
 
 // syncMarker is written by a runner to stdout and stderr after every
@@ -223,6 +225,7 @@ func (k *procKernel) Execute(ctx context.Context, code string, env map[string]st
 	}
 	k.nextID++
 	id := k.nextID
+	oomBefore := oomguard.KernelOOMKills()
 	req, err := k.spec.request(id, code, env)
 	if err != nil {
 		return err
@@ -259,13 +262,14 @@ func (k *procKernel) Execute(ctx context.Context, code string, env map[string]st
 					more = false
 				}
 			}
+			dead := k.cmd
 			if err := k.start(context.Background()); err != nil {
 				k.log.Error("restarting runner", "language", k.spec.language, "err", err)
 			}
 			if aborted {
 				return ErrAborted
 			}
-			return ErrDied
+			return died(dead, oomBefore)
 		case <-done:
 			aborted = true
 			done = nil

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -45,7 +47,9 @@ type Server struct {
 	mu       sync.Mutex
 	contexts map[string]*entry
 	defaults map[string]*entry // language → default context
-	creating map[string]chan struct{}
+	// seq numbers contexts in the order they were registered, which is the
+	// order GET /contexts lists them in.
+	seq uint64
 }
 
 type entry struct {
@@ -53,10 +57,25 @@ type entry struct {
 	Language string `json:"language"`
 	Cwd      string `json:"cwd"`
 
-	kernel Kernel
+	seq uint64
+	// ready is closed once the kernel has started (kernel is set) or failed
+	// to (startErr is set); a default context is listed before that.
+	ready    chan struct{}
+	startErr error
+	kernel   Kernel
 	// mu serializes executions in this context and guards envApplied.
 	mu         sync.Mutex
 	envApplied map[string]string
+}
+
+// wait blocks until e's kernel has started and returns why it did not.
+func (e *entry) wait(ctx context.Context) error {
+	select {
+	case <-e.ready:
+		return e.startErr
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for context %s to start: %w", e.ID, ctx.Err())
+	}
 }
 
 // New returns the service. Call StartDefaults to warm the default contexts.
@@ -67,16 +86,25 @@ func New(st *state.State, log *slog.Logger, opts Options) (*Server, error) {
 	if err := os.MkdirAll(opts.StateDir, 0o711); err != nil {
 		return nil, fmt.Errorf("creating interpreter state dir: %w", err)
 	}
-	return &Server{st: st, log: log, opts: opts, contexts: map[string]*entry{}, defaults: map[string]*entry{}, creating: map[string]chan struct{}{}}, nil
+	return &Server{st: st, log: log, opts: opts, contexts: map[string]*entry{}, defaults: map[string]*entry{}}, nil
 }
 
-// StartDefaults creates the default Python and JavaScript contexts in the
-// background (errors are logged: a template without node has no JS default).
+// StartDefaults registers the default Python and JavaScript contexts, in
+// that order, before it returns (so GET /contexts lists them from the first
+// request on), and starts their kernels in the background; executions in
+// them wait for the start. A language whose runtime is missing (a template
+// without node) has no default; a kernel that fails to start is logged
+// and unlisted.
 func (s *Server) StartDefaults(ctx context.Context) {
 	for _, lang := range []string{"python", "javascript"} {
+		start := time.Now()
+		e, err := s.registerDefault(lang)
+		if err != nil {
+			s.log.Warn("default context", "language", lang, "err", err)
+			continue
+		}
 		go func() {
-			start := time.Now()
-			if _, err := s.defaultContext(ctx, lang); err != nil {
+			if err := e.wait(ctx); err != nil {
 				s.log.Warn("default context", "language", lang, "err", err)
 				return
 			}
@@ -85,15 +113,24 @@ func (s *Server) StartDefaults(ctx context.Context) {
 	}
 }
 
-// Close stops every kernel.
+// Close stops every kernel (a kernel still starting is stopped once it
+// has).
 func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.contexts {
-		_ = e.kernel.Close()
+		go closeWhenStarted(e)
 	}
 	s.contexts = map[string]*entry{}
 	s.defaults = map[string]*entry{}
+}
+
+// closeWhenStarted stops e's kernel once its start finished.
+func closeWhenStarted(e *entry) {
+	<-e.ready
+	if e.kernel != nil {
+		_ = e.kernel.Close()
+	}
 }
 
 func newID() string {
@@ -121,78 +158,156 @@ func (s *Server) baseEnv(u *identity.User, global map[string]string) []string {
 	return out
 }
 
-func (s *Server) newContext(ctx context.Context, language, cwd string) (*entry, error) {
-	u, err := identity.Lookup(s.st.DefaultUser())
+// prepare checks a new context's language and cwd and returns its entry
+// (not registered, kernel not started) and how its kernel is to run.
+func (s *Server) prepare(language, cwd string) (*entry, runAs, error) {
+	// Kernels run as root, as E2B's interpreter does in this template: a
+	// context may work anywhere (cwd /root) and files written from code
+	// belong to root. The default cwd is the default user's home.
+	u, err := identity.Lookup("root")
 	if err != nil {
-		return nil, fmt.Errorf("kernel user: %w", err)
+		return nil, runAs{}, fmt.Errorf("kernel user: %w", err)
 	}
 	if cwd == "" {
-		cwd = u.Home
+		du, err := identity.Lookup(s.st.DefaultUser())
+		if err != nil {
+			return nil, runAs{}, fmt.Errorf("default user: %w", err)
+		}
+		cwd = du.Home
 	}
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("cwd %q is not a directory", cwd)
+	if err := checkCwd(cwd); err != nil {
+		return nil, runAs{}, err
 	}
 	// Snapshot the sandbox env vars once: the kernel starts with exactly
 	// these, and syncGlobalEnv later applies whatever changed since (e.g.
 	// /init setting vars while this kernel was still starting).
 	global := s.st.EnvVars()
 	ra := runAs{user: u, cwd: cwd, env: s.baseEnv(u, global)}
-	var k Kernel
 	switch language {
+	case "python", "bash":
+	case "javascript", "typescript":
+		if _, err := lookPathIn("node", ra.env); err != nil {
+			return nil, runAs{}, fmt.Errorf("%w: %s needs node: %w", errUnsupported, language, err)
+		}
+	default:
+		return nil, runAs{}, fmt.Errorf("%w: %q", errUnsupported, language)
+	}
+	e := &entry{ID: newID(), Language: language, Cwd: cwd, ready: make(chan struct{}), envApplied: global}
+	return e, ra, nil
+}
+
+// start starts e's kernel and marks e ready (or failed).
+func (s *Server) start(ctx context.Context, e *entry, ra runAs) error {
+	var (
+		k   Kernel
+		err error
+	)
+	switch e.Language {
 	case "python":
 		k, err = newJupyterKernel(ctx, s.log, ra, s.opts.StateDir, s.opts.Warmup)
 	case "javascript", "typescript":
 		var p string
 		if p, err = writeRunner(s.opts.StateDir); err == nil {
-			k, err = newProcKernel(ctx, jsSpec(p, ra, language == "typescript"), s.log)
+			k, err = newProcKernel(ctx, jsSpec(p, ra, e.Language == "typescript"), s.log)
 		}
 	case "bash":
 		k, err = newProcKernel(ctx, bashSpec(s.opts.StateDir, ra), s.log)
-	default:
-		return nil, fmt.Errorf("%w: %q", errUnsupported, language)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("creating %s context: %w", language, err)
+		e.startErr = fmt.Errorf("creating %s context: %w", e.Language, err)
+	} else {
+		e.kernel = k
 	}
-	e := &entry{ID: newID(), Language: language, Cwd: cwd, kernel: k, envApplied: global}
+	close(e.ready)
+	return e.startErr
+}
+
+// newContext creates a context and registers it once its kernel runs.
+func (s *Server) newContext(ctx context.Context, language, cwd string) (*entry, error) {
+	e, ra, err := s.prepare(language, cwd)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.start(ctx, e, ra); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
-	s.contexts[e.ID] = e
+	s.addLocked(e)
 	s.mu.Unlock()
 	return e, nil
 }
 
 var errUnsupported = errors.New("unsupported language")
 
-// defaultContext returns (creating once) the default context of a language.
-func (s *Server) defaultContext(ctx context.Context, language string) (*entry, error) {
-	for {
-		s.mu.Lock()
-		if e, ok := s.defaults[language]; ok {
-			s.mu.Unlock()
-			return e, nil
-		}
-		if ch, ok := s.creating[language]; ok {
-			s.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		ch := make(chan struct{})
-		s.creating[language] = ch
-		s.mu.Unlock()
-		e, err := s.newContext(context.WithoutCancel(ctx), language, "")
-		s.mu.Lock()
-		delete(s.creating, language)
-		if err == nil {
-			s.defaults[language] = e
-		}
-		s.mu.Unlock()
-		close(ch)
-		return e, err
+// errBadCwd marks a context cwd the kernel cannot run in (a 400).
+var errBadCwd = errors.New("invalid cwd")
+
+// checkCwd tells why a kernel cannot start in cwd.
+func checkCwd(cwd string) error {
+	if !filepath.IsAbs(cwd) {
+		return fmt.Errorf("%w: %q is not an absolute path", errBadCwd, cwd)
 	}
+	fi, err := os.Stat(cwd)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %q does not exist", errBadCwd, cwd)
+	case err != nil:
+		return fmt.Errorf("%w: %q: %w", errBadCwd, cwd, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %q is not a directory", errBadCwd, cwd)
+	}
+	return nil
+}
+
+// addLocked registers e as the newest context. s.mu must be held.
+func (s *Server) addLocked(e *entry) {
+	s.seq++
+	e.seq = s.seq
+	s.contexts[e.ID] = e
+}
+
+// registerDefault returns the default context of a language, registering
+// it (listed at once) and starting its kernel in the background when there
+// is none.
+func (s *Server) registerDefault(language string) (*entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.defaults[language]; ok {
+		return e, nil
+	}
+	e, ra, err := s.prepare(language, "")
+	if err != nil {
+		return nil, err
+	}
+	s.defaults[language] = e
+	s.addLocked(e)
+	go func() {
+		if err := s.start(context.Background(), e, ra); err != nil {
+			// Unlist it; the next use of the language tries again.
+			s.mu.Lock()
+			if s.contexts[e.ID] == e {
+				delete(s.contexts, e.ID)
+			}
+			if s.defaults[language] == e {
+				delete(s.defaults, language)
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return e, nil
+}
+
+// defaultContext returns the default context of a language once its kernel
+// runs (creating it if there is none).
+func (s *Server) defaultContext(ctx context.Context, language string) (*entry, error) {
+	e, err := s.registerDefault(language)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.wait(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // Handler returns the HTTP handler (port 49999).
@@ -234,6 +349,11 @@ type executeRequest struct {
 	ContextID *string           `json:"context_id"`
 	Language  *string           `json:"language"`
 	EnvVars   map[string]string `json:"env_vars"`
+	// Silent (an Airlock extension, used by the daemon to warm a context
+	// before a boot snapshot) runs the code like Jupyter's silent
+	// execute_request: no results, and the execution count is not advanced,
+	// so the user's first cell is still number 1.
+	Silent bool `json:"silent"`
 }
 
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
@@ -384,6 +504,10 @@ func (s *Server) syncGlobalEnv(ctx context.Context, e *entry) {
 }
 
 func (s *Server) execute(w http.ResponseWriter, r *http.Request, e *entry, req executeRequest) {
+	if err := e.wait(r.Context()); err != nil {
+		textError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s.syncGlobalEnv(r.Context(), e)
@@ -413,18 +537,31 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, e *entry, req e
 			}
 		}
 	}()
-	err := e.kernel.Execute(r.Context(), req.Code, req.EnvVars, func(o Output) {
-		if rec := outputRecord(o); rec != nil {
-			lw.write(rec)
-		}
-	})
+	var err error
+	if jk, ok := e.kernel.(*jupyterKernel); ok && req.Silent {
+		jk.mu.Lock()
+		err = jk.runSilent(r.Context(), req.Code)
+		jk.mu.Unlock()
+	} else {
+		err = e.kernel.Execute(r.Context(), req.Code, req.EnvVars, func(o Output) {
+			if rec := outputRecord(o); rec != nil && !(req.Silent && o.Type == "result") {
+				lw.write(rec)
+			}
+		})
+	}
 	close(stopKA)
 	<-kaDone
 	switch {
 	case errors.Is(err, ErrAborted):
 		lw.write(map[string]any{"type": "error", "name": "ExecutionAborted", "value": "Execution was aborted", "traceback": ""})
 	case errors.Is(err, ErrDied):
-		lw.write(map[string]any{"type": "error", "name": "ContextRestarting", "value": "Context was restarted: the kernel died during execution", "traceback": ""})
+		var de *DiedError
+		if errors.As(err, &de) && de.OOM {
+			lw.write(map[string]any{"type": "error", "name": "OutOfMemoryError",
+				"value": "the kernel ran out of memory (the sandbox's memory limit) and was killed; the context was restarted and its state is lost", "traceback": ""})
+			break
+		}
+		lw.write(map[string]any{"type": "error", "name": "ContextRestarting", "value": "Context was restarted: " + err.Error() + " during execution", "traceback": ""})
 	case err != nil:
 		lw.write(map[string]any{"type": "error", "name": "UnexpectedEndOfExecution", "value": err.Error(), "traceback": ""})
 	}
@@ -444,7 +581,9 @@ func (s *Server) handleListContexts(w http.ResponseWriter, r *http.Request) {
 		out = append(out, e)
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	// Creation order: the defaults (registered at start) first, then the
+	// user's contexts, as E2B lists them.
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -468,7 +607,7 @@ func (s *Server) handleCreateContext(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := s.newContext(r.Context(), lang, cwd)
 	if err != nil {
-		if errors.Is(err, errUnsupported) {
+		if errors.Is(err, errUnsupported) || errors.Is(err, errBadCwd) {
 			textError(w, http.StatusBadRequest, err.Error())
 			return
 		}
@@ -499,7 +638,7 @@ func (s *Server) handleDeleteContext(w http.ResponseWriter, r *http.Request) {
 		textError(w, http.StatusNotFound, fmt.Sprintf("Context %s not found", id))
 		return
 	}
-	_ = e.kernel.Close()
+	go closeWhenStarted(e)
 	writeJSON(w, http.StatusOK, nil)
 }
 
@@ -508,6 +647,10 @@ func (s *Server) handleRestartContext(w http.ResponseWriter, r *http.Request) {
 	e := s.lookup(id)
 	if e == nil {
 		textError(w, http.StatusNotFound, fmt.Sprintf("Context %s not found", id))
+		return
+	}
+	if err := e.wait(r.Context()); err != nil {
+		textError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	e.mu.Lock()

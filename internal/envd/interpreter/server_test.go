@@ -258,3 +258,245 @@ func TestContextsAPI(t *testing.T) {
 	resp.Body.Close()
 	_ = os.Getpid()
 }
+
+// createContext creates a context through the API and returns its id.
+func createContext(t *testing.T, u, body string) string {
+	t.Helper()
+	resp, err := http.Post(u+"/contexts", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		msg, _ := io.ReadAll(resp.Body)
+		t.Fatalf("create context %s: %d %s", body, resp.StatusCode, msg)
+	}
+	var c struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c.ID
+}
+
+// listContexts returns the ids GET /contexts answers, in its order.
+func listContexts(t *testing.T, u string) []string {
+	t.Helper()
+	resp, err := http.Get(u + "/contexts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var cs []struct{ ID, Language string }
+	if err := json.NewDecoder(resp.Body).Decode(&cs); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+func TestContextsListedInCreationOrder(t *testing.T) {
+	_, ts := newTestServer(t)
+	var want []string
+	for range 6 {
+		want = append(want, createContext(t, ts.URL, `{"language":"bash"}`))
+	}
+	if got := listContexts(t, ts.URL); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("listed %v, created %v", got, want)
+	}
+}
+
+func executionCount(recs []rec) float64 {
+	for _, r := range recs {
+		if r["type"] == "number_of_executions" {
+			n, _ := r["execution_count"].(float64)
+			return n
+		}
+	}
+	return -1
+}
+
+func TestSilentExecutionDoesNotCount(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel")
+	_, ts := newTestServer(t)
+	for range 2 {
+		out := run(t, ts.URL, rec{"code": "warm = 5\nwarm", "silent": true})
+		for _, r := range out {
+			if r["type"] == "result" || r["type"] == "number_of_executions" || r["type"] == "error" {
+				t.Fatalf("silent execution produced %v", out)
+			}
+		}
+	}
+	out := run(t, ts.URL, rec{"code": "warm + 1"})
+	if mainText(out) != "6" || executionCount(out) != 1 {
+		t.Fatalf("first visible cell after silent ones: %v", out)
+	}
+	if n := executionCount(run(t, ts.URL, rec{"code": "2"})); n != 2 {
+		t.Fatalf("second cell has execution_count %v", n)
+	}
+}
+
+func TestDefaultContextsListedAtOnce(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel")
+	needTool(t, "node", "--version")
+	s, ts := newTestServer(t)
+	s.StartDefaults(context.Background())
+	// Listed before their kernels run: no waiting.
+	resp, err := http.Get(ts.URL + "/contexts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []struct{ ID, Language, Cwd string }
+	err = json.NewDecoder(resp.Body).Decode(&cs)
+	resp.Body.Close()
+	if err != nil || len(cs) != 2 || cs[0].Language != "python" || cs[1].Language != "javascript" {
+		t.Fatalf("contexts right after start: %+v (%v)", cs, err)
+	}
+	// An execution in a listed default waits for its kernel.
+	if got := mainText(run(t, ts.URL, rec{"code": "40 + 2", "context_id": cs[0].ID})); got != "42" {
+		t.Fatalf("python default: %q", got)
+	}
+	if got := mainText(run(t, ts.URL, rec{"code": "40 + 2", "language": "js"})); got != "42" {
+		t.Fatalf("javascript default: %q", got)
+	}
+	if got := listContexts(t, ts.URL); len(got) != 2 || got[0] != cs[0].ID || got[1] != cs[1].ID {
+		t.Fatalf("defaults changed: %v, were %+v", got, cs)
+	}
+}
+
+func TestContextCwd(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel")
+	_, ts := newTestServer(t)
+	file := t.TempDir() + "/f"
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ cwd, want string }{
+		{"/nonexistent-dir", "does not exist"},
+		{file, "is not a directory"},
+		{"relative/dir", "not an absolute path"},
+	} {
+		resp, err := http.Post(ts.URL+"/contexts", "application/json", strings.NewReader(`{"language":"python","cwd":"`+c.cwd+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(msg), c.want) || !strings.Contains(string(msg), c.cwd) {
+			t.Errorf("cwd %q: %d %s, want 400 mentioning %q", c.cwd, resp.StatusCode, msg, c.want)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	// As root (the agent's user in a sandbox) a context works in /root
+	// and runs as root, like E2B's interpreter.
+	id := createContext(t, ts.URL, `{"language":"python","cwd":"/root"}`)
+	if got := mainText(run(t, ts.URL, rec{"code": "import os\nf'{os.getcwd()} {os.getuid()}'", "context_id": id})); got != "/root 0" {
+		t.Fatalf("context in /root: %q", got)
+	}
+}
+
+// results returns the result records of an execution.
+func results(recs []rec) []rec {
+	var out []rec
+	for _, r := range recs {
+		if r["type"] == "result" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestDataFrameData(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel, pandas")
+	_, ts := newTestServer(t)
+	out := run(t, ts.URL, rec{"code": "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', None], 't': pd.to_datetime(['2024-01-02', None])})"})
+	rs := results(out)
+	if len(rs) != 1 {
+		t.Fatalf("results %v", out)
+	}
+	got, _ := json.Marshal(rs[0]["data"])
+	if string(got) != `{"a":[1,2],"b":["x",null],"t":["2024-01-02T00:00:00",null]}` || rs[0]["html"] == nil || rs[0]["text"] == nil {
+		t.Fatalf("DataFrame result %v (data %s)", rs[0], got)
+	}
+	// Other values get no data.
+	if rs := results(run(t, ts.URL, rec{"code": "pd.Series([1, 2])"})); len(rs) != 1 || rs[0]["data"] != nil {
+		t.Fatalf("Series result %v", rs)
+	}
+}
+
+func TestPILSaveDisplays(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel, PIL")
+	_, ts := newTestServer(t)
+	p := t.TempDir() + "/red.png"
+	out := run(t, ts.URL, rec{"code": "from PIL import Image\nimg = Image.new('RGB', (8, 8), 'red')\nimg.save(" + strconvQuote(p) + ")\nimg.save(" + strconvQuote(p+".jpg") + ", 'JPEG')"})
+	rs := results(out)
+	if len(rs) != 2 || rs[0]["png"] == nil || rs[0]["is_main_result"] != false {
+		t.Fatalf("save results %v", out)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("file not saved: %v", err)
+	}
+	// Saving into a buffer displays nothing.
+	if rs := results(run(t, ts.URL, rec{"code": "import io\nimg.save(io.BytesIO(), 'PNG')"})); len(rs) != 0 {
+		t.Fatalf("buffer save results %v", rs)
+	}
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func TestCharts(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel, matplotlib, matplotlib_inline")
+	_, ts := newTestServer(t)
+	chartOf := func(code string) map[string]any {
+		t.Helper()
+		out := run(t, ts.URL, rec{"code": "import matplotlib.pyplot as plt\n" + code + "\nplt.show()"})
+		for _, r := range results(out) {
+			if r["png"] != nil {
+				c, _ := r["chart"].(map[string]any)
+				return c
+			}
+		}
+		t.Fatalf("no figure result: %v", out)
+		return nil
+	}
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+	c := chartOf("plt.plot([1, 2, 3], [4, 1, 9], label='temp')\nplt.plot([1, 2], [0, 1])\nplt.title('T')\nplt.xlabel('Time (s)')\nplt.ylabel('Temp [C]')")
+	if c["type"] != "line" || c["title"] != "T" || c["x_label"] != "Time (s)" || c["x_unit"] != "s" || c["y_unit"] != "C" ||
+		c["x_scale"] != "linear" || js(c["elements"]) != `[{"label":"temp","points":[[1,4],[2,1],[3,9]]},{"label":"Line 1","points":[[1,0],[2,1]]}]` ||
+		len(c["x_ticks"].([]any)) == 0 || len(c["x_tick_labels"].([]any)) != len(c["x_ticks"].([]any)) {
+		t.Fatalf("line chart %s", js(c))
+	}
+	c = chartOf("plt.scatter([1, 2], [3, 4], label='pts')\nplt.yscale('log')")
+	if c["type"] != "scatter" || c["y_scale"] != "log" || js(c["elements"]) != `[{"label":"pts","points":[[1,3],[2,4]]}]` {
+		t.Fatalf("scatter chart %s", js(c))
+	}
+	c = chartOf("plt.bar(['A', 'B'], [10, 20], label='Sold')\nplt.xlabel('Author')")
+	if c["type"] != "bar" || c["x_label"] != "Author" || js(c["elements"]) != `[{"group":"Sold","label":"A","value":10},{"group":"Sold","label":"B","value":20}]` {
+		t.Fatalf("bar chart %s", js(c))
+	}
+	c = chartOf("plt.pie([1, 3], labels=['x', 'y'])\nplt.title('P')")
+	if c["type"] != "pie" || c["title"] != "P" || js(c["elements"]) != `[{"angle":90,"label":"x","radius":1},{"angle":270,"label":"y","radius":1}]` {
+		t.Fatalf("pie chart %s", js(c))
+	}
+	c = chartOf("plt.boxplot([[1, 2, 3, 4, 5, 40]], labels=['A'])")
+	if c["type"] != "box_and_whisker" || js(c["elements"]) != `[{"first_quartile":2.25,"label":"A","max":5,"median":3.5,"min":1,"outliers":[40],"third_quartile":4.75}]` {
+		t.Fatalf("box chart %s", js(c))
+	}
+	c = chartOf("fig, axs = plt.subplots(1, 2)\nfig.suptitle('S')\naxs[0].plot([1, 2])\naxs[1].bar(['a'], [1])")
+	if els, _ := c["elements"].([]any); c["type"] != "superchart" || c["title"] != "S" || len(els) != 2 ||
+		els[0].(map[string]any)["type"] != "line" || els[1].(map[string]any)["type"] != "bar" {
+		t.Fatalf("superchart %s", js(c))
+	}
+	c = chartOf("fig, ax = plt.subplots()\nax.add_artist(plt.Circle((0, 0), 1))\nax.plot([0, 1], [1, 0.5], 'o-')\nax.set_title('C')")
+	if c["type"] != "unknown" || c["title"] != "C" {
+		t.Fatalf("unknown chart %s", js(c))
+	}
+}

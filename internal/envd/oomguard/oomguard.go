@@ -1,5 +1,3 @@
-//go:build linux
-
 // Package oomguard is the agent's user-space OOM killer, for runtimes whose
 // guest kernel has none (gVisor: the host's memory cgroup holds the whole
 // sandbox, so a guest process that runs out of memory would take the
@@ -22,9 +20,36 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
+
+// running is the guard whose Run is active in this process (the agent's).
+var running atomic.Pointer[Guard]
+
+// KilledByGuard reports whether the running guard killed pid in the last
+// minute (false when no guard runs).
+func KilledByGuard(pid int) bool {
+	_, ok := running.Load().Killed(pid)
+	return ok
+}
+
+// KernelOOMKills is the guest kernel's count of OOM kills (/proc/vmstat
+// oom_kill; 0 where the kernel has none, as under gVisor).
+func KernelOOMKills() uint64 {
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		return 0
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
+			n, _ := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
 
 // EnvLimit is the agent's environment variable that turns the guard on:
 // the sandbox's memory limit in MiB.
@@ -81,6 +106,8 @@ func (g *Guard) Run(ctx context.Context) {
 		return
 	}
 	g.log.Info("user-space OOM guard on", "limitMB", g.limit>>20, "interval", g.interval)
+	running.Store(g)
+	defer running.CompareAndSwap(g, nil)
 	t := time.NewTicker(g.interval)
 	defer t.Stop()
 	for {

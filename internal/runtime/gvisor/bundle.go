@@ -40,18 +40,20 @@ const (
 	hostPidsPerGuest = 32
 	hostPidsOverhead = 1024
 	// hostMemoryOverhead is added to the guest's memory for the host
-	// memory cgroup, which also holds the sentry and gofer (~50 MB RSS),
-	// plus the headroom of the agent's OOM guard. runsc has no OOM killer
-	// of its own: when the cgroup hits its limit the host kills the
-	// sentry, i.e. the whole sandbox. So the agent runs one
+	// memory cgroup, which also holds the sentry and gofer (~50 MB RSS).
+	// runsc sizes the guest's MemTotal from this limit.
+	hostMemoryOverhead = 64 << 20
+	// oomGuardHeadroom is added to the host cgroup's limit once the
+	// sandbox runs (memory.go; after MemTotal was fixed). runsc has no OOM
+	// killer of its own: when the cgroup hits its limit the host kills
+	// the sentry, i.e. the whole sandbox. So the agent runs one
 	// (internal/envd/oomguard, AIRLOCK_OOM_GUARD_MB): it kills the largest
 	// process once the guest's processes hold more than the sandbox's
 	// memory, checked every 20 ms, and the headroom lets it act before
 	// the host does (a guest allocating 100 MB chunks gains ~100-200 MB
-	// between two checks). Memory no process holds (tmpfs files) still
-	// meets the host limit: that sandbox is stopped and reported.
-	hostMemoryOverhead = 64<<20 + oomGuardHeadroom
-	oomGuardHeadroom   = 256 << 20
+	// between two checks). Memory no process holds still meets the host
+	// limit: that sandbox is stopped and reported.
+	oomGuardHeadroom = 256 << 20
 	// oomGuardEnv turns the guard on (internal/envd/oomguard.EnvLimit;
 	// the host side names it without importing the agent's packages).
 	oomGuardEnv = "AIRLOCK_OOM_GUARD_MB"

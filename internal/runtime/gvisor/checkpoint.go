@@ -153,6 +153,9 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 		}
 		return fmt.Errorf("runsc restore %s: %w", spec.ID, err)
 	}
+	if err := raiseHostMemory(spec.ID, dir); err != nil {
+		return err
+	}
 	r.log.Debug("sandbox restored", "id", spec.ID, "took", time.Since(t0))
 	return nil
 }

@@ -200,21 +200,23 @@ func TestSandboxLifecycle(t *testing.T) {
 		}
 	})
 
-	// Last: exceeding the memory limit kills the whole sandbox (see
-	// hostMemoryOverhead), so nothing can run in it afterwards.
+	// Last: exceeding the host limit (memory + hostMemoryOverhead + the
+	// OOM guard's headroom: 448 MiB here) kills the whole sandbox, so
+	// nothing can run in it afterwards. (This test agent has no OOM guard;
+	// airlock-envd's would kill a process over 128 MiB first.)
 	t.Run("memory limit", func(t *testing.T) {
 		if code, out := guestRun(t, runtime.AgentGuestPath+" -hog 32"); code != 0 {
 			t.Errorf("allocating 32 MiB failed: %d %q", code, out)
 		}
 		c := &http.Client{Timeout: 15 * time.Second}
-		resp, err := c.Get("http://" + guestIP + ":49983/run?cmd=" + url.QueryEscape(runtime.AgentGuestPath+" -hog 800"))
+		resp, err := c.Get("http://" + guestIP + ":49983/run?cmd=" + url.QueryEscape(runtime.AgentGuestPath+" -hog 600"))
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if !strings.Contains(string(body), `"exit":0`) {
 				return // the allocating process alone failed: fine too
 			}
-			t.Fatalf("allocating 800 MiB under a 128 MiB limit (host cgroup 128 + 64 + 256 MiB OOM-guard headroom) succeeded: %s", body)
+			t.Fatalf("allocating 600 MiB under a 448 MiB host limit succeeded: %s", body)
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		for {

@@ -65,6 +65,9 @@ func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
 	if err := r.runDetached(ctx, spec.ID, dir, "run", "--detach", "--bundle", dir, spec.ID); err != nil {
 		return err
 	}
+	if err := raiseHostMemory(spec.ID, dir); err != nil {
+		return err
+	}
 	r.log.Debug("sandbox booted again from its disk", "id", spec.ID, "took", time.Since(t0))
 	return nil
 }

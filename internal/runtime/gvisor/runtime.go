@@ -308,6 +308,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("runsc run %s: %w", spec.ID, err)
 	}
+	if err := raiseHostMemory(spec.ID, dir); err != nil {
+		return err
+	}
 	r.log.Debug("sandbox started", "id", spec.ID, "layer", layerReady, "total", time.Since(started))
 	return nil
 }

@@ -69,6 +69,9 @@ func (r *Runtime) Stats(ctx context.Context, id, dir string) (runtime.Stats, err
 		PIDs:        ev.Data.Pids.Current,
 	}
 	limit, cache := hostMemory(id)
+	if bl, ok := bundleMemoryLimit(dir); ok {
+		limit = bl // the host cgroup also holds the OOM guard's headroom
+	}
 	if limit > hostMemoryOverhead {
 		st.MemoryLimit = limit - hostMemoryOverhead
 	}
