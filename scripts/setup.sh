@@ -10,7 +10,7 @@ die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root (try: sudo $0)"
 
 # Debian packages the product and the tests need.
-pkgs=(runsc mmdebstrap nftables iproute2 e2fsprogs util-linux protobuf-compiler ca-certificates busybox-static uidmap curl gcc libc6-dev
+pkgs=(mmdebstrap nftables iproute2 e2fsprogs util-linux protobuf-compiler ca-certificates busybox-static uidmap curl gcc libc6-dev
 	# host-side interpreter tests (the sandboxes get their own copies from the template)
 	python3-ipykernel python3-matplotlib python3-matplotlib-inline python3-pandas node-acorn
 	# microVM runtime: the VMM and its image tool, and what scripts/build-kernel.sh needs
@@ -41,7 +41,6 @@ else
 	log "Debian packages present: ${pkgs[*]}"
 fi
 
-command -v runsc >/dev/null || die "runsc not found after install"
 node_ok || die "node >= 18 and npm are required"
 
 # Go toolchain (not from Debian: bookworm's Go is too old for go.mod).
@@ -79,6 +78,9 @@ log "building bin/airlock"
 go build -o bin/airlock ./cmd/airlock
 log "building bin/airlock-envd (static)"
 CGO_ENABLED=0 go build -o bin/airlock-envd ./cmd/airlock-envd
+# gVisor's runsc at the pinned version (built once per machine, cached;
+# static Go build from the gVisor module, not Debian's 2022 package).
+bash scripts/build-runsc.sh >/dev/null || die "building runsc failed"
 # Guest kernel for the microVM runtime (built once per machine, cached; a
 # few minutes). Only where `--runtime auto` picks microVMs: a CPU with
 # hardware virtualisation. Elsewhere the daemon runs gVisor and starts at

@@ -38,6 +38,9 @@ type Options struct {
 	// Runtime and RuntimeReason (the isolation runtime chosen at start and
 	// why) are shown by GET /health when set.
 	Runtime, RuntimeReason string
+	// Platform and PlatformReason (gVisor's runsc platform, systrap or
+	// ptrace, and why) are shown by GET /health when set.
+	Platform, PlatformReason string
 }
 
 // api holds the handler state.
@@ -237,6 +240,9 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) {
 	body := map[string]string{"status": "ok"}
 	if a.opts.Runtime != "" {
 		body["runtime"], body["runtimeReason"] = a.opts.Runtime, a.opts.RuntimeReason
+	}
+	if a.opts.Platform != "" {
+		body["platform"], body["platformReason"] = a.opts.Platform, a.opts.PlatformReason
 	}
 	writeJSON(w, http.StatusOK, body)
 }

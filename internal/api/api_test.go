@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -131,6 +132,31 @@ func TestAuth(t *testing.T) {
 	st, _, _ = h.do(t, "GET", "/v2/sandboxes", "")
 	if st != 200 {
 		t.Fatalf("list with key = %d", st)
+	}
+}
+
+func TestHealthNamesRuntimeAndPlatform(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, api.Options{Runtime: "gvisor", RuntimeReason: "--runtime gvisor",
+		Platform: "systrap", PlatformReason: "systrap probe ran in 180 ms"})
+	st, _, body := h.doKey(t, "GET", "/health", "", "")
+	if st != 200 {
+		t.Fatalf("health = %d", st)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"status": "ok", "runtime": "gvisor", "runtimeReason": "--runtime gvisor",
+		"platform": "systrap", "platformReason": "systrap probe ran in 180 ms"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("health = %v, want %v", got, want)
+	}
+	// A microVM daemon has no runsc platform.
+	h = newHarness(t, api.Options{Runtime: "microvm", RuntimeReason: "KVM"})
+	_, _, body = h.doKey(t, "GET", "/health", "", "")
+	if strings.Contains(string(body), "platform") {
+		t.Fatalf("microvm health names a platform: %s", body)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -72,6 +73,7 @@ type serveOptions struct {
 	limits          limitFlags
 	egress          egressFlags
 	microvmKernel   string
+	gvisor          gvisorFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -96,6 +98,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.envdPath, "envd-path", "", "path of the airlock-envd agent binary (default: next to this executable, else $PATH)")
 	f.StringVar(&o.runtime, "runtime", "auto", "isolation runtime: auto (a microVM on hardware KVM, else gvisor), microvm (emulated without KVM) or gvisor")
 	f.StringVar(&o.microvmKernel, "microvm-kernel", "", "guest kernel for microVMs (default: newest built by scripts/build-kernel.sh)")
+	addGVisorFlags(f, &o.gvisor)
 	f.StringVar(&o.domain, "domain", "", "sandbox domain returned to SDKs; sandboxes are then reached as <port>-<id>.<domain> (optional)")
 	f.StringVar(&o.subnet, "subnet", network.DefaultSubnet, "IPv4 pool for sandbox addresses")
 	addLimitFlags(f, &o.limits)
@@ -199,9 +202,12 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
-	rt, rtChoice, err := newRuntime(ctx, o.runtime, o.microvmKernel, dataDir, envdPath, log)
+	rt, rtChoice, err := newRuntime(ctx, o.runtime, o.microvmKernel, o.gvisor, dataDir, envdPath, log)
 	if err != nil {
 		return err
+	}
+	if c, ok := rt.(io.Closer); ok { // gvisor: runsc's mounts in its root dir
+		defer c.Close()
 	}
 	tm := template.NewManager(dataDir, st, log)
 
@@ -269,7 +275,8 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	}
 	builder := imagebuild.New(mgr, tm, layers, log)
 	apiHandler := api.New(mgr, apiTemplates{tm: tm, mgr: mgr, builder: builder}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api"),
-		Metrics: dm.col, Prometheus: dm.prom.Handler(), Runtime: rtChoice.Runtime, RuntimeReason: rtChoice.Reason})
+		Metrics: dm.col, Prometheus: dm.prom.Handler(), Runtime: rtChoice.Runtime, RuntimeReason: rtChoice.Reason,
+		Platform: rtChoice.Platform, PlatformReason: rtChoice.PlatformReason})
 	var apiHosts []string
 	if o.domain != "" {
 		apiHosts = append(apiHosts, "api."+o.domain)

@@ -48,13 +48,14 @@ func findKernel(flag string) (string, error) {
 
 // newRuntime picks and starts the isolation runtime for --runtime mode
 // (microvm.Choose), logging the decision and its reason.
-func newRuntime(ctx context.Context, mode, kernelFlag, dataDir, envdPath string, log *slog.Logger) (runtime.Runtime, microvm.Choice, error) {
+func newRuntime(ctx context.Context, mode, kernelFlag string, gf gvisorFlags, dataDir, envdPath string, log *slog.Logger) (runtime.Runtime, runtimeChoice, error) {
 	var probe microvm.ProbeFunc
 	var kernel, why string
 	if mode != "gvisor" {
 		kernel, probe, why = microvmProbe(ctx, mode, kernelFlag, dataDir, envdPath, log)
 	}
-	choice, err := microvm.Choose(ctx, mode, probe, why)
+	mchoice, err := microvm.Choose(ctx, mode, probe, why)
+	choice := runtimeChoice{Choice: mchoice}
 	if err != nil {
 		return nil, choice, err
 	}
@@ -69,8 +70,13 @@ func newRuntime(ctx context.Context, mode, kernelFlag, dataDir, envdPath string,
 	}
 	// AIRLOCK_RUNSC_DEBUG_LOG=<dir> keeps runsc's debug logs per sandbox
 	// (<dir>/<id>/) for diagnosing the runtime itself.
-	rt, err := gvisor.New(gvisor.Config{Root: filepath.Join(dataDir, "runsc"), DebugLogDir: os.Getenv("AIRLOCK_RUNSC_DEBUG_LOG")},
-		log.With("component", "gvisor"))
+	gcfg, pc, err := gvisorConfig(ctx, gf, log)
+	if err != nil {
+		return nil, choice, err
+	}
+	choice.Platform, choice.PlatformReason = pc.Platform, pc.Reason
+	gcfg.Root, gcfg.DebugLogDir = filepath.Join(dataDir, "runsc"), os.Getenv("AIRLOCK_RUNSC_DEBUG_LOG")
+	rt, err := gvisor.New(gcfg, log.With("component", "gvisor"))
 	if err != nil {
 		return nil, choice, fmt.Errorf("starting gvisor runtime: %w", err)
 	}

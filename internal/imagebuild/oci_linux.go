@@ -20,8 +20,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-
-	"github.com/airlock-sandbox/airlock/internal/template"
 )
 
 // Image references accepted by FROM besides template names:
@@ -177,7 +175,7 @@ func (b *Builder) imageBase(ctx context.Context, ref string, emit func(string)) 
 	if (cf.OS != "" && cf.OS != platform.OS) || (cf.Architecture != "" && cf.Architecture != platform.Architecture) {
 		return "", nil, userErr("image %s is %s/%s; only linux/amd64 can run here", ref, cf.OS, cf.Architecture)
 	}
-	hash := chain("oci-image", digest.String(), imageFixups, template.CompatHash())
+	hash := chain("oci-image", digest.String(), imageFixups)
 	if _, ok := b.tpl.LayerPath(hash); ok {
 		emit(fmt.Sprintf("image %s (%s): cached", ref, digest))
 		return hash, &cf.Config, nil
@@ -213,7 +211,7 @@ func (b *Builder) imageBase(ctx context.Context, ref string, emit func(string)) 
 	if err := a.finish(); err != nil {
 		return "", nil, err
 	}
-	glibc, err := fixupImageRoot(ctx, a)
+	glibc, err := fixupImageRoot(a)
 	if err != nil {
 		return "", nil, fmt.Errorf("preparing image root filesystem: %w", err)
 	}
@@ -236,9 +234,9 @@ func applyImageLayer(a *layerApplier, l v1.Layer) error {
 
 // fixupImageRoot makes an image root filesystem usable by the agent:
 // /usr/local/bin and /tmp exist, root and a "user" account (uid 1000, home
-// /home/user) exist, and glibc images preload the gVisor compat library.
-// It reports whether the image uses glibc.
-func fixupImageRoot(ctx context.Context, a *layerApplier) (bool, error) {
+// /home/user) exist. It reports whether the image uses glibc (part of the
+// layer's recorded spec).
+func fixupImageRoot(a *layerApplier) (bool, error) {
 	for _, d := range []struct {
 		rel  string
 		mode os.FileMode
@@ -289,29 +287,7 @@ func fixupImageRoot(ctx context.Context, a *layerApplier) (bool, error) {
 			return false, err
 		}
 	}
-	glibc := a.exists("lib64/ld-linux-x86-64.so.2") || a.exists("lib/x86_64-linux-gnu/libc.so.6")
-	if !glibc {
-		return false, nil
-	}
-	if a.exists(strings.TrimPrefix(template.CompatLibPath, "/")) {
-		return true, nil
-	}
-	dir, err := a.mkdirs(strings.TrimPrefix(filepath.Dir(template.CompatLibPath), "/"))
-	if err != nil {
-		return false, err
-	}
-	lib, err := template.BuildCompatLib(ctx, filepath.Dir(a.root))
-	if err != nil {
-		return false, err
-	}
-	defer os.Remove(lib)
-	if err := copyFile(lib, filepath.Join(dir, filepath.Base(template.CompatLibPath))); err != nil {
-		return false, fmt.Errorf("installing compat library: %w", err)
-	}
-	if err := os.Chmod(filepath.Join(dir, filepath.Base(template.CompatLibPath)), 0o644); err != nil {
-		return false, err
-	}
-	return true, a.appendLine("etc/ld.so.preload", template.CompatLibPath)
+	return a.exists("lib64/ld-linux-x86-64.so.2") || a.exists("lib/x86_64-linux-gnu/libc.so.6"), nil
 }
 
 // exists reports whether rel exists in the root (following links inside it).

@@ -156,6 +156,14 @@ type StopReasoner interface {
 	StopReason(id string) string
 }
 
+// ImageBuilder is implemented by runtimes whose memory images are only meant
+// to be restored by the same build of the runtime (gVisor's checkpoint
+// format is internal to one runsc). ImageBuild names that build; saved
+// snapshots record it, and boot snapshots of another build are made again.
+type ImageBuilder interface {
+	ImageBuild() string
+}
+
 // LayerSaver is implemented by cloning runtimes that can keep a copy of a
 // checkpointed sandbox's writable layer outside the sandbox (named
 // snapshots) and start sandboxes from such a copy later.

@@ -126,38 +126,20 @@ func (a *agentClient) init(ctx context.Context, host string, body initRequest) e
 	return nil
 }
 
-// freeze asks the agent to close its listeners and connections before a
-// checkpoint (POST /freeze). A 409 from the agent (open TCP sockets it
-// cannot close) becomes a 409 user error.
-// freezeSettle is how long a checkpoint waits after the host reset the
-// agent's last connection (the /freeze request's own). The agent closes that
-// socket when the reset reaches it; until then the socket is still watched by
-// the agent's network poller, and runsc 20221219 refuses to save a TCP
-// endpoint with waiters — and stops the sandbox. The reset arrives within
-// microseconds; the wait covers the agent's goroutine being scheduled on a
-// busy host.
-const freezeSettle = 30 * time.Millisecond
-
-// freezeGuest prepares the sandbox at ip for a checkpoint: no TCP
-// connection into the guest and no TCP socket in the guest may survive
-// (internal/guestconn, internal/envd/freeze). It resets the host's
-// connections, asks the agent to freeze, resets the /freeze connection too
-// and waits freezeSettle. It returns how many connections the first reset
-// cut.
+// freezeGuest prepares the sandbox at ip for a checkpoint: it resets the
+// host's connections into the guest (internal/guestconn), asks the agent to
+// close its listeners and drain its connections (POST /freeze,
+// internal/envd/freeze) and resets the /freeze connection too. It returns
+// how many connections the first reset cut. (With gVisor 20221219 a 409
+// followed when the sandbox had other TCP sockets, and the checkpoint waited
+// 30 ms more for the agent to close its side: that runsc stopped a sandbox
+// whose TCP endpoints were still watched by epoll. The pinned runsc saves
+// such endpoints.)
 func (m *Manager) freezeGuest(ctx context.Context, ip netip.Addr) (int, error) {
 	aborted := m.cfg.Conns.Abort(ip)
 	err := m.agent.freeze(ctx, ip.String())
 	m.cfg.Conns.Abort(ip)
-	if err != nil {
-		return aborted, err
-	}
-	t := time.NewTimer(freezeSettle)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-	return aborted, nil
+	return aborted, err
 }
 
 func (a *agentClient) freeze(ctx context.Context, host string) error {

@@ -73,6 +73,10 @@ var errNoWarmState = errors.New("no warm state to keep (no interpreter) and no w
 // current one).
 var errOtherAgent = errors.New("made with another build of the agent")
 
+// errOtherRuntimeBuild: a boot snapshot on disk was saved by another build
+// of the runtime (e.g. an upgraded runsc), which cannot restore it.
+var errOtherRuntimeBuild = errors.New("saved by another build of the runtime")
+
 // bootState holds the ready boot snapshots by template hash.
 type bootState struct {
 	// mu guards ready.
@@ -169,6 +173,8 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 		return tpl.Hash, nil
 	} else if errors.Is(err, errOtherAgent) {
 		m.log.Info("boot snapshot on disk was made with another build of the agent; making a new one", "template", name)
+	} else if errors.Is(err, errOtherRuntimeBuild) {
+		m.log.Info("boot snapshot on disk was saved by another build of the runtime; making a new one", "template", name)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		m.log.Warn("boot snapshot on disk is unusable; making a new one", "template", name, "err", err)
 	}
@@ -237,6 +243,9 @@ func (m *Manager) loadBoot(dir, id string) (*bootEntry, bool, error) {
 	}
 	if bf.Spec.AgentPath != m.cfg.AgentPath {
 		return nil, false, errOtherAgent
+	}
+	if bf.Spec.RuntimeBuild != m.runtimeBuild() {
+		return nil, false, errOtherRuntimeBuild
 	}
 	if err := verifyManifest(dir, id); err != nil {
 		return nil, false, err

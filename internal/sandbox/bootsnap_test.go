@@ -107,3 +107,37 @@ func TestBootSnapshotServesCreates(t *testing.T) {
 		t.Fatal("tampered boot snapshot reused")
 	}
 }
+
+// TestBootSnapshotOfAnotherRuntimeBuild: a boot snapshot saved by another
+// build of the runtime (runsc refuses images of another version) is made
+// again at start instead of failing every create.
+func TestBootSnapshotOfAnotherRuntimeBuild(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env, rt := snapEnvWith(t, func(c *sandbox.Config) {
+		c.BootSnapshots = true
+		c.WarmPool = map[string]int{"base": 1}
+	})
+	rt.mu.Lock()
+	rt.build = "runsc-sha256:1111"
+	rt.mu.Unlock()
+	if _, err := env.Manager.PrepareBootSnapshot(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	before := len(env.Agent.Inits)
+	if _, err := env.Manager.PrepareBootSnapshot(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	if len(env.Agent.Inits) != before {
+		t.Fatal("a boot snapshot of the same runtime build was made again")
+	}
+	rt.mu.Lock()
+	rt.build = "runsc-sha256:2222"
+	rt.mu.Unlock()
+	if _, err := env.Manager.PrepareBootSnapshot(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	if len(env.Agent.Inits) == before {
+		t.Fatal("a boot snapshot of another runtime build was reused")
+	}
+}

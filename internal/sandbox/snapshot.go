@@ -69,6 +69,18 @@ type snapshotSpec struct {
 	// AgentPath is the agent binary the saved sandbox ran (agentbin); ""
 	// in snapshots from before it was kept.
 	AgentPath string `json:"agentPath,omitempty"`
+	// RuntimeBuild is the runtime build that saved the memory image
+	// (runtime.ImageBuilder); "" for runtimes without one and in snapshots
+	// from before it was kept.
+	RuntimeBuild string `json:"runtimeBuild,omitempty"`
+}
+
+// runtimeBuild is the runtime's image build (runtime.ImageBuilder), or "".
+func (m *Manager) runtimeBuild() string {
+	if ib, ok := m.cfg.Runtime.(runtime.ImageBuilder); ok {
+		return ib.ImageBuild()
+	}
+	return ""
 }
 
 func decodeSnapshotSpec(s string) (snapshotSpec, error) {
@@ -320,7 +332,7 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 		TemplateID: tpl.Name, TemplateHash: tpl.Hash, Runtime: m.cfg.Runtime.Name(),
 		AccessToken: src.AccessToken, EnvVars: src.EnvVars,
 		CPUCount: src.CPUCount, MemoryMB: src.MemoryMB, DiskSizeMB: src.DiskSizeMB,
-		AgentPath: agent,
+		AgentPath: agent, RuntimeBuild: m.runtimeBuild(),
 	}, nil
 }
 
@@ -461,6 +473,9 @@ func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, 
 	}
 	if sp.Runtime != m.cfg.Runtime.Name() {
 		return nil, userErrorf(http.StatusConflict, "snapshot %q was taken with the %q runtime, this daemon runs %q", snap.ID, sp.Runtime, m.cfg.Runtime.Name())
+	}
+	if sp.RuntimeBuild != "" && sp.RuntimeBuild != m.runtimeBuild() {
+		return nil, userErrorf(http.StatusConflict, "snapshot %q was saved by another build of the %s runtime (%s; this daemon runs %s) and cannot be restored", snap.ID, sp.Runtime, sp.RuntimeBuild, m.runtimeBuild())
 	}
 	tpl, err := m.cfg.Templates.Resolve(ctx, sp.TemplateID)
 	if errors.Is(err, ErrTemplateNotFound) || (err == nil && tpl.Hash != sp.TemplateHash) {

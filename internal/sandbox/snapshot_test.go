@@ -26,6 +26,14 @@ type snapRuntime struct {
 	gate chan struct{}
 	// cloneSavedErr makes CloneSaved fail.
 	cloneSavedErr error
+	// build is the runtime build its images need (runtime.ImageBuilder).
+	build string
+}
+
+func (r *snapRuntime) ImageBuild() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.build
 }
 
 func (r *snapRuntime) SaveLayer(ctx context.Context, dir, dst string) error {

@@ -32,7 +32,7 @@ const setupScriptName = "/tmp/airlock-setup.sh"
 
 // mmdebstrapArgs returns the mmdebstrap command line (after the binary)
 // that builds r into rootfs, uploading the setup script from setupPath.
-func mmdebstrapArgs(r *Recipe, rootfs, setupPath, compatLib string, sources []aptSource) []string {
+func mmdebstrapArgs(r *Recipe, rootfs, setupPath string, sources []aptSource) []string {
 	args := []string{
 		"--verbose",
 		"--mode=root",
@@ -43,14 +43,6 @@ func mmdebstrapArgs(r *Recipe, rootfs, setupPath, compatLib string, sources []ap
 	}
 	for _, f := range dpkgFilters {
 		args = append(args, "--dpkgopt="+f)
-	}
-	if compatLib != "" {
-		args = append(args,
-			`--customize-hook=mkdir -p "$1`+filepath.Dir(compatLibPath)+`"`,
-			"--customize-hook=upload "+compatLib+" "+compatLibPath,
-			`--customize-hook=chmod 0644 "$1`+compatLibPath+`"`,
-			`--customize-hook=echo `+compatLibPath+` >> "$1/etc/ld.so.preload"`,
-		)
 	}
 	if len(r.Setup) > 0 {
 		args = append(args,
@@ -98,15 +90,9 @@ func mmdebstrapBuild(ctx context.Context, r *Recipe, rootfs string, progress fun
 		return fmt.Errorf("writing setup script: %w", err)
 	}
 	defer os.Remove(setupPath)
-	compatLib, err := buildCompatLib(ctx, filepath.Dir(rootfs))
-	if err != nil {
-		return err
-	}
-	defer os.Remove(compatLib)
-
 	sources := hostSources("/", r.Suite)
 	args := append([]string{"--mount", "--propagation", "private", "--", mmdebstrap},
-		mmdebstrapArgs(r, rootfs, setupPath, compatLib, sources)...)
+		mmdebstrapArgs(r, rootfs, setupPath, sources)...)
 	cmd := exec.CommandContext(ctx, unshare, args...)
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C.UTF-8")
 	cmd.Stdin = nil

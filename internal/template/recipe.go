@@ -30,7 +30,6 @@ type recipeSpec struct {
 	Suite    string   `json:"suite"`
 	Packages []string `json:"packages"`
 	Setup    []string `json:"setup"`
-	Compat   string   `json:"compat"` // hash of the preload compat library source
 }
 
 func (r *Recipe) spec() recipeSpec {
@@ -44,7 +43,7 @@ func (r *Recipe) spec() recipeSpec {
 	if pkgs == nil {
 		pkgs = []string{}
 	}
-	return recipeSpec{Version: recipeVersion, Name: r.Name, Suite: r.Suite, Packages: pkgs, Setup: setup, Compat: compatHash()}
+	return recipeSpec{Version: recipeVersion, Name: r.Name, Suite: r.Suite, Packages: pkgs, Setup: setup}
 }
 
 // SpecJSON returns the canonical JSON description of the recipe (packages

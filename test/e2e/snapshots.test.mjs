@@ -107,6 +107,64 @@ describe('pause and resume with the code interpreter', () => {
   })
 })
 
+// A loopback echo server and a client holding one connection open across
+// the checkpoint. runsc 20221219 could not save such sockets (pause and fork
+// answered 409 "open TCP sockets"); the pinned runsc saves listening and
+// loopback endpoints.
+const ECHO_SERVER = `python3 -c '
+import socket, threading
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", 8765)); srv.listen(16)
+def echo(c):
+    while True:
+        d = c.recv(64)
+        if not d: break
+        c.sendall(d)
+while True:
+    c, _ = srv.accept(); threading.Thread(target=echo, args=(c,), daemon=True).start()
+'`
+// The client sends "one", waits for /tmp/go, sends "two"; it writes what came back.
+const ECHO_CLIENT = `python3 -c '
+import socket, os, time
+c = socket.create_connection(("127.0.0.1", 8765)); c.sendall(b"one"); r1 = c.recv(64)
+open("/tmp/client1", "w").write(r1.decode())
+while not os.path.exists("/tmp/go"): time.sleep(0.05)
+c.sendall(b"two"); open("/tmp/client2", "w").write(c.recv(64).decode())
+'`
+const NEW_CONN = `python3 -c 'import socket; c = socket.create_connection(("127.0.0.1", 8765), timeout=5); c.sendall(b"new"); print(c.recv(64).decode())'`
+
+describe('checkpoints with open TCP sockets', () => {
+  it('a listening server and an open loopback connection survive pause/resume and fork', { timeout: TEST_TIMEOUT }, async () => {
+    const sbx = await t.create()
+    await sbx.commands.run(ECHO_SERVER, { background: true })
+    for (let i = 0; i < 100 && (await sh(sbx, NEW_CONN)).exitCode !== 0; i++) await sleep(100)
+    await sbx.commands.run(ECHO_CLIENT, { background: true })
+    for (let i = 0; i < 100 && (await sh(sbx, 'cat /tmp/client1 2>/dev/null')).stdout !== 'one'; i++) await sleep(100)
+    assert.equal((await sh(sbx, 'cat /tmp/client1')).stdout, 'one')
+    const bootID = (await sh(sbx, 'cat /proc/sys/kernel/random/boot_id')).stdout.trim()
+    assert.match(bootID, /^[0-9a-f-]{36}$/, 'boot_id exists')
+
+    assert.equal(await sbx.betaPause(), true, 'pause with a server and an open connection succeeds')
+    const resumed = await Sandbox.connect(sbx.sandboxId)
+    assert.equal((await sh(resumed, NEW_CONN)).stdout, 'new\n', 'the server accepts new connections after the resume')
+    await resumed.files.write('/tmp/go', '')
+    for (let i = 0; i < 100 && (await sh(resumed, 'cat /tmp/client2 2>/dev/null')).stdout !== 'two'; i++) await sleep(100)
+    assert.equal((await sh(resumed, 'cat /tmp/client2')).stdout, 'two', 'the connection opened before the pause still works')
+    assert.equal((await sh(resumed, 'cat /proc/sys/kernel/random/boot_id')).stdout.trim(), bootID, 'boot_id is kept by a resume')
+    const fresh = await t.create()
+    assert.notEqual((await sh(fresh, 'cat /proc/sys/kernel/random/boot_id')).stdout.trim(), bootID, 'a fresh boot has its own boot_id')
+
+    const kids = await Sandbox.fork(sbx.sandboxId, { count: 2 })
+    for (const k of kids) if (!(k instanceof Error)) forks.push(k.sandboxId)
+    for (const k of kids) assert.ok(!(k instanceof Error), `fork with open sockets failed: ${k}`)
+    for (const k of kids) {
+      assert.equal((await sh(k, NEW_CONN)).stdout, 'new\n', 'the server runs in the fork child')
+    }
+    assert.equal((await sh(resumed, NEW_CONN)).stdout, 'new\n', 'and in the parent after the fork')
+    await Promise.allSettled([...kids.map((k) => k.kill()), fresh.kill(), resumed.kill()])
+  })
+})
+
 describe('fork', () => {
   it('children see the parent state, get their own identity and address, and are isolated', { timeout: TEST_TIMEOUT }, async () => {
     const parent = await t.create()

@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime/gvisor"
 )
 
 // hostState is what the daemon's sandboxes hold on the host, by sandbox id.
@@ -42,7 +44,7 @@ func readHostState(t *testing.T) hostState {
 	t.Helper()
 	dataDir := os.Getenv("AIRLOCK_E2E_DATA_DIR")
 	hs := hostState{runsc: map[string]bool{}, netns: map[string]bool{}, dirs: map[string]bool{}}
-	if out, err := exec.Command("runsc", "--root", filepath.Join(dataDir, "runsc"), "list", "--format=json").Output(); err == nil {
+	if out, err := exec.Command(gvisor.DefaultRunscPath(), "--root", filepath.Join(dataDir, "runsc"), "list", "--format=json").Output(); err == nil {
 		var list []struct {
 			ID string `json:"id"`
 		}

@@ -53,6 +53,16 @@ func restartDaemonArgs(t *testing.T, e env, trigger func() bool, extra []string,
 	}) {
 		t.Fatalf("daemon %d still alive 30 s after SIGKILL", pid)
 	}
+	// A killed multi-threaded process reads as a zombie while some of its
+	// threads are still exiting (seen: one in uninterruptible sleep during a
+	// fork's layer copy); its files, the data-dir lock included, close only
+	// when the last one is gone, and a daemon started before that refuses to
+	// run. Wait for the lock to be free.
+	if dataDir := os.Getenv("AIRLOCK_E2E_DATA_DIR"); dataDir != "" {
+		if !waitFor(30*time.Second, 100*time.Millisecond, func() bool { return lockFree(filepath.Join(dataDir, "daemon.lock")) }) {
+			t.Fatalf("daemon %d killed, but its data-dir lock is still held 30 s later (threads: %s)", pid, threadStates(pid))
+		}
+	}
 	between()
 
 	logPath := os.Getenv("AIRLOCK_E2E_DAEMON_LOG")
@@ -84,6 +94,37 @@ func restartDaemonArgs(t *testing.T, e env, trigger func() bool, extra []string,
 	if !waitFor(3*time.Minute, 250*time.Millisecond, func() bool { return healthy(e.apiURL) }) {
 		t.Fatalf("daemon (pid %d) not healthy 3 min after restart; see %s", newPID, logPath)
 	}
+}
+
+// lockFree reports whether nobody holds the flock at path.
+func lockFree(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return false
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return true
+}
+
+// threadStates lists the state letter of every thread left of pid.
+func threadStates(pid int) string {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/stat")
+	var out []string
+	for _, p := range tasks {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i > 0 && len(s) > i+2 {
+			out = append(out, filepath.Base(filepath.Dir(p))+":"+s[i+2:i+3])
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 func isZombie(pid int) bool {

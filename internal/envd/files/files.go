@@ -2,8 +2,7 @@
 
 // Package files serves the agent's `/files` REST endpoint (spec §3.5, §7):
 // streaming downloads (Range, gzip) and uploads (multipart or raw octet
-// stream, atomic replace, file metadata in xattrs or the fallback store of
-// package filesystem), authorised by the access token header or an E2B URL
+// stream, atomic replace, file metadata in user.e2b.* xattrs), authorised by the access token header or an E2B URL
 // signature. File operations run as the acting Unix user, so permissions are
 // the security boundary.
 package files

@@ -5,7 +5,6 @@ package files
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -25,31 +24,16 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb/filesystempbconnect"
 )
 
-// TestMain keeps every test away from the real DefaultMetadataDir.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "files-metastore-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	filesystem.SetDefaultMetadataStore(filesystem.NewMetadataStore(filepath.Join(dir, "metadata")))
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// metaEnv is a /files handler plus a Filesystem service sharing store.
+// metaEnv is a /files handler plus a Filesystem service sharing the default
+// metadata store.
 type metaEnv struct {
 	*env
-	fs    filesystempbconnect.FilesystemClient
-	store *filesystem.MetadataStore
+	fs filesystempbconnect.FilesystemClient
 }
 
-func newMetaEnv(t *testing.T, store *filesystem.MetadataStore) *metaEnv {
+func newMetaEnv(t *testing.T) *metaEnv {
 	t.Helper()
-	prev := filesystem.SetDefaultMetadataStore(store)
-	t.Cleanup(func() { filesystem.SetDefaultMetadataStore(prev) })
-	e := newEnv(t) // captures store
+	e := newEnv(t)
 	svc := filesystem.New(e.st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	mux := http.NewServeMux()
 	mux.Handle(filesystempbconnect.NewFilesystemHandler(svc))
@@ -58,7 +42,7 @@ func newMetaEnv(t *testing.T, store *filesystem.MetadataStore) *metaEnv {
 		srv.Close()
 		_ = svc.Close()
 	})
-	return &metaEnv{env: e, store: store,
+	return &metaEnv{env: e,
 		fs: filesystempbconnect.NewFilesystemClient(srv.Client(), srv.URL, connect.WithProtoJSON())}
 }
 
@@ -77,24 +61,8 @@ func (m *metaEnv) statMeta(t *testing.T, p string) map[string]string {
 	return res.Msg.GetEntry().GetMetadata()
 }
 
-func (m *metaEnv) entryFiles(t *testing.T) []string {
-	t.Helper()
-	des, err := os.ReadDir(m.store.Dir())
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, de := range des {
-		out = append(out, de.Name())
-	}
-	return out
-}
-
 // metadataLifecycle runs the E2B metadata scenario as an unprivileged user
-// in dir, whose filesystem (real or simulated) has no user xattrs.
+// in dir, whose filesystem has user xattrs.
 func metadataLifecycle(t *testing.T, m *metaEnv, dir string) {
 	ctx := context.Background()
 	p := filepath.Join(dir, "m.txt")
@@ -116,15 +84,12 @@ func metadataLifecycle(t *testing.T, m *metaEnv, dir string) {
 	if len(ls.Msg.GetEntries()) != 1 || !maps.Equal(ls.Msg.GetEntries()[0].GetMetadata(), want) {
 		t.Fatalf("listdir %v", ls.Msg.GetEntries())
 	}
-	if n, _ := unix.Listxattr(p, nil); n != 0 {
-		t.Fatal("metadata went into real xattrs")
-	}
-	if fi, err := os.Stat(m.store.Dir()); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Fatalf("store dir %v %v", fi, err)
+	if n, _ := unix.Listxattr(p, nil); n == 0 {
+		t.Fatal("metadata is not in xattrs")
 	}
 
 	// Overwrite without metadata clears the set, as on E2B (response and
-	// Stat); the old inode's entry is gone and the new one has none.
+	// Stat): the new inode has no xattrs.
 	r0 := m.postRaw(t, q, strings.NewReader("z"), nil)
 	if got := decodeEntries(t, r0); got[0].Metadata != nil {
 		t.Fatalf("plain overwrite response has metadata: %s", r0.body)
@@ -132,8 +97,8 @@ func metadataLifecycle(t *testing.T, m *metaEnv, dir string) {
 	if md := m.statMeta(t, p); len(md) != 0 || readFile(t, p) != "z" {
 		t.Fatalf("metadata after plain overwrite %v", md)
 	}
-	if n := len(m.entryFiles(t)); n != 0 {
-		t.Fatalf("%d store entries, want 0", n)
+	if n, _ := unix.Listxattr(p, nil); n != 0 {
+		t.Fatal("plain overwrite kept xattrs")
 	}
 
 	// Overwrite with metadata replaces the set (multipart this time).
@@ -158,9 +123,6 @@ func metadataLifecycle(t *testing.T, m *metaEnv, dir string) {
 	if _, err := m.fs.Remove(ctx, basic(&filesystempb.RemoveRequest{Path: moved})); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(m.entryFiles(t)); n != 0 {
-		t.Fatalf("%d store entries after remove", n)
-	}
 	r = m.postRaw(t, url.Values{"path": {moved}, "username": {testUser}}, strings.NewReader("new"), nil)
 	if got := decodeEntries(t, r); got[0].Metadata != nil {
 		t.Fatalf("new file response has metadata: %s", r.body)
@@ -170,30 +132,43 @@ func metadataLifecycle(t *testing.T, m *metaEnv, dir string) {
 	}
 }
 
-// TestMetadataWithoutXattrs: xattrs forced to fail with EOPNOTSUPP (as on
-// gVisor's gofer root filesystem); metadata lives in the fallback store.
-func TestMetadataWithoutXattrs(t *testing.T) {
-	m := newMetaEnv(t, filesystem.NewMetadataStore(filepath.Join(t.TempDir(), "meta"), filesystem.WithoutXattrs()))
-	metadataLifecycle(t, m, openDir(t, 0o777))
+// TestMetadataLifecycle: upload, stat, list, overwrite, move and remove
+// with metadata, as an unprivileged user, on a filesystem with user xattrs
+// (as gVisor's root filesystem has since the pinned runsc, and a microVM's).
+func TestMetadataLifecycle(t *testing.T) {
+	metadataLifecycle(t, newMetaEnv(t), openDir(t, 0o777))
 }
 
-// TestMetadataOnRamfs uses a real filesystem without user xattrs.
+// TestMetadataOnRamfs: a filesystem without user xattrs refuses an upload
+// that sets metadata (400, the old content kept, no temp file left) and
+// takes plain uploads. (The fallback store for gVisor 20221219's root
+// filesystem, which had no user xattrs, is gone.)
 func TestMetadataOnRamfs(t *testing.T) {
-	m := newMetaEnv(t, filesystem.NewMetadataStore(filepath.Join(t.TempDir(), "meta")))
+	m := newMetaEnv(t)
 	dir := openDir(t, 0o755)
 	if err := unix.Mount("ramfs", dir, "ramfs", 0, "mode=0777"); err != nil {
 		t.Fatalf("mounting ramfs: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	probe := filepath.Join(dir, "probe")
-	if err := os.WriteFile(probe, nil, 0o644); err != nil {
+	p := filepath.Join(dir, "m.txt")
+	if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Setxattr(probe, "user.test", []byte("1"), 0); err == nil {
+	if err := unix.Setxattr(p, "user.test", []byte("1"), 0); err == nil {
 		t.Fatal("ramfs unexpectedly supports user xattrs; this test needs a filesystem without them")
 	}
-	if err := os.Remove(probe); err != nil {
-		t.Fatal(err)
+	q := url.Values{"path": {p}}
+	r := m.postRaw(t, q, strings.NewReader("new"), map[string]string{"X-Metadata-Owner": "Blue"})
+	wantJSONError(t, r, http.StatusBadRequest, "extended attributes")
+	if readFile(t, p) != "old" {
+		t.Fatal("refused upload replaced the file")
 	}
-	metadataLifecycle(t, m, dir)
+	assertNoTempFiles(t, dir)
+	got := decodeEntries(t, m.postRaw(t, q, strings.NewReader("plain"), nil))
+	if got[0].Metadata != nil || readFile(t, p) != "plain" {
+		t.Fatalf("plain upload: %+v", got[0])
+	}
+	if md := m.statMeta(t, p); len(md) != 0 {
+		t.Fatalf("stat metadata on ramfs %v", md)
+	}
 }

@@ -172,14 +172,13 @@ func metadataFromHeaders(h http.Header) (map[string]string, error) {
 // over the destination only when complete, so a failed upload never leaves
 // a truncated file nor loses the previous content. The new file has
 // exactly meta as its metadata: a write without metadata clears what an
-// overwritten file had, as E2B's envd does. Metadata goes into xattrs, or into the
-// fallback store where the filesystem has none (store I/O runs as root,
-// after the user-permission-checked rename).
+// overwritten file had, as E2B's envd does. Metadata goes into user.e2b.*
+// xattrs of the temp file before the rename; a filesystem without user
+// xattrs refuses an upload that sets metadata (400).
 func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta map[string]string) (WrittenEntry, error) {
 	var (
 		final string
 		tmp   *os.File
-		old   fs.FileInfo // the replaced file, if any
 	)
 	if err := ensureParents(filepath.Dir(path), u); err != nil {
 		return WrittenEntry{}, fsError("creating parent directories of "+path, err)
@@ -207,7 +206,6 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 			}
 			_ = f.Close()
 			mode = fi.Mode().Perm()
-			old = fi
 		case errors.Is(err, fs.ErrNotExist):
 			if err := filesystem.MkdirAllMode(filepath.Dir(final), 0o755); err != nil {
 				return fsError("creating parent directories of "+path, err)
@@ -245,16 +243,14 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 	}
 	setMeta := meta
 	// xattrs go on the temp file so they appear together with the content.
-	inXattrs := false
 	if len(setMeta) > 0 {
 		err := h.meta.SetXattrs(tmp, setMeta)
 		switch {
 		case err == nil:
-			inXattrs = true
-		case errors.Is(err, filesystem.ErrXattrsUnsupported):
-			// Recorded in the fallback store once the file is in place.
 		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 			return WrittenEntry{}, &apiError{status: http.StatusInsufficientStorage, msg: "no space left for file metadata", err: err}
+		case errors.Is(err, filesystem.ErrXattrsUnsupported):
+			return WrittenEntry{}, userError(http.StatusBadRequest, "cannot store metadata: the filesystem of '%s' has no extended attributes", path)
 		default:
 			return WrittenEntry{}, userError(http.StatusBadRequest, "cannot store metadata: %v", err)
 		}
@@ -267,22 +263,6 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 	// IN_MODIFY for the final name, so watchers see a WRITE of the
 	// destination (as with an in-place write) and not only the rename.
 	_ = tmp.Truncate(size)
-	if !inXattrs {
-		// After the truncate: the entry records the final size and times.
-		// An empty set clears a stale entry left for a reused inode.
-		if err := h.meta.Remember(tmp, final, setMeta); err != nil {
-			_ = tmp.Close()
-			if len(setMeta) > 0 {
-				return WrittenEntry{}, &apiError{status: http.StatusInternalServerError, msg: "storing file metadata failed", err: err}
-			}
-			// Only clearing a stale entry failed: the file has no metadata
-			// in xattrs either way.
-			h.log.Warn("clearing file metadata failed", "path", path, "err", err)
-		}
-	}
-	if old != nil {
-		h.meta.Unlinked(old) // the replaced inode lost its name
-	}
 	if err := tmp.Close(); err != nil {
 		return WrittenEntry{}, fsError("closing "+path, err)
 	}

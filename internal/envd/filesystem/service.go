@@ -229,7 +229,6 @@ func (s *Service) Move(ctx context.Context, req *connect.Request[filesystempb.Mo
 		if err := os.Rename(src, dst); err != nil {
 			return err
 		}
-		s.names.store().moved(src, dst)
 		fi, err := os.Lstat(dst)
 		if err != nil {
 			return err
@@ -313,27 +312,9 @@ func (s *Service) Remove(ctx context.Context, req *connect.Request[filesystempb.
 		return nil, err
 	}
 	p := s.resolve(u, req.Msg.GetPath())
-	var (
-		removed fs.FileInfo
-		inside  []fileKey
-	)
-	err = identity.RunAs(u, func() error {
-		if fi, err := os.Lstat(p); err == nil {
-			removed = fi
-			inside = s.names.store().removalCandidates(p)
-		}
-		return os.RemoveAll(p)
-	})
+	err = identity.RunAs(u, func() error { return os.RemoveAll(p) })
 	if err != nil {
 		return nil, s.fsError("removing "+p, err)
-	}
-	// Fallback metadata of removed files (xattrs vanish with their inodes).
-	// Files that were renamed into p by other processes are pruned lazily.
-	if removed != nil {
-		s.names.store().Unlinked(removed)
-	}
-	for _, k := range inside {
-		s.names.store().drop(k)
 	}
 	return connect.NewResponse(&filesystempb.RemoveResponse{}), nil
 }

@@ -1,17 +1,19 @@
 // Package freeze prepares the agent for a checkpoint of its sandbox.
 //
-// gVisor (runsc 20221219) cannot save a TCP endpoint that an epoll instance
-// watches ("endpoint still has waiters upon save"), nor one on eth0 in a
-// connected or TIME_WAIT state, and a refused save stops the sandbox. Go's
-// network poller registers every socket with epoll, so before a checkpoint
-// the agent closes its listeners, waits until the host has reset (RST) all
-// its connections, checks that no other process holds a TCP socket, and
+// Before a checkpoint the agent closes its listeners and waits (bounded)
+// until the host has reset (RST) its connections, so a restored agent
+// carries no half-open connection to a host that forgot it; then it
 // answers. After the restore the daemon sends SIGUSR1 (Thaw) and the agent
-// listens again on the same addresses.
+// listens again on the same addresses. Other TCP sockets of the sandbox
+// (servers, loopback and outbound connections) are the runtime's business:
+// gVisor since 2023 saves listening and loopback endpoints and resets
+// connections to the outside at restore, and a microVM keeps its guest
+// kernel's sockets. (gVisor 20221219 could not save an endpoint watched by
+// epoll; the agent then refused with 409 whenever another TCP socket
+// existed.)
 package freeze
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,9 +22,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,8 +41,6 @@ const (
 // Freezer owns the agent's HTTP servers and their listeners.
 type Freezer struct {
 	log *slog.Logger
-	// tcpTables are the files listing the sandbox's TCP sockets.
-	tcpTables []string
 
 	// mu guards servers, frozen and thawed.
 	mu      sync.Mutex
@@ -65,7 +62,7 @@ func New(log *slog.Logger) *Freezer {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Freezer{log: log, thawed: make(chan struct{}), tcpTables: []string{"/proc/net/tcp", "/proc/net/tcp6"}}
+	return &Freezer{log: log, thawed: make(chan struct{})}
 }
 
 // Serve serves srv on ln until srv is shut down or closed, re-listening on
@@ -155,9 +152,9 @@ func (f *Freezer) openConns() int64 {
 }
 
 // ServeHTTP handles POST /freeze. It hijacks its own connection, closes the
-// listeners, waits for the other connections to go away and for the daemon
-// to reset this one after reading the answer: 204 when the sandbox can be
-// checkpointed, 409 {code,message} (and thawed again) when it cannot.
+// listeners, waits (up to DrainTimeout) for the other connections to go
+// away and for the daemon to reset this one after reading the answer: 204,
+// or 409 {code,message} when already frozen.
 func (f *Freezer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -176,9 +173,8 @@ func (f *Freezer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status, msg := http.StatusNoContent, ""
 	if err := f.freeze(); err != nil {
 		status, msg = http.StatusConflict, err.Error()
-	} else if err := f.drain(r.Context(), conn); err != nil {
-		f.Thaw()
-		status, msg = http.StatusConflict, err.Error()
+	} else {
+		f.drain(r.Context())
 	}
 	var body []byte
 	if msg != "" {
@@ -196,87 +192,21 @@ func (f *Freezer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// drain waits until no agent connection but self is open and no TCP socket
-// other than self's exists in the sandbox.
-func (f *Freezer) drain(ctx context.Context, self net.Conn) error {
+// drain waits until no agent connection but the /freeze request's own is
+// open, at most DrainTimeout. Connections still open then are saved with
+// the sandbox and reset by the runtime at restore; that is logged, not
+// refused.
+func (f *Freezer) drain(ctx context.Context) {
 	deadline := time.Now().Add(DrainTimeout)
-	var others []string
 	for {
 		n := f.openConns()
-		var err error
-		others, err = tcpSockets(f.tcpTables, self)
-		if err != nil {
-			return err
-		}
-		if n == 0 && len(others) == 0 {
-			return nil
+		if n == 0 {
+			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			if n > 0 {
-				others = append(others, fmt.Sprintf("%d agent connection(s) still open", n))
-			}
-			return fmt.Errorf("sandbox has open TCP sockets that gVisor cannot checkpoint: %s", strings.Join(others, ", "))
+			f.log.Warn("agent connections still open at the checkpoint", "conns", n)
+			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// tcpSockets lists the TCP sockets of the sandbox (from /proc/net/tcp and
-// tcp6, which gVisor fills from its socket table) other than self.
-func tcpSockets(tables []string, self net.Conn) ([]string, error) {
-	selfLocal, selfRemote := portOf(self.LocalAddr()), portOf(self.RemoteAddr())
-	var out []string
-	for _, p := range tables {
-		fh, err := os.Open(p)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", p, err)
-		}
-		sc := bufio.NewScanner(fh)
-		sc.Scan() // header
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) < 4 {
-				continue
-			}
-			lp, rp := hexPort(fields[1]), hexPort(fields[2])
-			if lp == selfLocal && rp == selfRemote {
-				continue
-			}
-			out = append(out, fmt.Sprintf("port %d (state %s)", lp, tcpState(fields[3])))
-		}
-		fh.Close()
-	}
-	return out, nil
-}
-
-func portOf(a net.Addr) int {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.Port
-	}
-	return -1
-}
-
-// hexPort parses the port of "ADDR:PORT" in /proc/net/tcp notation.
-func hexPort(s string) int {
-	i := strings.LastIndexByte(s, ':')
-	if i < 0 {
-		return -1
-	}
-	v, err := strconv.ParseUint(s[i+1:], 16, 16)
-	if err != nil {
-		return -1
-	}
-	return int(v)
-}
-
-func tcpState(hex string) string {
-	names := map[string]string{"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
-		"05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
-	if n, ok := names[strings.ToUpper(hex)]; ok {
-		return n
-	}
-	return hex
 }

@@ -93,8 +93,7 @@ func (r *Runtime) waitDeleted(ctx context.Context, id string) error {
 }
 
 // Restore implements runtime.Checkpointer with `runsc restore --detach`,
-// started like `runsc run` (own session, stdio on files, the /proc/sys/net
-// mask).
+// started like `runsc run` (own session, stdio on files).
 func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir string) error {
 	if err := validID(spec.ID); err != nil {
 		return err
@@ -158,10 +157,6 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 		return err
 	}
 	r.log.Debug("sandbox restored", "id", spec.ID, "took", time.Since(t0))
-	// Stats reads CPU time from the host cgroup from now on (stats.go).
-	if err := os.WriteFile(filepath.Join(dir, restoredMarker), nil, 0o600); err != nil {
-		r.log.Warn("marking sandbox restored", "id", spec.ID, "err", err)
-	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ package gvisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/runtime"
@@ -28,7 +30,7 @@ var _ runtime.Cloner = (*Runtime)(nil)
 // image) starts the child. On failure everything created is removed.
 func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec) error {
 	parentDir = filepath.Clean(parentDir)
-	return r.cloneWith(ctx, spec, func(dir string) error {
+	return r.cloneWith(ctx, spec, parentDir, func(dir string) error {
 		parentImg := filepath.Join(parentDir, diskImage)
 		if _, err := os.Stat(parentImg); err != nil {
 			// Unlimited layer: a plain directory tree.
@@ -59,20 +61,58 @@ func (r *Runtime) SaveLayer(ctx context.Context, dir, dst string) error {
 		if err := os.Mkdir(layer, 0o700); err != nil {
 			return fmt.Errorf("creating saved layer dir: %w", err)
 		}
-		return copyTree(ctx, filepath.Join(dir, layerDir), layer)
+		if err := copyTree(ctx, filepath.Join(dir, layerDir), layer); err != nil {
+			return err
+		}
+		return copyBundle(dir, dst)
 	}
 	if err := copyFrozen(ctx, filepath.Join(dir, layerDir), img, filepath.Join(dst, diskImage)); err != nil {
 		return err
 	}
 	copyLayerBase(dir, dst)
+	return copyBundle(dir, dst)
+}
+
+// copyBundle copies the OCI spec of the sandbox in dir next to its saved
+// layer in dst, so that sandboxes restored from there get the same process
+// limits (see inheritSpec).
+func copyBundle(dir, dst string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return fmt.Errorf("reading the sandbox's OCI spec: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "config.json"), b, 0o600); err != nil {
+		return fmt.Errorf("saving the sandbox's OCI spec: %w", err)
+	}
 	return nil
+}
+
+// inheritSpec gives s, the spec of a sandbox restored from the checkpoint of
+// the sandbox whose bundle is in from, that sandbox's rlimits and host pids
+// guard. runsc refuses a restore whose rlimits differ from the checkpointed
+// spec (restore spec validation), and they are the restored processes'
+// limits anyway. A source without a bundle (a snapshot saved before
+// bundles were kept) leaves s as it is.
+func inheritSpec(from string, s *specs.Spec) {
+	b, err := os.ReadFile(filepath.Join(from, "config.json"))
+	if err != nil {
+		return
+	}
+	var src specs.Spec
+	if json.Unmarshal(b, &src) != nil || src.Process == nil {
+		return
+	}
+	s.Process.Rlimits = src.Process.Rlimits
+	if src.Linux != nil && src.Linux.Resources != nil && src.Linux.Resources.Pids != nil {
+		s.Linux.Resources.Pids = src.Linux.Resources.Pids
+	}
 }
 
 // CloneSaved implements runtime.LayerSaver: like Clone, from a layer saved
 // by SaveLayer (a plain copy: nothing there is mounted or in use).
 func (r *Runtime) CloneSaved(ctx context.Context, src string, spec runtime.Spec) error {
 	src = filepath.Clean(src)
-	return r.cloneWith(ctx, spec, func(dir string) error {
+	return r.cloneWith(ctx, spec, src, func(dir string) error {
 		saved := filepath.Join(src, diskImage)
 		if _, err := os.Stat(saved); err != nil {
 			return copyTree(ctx, filepath.Join(src, layerDir), filepath.Join(dir, layerDir))
@@ -89,8 +129,9 @@ func (r *Runtime) CloneSaved(ctx context.Context, src string, spec runtime.Spec)
 
 // cloneWith creates spec.Dir with an empty layer dir, lets fill populate
 // (and mount) the writable layer, then mounts the overlay and writes the
-// bundle. On failure everything created is removed.
-func (r *Runtime) cloneWith(ctx context.Context, spec runtime.Spec, fill func(dir string) error) (err error) {
+// bundle, with the process limits of the bundle in from. On failure
+// everything created is removed.
+func (r *Runtime) cloneWith(ctx context.Context, spec runtime.Spec, from string, fill func(dir string) error) (err error) {
 	if err := validate(spec); err != nil {
 		return err
 	}
@@ -129,7 +170,9 @@ func (r *Runtime) cloneWith(ctx context.Context, spec runtime.Spec, fill func(di
 	if err := writeGuestFiles(RootfsDir(dir), spec, hostname); err != nil {
 		return err
 	}
-	if err := writeBundle(dir, buildSpec(spec, RootfsDir(dir), effectiveLimits(spec.Resources, r.diskMB))); err != nil {
+	bundle := buildSpec(spec, RootfsDir(dir), effectiveLimits(spec.Resources, r.diskMB))
+	inheritSpec(from, bundle)
+	if err := writeBundle(dir, bundle); err != nil {
 		return err
 	}
 	r.log.Debug("sandbox cloned", "id", spec.ID, "copy", copied, "total", time.Since(t0))

@@ -135,6 +135,7 @@ func newRuntime(t *testing.T, root string) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = r.Close() })
 	return r
 }
 

@@ -1,9 +1,10 @@
 //go:build linux
 
 // Package gvisor implements runtime.Runtime with gVisor: every sandbox is a
-// runsc container (ptrace platform, gVisor's own network stack) whose root
-// filesystem is an overlay of a read-only template and a per-sandbox
-// writable layer on a size-limited ext4 image.
+// runsc container (systrap platform, or ptrace where systrap cannot start;
+// gVisor's own network stack) whose root filesystem is an overlay of a
+// read-only template and a per-sandbox writable layer on a size-limited ext4
+// image.
 //
 // Sandboxes are started in their own session and outlive the process that
 // started them; a new Runtime over the same Root finds them again with List.
@@ -34,11 +35,13 @@ var ErrInvalidSpec = errors.New("gvisor: invalid sandbox spec")
 
 // Config configures the gVisor runtime.
 type Config struct {
-	// RunscPath is the runsc binary; default: "runsc" looked up in PATH.
+	// RunscPath is the runsc binary; default: DefaultRunscPath(), the
+	// pinned build of scripts/build-runsc.sh.
 	RunscPath string
 	// Root is runsc's --root state directory (e.g. <data>/runsc). Required.
 	Root string
-	// Platform is runsc's --platform; default "ptrace".
+	// Platform is runsc's --platform; default "systrap" (see
+	// ChoosePlatform for the daemon's probe and ptrace fallback).
 	Platform string
 	// ExtraFlags are extra global runsc flags (e.g. "--ignore-cgroups" on
 	// hosts where runsc cannot manage cgroups).
@@ -53,15 +56,6 @@ type Config struct {
 	// DebugLogDir, when set, makes runsc write debug logs for each sandbox
 	// to DebugLogDir/<id>/ (kept after Destroy).
 	DebugLogDir string
-	// NoNetSysctlMask disables the workaround for runsc releases whose
-	// "root network namespace" check looks for
-	// /proc/sys/net/core/rmem_default, which exists in every network
-	// namespace since Linux 6.x (so --network=sandbox always fails). With
-	// the workaround (the default), `runsc run` is started through
-	// unshare(1) in a slave mount namespace where /proc/sys/net is hidden
-	// under an empty tmpfs; the sandbox's own netstack never reads it.
-	// Start checks itself that NetNSPath is not the host's namespace.
-	NoNetSysctlMask bool
 }
 
 // Runtime is the gVisor implementation of runtime.Runtime. Apart from
@@ -76,11 +70,11 @@ type Runtime struct {
 	diskMB   int
 	mkfsPath string
 	debugDir string
-	// unshare and sh are set when runsc run goes through the
-	// /proc/sys/net mask (see Config.NoNetSysctlMask).
-	unshare string
-	sh      string
-	log     *slog.Logger
+	log      *slog.Logger
+
+	// buildOnce guards build, the ImageBuild identity (hashed lazily).
+	buildOnce sync.Once
+	build     string
 
 	// mu guards deleting: background deletes of checkpointed containers
 	// (checkpoint.go), by id.
@@ -107,14 +101,17 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	}
 	runsc := cfg.RunscPath
 	if runsc == "" {
-		runsc = "runsc"
+		runsc = DefaultRunscPath()
+		if _, err := os.Stat(runsc); err != nil {
+			return nil, fmt.Errorf("finding runsc %s (build it with scripts/build-runsc.sh): %w", PinnedVersion(), err)
+		}
 	}
 	if runsc, err = exec.LookPath(runsc); err != nil {
 		return nil, fmt.Errorf("finding runsc: %w", err)
 	}
 	platform := cfg.Platform
 	if platform == "" {
-		platform = "ptrace"
+		platform = PlatformSystrap
 	}
 	r := &Runtime{
 		runsc:    runsc,
@@ -127,14 +124,6 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	}
 	if r.diskMB == 0 {
 		r.diskMB = DefaultDiskMB
-	}
-	if !cfg.NoNetSysctlMask {
-		if r.unshare, err = exec.LookPath("unshare"); err != nil {
-			return nil, fmt.Errorf("finding unshare (util-linux) for the netns workaround: %w", err)
-		}
-		if r.sh, err = exec.LookPath("sh"); err != nil {
-			return nil, fmt.Errorf("finding sh for the netns workaround: %w", err)
-		}
 	}
 	if r.diskMB > 0 {
 		if r.mkfsPath, err = findMkfs(cfg.MkfsPath); err != nil {
@@ -162,8 +151,30 @@ func findMkfs(p string) (string, error) {
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return "gvisor" }
 
+// Close releases what runsc keeps in Root between sandboxes: the bind mount
+// that pins its shared empty network namespace for gofers
+// (<root>/null-netns, `--gofer-network-namespace=null`, runsc's default
+// since 2025). Running gofers hold the namespace themselves, so this is safe
+// with sandboxes alive; the next sandbox pins a new one. Without it the
+// runsc root (and a data dir on its own mount) cannot be removed: EBUSY.
+func (r *Runtime) Close() error {
+	p := filepath.Join(r.root, "null-netns")
+	// Concurrent runsc invocations may stack mounts there; unmount all.
+	for i := 0; i < 64 && syscall.Unmount(p, syscall.MNT_DETACH) == nil; i++ {
+	}
+	return nil
+}
+
+// Platform is the runsc platform sandboxes run on.
+func (r *Runtime) Platform() string { return r.platform }
+
+// globalArgs are the runsc flags of every invocation. --overlay2=none: since
+// 2023 runsc wraps the root filesystem in its own overlay by default
+// (root:self, the upper layer in a file inside the sandbox's memory
+// accounting), so writes would never reach the writable layer on disk.img
+// that disk limits, template builds and snapshots rely on.
 func (r *Runtime) globalArgs() []string {
-	args := []string{"--root", r.root, "--platform", r.platform, "--network", "sandbox"}
+	args := []string{"--root", r.root, "--platform", r.platform, "--network", "sandbox", "--overlay2", "none"}
 	return append(args, r.extra...)
 }
 
@@ -304,20 +315,10 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 	return nil
 }
 
-// maskScript hides /proc/sys/net in the (new, slave) mount namespace and
-// then execs the runsc command line given as arguments.
-const maskScript = `mount -t tmpfs -o ro,size=4k,mode=555 airlock-netmask /proc/sys/net && exec "$0" "$@"`
-
 // runCommand returns the command that runs a long-lived runsc subcommand
-// (run, restore), through the /proc/sys/net mask unless disabled.
+// (run, restore).
 func (r *Runtime) runCommand(ctx context.Context, args []string) *exec.Cmd {
-	if r.unshare == "" {
-		return exec.CommandContext(ctx, r.runsc, args...)
-	}
-	// Slave propagation: the host's later unmounts (other sandboxes'
-	// layers) still reach this namespace, so it never pins them.
-	full := append([]string{"--mount", "--propagation", "slave", "--", r.sh, "-c", maskScript, r.runsc}, args...)
-	return exec.CommandContext(ctx, r.unshare, full...)
+	return exec.CommandContext(ctx, r.runsc, args...)
 }
 
 // checkNetNS verifies that path is a network namespace other than the one

@@ -68,16 +68,6 @@ func (r *Runtime) Stats(ctx context.Context, id, dir string) (runtime.Stats, err
 		MemoryLimit: ev.Data.Memory.Usage.Limit,
 		PIDs:        ev.Data.Pids.Current,
 	}
-	if dir != "" {
-		if _, err := os.Stat(filepath.Join(dir, restoredMarker)); err == nil {
-			// runsc 20221219 stops counting the sandbox kernel's CPU time
-			// after a restore (it stays 0 in `runsc events`): the host
-			// cgroup's CPU time (sentry + gofer) stands in.
-			if ns, ok := hostCPU(id); ok {
-				st.CPUUsageNs = ns
-			}
-		}
-	}
 	limit, cache := hostMemory(id)
 	if bl, ok := bundleMemoryLimit(dir); ok {
 		limit = bl // the host cgroup also holds the OOM guard's headroom
@@ -93,25 +83,6 @@ func (r *Runtime) Stats(ctx context.Context, id, dir string) (runtime.Stats, err
 		}
 	}
 	return st, nil
-}
-
-// restoredMarker, in a sandbox's directory, says it was started by a
-// restore (pause/resume, fork, snapshot).
-const restoredMarker = "restored"
-
-// hostCPU reads the CPU time used by the sandbox's host cgroup (cgroup v1
-// cpuacct, or v2 cpu.stat as a fallback).
-func hostCPU(id string) (uint64, bool) {
-	cg := cgroupsPath(id)
-	for _, ctl := range []string{"cpuacct", "cpu,cpuacct"} {
-		if n, err := readUint(filepath.Join("/sys/fs/cgroup", ctl, cg, "cpuacct.usage")); err == nil {
-			return n, true
-		}
-	}
-	if us := statField(filepath.Join("/sys/fs/cgroup", cg, "cpu.stat"), "usage_usec"); us > 0 {
-		return us * 1000, true
-	}
-	return 0, false
 }
 
 // hostMemory reads the limit and page-cache bytes of the sandbox's memory
