@@ -125,33 +125,9 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 			return fmt.Errorf("runsc delete before restore %s: %w", spec.ID, err)
 		}
 	}
-	logf, err := os.OpenFile(AgentLogPath(dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("opening agent log: %w", err)
-	}
-	defer logf.Close()
-	devnull, err := os.Open(os.DevNull)
-	if err != nil {
-		return fmt.Errorf("opening %s: %w", os.DevNull, err)
-	}
-	defer devnull.Close()
-
 	t0 := time.Now()
-	args := r.globalArgs()
-	if r.debugDir != "" {
-		args = append(args, "--debug", "--debug-log", filepath.Join(r.debugDir, spec.ID)+"/")
-	}
-	args = append(args, "restore", "--detach", "--image-path", imageDir, "--bundle", dir, spec.ID)
-	cmd := r.runCommand(ctx, args)
-	cmd.Stdin = devnull
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Run(); err != nil {
-		if tail := logTail(AgentLogPath(dir), 1024); tail != "" {
-			err = fmt.Errorf("%w\nagent.log: %s", err, tail)
-		}
-		return fmt.Errorf("runsc restore %s: %w", spec.ID, err)
+	if err := r.runDetached(ctx, spec.ID, dir, "restore", "--detach", "--image-path", imageDir, "--bundle", dir, spec.ID); err != nil {
+		return err
 	}
 	if err := raiseHostMemory(spec.ID, dir); err != nil {
 		return err

@@ -72,7 +72,7 @@ func TestSandboxLifecycle(t *testing.T) {
 		}
 	})
 	if err := waitHealthy(ctx); err != nil {
-		t.Fatalf("%v\nagent.log: %s", err, logTail(AgentLogPath(spec.Dir), 4096))
+		t.Fatalf("%v\nagent.log: %s", err, runtime.LogTail(AgentLogPath(spec.Dir), 4096))
 	}
 
 	if st, err := r.State(ctx, spec.ID); err != nil || st != runtime.StateRunning {
@@ -236,7 +236,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	})
 
 	if t.Failed() {
-		t.Logf("agent.log: %s", logTail(AgentLogPath(spec.Dir), 4096))
+		t.Logf("agent.log: %s", runtime.LogTail(AgentLogPath(spec.Dir), 4096))
 	}
 	if err := r.Destroy(ctx, spec.ID, spec.Dir); err != nil {
 		t.Fatalf("Destroy: %v", err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -73,8 +74,11 @@ func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
 }
 
 // runDetached runs a runsc subcommand that starts a sandbox (run, restore)
-// detached: own session (the sandbox outlives the daemon), stdio on the
-// agent log and /dev/null (a pipe would tie the sandbox to this process).
+// detached: own session (the sandbox must survive the daemon being
+// killed), stdio on the agent log and /dev/null (files, not pipes: the
+// sandbox and gofer inherit runsc's stdio, and a pipe would keep Wait, and
+// the sandbox, hanging off this process). A failure carries the agent
+// log's tail.
 func (r *Runtime) runDetached(ctx context.Context, id, dir string, sub ...string) error {
 	logf, err := os.OpenFile(AgentLogPath(dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -90,11 +94,11 @@ func (r *Runtime) runDetached(ctx context.Context, id, dir string, sub ...string
 	if r.debugDir != "" {
 		args = append(args, "--debug", "--debug-log", filepath.Join(r.debugDir, id)+"/")
 	}
-	cmd := r.runCommand(ctx, append(args, sub...))
+	cmd := exec.CommandContext(ctx, r.runsc, append(args, sub...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Run(); err != nil {
-		if tail := logTail(AgentLogPath(dir), 1024); tail != "" {
+		if tail := runtime.LogTail(AgentLogPath(dir), 1024); tail != "" {
 			err = fmt.Errorf("%w\nagent.log: %s", err, tail)
 		}
 		return fmt.Errorf("runsc %s %s: %w", sub[0], id, err)

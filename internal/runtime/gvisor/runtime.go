@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -252,7 +251,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 		if err == nil {
 			return
 		}
-		if tail := logTail(AgentLogPath(dir), 2048); tail != "" {
+		if tail := runtime.LogTail(AgentLogPath(dir), 2048); tail != "" && !strings.Contains(err.Error(), "agent.log:") {
 			err = fmt.Errorf("%w\nagent.log: %s", err, tail)
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -281,44 +280,14 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 	}
 	layerReady := time.Since(started)
 
-	logf, err := os.OpenFile(AgentLogPath(dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("opening agent log: %w", err)
-	}
-	defer logf.Close()
-	devnull, err := os.Open(os.DevNull)
-	if err != nil {
-		return fmt.Errorf("opening %s: %w", os.DevNull, err)
-	}
-	defer devnull.Close()
-
-	args := r.globalArgs()
-	if r.debugDir != "" {
-		args = append(args, "--debug", "--debug-log", filepath.Join(r.debugDir, spec.ID)+"/")
-	}
-	args = append(args, "run", "--detach", "--bundle", dir, spec.ID)
-	cmd := r.runCommand(ctx, args)
-	// Files, not pipes: the sandbox and gofer inherit runsc's stdio, and
-	// a pipe would keep Wait (and the sandbox) hanging off this process.
-	cmd.Stdin = devnull
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	// Own session: the sandbox must survive the daemon being killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("runsc run %s: %w", spec.ID, err)
+	if err := r.runDetached(ctx, spec.ID, dir, "run", "--detach", "--bundle", dir, spec.ID); err != nil {
+		return err
 	}
 	if err := raiseHostMemory(spec.ID, dir); err != nil {
 		return err
 	}
 	r.log.Debug("sandbox started", "id", spec.ID, "layer", layerReady, "total", time.Since(started))
 	return nil
-}
-
-// runCommand returns the command that runs a long-lived runsc subcommand
-// (run, restore).
-func (r *Runtime) runCommand(ctx context.Context, args []string) *exec.Cmd {
-	return exec.CommandContext(ctx, r.runsc, args...)
 }
 
 // checkNetNS verifies that path is a network namespace other than the one
@@ -337,21 +306,6 @@ func (r *Runtime) known(id string) bool {
 	return err == nil
 }
 
-// logTail returns up to n bytes from the end of the file at path.
-func logTail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > n {
-		if _, err := f.Seek(-n, io.SeekEnd); err != nil {
-			return ""
-		}
-	}
-	b, _ := io.ReadAll(f)
-	return strings.TrimSpace(string(b))
-}
 
 // Destroy implements runtime.Runtime: kills and deletes the container,
 // unmounts the overlay and the layer image, removes leftover cgroups and
