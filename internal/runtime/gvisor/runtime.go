@@ -306,7 +306,6 @@ func (r *Runtime) known(id string) bool {
 	return err == nil
 }
 
-
 // Destroy implements runtime.Runtime: kills and deletes the container,
 // unmounts the overlay and the layer image, removes leftover cgroups and
 // deletes dir. Unknown ids are not an error; a call that fails can be
