@@ -125,7 +125,8 @@ func (g *Guard) Run(ctx context.Context) {
 // memory (/proc/meminfo) is well below the limit, the processes are not
 // scanned: an idle sandbox costs one small read per check.
 func (g *Guard) Check() *Kill {
-	if used, ok := g.meminfoUsed(); ok && used < g.limit/4*3 {
+	used, haveUsed := g.meminfoUsed()
+	if haveUsed && used < g.limit/4*3 {
 		return nil
 	}
 	procs := g.scan()
@@ -140,6 +141,13 @@ func (g *Guard) Check() *Kill {
 		if victim == nil || p.rss > victim.rss {
 			victim = p
 		}
+	}
+	// Resident sets count pages shared between processes (a second Node
+	// or Python process maps the same binary and libraries) once per
+	// process; the kernel's own count of used memory does not. The smaller
+	// of the two decides, so shared pages never get a process killed.
+	if haveUsed && used < total {
+		total = used
 	}
 	if total <= g.limit || victim == nil {
 		return nil

@@ -73,6 +73,18 @@ func TestCheckKillsLargestOverLimit(t *testing.T) {
 	if k := g.Check(); k == nil || k.PID != 40 {
 		t.Fatalf("meminfo near the limit: kill %+v, want python3 (40)", k)
 	}
+	// Resident sets over the limit only by counting shared pages twice:
+	// the kernel's count (90 MiB used) is below it, nothing is killed.
+	shared := "MemTotal:       1048576 kB\nMemAvailable:   956416 kB\n"
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(shared), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if k := g.Check(); k != nil {
+		t.Fatalf("shared pages counted twice: killed %+v", k)
+	}
+	if err := os.Remove(filepath.Join(g.proc, "meminfo")); err != nil {
+		t.Fatal(err)
+	}
 	// oom_score_adj -1000 exempts a process.
 	g.proc = fakeProc(t, map[int][2]any{50: {"server", 80 << 10}, 51: {"worker", 30 << 10}})
 	if err := os.WriteFile(filepath.Join(g.proc, "50", "oom_score_adj"), []byte("-1000\n"), 0o644); err != nil {
