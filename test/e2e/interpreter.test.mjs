@@ -460,37 +460,39 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       ex = await ok(sbx, "const { cpus } = await import('node:os')\nArray.isArray(cpus())", { language: 'js' })
       assert.equal(ex.text, 'true')
 
-      // Packages resolve from the context's cwd: an ESM-only package (no
-      // require condition) and a CommonJS one.
-      const dir = '/home/user/esm-proj'
+      // Packages resolve from the context's cwd (the default's is /home/user):
+      // an ESM-only package (no require condition) and a CommonJS one.
       await sbx.files.write([
-        { path: `${dir}/node_modules/esm-only/package.json`, data: JSON.stringify({ name: 'esm-only', type: 'module', exports: { '.': { import: './index.js' } } }) },
-        { path: `${dir}/node_modules/esm-only/index.js`, data: "export default 'hello'\nexport const shout = (s) => s.toUpperCase() + '!'\n" },
-        { path: `${dir}/node_modules/cjs-pkg/package.json`, data: JSON.stringify({ name: 'cjs-pkg', main: 'main.js' }) },
-        { path: `${dir}/node_modules/cjs-pkg/main.js`, data: 'exports.answer = 42\n' }
+        { path: '/home/user/node_modules/esm-only/package.json', data: JSON.stringify({ name: 'esm-only', type: 'module', exports: { '.': { import: './index.js' } } }) },
+        { path: '/home/user/node_modules/esm-only/index.js', data: "export default 'hello'\nexport const shout = (s) => s.toUpperCase() + '!'\n" },
+        { path: '/home/user/node_modules/cjs-pkg/package.json', data: JSON.stringify({ name: 'cjs-pkg', main: 'main.js' }) },
+        { path: '/home/user/node_modules/cjs-pkg/main.js', data: 'exports.answer = 42\n' },
+        { path: '/home/user/proj/node_modules/proj-only/package.json', data: JSON.stringify({ name: 'proj-only', type: 'module', exports: './index.js' }) },
+        { path: '/home/user/proj/node_modules/proj-only/index.js', data: "export const where = 'proj'\n" }
       ])
-      const js = await sbx.createCodeContext({ cwd: dir, language: 'js' })
-      ex = await ok(sbx, "import greeting, { shout } from 'esm-only'\nshout(greeting)", { context: js })
+      ex = await ok(sbx, "import greeting, { shout } from 'esm-only'\nshout(greeting)", { language: 'js' })
       assert.equal(ex.text, 'HELLO!')
-      ex = await ok(sbx, "import { answer } from 'cjs-pkg'\nanswer + require('cjs-pkg').answer", { context: js })
+      ex = await ok(sbx, "import { answer } from 'cjs-pkg'\nanswer + require('cjs-pkg').answer", { language: 'js' })
       assert.equal(ex.text, '84')
-      ex = await ok(sbx, "shout('again') + ' ' + (await import('esm-only')).default", { context: js })
+      ex = await ok(sbx, "shout('again') + ' ' + (await import('esm-only')).default", { language: 'js' })
       assert.equal(ex.text, 'AGAIN! hello')
 
       // Errors: a missing export, a missing package, a syntax error next to an import.
-      ex = await sbx.runCode("import { nope } from 'esm-only'", { context: js })
+      ex = await sbx.runCode("import { nope } from 'esm-only'", { language: 'js' })
       assert.equal(ex.error?.name, 'SyntaxError', JSON.stringify(ex.error))
       assert.match(ex.error.value, /does not provide an export named 'nope'/)
-      ex = await sbx.runCode("import x from 'not-installed'", { context: js })
+      ex = await sbx.runCode("import x from 'not-installed'", { language: 'js' })
       assert.match(ex.error?.value ?? '', /Cannot find package 'not-installed'/, JSON.stringify(ex.error))
-      ex = await sbx.runCode("import fs2 from 'node:fs'\nconst = 1", { context: js })
+      ex = await sbx.runCode("import fs2 from 'node:fs'\nconst = 1", { language: 'js' })
       assert.equal(ex.error?.name, 'SyntaxError', JSON.stringify(ex.error))
-      assert.equal((await ok(sbx, "shout('still here')", { context: js })).text, 'STILL HERE!')
+      assert.equal((await ok(sbx, "shout('still here')", { language: 'js' })).text, 'STILL HERE!')
 
-      // TypeScript: the same imports; a type-only import is erased.
-      const ts = await sbx.createCodeContext({ cwd: dir, language: 'ts' })
-      ex = await ok(sbx, "import { shout } from 'esm-only'\nimport type { Stats } from 'node:fs'\nconst s: string = shout('typed')\ns", { context: ts })
-      assert.equal(ex.text, 'TYPED!')
+      // TypeScript in a context with its own cwd: its node_modules, then
+      // those of the directories above; a type-only import is erased.
+      // (One context more than the defaults: a TS kernel takes ~170 MB.)
+      const ts = await sbx.createCodeContext({ cwd: '/home/user/proj', language: 'ts' })
+      ex = await ok(sbx, "import { where } from 'proj-only'\nimport { shout } from 'esm-only'\nimport type { Stats } from 'node:fs'\nconst s: string = shout(where)\ns", { context: ts })
+      assert.equal(ex.text, 'PROJ!')
       assert.equal((await ok(sbx, "const t: string = shout('next')\nt", { context: ts })).text, 'NEXT!')
     })
   })
