@@ -448,6 +448,55 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
     })
   })
 
+  it('JavaScript and TypeScript cells take ES module imports next to require and import()', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      // Default JS context: builtins, default/named/namespace/side-effect imports.
+      let ex = await ok(sbx, "import fs from 'node:fs'\nimport { join } from 'node:path'\nimport * as os from 'os'\nimport 'node:util'\nfs.existsSync(join('/', 'etc')) + ' ' + typeof os.cpus", { language: 'js' })
+      assert.equal(ex.text, 'true function')
+      // The imported bindings stay for the next cell; require works next to them.
+      ex = await ok(sbx, "typeof fs.readFileSync + ' ' + join('a', 'b') + ' ' + require('node:path').sep", { language: 'js' })
+      assert.equal(ex.text, 'function a/b /')
+      // Top-level await and import() in the same context.
+      ex = await ok(sbx, "const { cpus } = await import('node:os')\nArray.isArray(cpus())", { language: 'js' })
+      assert.equal(ex.text, 'true')
+
+      // Packages resolve from the context's cwd (the default's is /home/user):
+      // an ESM-only package (no require condition) and a CommonJS one.
+      await sbx.files.write([
+        { path: '/home/user/node_modules/esm-only/package.json', data: JSON.stringify({ name: 'esm-only', type: 'module', exports: { '.': { import: './index.js' } } }) },
+        { path: '/home/user/node_modules/esm-only/index.js', data: "export default 'hello'\nexport const shout = (s) => s.toUpperCase() + '!'\n" },
+        { path: '/home/user/node_modules/cjs-pkg/package.json', data: JSON.stringify({ name: 'cjs-pkg', main: 'main.js' }) },
+        { path: '/home/user/node_modules/cjs-pkg/main.js', data: 'exports.answer = 42\n' },
+        { path: '/home/user/proj/node_modules/proj-only/package.json', data: JSON.stringify({ name: 'proj-only', type: 'module', exports: './index.js' }) },
+        { path: '/home/user/proj/node_modules/proj-only/index.js', data: "export const where = 'proj'\n" }
+      ])
+      ex = await ok(sbx, "import greeting, { shout } from 'esm-only'\nshout(greeting)", { language: 'js' })
+      assert.equal(ex.text, 'HELLO!')
+      ex = await ok(sbx, "import { answer } from 'cjs-pkg'\nanswer + require('cjs-pkg').answer", { language: 'js' })
+      assert.equal(ex.text, '84')
+      ex = await ok(sbx, "shout('again') + ' ' + (await import('esm-only')).default", { language: 'js' })
+      assert.equal(ex.text, 'AGAIN! hello')
+
+      // Errors: a missing export, a missing package, a syntax error next to an import.
+      ex = await sbx.runCode("import { nope } from 'esm-only'", { language: 'js' })
+      assert.equal(ex.error?.name, 'SyntaxError', JSON.stringify(ex.error))
+      assert.match(ex.error.value, /does not provide an export named 'nope'/)
+      ex = await sbx.runCode("import x from 'not-installed'", { language: 'js' })
+      assert.match(ex.error?.value ?? '', /Cannot find package 'not-installed'/, JSON.stringify(ex.error))
+      ex = await sbx.runCode("import fs2 from 'node:fs'\nconst = 1", { language: 'js' })
+      assert.equal(ex.error?.name, 'SyntaxError', JSON.stringify(ex.error))
+      assert.equal((await ok(sbx, "shout('still here')", { language: 'js' })).text, 'STILL HERE!')
+
+      // TypeScript in a context with its own cwd: its node_modules, then
+      // those of the directories above; a type-only import is erased.
+      // (One context more than the defaults: a TS kernel takes ~170 MB.)
+      const ts = await sbx.createCodeContext({ cwd: '/home/user/proj', language: 'ts' })
+      ex = await ok(sbx, "import { where } from 'proj-only'\nimport { shout } from 'esm-only'\nimport type { Stats } from 'node:fs'\nconst s: string = shout(where)\ns", { context: ts })
+      assert.equal(ex.text, 'PROJ!')
+      assert.equal((await ok(sbx, "const t: string = shout('next')\nt", { context: ts })).text, 'NEXT!')
+    })
+  })
+
   it('~50 MB of output does not break the agent', { timeout: TEST_TIMEOUT * 2 }, async () => {
     await withSandbox(async (sbx) => {
       const line = 'y'.repeat(1023) + '\n'

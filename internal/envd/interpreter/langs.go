@@ -52,7 +52,12 @@ func jsSpec(runnerPath string, ra runAs, typescript bool) procSpec {
 			if err != nil {
 				node = "node"
 			}
-			cmd := exec.Command(node, "--no-warnings", runnerPath)
+			// The runner answers import() in cells through vm's
+			// importModuleDynamically (--experimental-vm-modules) and resolves
+			// specifiers from the context's cwd with import.meta.resolve's
+			// parent argument (--experimental-import-meta-resolve).
+			cmd := exec.Command(node, "--no-warnings", "--experimental-vm-modules",
+				"--experimental-import-meta-resolve", runnerPath)
 			ra.apply(cmd)
 			cmd.Env = append(cmd.Env, "NODE_PATH=/usr/share/nodejs:/usr/lib/nodejs:/usr/local/lib/node_modules")
 			return cmd

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +200,79 @@ func TestJavaScript(t *testing.T) {
 	out = run(t, u, rec{"code": "throw new TypeError('boom')", "language": "js"})
 	if collect(out, "error", "name") != "TypeError" || collect(out, "error", "value") != "boom" {
 		t.Fatalf("js error: %v", out)
+	}
+}
+
+// writeFiles creates files (path relative to dir: content) below dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A JavaScript cell takes ES module imports (rewritten to import() at the
+// top of the cell), import() and require side by side; packages resolve
+// from the context's cwd.
+func TestJavaScriptModules(t *testing.T) {
+	needTool(t, "node", "--version")
+	needTool(t, "node", "-e", "try { require('acorn') } catch (_) { require('/usr/share/nodejs/acorn') }")
+	_, ts := newTestServer(t)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		// ESM only: no "require" condition, so require() cannot load it.
+		"node_modules/esm-only/package.json": `{"name":"esm-only","type":"module","exports":{".":{"import":"./index.js"},"./extra":"./extra.js"}}`,
+		"node_modules/esm-only/index.js":     "export default 'hello'; export const shout = (s) => s.toUpperCase() + '!';",
+		"node_modules/esm-only/extra.js":     "export const extra = 'extra';",
+		"node_modules/cjs-only/package.json": `{"name":"cjs-only","main":"main.js"}`,
+		"node_modules/cjs-only/main.js":      "exports.answer = 42;",
+		"local.mjs":                          "export const local = 'local';",
+	})
+	id := createContext(t, ts.URL, `{"language":"javascript","cwd":"`+dir+`"}`)
+	cell := func(code string) []rec { return run(t, ts.URL, rec{"code": code, "context_id": id}) }
+	for _, c := range []struct{ code, want string }{
+		{"import fs from 'node:fs'; typeof fs.readFileSync", "function"},
+		{"import { readFileSync } from 'fs'\nimport * as path from 'node:path'\nimport 'node:util'\npath.basename('/a/b.txt')", "b.txt"},
+		// Imported bindings stay for the next cell.
+		{"typeof readFileSync + ' ' + typeof fs.existsSync + ' ' + path.sep", "function function /"},
+		{"import greeting, { shout as loud } from 'esm-only'\nimport { extra } from 'esm-only/extra'\nloud(greeting) + ' ' + extra", "HELLO! extra"},
+		{"import { answer } from 'cjs-only'; import cjs from 'cjs-only'; answer + cjs.answer + require('cjs-only').answer", "126"},
+		{"import { local } from './local.mjs'; local", "local"},
+		// Imports are hoisted, as in a module.
+		{"const early = typeof hoisted; import hoisted from 'node:os'; early", "object"},
+		{"const os2 = await import('node:os'); typeof os2.cpus", "function"},
+		{"import('esm-only').then((m) => m.default)", "hello"},
+		{"function later() { return import('esm-only') }", ""},
+		{"(await later()).shout('late')", "LATE!"},
+		{"require('node:path').join('a', 'b')", "a/b"},
+		{"export const exported = 5; export function twice() { return exported * 2 }", ""},
+		{"twice()", "10"},
+	} {
+		out := cell(c.code)
+		if got := mainText(out); got != c.want || collect(out, "error", "name") != "" {
+			t.Fatalf("cell %q: %q, want %q (%v)", c.code, got, c.want, out)
+		}
+	}
+	for _, c := range []struct{ code, name, value string }{
+		{"import { missing } from 'esm-only'", "SyntaxError", "does not provide an export named 'missing'"},
+		{"import nothing from 'not-installed'", "Error", "Cannot find package 'not-installed'"},
+		{"import x from 'node:os'\nlet = ;", "SyntaxError", "Unexpected token"},
+		{"let y = ;", "SyntaxError", "Unexpected token"},
+	} {
+		out := cell(c.code)
+		if collect(out, "error", "name") != c.name || !strings.Contains(collect(out, "error", "value"), c.value) {
+			t.Fatalf("cell %q: %v, want %s containing %q", c.code, out, c.name, c.value)
+		}
+	}
+	// A failed cell leaves the context usable.
+	if got := mainText(cell("loud('still')")); got != "STILL!" {
+		t.Fatalf("after errors: %q", got)
 	}
 }
 
