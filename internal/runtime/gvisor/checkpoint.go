@@ -4,7 +4,6 @@ package gvisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -95,35 +94,12 @@ func (r *Runtime) waitDeleted(ctx context.Context, id string) error {
 // Restore implements runtime.Checkpointer with `runsc restore --detach`,
 // started like `runsc run` (own session, stdio on files).
 func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir string) error {
-	if err := validID(spec.ID); err != nil {
-		return err
-	}
-	dir := filepath.Clean(spec.Dir)
-	if !filepath.IsAbs(dir) || dir == "/" {
-		return fmt.Errorf("%w: Dir %q must be an absolute path", ErrInvalidSpec, spec.Dir)
-	}
-	if err := checkNetNS(spec.NetNSPath); err != nil {
-		return err
-	}
 	if _, err := os.Stat(filepath.Join(imageDir, "checkpoint.img")); err != nil {
 		return fmt.Errorf("%w: no checkpoint image in %s: %v", ErrInvalidSpec, imageDir, err)
 	}
-	if !isMountPoint(RootfsDir(dir)) {
-		return errors.New("gvisor: sandbox root filesystem is not mounted (host rebooted?); cannot restore")
-	}
-	if thawed, err := thawLayer(dir); err != nil {
+	dir, err := r.restart(ctx, spec, "restore")
+	if err != nil {
 		return err
-	} else if thawed {
-		r.log.Warn("the layer filesystem was left frozen (daemon killed during a layer copy); thawed", "id", spec.ID)
-	}
-	if err := r.waitDeleted(ctx, spec.ID); err != nil {
-		return err
-	}
-	if r.known(spec.ID) {
-		// A stopped leftover (e.g. a restore that failed half-way).
-		if _, err := r.exec(ctx, "delete", "--force", spec.ID); err != nil && !notFound(err) {
-			return fmt.Errorf("runsc delete before restore %s: %w", spec.ID, err)
-		}
 	}
 	t0 := time.Now()
 	if err := r.runDetached(ctx, spec.ID, dir, "restore", "--detach", "--image-path", imageDir, "--bundle", dir, spec.ID); err != nil {
@@ -134,6 +110,41 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 	}
 	r.log.Debug("sandbox restored", "id", spec.ID, "took", time.Since(t0))
 	return nil
+}
+
+// restart checks and prepares spec.Dir for starting a stopped sandbox of
+// this runtime again (what: "restore" or "boot"): its root filesystem is
+// still mounted, a layer left frozen by a killed daemon is thawed, and
+// runsc's state of the stopped container is gone. It returns the clean dir.
+func (r *Runtime) restart(ctx context.Context, spec runtime.Spec, what string) (string, error) {
+	if err := validID(spec.ID); err != nil {
+		return "", err
+	}
+	dir := filepath.Clean(spec.Dir)
+	if !filepath.IsAbs(dir) || dir == "/" {
+		return "", fmt.Errorf("%w: Dir %q must be an absolute path", ErrInvalidSpec, spec.Dir)
+	}
+	if err := checkNetNS(spec.NetNSPath); err != nil {
+		return "", err
+	}
+	if !isMountPoint(RootfsDir(dir)) {
+		return "", fmt.Errorf("gvisor: the root filesystem of %s is not mounted (host rebooted?); cannot %s it", spec.ID, what)
+	}
+	if thawed, err := thawLayer(dir); err != nil {
+		return "", err
+	} else if thawed {
+		r.log.Warn("the layer filesystem was left frozen (daemon killed during a layer copy); thawed", "id", spec.ID)
+	}
+	if err := r.waitDeleted(ctx, spec.ID); err != nil {
+		return "", err
+	}
+	if r.known(spec.ID) {
+		// A stopped leftover (e.g. a restore that failed half-way).
+		if _, err := r.exec(ctx, "delete", "--force", spec.ID); err != nil && !notFound(err) {
+			return "", fmt.Errorf("runsc delete before %s %s: %w", what, spec.ID, err)
+		}
+	}
+	return dir, nil
 }
 
 // isMountPoint reports whether p is a mount point in this mount namespace.

@@ -41,26 +41,9 @@ func (r *Runtime) Shutdown(ctx context.Context, id, dir string) error {
 // Boot implements runtime.Rebooter: `runsc run` of the kept bundle, a fresh
 // sandbox kernel on the kept disk.
 func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
-	if err := validID(spec.ID); err != nil {
+	dir, err := r.restart(ctx, spec, "boot")
+	if err != nil {
 		return err
-	}
-	dir := filepath.Clean(spec.Dir)
-	if !filepath.IsAbs(dir) || dir == "/" {
-		return fmt.Errorf("%w: Dir %q must be an absolute path", ErrInvalidSpec, spec.Dir)
-	}
-	if err := checkNetNS(spec.NetNSPath); err != nil {
-		return err
-	}
-	if !isMountPoint(RootfsDir(dir)) {
-		return fmt.Errorf("gvisor: the root filesystem of %s is not mounted (host rebooted?); cannot boot it", spec.ID)
-	}
-	if _, err := thawLayer(dir); err != nil {
-		return err
-	}
-	if r.known(spec.ID) {
-		if _, err := r.exec(ctx, "delete", "--force", spec.ID); err != nil && !notFound(err) {
-			return fmt.Errorf("runsc delete before boot %s: %w", spec.ID, err)
-		}
 	}
 	t0 := time.Now()
 	if err := r.runDetached(ctx, spec.ID, dir, "run", "--detach", "--bundle", dir, spec.ID); err != nil {
