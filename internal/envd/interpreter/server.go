@@ -117,13 +117,32 @@ func (s *Server) StartDefaults(ctx context.Context) {
 // has).
 func (s *Server) Close() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	all := make([]*entry, 0, len(s.contexts))
 	for _, e := range s.contexts {
-		go closeWhenStarted(e)
+		all = append(all, e)
 	}
 	s.contexts = map[string]*entry{}
 	s.defaults = map[string]*entry{}
+	s.mu.Unlock()
+	// Kernels still starting in the background are waited for and stopped
+	// too, before Close returns: a kernel started after it would outlive
+	// the server (and, in tests, the test binary, holding its inherited
+	// descriptors).
+	deadline := time.After(closeWait)
+	for _, e := range all {
+		select {
+		case <-e.ready:
+			if e.kernel != nil {
+				_ = e.kernel.Close()
+			}
+		case <-deadline:
+			go closeWhenStarted(e)
+		}
+	}
 }
+
+// closeWait bounds how long Close waits for kernels still starting.
+const closeWait = 30 * time.Second
 
 // closeWhenStarted stops e's kernel once its start finished.
 func closeWhenStarted(e *entry) {
