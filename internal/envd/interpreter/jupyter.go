@@ -364,6 +364,12 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 	done := ctx.Done()
 	aborted := false
 	var abortDeadline <-chan time.Time
+	// While an interrupted cell has not answered, SIGINT is sent again
+	// every 500 ms: one SIGINT now and then did not land under gVisor and
+	// the kernel was restarted, its state lost. The kernel ignores SIGINT
+	// while idle (ipykernel sets SIG_IGN outside a handler), so a repeat
+	// that arrives after the cell ended does nothing.
+	var resend <-chan time.Time
 	for !(gotReply && gotIdle) {
 		select {
 		case m := <-k.iopubCh:
@@ -404,6 +410,13 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 				_ = k.cmd.Process.Signal(syscall.SIGINT)
 			}
 			abortDeadline = time.After(5 * time.Second)
+			t := time.NewTicker(500 * time.Millisecond)
+			defer t.Stop()
+			resend = t.C
+		case <-resend:
+			if !gotReply && k.cmd != nil && k.cmd.Process != nil {
+				_ = k.cmd.Process.Signal(syscall.SIGINT)
+			}
 		case <-abortDeadline:
 			k.teardown()
 			if err := k.start(context.Background()); err != nil {
