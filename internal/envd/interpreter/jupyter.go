@@ -21,8 +21,6 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
-
-	"github.com/airlock-sandbox/airlock/internal/envd/oomguard"
 )
 
 const jupyterDelim = "<IDS|MSG>"
@@ -346,7 +344,6 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 		}
 	default:
 	}
-	oomBefore := oomguard.KernelOOMKills()
 	setEnv, restoreEnv := pyEnvCode(env)
 	if setEnv != "" {
 		if err := k.runSilent(ctx, setEnv); err != nil {
@@ -402,7 +399,7 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 			if aborted {
 				return ErrAborted
 			}
-			return died(dead, oomBefore)
+			return died(dead)
 		case <-done:
 			aborted = true
 			done = nil

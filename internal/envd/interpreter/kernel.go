@@ -65,9 +65,8 @@ func (e *DiedError) Error() string {
 
 func (e *DiedError) Is(target error) bool { return target == ErrDied }
 
-// died describes cmd, a kernel process that has exited (Wait returned),
-// given the guest kernel's OOM kill count from before the execution.
-func died(cmd *exec.Cmd, oomKillsBefore uint64) error {
+// died describes cmd, a kernel process that has exited (Wait returned).
+func died(cmd *exec.Cmd) error {
 	e := &DiedError{}
 	if cmd == nil || cmd.ProcessState == nil {
 		return e
@@ -79,7 +78,7 @@ func died(cmd *exec.Cmd, oomKillsBefore uint64) error {
 	e.Signal = ws.Signal().String()
 	if ws.Signal() == syscall.SIGKILL {
 		pid := cmd.Process.Pid
-		e.OOM = oomguard.KilledByGuard(pid) || oomguard.KernelKilled(pid) || oomguard.KernelOOMKills() > oomKillsBefore
+		e.OOM = oomguard.KilledByGuard(pid) || oomguard.KernelKilled(pid)
 	}
 	return e
 }

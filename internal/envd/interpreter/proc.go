@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
-
-	"github.com/airlock-sandbox/airlock/internal/envd/oomguard"
 )
 
 // syncMarker is written by a runner to stdout and stderr after every
@@ -225,7 +223,6 @@ func (k *procKernel) Execute(ctx context.Context, code string, env map[string]st
 	}
 	k.nextID++
 	id := k.nextID
-	oomBefore := oomguard.KernelOOMKills()
 	req, err := k.spec.request(id, code, env)
 	if err != nil {
 		return err
@@ -269,7 +266,7 @@ func (k *procKernel) Execute(ctx context.Context, code string, env map[string]st
 			if aborted {
 				return ErrAborted
 			}
-			return died(dead, oomBefore)
+			return died(dead)
 		case <-done:
 			aborted = true
 			done = nil

@@ -35,22 +35,6 @@ func KilledByGuard(pid int) bool {
 	return ok
 }
 
-// KernelOOMKills is the guest kernel's count of OOM kills (/proc/vmstat
-// oom_kill; 0 where the kernel has none, as under gVisor).
-func KernelOOMKills() uint64 {
-	b, err := os.ReadFile("/proc/vmstat")
-	if err != nil {
-		return 0
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
-			n, _ := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
 // EnvLimit is the agent's environment variable that turns the guard on:
 // the sandbox's memory limit in MiB.
 const EnvLimit = "AIRLOCK_OOM_GUARD_MB"
