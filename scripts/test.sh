@@ -15,6 +15,9 @@
 #   AIRLOCK_TEST_BIN        airlock binary to serve with (default bin/airlock)
 #   AIRLOCK_TEST_SKIP_CONSOLE=1  skip the web console's browser tests (test/console)
 #   AIRLOCK_TEST_ARTIFACTS  where the browser tests save screenshots (default $WORK/console)
+#   AIRLOCK_TEST_REPORT=1   after the daemon is up, run only bench/report/run.sh (attacks,
+#                           faults, fuzz, soak; SOAK_PROFILE=long for 20 clients), which
+#                           rewrites docs/RELIABILITY.md, instead of the e2e stages
 #   AIRLOCK_TEST_SKIP_MICROVM=1  skip the microVM stage (scripts/test-microvm.sh, a second
 #                           daemon with --runtime microvm; its own knobs are listed there)
 #   AIRLOCK_TEST_NET_PREFIX / AIRLOCK_TEST_SUBNET  the test daemon's --net-prefix and --subnet
@@ -203,6 +206,14 @@ export AIRLOCK_E2E_SERVE_CMD=$SERVE_CMD
 export AIRLOCK_E2E_DATA_DIR=$DATA_DIR
 export AIRLOCK_E2E_SUBNET=${AIRLOCK_TEST_SUBNET:-10.79.0.0/16}
 export AIRLOCK_E2E_DAEMON_LOG=$DAEMON_LOG
+
+# ---------------------------------------------------------------- reliability report (on request)
+if [ "${AIRLOCK_TEST_REPORT:-0}" = 1 ]; then
+	stage "reliability report (bench/report/run.sh → docs/RELIABILITY.md)"
+	bash bench/report/run.sh 2>&1 | tee "$WORK/report.out"
+	record report "${PIPESTATUS[0]}"
+	exit 0
+fi
 
 # ---------------------------------------------------------------- Go raw-HTTP e2e
 stage "go e2e (test/gohttp, raw HTTP as the Python SDK)"

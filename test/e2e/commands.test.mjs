@@ -45,6 +45,14 @@ describe('commands', { timeout: TEST_TIMEOUT * 4 }, () => {
     assert.equal(r.stdout, 'user\n/home/user\n/home/user\n')
     r = await sbx.commands.run('whoami; id -u', { user: 'root' })
     assert.equal(r.stdout, 'root\n0\n')
+    // The login shell's PATH is Debian's for each user, from bash (which
+    // knows its EUID) and from a plain sh login shell alike.
+    const userPath = '/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games'
+    const rootPath = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+    r = await sbx.commands.run('echo "$PATH"; env -i HOME=/home/user sh -l -c \'echo "$PATH"\'')
+    assert.equal(r.stdout, `${userPath}\n${userPath}\n`)
+    r = await sbx.commands.run('echo "$PATH"; env -i HOME=/root sh -l -c \'echo "$PATH"\'', { user: 'root' })
+    assert.equal(r.stdout, `${rootPath}\n${rootPath}\n`)
     await sbx.commands.run('mkdir -p /tmp/e2e-cwd')
     r = await sbx.commands.run('pwd', { cwd: '/tmp/e2e-cwd' })
     assert.equal(r.stdout, '/tmp/e2e-cwd\n')

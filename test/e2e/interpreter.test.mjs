@@ -61,6 +61,13 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       assert.equal(ex2.text, '43')
       // …and the first client sees the second one's change.
       assert.equal((await ok(sbx, 'x')).text, '42')
+
+      // IPython's input and output history work for the session (the
+      // kernel keeps it in memory, not in a per-cell SQLite write).
+      const hist = await ok(sbx, "print(In[2]); print(Out[2]); get_ipython().run_line_magic('history', '-n 3')")
+      assert.match(stdout(hist), /^inc\(x\)$/m)
+      assert.match(stdout(hist), /^42$/m)
+      assert.match(stdout(hist), /^\s*3:\s*x \+= 1$/m)
     })
   })
 

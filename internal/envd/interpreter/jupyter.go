@@ -111,7 +111,8 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 	if k.ra.user != nil && os.Geteuid() == 0 {
 		_ = os.Chown(connFile, int(k.ra.user.UID), int(k.ra.user.GID))
 	}
-	cmd := exec.Command(k.python, "-c", kernelLauncher, "-f", connFile, "--IPKernelApp.parent_handle=0")
+	cmd := exec.Command(k.python, "-c", kernelLauncher, "-f", connFile, "--IPKernelApp.parent_handle=0",
+		"--HistoryManager.hist_file=:memory:")
 	k.ra.apply(cmd)
 	cmd.Env = append(cmd.Env, "MPLBACKEND=module://matplotlib_inline.backend_inline", "PYDEVD_DISABLE_FILE_VALIDATION=1", "JPY_SESSION_NAME=")
 	if hooks, err := writeDisplayHooks(k.stateDir); err != nil {
