@@ -37,6 +37,63 @@ type poolState struct {
 	// creates are the recent creates served (or wanted) from a pooled
 	// template, by name: the demand an automatic pool is sized from.
 	creates map[string][]time.Time
+	// filling is the restore under way for a template's pool, by name.
+	filling map[string]*poolFill
+}
+
+// poolFill is one pool restore under way. A create that finds the pool
+// empty waits for it rather than start a second restore beside it: on a
+// small host two restores at once take about as long as both in a row,
+// so the waiter gets its sandbox sooner and the fill is not slowed.
+type poolFill struct {
+	hash   string
+	done   chan struct{} // closed when the fill ends (added to idle or failed)
+	waiter bool          // a create waits for this fill; others restore their own
+}
+
+// fillWait bounds how long a create waits for a fill under way.
+const fillWait = 10 * time.Second
+
+// startFill records a fill of template name from hash; it returns the
+// function that ends it.
+func (p *poolState) startFill(name, hash string) func() {
+	f := &poolFill{hash: hash, done: make(chan struct{})}
+	p.mu.Lock()
+	if p.filling == nil {
+		p.filling = map[string]*poolFill{}
+	}
+	p.filling[name] = f
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		if p.filling[name] == f {
+			delete(p.filling, name)
+		}
+		p.mu.Unlock()
+		close(f.done)
+	}
+}
+
+// awaitFill waits for the fill of template name under way, if it restores
+// hash and no other create waits for it, and then pops what it added.
+func (p *poolState) awaitFill(ctx context.Context, name, hash string) *pooled {
+	p.mu.Lock()
+	f := p.filling[name]
+	if f == nil || f.hash != hash || f.waiter {
+		p.mu.Unlock()
+		return nil
+	}
+	f.waiter = true
+	p.mu.Unlock()
+	t := time.NewTimer(fillWait)
+	defer t.Stop()
+	select {
+	case <-f.done:
+		return p.pop(name, hash)
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
 }
 
 // demandWindow is how far back an automatic pool looks at demand.
@@ -212,6 +269,8 @@ func (m *Manager) fillOne(ctx context.Context, name string) bool {
 	if !ok {
 		return false
 	}
+	defer m.pool.startFill(name, tpl.Hash)()
+	m.log.Info("warm pool: filling", "template", name)
 	start := time.Now()
 	parent := store.Sandbox{AccessToken: be.spec.AccessToken, AllowInternet: true,
 		CPUCount: be.spec.CPUCount, MemoryMB: be.spec.MemoryMB, DiskSizeMB: be.spec.DiskSizeMB}
@@ -272,14 +331,17 @@ func (m *Manager) claimPooled(ctx context.Context, tpl *Template, req CreateRequ
 		return nil, false
 	}
 	m.pool.noteCreate(req.TemplateID, time.Now())
-	p := m.pool.pop(req.TemplateID, tpl.Hash)
+	start := time.Now()
+	p, waited := m.pool.pop(req.TemplateID, tpl.Hash), false
+	if p == nil {
+		p, waited = m.pool.awaitFill(ctx, req.TemplateID, tpl.Hash), true
+	}
 	if p == nil {
 		return nil, false
 	}
 	// The refill starts once this claim is done, so it does not compete
 	// with the /init for the CPU.
 	defer m.pool.wake()
-	start := time.Now()
 	src := restoreSource{spec: p.boot.spec, tpl: tpl, templateID: req.TemplateID, alias: tpl.Name,
 		extra: newExtra(req)}
 	parent := m.restoredRecord(src, req, allowInternet)
@@ -290,7 +352,7 @@ func (m *Manager) claimPooled(ctx context.Context, tpl *Template, req CreateRequ
 		m.log.Warn("warm pool: claiming a sandbox failed; restoring a new one", "template", tpl.Name, "err", err)
 		return nil, false
 	}
-	m.log.Info("sandbox created from the warm pool", "sandbox", sb.ID, "template", tpl.Name, "elapsed", time.Since(start))
+	m.log.Info("sandbox created from the warm pool", "sandbox", sb.ID, "template", tpl.Name, "waited_for_fill", waited, "elapsed", time.Since(start))
 	return sb, true
 }
 

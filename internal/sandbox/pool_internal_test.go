@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -75,5 +76,68 @@ func TestPoolTargetWithoutLock(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("fillOne/trimPool deadlocked on the pool's lock")
+	}
+}
+
+// A create that finds the pool empty waits for the fill under way (one
+// create per fill) and gets what it adds; others, and creates of another
+// template version, do not wait.
+func TestPoolAwaitFill(t *testing.T) {
+	var p poolState
+	ctx := context.Background()
+	if got := p.awaitFill(ctx, "tpl", "h1"); got != nil {
+		t.Fatal("no fill under way: nothing to wait for")
+	}
+	end := p.startFill("tpl", "h1")
+	got := make(chan *pooled, 1)
+	go func() { got <- p.awaitFill(ctx, "tpl", "h1") }()
+	// Wait until the first create is registered as the fill's waiter.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		w := p.filling["tpl"].waiter
+		p.mu.Unlock()
+		if w {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the create never waited for the fill")
+		}
+	}
+	start := time.Now()
+	if p.awaitFill(ctx, "tpl", "h1") != nil || time.Since(start) > time.Second {
+		t.Fatal("a second create must not wait for a fill another create waits for")
+	}
+	if p.awaitFill(ctx, "tpl", "h2") != nil {
+		t.Fatal("a create of another template version must not wait")
+	}
+	want := &pooled{hash: "h1"}
+	p.mu.Lock()
+	p.idle = map[string][]*pooled{"tpl": {want}}
+	p.mu.Unlock()
+	end()
+	select {
+	case g := <-got:
+		if g != want {
+			t.Fatalf("the waiter got %v, want the filled sandbox", g)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not return when the fill ended")
+	}
+	if p.pop("tpl", "h1") != nil {
+		t.Fatal("the filled sandbox was handed out twice")
+	}
+
+	// A fill that fails hands the waiter nothing; a cancelled create stops waiting.
+	end = p.startFill("tpl", "h1")
+	go func() { time.Sleep(20 * time.Millisecond); end() }()
+	if p.awaitFill(ctx, "tpl", "h1") != nil {
+		t.Fatal("a failed fill has nothing to hand out")
+	}
+	end = p.startFill("tpl", "h1")
+	defer end()
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if p.awaitFill(cctx, "tpl", "h1") != nil {
+		t.Fatal("a cancelled create got a sandbox")
 	}
 }

@@ -96,16 +96,28 @@ func TestAutomaticWarmPool(t *testing.T) {
 		t.Cleanup(func() { d.kill(s.SandboxID) })
 		return s.SandboxID
 	}
-	first := create()
-	if !waitFor(10*time.Second, 200*time.Millisecond, func() bool {
-		for _, l := range strings.Split(logText(), "\n") {
-			if strings.Contains(l, `msg="sandbox created from the warm pool"`) && strings.Contains(l, "sandbox="+first) {
-				return true
+	servedFromPool := func(id string) bool {
+		return waitFor(10*time.Second, 200*time.Millisecond, func() bool {
+			for _, l := range strings.Split(logText(), "\n") {
+				if strings.Contains(l, `msg="sandbox created from the warm pool"`) && strings.Contains(l, "sandbox="+id) {
+					return true
+				}
 			}
-		}
-		return false
-	}) {
+			return false
+		})
+	}
+	first := create()
+	if !servedFromPool(first) {
 		t.Errorf("create %s was not served from the automatic pool", first)
+	}
+	// The claim started a refill; a create arriving while it runs waits
+	// for it (or finds it done) instead of restoring a second sandbox.
+	if !waitFor(30*time.Second, 20*time.Millisecond, func() bool { return count(`msg="warm pool: filling"`) >= 2 }) {
+		t.Fatal("no refill started after the pooled sandbox was claimed")
+	}
+	second := create()
+	if !servedFromPool(second) {
+		t.Errorf("create %s, made while the pool refilled, was not served by the refill", second)
 	}
 	// A burst: the pool is sized from the last minute's creates, so it
 	// grows past one (the log reports idle=2 or more at some point).
