@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -15,6 +15,58 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
+
+// sandboxTemplates adapts the template manager to sandbox.Templates.
+type sandboxTemplates struct{ tm *template.Manager }
+
+func (s sandboxTemplates) Resolve(ctx context.Context, name string) (*sandbox.Template, error) {
+	t, err := s.tm.Get(ctx, name)
+	if errors.Is(err, template.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrTemplateNotFound, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &sandbox.Template{Name: t.Name, Hash: t.Hash, RootFS: t.RootFS, TemplateConfig: templateConfig(t)}, nil
+}
+
+// apiTemplates adapts the template manager to api.Templates.
+type apiTemplates struct {
+	tm      *template.Manager
+	mgr     *sandbox.Manager
+	builder *imagebuild.Builder
+}
+
+func toTemplateInfo(t *template.Template) api.TemplateInfo {
+	cpu, mem, cfg := apiConfig(t)
+	return api.TemplateInfo{Name: t.Name, Hash: t.Hash, SizeBytes: t.SizeBytes, CreatedAt: t.CreatedAt, CPUCount: cpu, MemoryMB: mem, Config: cfg}
+}
+
+func (a apiTemplates) List(ctx context.Context) ([]api.TemplateInfo, error) {
+	ts, err := a.tm.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.TemplateInfo, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, toTemplateInfo(t))
+	}
+	return out, nil
+}
+
+func (a apiTemplates) Build(ctx context.Context, name string, force bool, progress func(api.Progress)) (*api.TemplateInfo, error) {
+	t, err := a.tm.Build(ctx, name, template.BuildOptions{Force: force}, func(p template.Progress) {
+		progress(api.Progress{Phase: p.Phase, Message: p.Message, Done: p.Done, Total: p.Total})
+	})
+	if err != nil {
+		return nil, err
+	}
+	gcTemplatesLater(a.tm, a.mgr)
+	info := toTemplateInfo(t)
+	return &info, nil
+}
+
+var _ api.TemplateAdmin = apiTemplates{}
 
 // templateConfig returns the sandbox defaults recorded with a Dockerfile
 // template (zero for built-in recipes).
