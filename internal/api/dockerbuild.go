@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -60,7 +61,7 @@ type templateDetail struct {
 func (a *api) admin(w http.ResponseWriter) (TemplateAdmin, bool) {
 	ad, ok := a.templates.(TemplateAdmin)
 	if !ok {
-		writeError(w, http.StatusNotImplemented, "this server cannot build templates from Dockerfiles")
+		middleware.WriteError(w, http.StatusNotImplemented, "this server cannot build templates from Dockerfiles")
 	}
 	return ad, ok
 }
@@ -110,7 +111,7 @@ func (a *api) buildDockerfile(w http.ResponseWriter, r *http.Request, name strin
 	}
 	opts, err := parseBuildQuery(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	rc := http.NewResponseController(w)
@@ -152,7 +153,7 @@ func (a *api) templateInfo(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, templateDetail{templateJSON: toTemplateJSON(*t), Config: t.Config})
+	middleware.WriteJSON(w, http.StatusOK, templateDetail{templateJSON: toTemplateJSON(*t), Config: t.Config})
 }
 
 func (a *api) removeTemplate(w http.ResponseWriter, r *http.Request) {

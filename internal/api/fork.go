@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -36,7 +37,7 @@ func (a *api) fork(w http.ResponseWriter, r *http.Request) {
 	timeout := defaultTimeoutV2
 	if body.Timeout != nil {
 		if *body.Timeout <= 0 {
-			writeError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+			middleware.WriteError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
 			return
 		}
 		timeout = time.Duration(*body.Timeout) * time.Second
@@ -61,5 +62,5 @@ func (a *api) fork(w http.ResponseWriter, r *http.Request) {
 		sb := a.toSandbox(res.Sandbox)
 		out[i].Sandbox = &sb
 	}
-	writeJSON(w, http.StatusCreated, out)
+	middleware.WriteJSON(w, http.StatusCreated, out)
 }

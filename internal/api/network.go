@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/audit"
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
@@ -51,7 +52,7 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isSetJSON(body.Rules) || isSetJSON(body.EgressProxy) {
-		writeError(w, http.StatusNotImplemented, "network rules and egress proxies are not supported yet")
+		middleware.WriteError(w, http.StatusNotImplemented, "network rules and egress proxies are not supported yet")
 		return
 	}
 	eg, err := sandbox.ParseEgress(body.AllowOut, body.DenyOut)
@@ -84,7 +85,7 @@ func (a *api) networkLog(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > audit.DefaultSize {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d", audit.DefaultSize))
+			middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d", audit.DefaultSize))
 			return
 		}
 		limit = n
@@ -95,5 +96,5 @@ func (a *api) networkLog(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, networkLogJSON{SandboxID: id, Entries: entries, Dropped: a.m.EgressDropped(id)})
+	middleware.WriteJSON(w, http.StatusOK, networkLogJSON{SandboxID: id, Entries: entries, Dropped: a.m.EgressDropped(id)})
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -168,11 +169,11 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		return
 	}
 	if body.Network.unsupported() {
-		writeError(w, http.StatusNotImplemented, "sandbox network configuration is not supported yet")
+		middleware.WriteError(w, http.StatusNotImplemented, "sandbox network configuration is not supported yet")
 		return
 	}
 	if len(body.VolumeMounts) > 0 {
-		writeError(w, http.StatusNotImplemented, "volume mounts are not supported yet")
+		middleware.WriteError(w, http.StatusNotImplemented, "volume mounts are not supported yet")
 		return
 	}
 	req := sandbox.CreateRequest{
@@ -202,13 +203,13 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 	case body.Timeout == nil:
 		req.Timeout = defaultTimeoutV1
 	case *body.Timeout <= 0:
-		writeError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+		middleware.WriteError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
 		return
 	default:
 		req.Timeout = time.Duration(*body.Timeout) * time.Second
 	}
 	if !a.m.Ready() {
-		writeError(w, http.StatusServiceUnavailable, "not ready: templates are being prepared")
+		middleware.WriteError(w, http.StatusServiceUnavailable, "not ready: templates are being prepared")
 		return
 	}
 	sb, err := a.m.Create(r.Context(), req)
@@ -216,7 +217,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, a.toSandbox(sb))
+	middleware.WriteJSON(w, http.StatusCreated, a.toSandbox(sb))
 }
 
 // pathID returns the {id} path value with a legacy "-<clientID>" suffix
@@ -235,7 +236,7 @@ func (a *api) getSandbox(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a.toDetail(sb))
+	middleware.WriteJSON(w, http.StatusOK, a.toDetail(sb))
 }
 
 func (a *api) killSandbox(w http.ResponseWriter, r *http.Request) {
@@ -257,7 +258,7 @@ func (a *api) setTimeout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Timeout == nil {
-		writeError(w, http.StatusBadRequest, "timeout is required")
+		middleware.WriteError(w, http.StatusBadRequest, "timeout is required")
 		return
 	}
 	if err := a.m.SetTimeout(r.Context(), pathID(r), seconds(*body.Timeout)); err != nil {
@@ -277,7 +278,7 @@ func (a *api) refresh(w http.ResponseWriter, r *http.Request) {
 	var d time.Duration
 	if body.Duration != nil {
 		if *body.Duration < 0 || *body.Duration > 3600 {
-			writeError(w, http.StatusBadRequest, "duration must be between 0 and 3600 seconds")
+			middleware.WriteError(w, http.StatusBadRequest, "duration must be between 0 and 3600 seconds")
 			return
 		}
 		d = seconds(*body.Duration)
@@ -307,7 +308,7 @@ func (a *api) connect(w http.ResponseWriter, r *http.Request, v2 bool) {
 	d := defaultConnectTimeout
 	switch {
 	case body.Timeout == nil && !v2:
-		writeError(w, http.StatusBadRequest, "timeout is required")
+		middleware.WriteError(w, http.StatusBadRequest, "timeout is required")
 		return
 	case body.Timeout != nil:
 		d = seconds(*body.Timeout)
@@ -321,7 +322,7 @@ func (a *api) connect(w http.ResponseWriter, r *http.Request, v2 bool) {
 	if resumed {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, a.toSandbox(sb))
+	middleware.WriteJSON(w, status, a.toSandbox(sb))
 }
 
 // resume answers POST /sandboxes/{id}/resume: 201 with the Sandbox when a
@@ -342,7 +343,7 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, a.toSandbox(sb))
+	middleware.WriteJSON(w, http.StatusCreated, a.toSandbox(sb))
 }
 
 // pause answers POST /sandboxes/{id}/pause: 204, 409 when already paused.

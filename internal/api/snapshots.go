@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -45,7 +46,7 @@ func (a *api) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, toSnapshotJSON(s))
+	middleware.WriteJSON(w, http.StatusCreated, toSnapshotJSON(s))
 }
 
 // snapshotCursor is "<created unix nanos>_<id>", base64url.
@@ -74,7 +75,7 @@ func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxListLimit {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid limit %q: want 1..%d", v, maxListLimit))
+			middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("invalid limit %q: want 1..%d", v, maxListLimit))
 			return
 		}
 		limit = n
@@ -86,7 +87,7 @@ func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("nextToken"); v != "" {
 		var err error
 		if afterNs, afterID, err = decodeSnapshotCursor(v); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			middleware.WriteError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 	}
@@ -115,7 +116,7 @@ func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	if more && last != nil {
 		w.Header().Set("X-Next-Token", snapshotCursor(last))
 	}
-	writeJSON(w, http.StatusOK, out)
+	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
 // deleteSnapshot handles DELETE /templates/{id} for snapshots; false when

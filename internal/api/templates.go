@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -107,7 +108,7 @@ func (a *api) listTemplates(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
 // findTemplate returns the template whose id, alias or name is ref.
@@ -122,7 +123,7 @@ func (a *api) findTemplate(w http.ResponseWriter, r *http.Request, ref string) (
 			return t, true
 		}
 	}
-	writeError(w, http.StatusNotFound, fmt.Sprintf("template %q not found", ref))
+	middleware.WriteError(w, http.StatusNotFound, fmt.Sprintf("template %q not found", ref))
 	return templateJSON{}, false
 }
 
@@ -175,7 +176,7 @@ func (a *api) getTemplate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, templateWithBuildsJSON{
+	middleware.WriteJSON(w, http.StatusOK, templateWithBuildsJSON{
 		TemplateID: t.TemplateID, Public: t.Public, Aliases: t.Aliases, Names: t.Names,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastSpawnedAt: t.LastSpawnedAt, SpawnCount: t.SpawnCount,
 		Builds: []templateBuildJSON{{
@@ -198,7 +199,7 @@ func (a *api) templateSubresource(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		writeJSON(w, http.StatusOK, struct {
+		middleware.WriteJSON(w, http.StatusOK, struct {
 			TemplateID string `json:"templateID"`
 			Public     bool   `json:"public"`
 		}{t.TemplateID, t.Public})
@@ -212,9 +213,9 @@ func (a *api) templateSubresource(w http.ResponseWriter, r *http.Request) {
 			BuildID   string    `json:"buildID"`
 			CreatedAt time.Time `json:"createdAt"`
 		}
-		writeJSON(w, http.StatusOK, []tagJSON{{Tag: "default", BuildID: buildUUID(t.BuildID), CreatedAt: t.CreatedAt}})
+		middleware.WriteJSON(w, http.StatusOK, []tagJSON{{Tag: "default", BuildID: buildUUID(t.BuildID), CreatedAt: t.CreatedAt}})
 	default:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+		middleware.WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	}
 }
 
@@ -229,7 +230,7 @@ type buildResult struct {
 func (a *api) buildTemplate(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if !validTemplateName(name) {
-		writeError(w, http.StatusBadRequest, "invalid template name: want [a-z0-9][a-z0-9._-]*")
+		middleware.WriteError(w, http.StatusBadRequest, "invalid template name: want [a-z0-9][a-z0-9._-]*")
 		return
 	}
 	if isContextUpload(r) {

@@ -30,6 +30,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 	"github.com/airlock-sandbox/airlock/internal/metrics"
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
@@ -275,7 +276,8 @@ func (d *daemon) restore(ctx context.Context) {
 }
 
 // newHandler builds the HTTP stack: the proxy (sandbox traffic), then the
-// console, then the REST API.
+// console and the REST API behind middleware.RequestID (sandbox traffic
+// keeps the sandbox's own headers).
 func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	builder := imagebuild.New(d.mgr, d.tm, d.rtInfo.layers, d.log)
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
@@ -289,7 +291,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	d.metrics.closeIdle = sandboxTransport.CloseIdleConnections
 	consoleHandler := console.New(console.Options{APIKey: d.apiKey, Next: apiHandler, Processes: d.mgr, Overview: d.metrics.overview,
 		Counts: func() map[string]int { return sandboxCounts(d.mgr) }, Logger: d.log.With("component", "console")})
-	return proxy.New(proxy.FromManager(d.mgr), consoleHandler, proxy.Options{
+	return proxy.New(proxy.FromManager(d.mgr), middleware.RequestID(consoleHandler), proxy.Options{
 		APIHosts:        apiHosts,
 		VerifySignature: files.VerifySignature,
 		Transport:       conns.Wrap(sandboxTransport),
