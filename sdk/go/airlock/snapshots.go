@@ -1,4 +1,4 @@
-package client
+package airlock
 
 import (
 	"context"
@@ -19,11 +19,11 @@ func (c *Client) PauseSandbox(ctx context.Context, id string) error {
 
 // ResumeSandbox resumes a paused sandbox and makes it expire timeout seconds
 // from now. A running sandbox yields an *APIError with Status 409.
-func (c *Client) ResumeSandbox(ctx context.Context, id string, timeout int) (*Sandbox, error) {
+func (c *Client) ResumeSandbox(ctx context.Context, id string, timeout int) (*SandboxInfo, error) {
 	body := struct {
 		Timeout int `json:"timeout"`
 	}{timeout}
-	var s Sandbox
+	var s SandboxInfo
 	if _, err := c.doJSON(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/resume", nil, body, &s); err != nil {
 		return nil, fmt.Errorf("resuming sandbox %s: %w", id, err)
 	}
@@ -32,7 +32,7 @@ func (c *Client) ResumeSandbox(ctx context.Context, id string, timeout int) (*Sa
 
 // ForkResult is one child of a fork: Sandbox or Error.
 type ForkResult struct {
-	Sandbox *Sandbox `json:"sandbox,omitempty"`
+	Sandbox *SandboxInfo `json:"sandbox,omitempty"`
 	Error   *struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
