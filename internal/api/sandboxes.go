@@ -1,13 +1,13 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 // Default timeouts (spec §1.4).
@@ -16,18 +16,6 @@ const (
 	defaultTimeoutV2      = 300 * time.Second
 	defaultConnectTimeout = 300 * time.Second
 )
-
-// sandboxJSON is the E2B Sandbox schema (create/connect responses).
-type sandboxJSON struct {
-	TemplateID         string  `json:"templateID"`
-	SandboxID          string  `json:"sandboxID"`
-	ClientID           string  `json:"clientID"`
-	EnvdVersion        string  `json:"envdVersion"`
-	Alias              string  `json:"alias,omitempty"`
-	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
-	TrafficAccessToken *string `json:"trafficAccessToken"`
-	Domain             *string `json:"domain"`
-}
 
 // listedSandboxJSON is the E2B ListedSandbox schema.
 type listedSandboxJSON struct {
@@ -70,8 +58,8 @@ func (a *api) domain() *string {
 	return &d
 }
 
-func (a *api) toSandbox(sb *sandbox.Sandbox) sandboxJSON {
-	out := sandboxJSON{
+func (a *api) toSandbox(sb *sandbox.Sandbox) airlock.SandboxInfo {
+	out := airlock.SandboxInfo{
 		TemplateID:      sb.TemplateID,
 		SandboxID:       sb.ID,
 		ClientID:        ClientID,
@@ -124,36 +112,9 @@ func (a *api) toDetail(sb *sandbox.Sandbox) sandboxDetailJSON {
 	}
 }
 
-// newSandboxBody is NewSandbox (v1) / NewSandboxV2.
-type newSandboxBody struct {
-	TemplateID          string            `json:"templateID"`
-	Timeout             *int64            `json:"timeout"`
-	Metadata            map[string]string `json:"metadata"`
-	EnvVars             map[string]string `json:"envVars"`
-	AllowInternetAccess *bool             `json:"allow_internet_access"`
-	Secure              *bool             `json:"secure"`
-	AutoPause           *bool             `json:"autoPause"`
-	AutoPauseMemory     *bool             `json:"autoPauseMemory"` // false: the timeout pause keeps only the disk
-	AutoResume          *struct {
-		Enabled bool `json:"enabled"`
-	} `json:"autoResume"`
-	MCP          json.RawMessage   `json:"mcp"`
-	Network      *networkBody      `json:"network"`
-	VolumeMounts []json.RawMessage `json:"volumeMounts"`
-	limitsBody
-}
-
-// networkBody is the part of SandboxNetworkConfig we can judge.
-type networkBody struct {
-	AllowOut           []string        `json:"allowOut"`
-	DenyOut            []string        `json:"denyOut"`
-	AllowPublicTraffic *bool           `json:"allowPublicTraffic"`
-	MaskRequestHost    *string         `json:"maskRequestHost"`
-	Rules              json.RawMessage `json:"rules"`
-	EgressProxy        json.RawMessage `json:"egressProxy"`
-}
-
-func (n *networkBody) unsupported() bool {
+// unsupportedNetwork reports whether the create body's network asks for
+// what Airlock cannot enforce yet.
+func unsupportedNetwork(n *airlock.NetworkConfig) bool {
 	if n == nil {
 		return false
 	}
@@ -164,11 +125,11 @@ func (a *api) createV1(w http.ResponseWriter, r *http.Request) { a.create(w, r, 
 func (a *api) createV2(w http.ResponseWriter, r *http.Request) { a.create(w, r, true) }
 
 func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
-	var body newSandboxBody
+	var body airlock.NewSandboxBody
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
-	if body.Network.unsupported() {
+	if unsupportedNetwork(body.Network) {
 		middleware.WriteError(w, http.StatusNotImplemented, "sandbox network configuration is not supported yet")
 		return
 	}
@@ -186,12 +147,12 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		// E2B: autoPauseMemory false = lifecycle {onTimeout: pause, keepMemory: false}.
 		AutoPauseDiskOnly: body.AutoPauseMemory != nil && !*body.AutoPauseMemory,
 		AutoResume:        body.AutoResume != nil && body.AutoResume.Enabled,
-		Limits:            body.limits(),
+		Limits:            toLimits(body.Limits),
 	}
 	if body.Network != nil {
 		req.AllowPublicTraffic = body.Network.AllowPublicTraffic
 	}
-	eg, err := body.Network.egress()
+	eg, err := egress(body.Network)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -251,9 +212,7 @@ func (a *api) killSandbox(w http.ResponseWriter, r *http.Request) {
 func seconds(v int64) time.Duration { return time.Duration(v) * time.Second }
 
 func (a *api) setTimeout(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Timeout *int64 `json:"timeout"`
-	}
+	var body airlock.TimeoutBody
 	if !decodeBody(w, r, &body, false) {
 		return
 	}
@@ -290,18 +249,13 @@ func (a *api) refresh(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-type connectBody struct {
-	Timeout *int64 `json:"timeout"`
-	Memory  *bool  `json:"memory"`
-}
-
 func (a *api) connectV1(w http.ResponseWriter, r *http.Request) { a.connect(w, r, false) }
 func (a *api) connectV2(w http.ResponseWriter, r *http.Request) { a.connect(w, r, true) }
 
 // connect implements both connect endpoints: v1 (Python) requires a
 // timeout, v2 (JS) defaults it to 300 s.
 func (a *api) connect(w http.ResponseWriter, r *http.Request, v2 bool) {
-	var body connectBody
+	var body airlock.ConnectBody
 	if !decodeBody(w, r, &body, v2) {
 		return
 	}
@@ -328,9 +282,7 @@ func (a *api) connect(w http.ResponseWriter, r *http.Request, v2 bool) {
 // resume answers POST /sandboxes/{id}/resume: 201 with the Sandbox when a
 // paused sandbox was resumed, 409 when it is running.
 func (a *api) resume(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Timeout *int64 `json:"timeout"`
-	}
+	var body airlock.TimeoutBody
 	if !decodeBody(w, r, &body, true) {
 		return
 	}

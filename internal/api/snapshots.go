@@ -7,33 +7,20 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
-// snapshotJSON is E2B's SnapshotInfo, plus our own fields.
-type snapshotJSON struct {
-	SnapshotID string    `json:"snapshotID"`
-	Names      []string  `json:"names"`
-	SandboxID  string    `json:"sandboxID"`
-	TemplateID string    `json:"templateID"`
-	SizeBytes  int64     `json:"sizeBytes"`
-	CreatedAt  time.Time `json:"createdAt"`
-	Problem    string    `json:"problem,omitempty"`
-}
-
-func toSnapshotJSON(s *sandbox.SnapshotInfo) snapshotJSON {
-	return snapshotJSON{SnapshotID: s.ID, Names: s.Names(), SandboxID: s.SandboxID, TemplateID: s.TemplateID,
+func toSnapshotJSON(s *sandbox.SnapshotInfo) airlock.Snapshot {
+	return airlock.Snapshot{SnapshotID: s.ID, Names: s.Names(), SandboxID: s.SandboxID, TemplateID: s.TemplateID,
 		SizeBytes: s.SizeBytes, CreatedAt: s.CreatedAt.UTC(), Problem: s.Problem}
 }
 
 // createSnapshot answers POST /sandboxes/{id}/snapshots {name?} → 201.
 func (a *api) createSnapshot(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Name *string `json:"name"`
-	}
+	var body airlock.SnapshotBody
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
@@ -96,7 +83,7 @@ func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	out := []snapshotJSON{}
+	out := []airlock.Snapshot{}
 	var last *sandbox.SnapshotInfo
 	more := false
 	for _, s := range all {

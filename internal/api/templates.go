@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 // TemplateInfo describes one built template.
@@ -24,17 +25,9 @@ type TemplateInfo struct {
 	SizeBytes int64     `json:"sizeBytes"`
 	CreatedAt time.Time `json:"createdAt"`
 	// Dockerfile templates only (zero: the daemon's defaults).
-	CPUCount int             `json:"cpuCount,omitempty"`
-	MemoryMB int             `json:"memoryMB,omitempty"`
-	Config   *TemplateConfig `json:"config,omitempty"`
-}
-
-// Progress is one build progress report.
-type Progress struct {
-	Phase   string `json:"phase"`
-	Message string `json:"message"`
-	Done    int64  `json:"done"`
-	Total   int64  `json:"total"`
+	CPUCount int                     `json:"cpuCount,omitempty"`
+	MemoryMB int                     `json:"memoryMB,omitempty"`
+	Config   *airlock.TemplateConfig `json:"config,omitempty"`
 }
 
 // Templates is what the API needs from the template manager.
@@ -42,7 +35,7 @@ type Templates interface {
 	List(ctx context.Context) ([]TemplateInfo, error)
 	// Build builds (or with force rebuilds) a template, reporting progress.
 	// progress may be called from any goroutine.
-	Build(ctx context.Context, name string, force bool, progress func(Progress)) (*TemplateInfo, error)
+	Build(ctx context.Context, name string, force bool, progress func(airlock.Progress)) (*TemplateInfo, error)
 }
 
 // templateJSON follows E2B's Template schema as far as it applies.
@@ -253,7 +246,7 @@ func (a *api) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		_ = enc.Encode(v)
 		_ = rc.Flush()
 	}
-	t, err := a.templates.Build(r.Context(), name, force, func(p Progress) { emit(p) })
+	t, err := a.templates.Build(r.Context(), name, force, func(p airlock.Progress) { emit(p) })
 	if err != nil {
 		msg := err.Error()
 		if _, user := sandbox.AsUserError(err); !user {

@@ -71,7 +71,7 @@ func runDockerfileBuild(cmd *cobra.Command, c *airlock.Client, d dockerfileFlags
 	if name == "" {
 		name = strings.Trim(nameCleanRE.ReplaceAllString(strings.ToLower(filepath.Base(ctxDir)), "-"), "-._")
 	}
-	opts := airlock.DockerfileBuildOpts{
+	opts := airlock.DockerfileBuild{
 		CPUCount: d.cpu, MemoryMB: d.memoryMB, StartCmd: d.startCmd, ReadyCmd: d.readyCmd,
 		NoNetwork: d.noNetwork, NoCache: d.noCache, BuildArgs: map[string]string{},
 	}

@@ -12,13 +12,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-)
 
-// Error is E2B's error model: Code always equals the HTTP status.
-type Error struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
+)
 
 // WriteJSON writes v as the JSON body of a status response.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
@@ -27,9 +23,10 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// WriteError writes an E2B error body {"code":status,"message":msg}.
+// WriteError writes an E2B error body {"code":status,"message":msg}
+// (airlock.Error, the client's type too).
 func WriteError(w http.ResponseWriter, status int, msg string) {
-	WriteJSON(w, status, Error{Code: status, Message: msg})
+	WriteJSON(w, status, airlock.Error{Code: status, Message: msg})
 }
 
 // UnauthorizedMessage is the message of every 401 for a missing or wrong

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 func TestWriteError(t *testing.T) {
@@ -42,7 +44,7 @@ func TestKeyRequire(t *testing.T) {
 			t.Errorf("%s %s=%q: status %d, want %d", tc.path, tc.header, tc.value, rec.Code, tc.want)
 		}
 		if rec.Code == http.StatusUnauthorized {
-			var e Error
+			var e airlock.Error
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code != 401 || e.Message != UnauthorizedMessage {
 				t.Errorf("401 body %q (%v)", rec.Body.String(), err)
 			}

@@ -83,7 +83,7 @@ func run(url, key string, nCold, nCached int, dataDir string) error {
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(airlock.WriteContextTar(pw, dir, "", "")) }()
 		start := time.Now()
-		t, err := c.BuildDockerfile(ctx, name, pr, airlock.DockerfileBuildOpts{NoCache: noCache,
+		t, err := c.BuildDockerfile(ctx, name, pr, airlock.DockerfileBuild{NoCache: noCache,
 			ReadyCmd: "curl -sf http://127.0.0.1:8000/ >/dev/null"}, nil)
 		return time.Since(start), t, err
 	}

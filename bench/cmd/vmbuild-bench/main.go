@@ -70,7 +70,7 @@ func run(gvURL, vmURL, key string, n int) error {
 			pr, pw := io.Pipe()
 			go func() { pw.CloseWithError(airlock.WriteContextTar(pw, dir, "", "")) }()
 			start := time.Now()
-			if _, err := d.c.BuildDockerfile(ctx, name, pr, airlock.DockerfileBuildOpts{NoCache: true}, nil); err != nil {
+			if _, err := d.c.BuildDockerfile(ctx, name, pr, airlock.DockerfileBuild{NoCache: true}, nil); err != nil {
 				return fmt.Errorf("%s build %d: %w", d.name, i, err)
 			}
 			d.builds = append(d.builds, time.Since(start))

@@ -58,6 +58,8 @@ func (c *Client) BaseURL() string { return c.APIURL }
 // sandboxBase is where sandbox traffic goes (the daemon's proxy).
 func (c *Client) sandboxBase() string { return firstNonEmpty(c.SandboxURL, c.APIURL) }
 
+func ptr[T any](v T) *T { return &v }
+
 func firstNonEmpty(v ...string) string {
 	for _, s := range v {
 		if s != "" {
@@ -100,7 +102,7 @@ func (c *Client) CreateSandbox(ctx context.Context, o SandboxOptions) (*Sandbox,
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}
-	body := NewSandboxBody{TemplateID: o.Template, Timeout: int((o.Timeout + time.Second - 1) / time.Second),
+	body := NewSandboxBody{TemplateID: o.Template, Timeout: ptr(int64((o.Timeout + time.Second - 1) / time.Second)),
 		Metadata: o.Metadata, EnvVars: o.Envs, AllowInternetAccess: o.AllowInternet}
 	var sb SandboxInfo
 	if _, err := c.doJSON(ctx, http.MethodPost, "/v2/sandboxes", nil, body, &sb); err != nil {
@@ -116,7 +118,7 @@ func (c *Client) ConnectSandbox(ctx context.Context, id string, timeout time.Dur
 	}
 	var sb SandboxInfo
 	if _, err := c.doJSON(ctx, http.MethodPost, "/v2/sandboxes/"+url.PathEscape(id)+"/connect", nil,
-		TimeoutBody{Timeout: int(timeout / time.Second)}, &sb); err != nil {
+		ConnectBody{Timeout: ptr(int64(timeout / time.Second))}, &sb); err != nil {
 		return nil, err
 	}
 	return c.handle(sb), nil

@@ -15,19 +15,6 @@ import (
 	"time"
 )
 
-// SandboxInfo is the E2B Sandbox object (the answer of create, connect,
-// resume and of each fork child).
-type SandboxInfo struct {
-	SandboxID          string  `json:"sandboxID"`
-	TemplateID         string  `json:"templateID"`
-	ClientID           string  `json:"clientID"`
-	Alias              string  `json:"alias,omitempty"`
-	EnvdVersion        string  `json:"envdVersion"`
-	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
-	TrafficAccessToken *string `json:"trafficAccessToken,omitempty"`
-	Domain             *string `json:"domain,omitempty"`
-}
-
 // ListOpts filter ListSandboxes.
 type ListOpts struct {
 	State     []string          // "running", "paused"; empty = both
@@ -142,7 +129,7 @@ func (c *Client) KillSandbox(ctx context.Context, id string) error {
 
 // SetTimeout sets a sandbox's remaining lifetime to seconds from now.
 func (c *Client) SetTimeout(ctx context.Context, id string, seconds int) error {
-	if _, err := c.doJSON(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/timeout", nil, TimeoutBody{Timeout: seconds}, nil); err != nil {
+	if _, err := c.doJSON(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/timeout", nil, TimeoutBody{Timeout: ptr(int64(seconds))}, nil); err != nil {
 		return fmt.Errorf("setting timeout of sandbox %s: %w", id, err)
 	}
 	return nil

@@ -30,14 +30,6 @@ type Template struct {
 	SizeBytes   int64     `json:"sizeBytes,omitempty"`
 }
 
-// Progress is one progress line of a template build.
-type Progress struct {
-	Phase   string `json:"phase"`
-	Message string `json:"message"`
-	Done    int64  `json:"done"`
-	Total   int64  `json:"total"`
-}
-
 // ListTemplates returns the daemon's templates (GET /templates).
 func (c *Client) ListTemplates(ctx context.Context) ([]Template, error) {
 	var out []Template
