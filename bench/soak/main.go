@@ -30,7 +30,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
@@ -171,7 +170,7 @@ func (r *recorder) do(op string, f func() error) error {
 
 func run(ctx context.Context, c config) Summary {
 	sdk := airlock.New(c.url, c.key)
-	cl := client.New(c.url, c.key)
+	cl := airlock.New(c.url, c.key)
 	rec := &recorder{lat: map[string][]time.Duration{}, errs: map[string]int{}}
 	before := rssKiB(c.pid)
 	start := time.Now()
@@ -222,7 +221,7 @@ func run(ctx context.Context, c config) Summary {
 }
 
 // oneRound is one client's sandbox lifetime.
-func oneRound(ctx context.Context, c config, sdk *airlock.Client, cl *client.Client, rec *recorder, clientN, round int) {
+func oneRound(ctx context.Context, c config, sdk *airlock.Client, cl *airlock.Client, rec *recorder, clientN, round int) {
 	var sb *airlock.Sandbox
 	if rec.do("create", func() error {
 		cctx, cancel := context.WithTimeout(ctx, c.opDeadline)

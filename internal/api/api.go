@@ -4,7 +4,6 @@
 package api
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
@@ -50,6 +50,7 @@ type api struct {
 	opts      Options
 	log       *slog.Logger
 	mux       *http.ServeMux
+	auth      http.Handler // middleware.Key.Require in front of route
 }
 
 // New returns the control-plane handler.
@@ -59,6 +60,7 @@ func New(m *sandbox.Manager, templates Templates, opts Options) http.Handler {
 	}
 	a := &api{m: m, templates: templates, opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	a.routes()
+	a.auth = middleware.Key(opts.APIKey).Require(isHealth, http.HandlerFunc(a.route))
 	return a
 }
 
@@ -98,7 +100,7 @@ func (a *api) routes() {
 	} {
 		what := p
 		h(p, func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, http.StatusNotImplemented, fmt.Sprintf("%s is not supported yet", what))
+			middleware.WriteError(w, http.StatusNotImplemented, fmt.Sprintf("%s is not supported yet", what))
 		})
 	}
 
@@ -114,17 +116,22 @@ func (a *api) routes() {
 	h("DELETE /templates/{id}", a.removeTemplate)
 }
 
-// ServeHTTP applies CORS, auth and the body cap, then routes.
+// ServeHTTP applies CORS, auth (middleware.Key) and the body cap, then
+// routes.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setCORS(w, r)
 	if r.Method == http.MethodOptions {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if !(r.Method == http.MethodGet && r.URL.Path == "/health") && !a.authorized(r) {
-		writeError(w, http.StatusUnauthorized, "Invalid API key")
-		return
-	}
+	a.auth.ServeHTTP(w, r)
+}
+
+// isHealth reports whether r is GET /health, the one request without a key.
+func isHealth(r *http.Request) bool { return r.Method == http.MethodGet && r.URL.Path == "/health" }
+
+// route applies the body cap and routes (after auth).
+func (a *api) route(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		limit := int64(maxBodyBytes)
 		if r.Method == http.MethodPost && isContextUpload(r) {
@@ -133,23 +140,10 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 	}
 	if _, pattern := a.mux.Handler(r); pattern == "" {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+		middleware.WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 		return
 	}
 	a.mux.ServeHTTP(w, r) // sets the path values
-}
-
-// authorized checks X-API-Key (or "Authorization: Bearer <key>", which is
-// what Prometheus scrapers send) in constant time.
-func (a *api) authorized(r *http.Request) bool {
-	got := r.Header.Get("X-API-Key")
-	if got == "" {
-		got, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	}
-	if got == "" || a.opts.APIKey == "" {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(got), []byte(a.opts.APIKey)) == 1
 }
 
 // setCORS lets browser SDKs call the API.
@@ -172,37 +166,21 @@ func setCORS(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Access-Control-Max-Age", "600")
 }
 
-// errorBody is E2B's error model: code always equals the HTTP status.
-type errorBody struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody{Code: status, Message: msg})
-}
-
 // fail reports err: user errors as-is, others logged and hidden.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if ue, ok := sandbox.AsUserError(err); ok {
-		writeError(w, ue.Code, ue.Msg)
+		middleware.WriteError(w, ue.Code, ue.Msg)
 		return
 	}
-	a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "request", middleware.RequestIDFrom(r.Context()), "err", err)
 	// A sandbox that died while starting (its VMM could not open a
 	// device, its kernel panicked): say why, in the runtime's words.
 	var se *runtime.StoppedError
 	if errors.As(err, &se) {
-		writeError(w, http.StatusInternalServerError, se.Error()+" (see the daemon log)")
+		middleware.WriteError(w, http.StatusInternalServerError, se.Error()+" (see the daemon log)")
 		return
 	}
-	writeError(w, http.StatusInternalServerError, "internal server error (see the daemon log)")
+	middleware.WriteError(w, http.StatusInternalServerError, "internal server error (see the daemon log)")
 }
 
 // decodeBody reads a JSON body into v. An empty body is allowed only when
@@ -212,21 +190,21 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
+			middleware.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
 			return false
 		}
-		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, "reading request body: "+err.Error())
 		return false
 	}
 	if len(strings.TrimSpace(string(data))) == 0 {
 		if optional {
 			return true
 		}
-		writeError(w, http.StatusBadRequest, "request body is required")
+		middleware.WriteError(w, http.StatusBadRequest, "request body is required")
 		return false
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
 		return false
 	}
 	return true
@@ -234,7 +212,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 
 func (a *api) health(w http.ResponseWriter, r *http.Request) {
 	if a.m == nil || !a.m.Ready() {
-		writeError(w, http.StatusServiceUnavailable, "not ready: templates are being prepared")
+		middleware.WriteError(w, http.StatusServiceUnavailable, "not ready: templates are being prepared")
 		return
 	}
 	body := map[string]string{"status": "ok"}
@@ -244,5 +222,5 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Platform != "" {
 		body["platform"], body["platformReason"] = a.opts.Platform, a.opts.PlatformReason
 	}
-	writeJSON(w, http.StatusOK, body)
+	middleware.WriteJSON(w, http.StatusOK, body)
 }

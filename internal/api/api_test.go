@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 const testKey = "e2b_0123456789abcdef0123456789abcdef01234567"
@@ -29,13 +30,13 @@ func (f *fakeTemplates) List(ctx context.Context) ([]api.TemplateInfo, error) {
 	return []api.TemplateInfo{{Name: "base", Hash: "h1", SizeBytes: 42, CreatedAt: time.Unix(1700000000, 0)}}, nil
 }
 
-func (f *fakeTemplates) Build(ctx context.Context, name string, force bool, progress func(api.Progress)) (*api.TemplateInfo, error) {
+func (f *fakeTemplates) Build(ctx context.Context, name string, force bool, progress func(airlock.Progress)) (*api.TemplateInfo, error) {
 	if name == "broken" {
-		progress(api.Progress{Phase: "bootstrap", Message: "starting"})
+		progress(airlock.Progress{Phase: "bootstrap", Message: "starting"})
 		return nil, fmt.Errorf("mmdebstrap failed")
 	}
-	progress(api.Progress{Phase: "bootstrap", Message: "fetching", Done: 1, Total: 2})
-	progress(api.Progress{Phase: "bootstrap", Message: fmt.Sprintf("force=%v", force), Done: 2, Total: 2})
+	progress(airlock.Progress{Phase: "bootstrap", Message: "fetching", Done: 1, Total: 2})
+	progress(airlock.Progress{Phase: "bootstrap", Message: fmt.Sprintf("force=%v", force), Done: 2, Total: 2})
 	return &api.TemplateInfo{Name: name, Hash: "h2", SizeBytes: 7, CreatedAt: time.Now()}, nil
 }
 

@@ -3,48 +3,24 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 // maxContextBytes caps the build context tar of a Dockerfile build.
 const maxContextBytes = 1 << 30
 
-// DockerfileBuild are the options of a Dockerfile template build.
-type DockerfileBuild struct {
-	Dockerfile string            // path of the Dockerfile inside the context; default "Dockerfile"
-	BuildArgs  map[string]string // --build-arg
-	CPUCount   int
-	MemoryMB   int
-	StartCmd   string
-	ReadyCmd   string
-	NoNetwork  bool
-	NoCache    bool
-}
-
-// TemplateConfig is the configuration of a Dockerfile template.
-type TemplateConfig struct {
-	From     string            `json:"from,omitempty"`
-	Env      map[string]string `json:"env,omitempty"`
-	User     string            `json:"user,omitempty"`
-	Workdir  string            `json:"workdir,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
-	StartCmd string            `json:"startCmd,omitempty"`
-	ReadyCmd string            `json:"readyCmd,omitempty"`
-	Layers   []string          `json:"layers,omitempty"`
-}
-
 // TemplateAdmin is implemented by template backends that build from
 // Dockerfiles and can describe and remove templates.
 type TemplateAdmin interface {
 	// BuildDockerfile builds template name from a tar of the build context.
-	BuildDockerfile(ctx context.Context, name string, contextTar io.Reader, opts DockerfileBuild, progress func(Progress)) (*TemplateInfo, error)
+	BuildDockerfile(ctx context.Context, name string, contextTar io.Reader, opts airlock.DockerfileBuild, progress func(airlock.Progress)) (*TemplateInfo, error)
 	// Info describes one template (404 user error when unknown).
 	Info(ctx context.Context, name string) (*TemplateInfo, error)
 	// Remove deletes a template; refused (409 user error) while in use.
@@ -54,13 +30,13 @@ type TemplateAdmin interface {
 // templateDetail is GET /airlock/v1/templates/{name}.
 type templateDetail struct {
 	templateJSON
-	Config *TemplateConfig `json:"config,omitempty"`
+	Config *airlock.TemplateConfig `json:"config,omitempty"`
 }
 
 func (a *api) admin(w http.ResponseWriter) (TemplateAdmin, bool) {
 	ad, ok := a.templates.(TemplateAdmin)
 	if !ok {
-		writeError(w, http.StatusNotImplemented, "this server cannot build templates from Dockerfiles")
+		middleware.WriteError(w, http.StatusNotImplemented, "this server cannot build templates from Dockerfiles")
 	}
 	return ad, ok
 }
@@ -71,46 +47,15 @@ func isContextUpload(r *http.Request) bool {
 	return strings.HasPrefix(ct, "application/x-tar") || strings.HasPrefix(ct, "application/tar")
 }
 
-func parseBuildQuery(r *http.Request) (DockerfileBuild, error) {
-	q := r.URL.Query()
-	o := DockerfileBuild{Dockerfile: q.Get("dockerfile"), StartCmd: q.Get("startCmd"), ReadyCmd: q.Get("readyCmd"), BuildArgs: map[string]string{}}
-	if o.Dockerfile == "" {
-		o.Dockerfile = "Dockerfile"
-	}
-	for _, f := range []struct {
-		key string
-		dst *int
-		max int
-	}{{"cpuCount", &o.CPUCount, 64}, {"memoryMB", &o.MemoryMB, 1 << 20}} {
-		if v := q.Get(f.key); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || n > f.max {
-				return o, fmt.Errorf("invalid %s %q: want an integer between 0 and %d", f.key, v, f.max)
-			}
-			*f.dst = n
-		}
-	}
-	o.NoNetwork = q.Get("noNetwork") == "true" || q.Get("noNetwork") == "1"
-	o.NoCache = q.Get("noCache") == "true" || q.Get("noCache") == "1"
-	for _, kv := range q["buildArg"] {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return o, fmt.Errorf("invalid buildArg %q: want KEY=VALUE", kv)
-		}
-		o.BuildArgs[k] = v
-	}
-	return o, nil
-}
-
 // buildDockerfile streams NDJSON progress lines, then a final result line.
 func (a *api) buildDockerfile(w http.ResponseWriter, r *http.Request, name string) {
 	ad, ok := a.admin(w)
 	if !ok {
 		return
 	}
-	opts, err := parseBuildQuery(r)
+	opts, err := airlock.ParseDockerfileBuild(r.URL.Query())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	rc := http.NewResponseController(w)
@@ -129,7 +74,7 @@ func (a *api) buildDockerfile(w http.ResponseWriter, r *http.Request, name strin
 		_ = enc.Encode(v)
 		_ = rc.Flush()
 	}
-	t, err := ad.BuildDockerfile(r.Context(), name, r.Body, opts, func(p Progress) { emit(p) })
+	t, err := ad.BuildDockerfile(r.Context(), name, r.Body, opts, func(p airlock.Progress) { emit(p) })
 	if err != nil {
 		msg := err.Error()
 		if _, user := sandbox.AsUserError(err); !user {
@@ -152,7 +97,7 @@ func (a *api) templateInfo(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, templateDetail{templateJSON: toTemplateJSON(*t), Config: t.Config})
+	middleware.WriteJSON(w, http.StatusOK, templateDetail{templateJSON: toTemplateJSON(*t), Config: t.Config})
 }
 
 func (a *api) removeTemplate(w http.ResponseWriter, r *http.Request) {

@@ -4,28 +4,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
-
-// errorJSON is the E2B Error schema.
-type errorJSON struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-// forkResultJSON is one element of the fork response.
-type forkResultJSON struct {
-	Sandbox *sandboxJSON `json:"sandbox,omitempty"`
-	Error   *errorJSON   `json:"error,omitempty"`
-}
 
 // fork answers POST /sandboxes/{id}/fork {timeout?, count?}: 201 with one
 // result per child; a non-201 status means no child was attempted.
 func (a *api) fork(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Timeout *int64 `json:"timeout"`
-		Count   *int   `json:"count"`
-	}
+	var body airlock.ForkBody
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
@@ -36,7 +23,7 @@ func (a *api) fork(w http.ResponseWriter, r *http.Request) {
 	timeout := defaultTimeoutV2
 	if body.Timeout != nil {
 		if *body.Timeout <= 0 {
-			writeError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+			middleware.WriteError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
 			return
 		}
 		timeout = time.Duration(*body.Timeout) * time.Second
@@ -46,7 +33,7 @@ func (a *api) fork(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	out := make([]forkResultJSON, len(results))
+	out := make([]airlock.ForkResult, len(results))
 	for i, res := range results {
 		if res.Err != nil {
 			code, msg := http.StatusInternalServerError, "starting the fork failed (see the daemon log)"
@@ -55,11 +42,11 @@ func (a *api) fork(w http.ResponseWriter, r *http.Request) {
 			} else {
 				a.log.Error("fork child failed", "parent", pathID(r), "err", res.Err)
 			}
-			out[i].Error = &errorJSON{Code: code, Message: msg}
+			out[i].Error = &airlock.Error{Code: code, Message: msg}
 			continue
 		}
 		sb := a.toSandbox(res.Sandbox)
 		out[i].Sandbox = &sb
 	}
-	writeJSON(w, http.StatusCreated, out)
+	middleware.WriteJSON(w, http.StatusCreated, out)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -240,7 +241,7 @@ func (lq *listQuery) page(sbs []*sandbox.Sandbox) ([]*sandbox.Sandbox, string) {
 func (a *api) listV2(w http.ResponseWriter, r *http.Request) {
 	lq, err := parseListQuery(r.URL.Query())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	all := a.m.List()
@@ -259,7 +260,7 @@ func (a *api) listV2(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Next-Token", next)
 	}
 	w.Header().Set("X-Total-Running", strconv.Itoa(running))
-	writeJSON(w, http.StatusOK, out)
+	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
 // listV1 is the legacy list: running sandboxes only, optional metadata
@@ -267,7 +268,7 @@ func (a *api) listV2(w http.ResponseWriter, r *http.Request) {
 func (a *api) listV1(w http.ResponseWriter, r *http.Request) {
 	md, err := DecodeMetadataFilter(r.URL.Query().Get("metadata"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	lq := &listQuery{states: map[string]bool{sandbox.StateRunning: true}, metadata: md, limit: 1 << 30}
@@ -276,7 +277,7 @@ func (a *api) listV1(w http.ResponseWriter, r *http.Request) {
 	for _, sb := range items {
 		out = append(out, toListed(sb))
 	}
-	writeJSON(w, http.StatusOK, out)
+	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
 // parseTime accepts RFC 3339 times and zone-less ISO-8601 times (UTC), as

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -58,12 +59,12 @@ func intParam(r *http.Request, name string, def, max int64) (int64, error) {
 func (a *api) logsV1(w http.ResponseWriter, r *http.Request) {
 	start, err := intParam(r, "start", 0, 1<<53)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	limit, err := intParam(r, "limit", maxLogLimit, maxLogLimit)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	es, err := a.m.Logs(pathID(r))
@@ -83,7 +84,7 @@ func (a *api) logsV1(w http.ResponseWriter, r *http.Request) {
 		out.Logs = append(out.Logs, logLineJSON{Timestamp: e.Time, Line: e.Line()})
 		out.LogEntries = append(out.LogEntries, toLogEntryJSON(e))
 	}
-	writeJSON(w, http.StatusOK, out)
+	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
 // logsV2 is GET /v2/sandboxes/{id}/logs?cursor=<unix ms>&limit=N&
@@ -94,7 +95,7 @@ func (a *api) logsV2(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit, err := intParam(r, "limit", maxLogLimit, maxLogLimit)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	dir := q.Get("direction")
@@ -102,7 +103,7 @@ func (a *api) logsV2(w http.ResponseWriter, r *http.Request) {
 		dir = "forward"
 	}
 	if dir != "forward" && dir != "backward" {
-		writeError(w, http.StatusBadRequest, "direction must be forward or backward")
+		middleware.WriteError(w, http.StatusBadRequest, "direction must be forward or backward")
 		return
 	}
 	defCursor := int64(0)
@@ -111,14 +112,14 @@ func (a *api) logsV2(w http.ResponseWriter, r *http.Request) {
 	}
 	cursor, err := intParam(r, "cursor", defCursor, 1<<53)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	minLevel := 0
 	if lv := strings.ToLower(q.Get("level")); lv != "" {
 		rank, ok := levelRank[lv]
 		if !ok {
-			writeError(w, http.StatusBadRequest, "level must be debug, info, warn or error")
+			middleware.WriteError(w, http.StatusBadRequest, "level must be debug, info, warn or error")
 			return
 		}
 		minLevel = rank
@@ -147,5 +148,5 @@ func (a *api) logsV2(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Logs = append(out.Logs, toLogEntryJSON(e))
 	}
-	writeJSON(w, http.StatusOK, out)
+	middleware.WriteJSON(w, http.StatusOK, out)
 }

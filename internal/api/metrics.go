@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/metrics"
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 )
 
 // MetricsStore answers sandbox metric queries (internal/metrics.Collector).
@@ -69,12 +70,12 @@ func (a *api) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	start, startSet, err := unixParam(r, "start")
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	end, endSet, err := unixParam(r, "end")
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if !startSet {
@@ -86,7 +87,7 @@ func (a *api) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
 		end = end.Add(time.Second - time.Nanosecond) // the whole end second
 	}
 	if end.Before(start) {
-		writeError(w, http.StatusBadRequest, "start must not be after end")
+		middleware.WriteError(w, http.StatusBadRequest, "start must not be after end")
 		return
 	}
 	out := []sandboxMetricJSON{}
@@ -95,7 +96,7 @@ func (a *api) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
 			out = append(out, toMetricJSON(s))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
 // sandboxesMetrics serves GET /sandboxes/metrics?sandbox_ids=a,b: the newest
@@ -110,11 +111,11 @@ func (a *api) sandboxesMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(ids) == 0 {
-		writeError(w, http.StatusBadRequest, "sandbox_ids is required (comma-separated sandbox ids)")
+		middleware.WriteError(w, http.StatusBadRequest, "sandbox_ids is required (comma-separated sandbox ids)")
 		return
 	}
 	if len(ids) > maxMetricsIDs {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("at most %d sandbox_ids per request", maxMetricsIDs))
+		middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("at most %d sandbox_ids per request", maxMetricsIDs))
 		return
 	}
 	out := map[string]sandboxMetricJSON{}
@@ -131,13 +132,13 @@ func (a *api) sandboxesMetrics(w http.ResponseWriter, r *http.Request) {
 			out[sb.ID] = toMetricJSON(samples[len(samples)-1])
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
+	middleware.WriteJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
 }
 
 // prometheus serves the daemon's Prometheus metrics (behind the API key).
 func (a *api) prometheus(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Prometheus == nil {
-		writeError(w, http.StatusNotFound, "Prometheus metrics are not enabled")
+		middleware.WriteError(w, http.StatusNotFound, "Prometheus metrics are not enabled")
 		return
 	}
 	a.opts.Prometheus.ServeHTTP(w, r)

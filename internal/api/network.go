@@ -8,8 +8,10 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/audit"
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 // networkJSON is SandboxDetail.network (the parts we enforce).
@@ -30,7 +32,7 @@ func isSetJSON(raw json.RawMessage) bool {
 }
 
 // egress parses the create body's allowOut/denyOut (400 on bad entries).
-func (n *networkBody) egress() (network.Egress, error) {
+func egress(n *airlock.NetworkConfig) (network.Egress, error) {
 	if n == nil {
 		return network.Egress{}, nil
 	}
@@ -40,18 +42,12 @@ func (n *networkBody) egress() (network.Egress, error) {
 // updateNetwork is PUT /sandboxes/{id}/network: the whole egress policy is
 // replaced; omitted fields are cleared (internet access back on).
 func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		AllowOut            []string        `json:"allowOut"`
-		DenyOut             []string        `json:"denyOut"`
-		AllowInternetAccess *bool           `json:"allow_internet_access"`
-		Rules               json.RawMessage `json:"rules"`
-		EgressProxy         json.RawMessage `json:"egressProxy"`
-	}
+	var body airlock.NetworkUpdate
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
 	if isSetJSON(body.Rules) || isSetJSON(body.EgressProxy) {
-		writeError(w, http.StatusNotImplemented, "network rules and egress proxies are not supported yet")
+		middleware.WriteError(w, http.StatusNotImplemented, "network rules and egress proxies are not supported yet")
 		return
 	}
 	eg, err := sandbox.ParseEgress(body.AllowOut, body.DenyOut)
@@ -67,15 +63,6 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// networkLogJSON is the body of GET /sandboxes/{id}/network/log.
-type networkLogJSON struct {
-	SandboxID string        `json:"sandboxID"`
-	Entries   []audit.Entry `json:"entries"`
-	// Dropped counts older entries no longer kept (beyond the newest
-	// audit.DefaultSize).
-	Dropped uint64 `json:"dropped"`
-}
-
 // networkLog is GET /sandboxes/{id}/network/log?limit=N: the sandbox's
 // egress audit log (connection attempts and DNS decisions), oldest first;
 // limit (1..audit.DefaultSize) keeps the most recent N.
@@ -84,7 +71,7 @@ func (a *api) networkLog(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > audit.DefaultSize {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d", audit.DefaultSize))
+			middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d", audit.DefaultSize))
 			return
 		}
 		limit = n
@@ -95,5 +82,5 @@ func (a *api) networkLog(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, networkLogJSON{SandboxID: id, Entries: entries, Dropped: a.m.EgressDropped(id)})
+	middleware.WriteJSON(w, http.StatusOK, airlock.NetworkLog{SandboxID: id, Entries: entries, Dropped: a.m.EgressDropped(id)})
 }

@@ -1,12 +1,13 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 // Default timeouts (spec §1.4).
@@ -15,18 +16,6 @@ const (
 	defaultTimeoutV2      = 300 * time.Second
 	defaultConnectTimeout = 300 * time.Second
 )
-
-// sandboxJSON is the E2B Sandbox schema (create/connect responses).
-type sandboxJSON struct {
-	TemplateID         string  `json:"templateID"`
-	SandboxID          string  `json:"sandboxID"`
-	ClientID           string  `json:"clientID"`
-	EnvdVersion        string  `json:"envdVersion"`
-	Alias              string  `json:"alias,omitempty"`
-	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
-	TrafficAccessToken *string `json:"trafficAccessToken"`
-	Domain             *string `json:"domain"`
-}
 
 // listedSandboxJSON is the E2B ListedSandbox schema.
 type listedSandboxJSON struct {
@@ -69,8 +58,8 @@ func (a *api) domain() *string {
 	return &d
 }
 
-func (a *api) toSandbox(sb *sandbox.Sandbox) sandboxJSON {
-	out := sandboxJSON{
+func (a *api) toSandbox(sb *sandbox.Sandbox) airlock.SandboxInfo {
+	out := airlock.SandboxInfo{
 		TemplateID:      sb.TemplateID,
 		SandboxID:       sb.ID,
 		ClientID:        ClientID,
@@ -123,36 +112,9 @@ func (a *api) toDetail(sb *sandbox.Sandbox) sandboxDetailJSON {
 	}
 }
 
-// newSandboxBody is NewSandbox (v1) / NewSandboxV2.
-type newSandboxBody struct {
-	TemplateID          string            `json:"templateID"`
-	Timeout             *int64            `json:"timeout"`
-	Metadata            map[string]string `json:"metadata"`
-	EnvVars             map[string]string `json:"envVars"`
-	AllowInternetAccess *bool             `json:"allow_internet_access"`
-	Secure              *bool             `json:"secure"`
-	AutoPause           *bool             `json:"autoPause"`
-	AutoPauseMemory     *bool             `json:"autoPauseMemory"` // false: the timeout pause keeps only the disk
-	AutoResume          *struct {
-		Enabled bool `json:"enabled"`
-	} `json:"autoResume"`
-	MCP          json.RawMessage   `json:"mcp"`
-	Network      *networkBody      `json:"network"`
-	VolumeMounts []json.RawMessage `json:"volumeMounts"`
-	limitsBody
-}
-
-// networkBody is the part of SandboxNetworkConfig we can judge.
-type networkBody struct {
-	AllowOut           []string        `json:"allowOut"`
-	DenyOut            []string        `json:"denyOut"`
-	AllowPublicTraffic *bool           `json:"allowPublicTraffic"`
-	MaskRequestHost    *string         `json:"maskRequestHost"`
-	Rules              json.RawMessage `json:"rules"`
-	EgressProxy        json.RawMessage `json:"egressProxy"`
-}
-
-func (n *networkBody) unsupported() bool {
+// unsupportedNetwork reports whether the create body's network asks for
+// what Airlock cannot enforce yet.
+func unsupportedNetwork(n *airlock.NetworkConfig) bool {
 	if n == nil {
 		return false
 	}
@@ -163,16 +125,16 @@ func (a *api) createV1(w http.ResponseWriter, r *http.Request) { a.create(w, r, 
 func (a *api) createV2(w http.ResponseWriter, r *http.Request) { a.create(w, r, true) }
 
 func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
-	var body newSandboxBody
+	var body airlock.NewSandboxBody
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
-	if body.Network.unsupported() {
-		writeError(w, http.StatusNotImplemented, "sandbox network configuration is not supported yet")
+	if unsupportedNetwork(body.Network) {
+		middleware.WriteError(w, http.StatusNotImplemented, "sandbox network configuration is not supported yet")
 		return
 	}
 	if len(body.VolumeMounts) > 0 {
-		writeError(w, http.StatusNotImplemented, "volume mounts are not supported yet")
+		middleware.WriteError(w, http.StatusNotImplemented, "volume mounts are not supported yet")
 		return
 	}
 	req := sandbox.CreateRequest{
@@ -185,12 +147,12 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		// E2B: autoPauseMemory false = lifecycle {onTimeout: pause, keepMemory: false}.
 		AutoPauseDiskOnly: body.AutoPauseMemory != nil && !*body.AutoPauseMemory,
 		AutoResume:        body.AutoResume != nil && body.AutoResume.Enabled,
-		Limits:            body.limits(),
+		Limits:            toLimits(body.Limits),
 	}
 	if body.Network != nil {
 		req.AllowPublicTraffic = body.Network.AllowPublicTraffic
 	}
-	eg, err := body.Network.egress()
+	eg, err := egress(body.Network)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -202,13 +164,13 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 	case body.Timeout == nil:
 		req.Timeout = defaultTimeoutV1
 	case *body.Timeout <= 0:
-		writeError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+		middleware.WriteError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
 		return
 	default:
 		req.Timeout = time.Duration(*body.Timeout) * time.Second
 	}
 	if !a.m.Ready() {
-		writeError(w, http.StatusServiceUnavailable, "not ready: templates are being prepared")
+		middleware.WriteError(w, http.StatusServiceUnavailable, "not ready: templates are being prepared")
 		return
 	}
 	sb, err := a.m.Create(r.Context(), req)
@@ -216,7 +178,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, a.toSandbox(sb))
+	middleware.WriteJSON(w, http.StatusCreated, a.toSandbox(sb))
 }
 
 // pathID returns the {id} path value with a legacy "-<clientID>" suffix
@@ -235,7 +197,7 @@ func (a *api) getSandbox(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a.toDetail(sb))
+	middleware.WriteJSON(w, http.StatusOK, a.toDetail(sb))
 }
 
 func (a *api) killSandbox(w http.ResponseWriter, r *http.Request) {
@@ -250,14 +212,12 @@ func (a *api) killSandbox(w http.ResponseWriter, r *http.Request) {
 func seconds(v int64) time.Duration { return time.Duration(v) * time.Second }
 
 func (a *api) setTimeout(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Timeout *int64 `json:"timeout"`
-	}
+	var body airlock.TimeoutBody
 	if !decodeBody(w, r, &body, false) {
 		return
 	}
 	if body.Timeout == nil {
-		writeError(w, http.StatusBadRequest, "timeout is required")
+		middleware.WriteError(w, http.StatusBadRequest, "timeout is required")
 		return
 	}
 	if err := a.m.SetTimeout(r.Context(), pathID(r), seconds(*body.Timeout)); err != nil {
@@ -277,7 +237,7 @@ func (a *api) refresh(w http.ResponseWriter, r *http.Request) {
 	var d time.Duration
 	if body.Duration != nil {
 		if *body.Duration < 0 || *body.Duration > 3600 {
-			writeError(w, http.StatusBadRequest, "duration must be between 0 and 3600 seconds")
+			middleware.WriteError(w, http.StatusBadRequest, "duration must be between 0 and 3600 seconds")
 			return
 		}
 		d = seconds(*body.Duration)
@@ -289,25 +249,20 @@ func (a *api) refresh(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-type connectBody struct {
-	Timeout *int64 `json:"timeout"`
-	Memory  *bool  `json:"memory"`
-}
-
 func (a *api) connectV1(w http.ResponseWriter, r *http.Request) { a.connect(w, r, false) }
 func (a *api) connectV2(w http.ResponseWriter, r *http.Request) { a.connect(w, r, true) }
 
 // connect implements both connect endpoints: v1 (Python) requires a
 // timeout, v2 (JS) defaults it to 300 s.
 func (a *api) connect(w http.ResponseWriter, r *http.Request, v2 bool) {
-	var body connectBody
+	var body airlock.ConnectBody
 	if !decodeBody(w, r, &body, v2) {
 		return
 	}
 	d := defaultConnectTimeout
 	switch {
 	case body.Timeout == nil && !v2:
-		writeError(w, http.StatusBadRequest, "timeout is required")
+		middleware.WriteError(w, http.StatusBadRequest, "timeout is required")
 		return
 	case body.Timeout != nil:
 		d = seconds(*body.Timeout)
@@ -321,15 +276,13 @@ func (a *api) connect(w http.ResponseWriter, r *http.Request, v2 bool) {
 	if resumed {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, a.toSandbox(sb))
+	middleware.WriteJSON(w, status, a.toSandbox(sb))
 }
 
 // resume answers POST /sandboxes/{id}/resume: 201 with the Sandbox when a
 // paused sandbox was resumed, 409 when it is running.
 func (a *api) resume(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Timeout *int64 `json:"timeout"`
-	}
+	var body airlock.TimeoutBody
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
@@ -342,7 +295,7 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, a.toSandbox(sb))
+	middleware.WriteJSON(w, http.StatusCreated, a.toSandbox(sb))
 }
 
 // pause answers POST /sandboxes/{id}/pause: 204, 409 when already paused.

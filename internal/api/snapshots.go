@@ -7,32 +7,20 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
-// snapshotJSON is E2B's SnapshotInfo, plus our own fields.
-type snapshotJSON struct {
-	SnapshotID string    `json:"snapshotID"`
-	Names      []string  `json:"names"`
-	SandboxID  string    `json:"sandboxID"`
-	TemplateID string    `json:"templateID"`
-	SizeBytes  int64     `json:"sizeBytes"`
-	CreatedAt  time.Time `json:"createdAt"`
-	Problem    string    `json:"problem,omitempty"`
-}
-
-func toSnapshotJSON(s *sandbox.SnapshotInfo) snapshotJSON {
-	return snapshotJSON{SnapshotID: s.ID, Names: s.Names(), SandboxID: s.SandboxID, TemplateID: s.TemplateID,
+func toSnapshotJSON(s *sandbox.SnapshotInfo) airlock.Snapshot {
+	return airlock.Snapshot{SnapshotID: s.ID, Names: s.Names(), SandboxID: s.SandboxID, TemplateID: s.TemplateID,
 		SizeBytes: s.SizeBytes, CreatedAt: s.CreatedAt.UTC(), Problem: s.Problem}
 }
 
 // createSnapshot answers POST /sandboxes/{id}/snapshots {name?} → 201.
 func (a *api) createSnapshot(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Name *string `json:"name"`
-	}
+	var body airlock.SnapshotBody
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
@@ -45,7 +33,7 @@ func (a *api) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, toSnapshotJSON(s))
+	middleware.WriteJSON(w, http.StatusCreated, toSnapshotJSON(s))
 }
 
 // snapshotCursor is "<created unix nanos>_<id>", base64url.
@@ -74,7 +62,7 @@ func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxListLimit {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid limit %q: want 1..%d", v, maxListLimit))
+			middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("invalid limit %q: want 1..%d", v, maxListLimit))
 			return
 		}
 		limit = n
@@ -86,7 +74,7 @@ func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("nextToken"); v != "" {
 		var err error
 		if afterNs, afterID, err = decodeSnapshotCursor(v); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			middleware.WriteError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 	}
@@ -95,7 +83,7 @@ func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	out := []snapshotJSON{}
+	out := []airlock.Snapshot{}
 	var last *sandbox.SnapshotInfo
 	more := false
 	for _, s := range all {
@@ -115,7 +103,7 @@ func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	if more && last != nil {
 		w.Header().Set("X-Next-Token", snapshotCursor(last))
 	}
-	writeJSON(w, http.StatusOK, out)
+	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
 // deleteSnapshot handles DELETE /templates/{id} for snapshots; false when

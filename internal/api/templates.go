@@ -13,7 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 // TemplateInfo describes one built template.
@@ -23,17 +25,9 @@ type TemplateInfo struct {
 	SizeBytes int64     `json:"sizeBytes"`
 	CreatedAt time.Time `json:"createdAt"`
 	// Dockerfile templates only (zero: the daemon's defaults).
-	CPUCount int             `json:"cpuCount,omitempty"`
-	MemoryMB int             `json:"memoryMB,omitempty"`
-	Config   *TemplateConfig `json:"config,omitempty"`
-}
-
-// Progress is one build progress report.
-type Progress struct {
-	Phase   string `json:"phase"`
-	Message string `json:"message"`
-	Done    int64  `json:"done"`
-	Total   int64  `json:"total"`
+	CPUCount int                     `json:"cpuCount,omitempty"`
+	MemoryMB int                     `json:"memoryMB,omitempty"`
+	Config   *airlock.TemplateConfig `json:"config,omitempty"`
 }
 
 // Templates is what the API needs from the template manager.
@@ -41,7 +35,7 @@ type Templates interface {
 	List(ctx context.Context) ([]TemplateInfo, error)
 	// Build builds (or with force rebuilds) a template, reporting progress.
 	// progress may be called from any goroutine.
-	Build(ctx context.Context, name string, force bool, progress func(Progress)) (*TemplateInfo, error)
+	Build(ctx context.Context, name string, force bool, progress func(airlock.Progress)) (*TemplateInfo, error)
 }
 
 // templateJSON follows E2B's Template schema as far as it applies.
@@ -107,7 +101,7 @@ func (a *api) listTemplates(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
 // findTemplate returns the template whose id, alias or name is ref.
@@ -122,7 +116,7 @@ func (a *api) findTemplate(w http.ResponseWriter, r *http.Request, ref string) (
 			return t, true
 		}
 	}
-	writeError(w, http.StatusNotFound, fmt.Sprintf("template %q not found", ref))
+	middleware.WriteError(w, http.StatusNotFound, fmt.Sprintf("template %q not found", ref))
 	return templateJSON{}, false
 }
 
@@ -175,7 +169,7 @@ func (a *api) getTemplate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, templateWithBuildsJSON{
+	middleware.WriteJSON(w, http.StatusOK, templateWithBuildsJSON{
 		TemplateID: t.TemplateID, Public: t.Public, Aliases: t.Aliases, Names: t.Names,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastSpawnedAt: t.LastSpawnedAt, SpawnCount: t.SpawnCount,
 		Builds: []templateBuildJSON{{
@@ -198,7 +192,7 @@ func (a *api) templateSubresource(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		writeJSON(w, http.StatusOK, struct {
+		middleware.WriteJSON(w, http.StatusOK, struct {
 			TemplateID string `json:"templateID"`
 			Public     bool   `json:"public"`
 		}{t.TemplateID, t.Public})
@@ -212,9 +206,9 @@ func (a *api) templateSubresource(w http.ResponseWriter, r *http.Request) {
 			BuildID   string    `json:"buildID"`
 			CreatedAt time.Time `json:"createdAt"`
 		}
-		writeJSON(w, http.StatusOK, []tagJSON{{Tag: "default", BuildID: buildUUID(t.BuildID), CreatedAt: t.CreatedAt}})
+		middleware.WriteJSON(w, http.StatusOK, []tagJSON{{Tag: "default", BuildID: buildUUID(t.BuildID), CreatedAt: t.CreatedAt}})
 	default:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+		middleware.WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	}
 }
 
@@ -229,7 +223,7 @@ type buildResult struct {
 func (a *api) buildTemplate(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if !validTemplateName(name) {
-		writeError(w, http.StatusBadRequest, "invalid template name: want [a-z0-9][a-z0-9._-]*")
+		middleware.WriteError(w, http.StatusBadRequest, "invalid template name: want [a-z0-9][a-z0-9._-]*")
 		return
 	}
 	if isContextUpload(r) {
@@ -252,7 +246,7 @@ func (a *api) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		_ = enc.Encode(v)
 		_ = rc.Flush()
 	}
-	t, err := a.templates.Build(r.Context(), name, force, func(p Progress) { emit(p) })
+	t, err := a.templates.Build(r.Context(), name, force, func(p airlock.Progress) { emit(p) })
 	if err != nil {
 		msg := err.Error()
 		if _, user := sandbox.AsUserError(err); !user {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 type result struct {
@@ -112,7 +112,7 @@ func TestSandboxCommands(t *testing.T) {
 	if !reflect.DeepEqual(d.createBody, want) {
 		t.Fatalf("create body = %v, want %v", d.createBody, want)
 	}
-	var created client.Sandbox
+	var created airlock.SandboxInfo
 	if err := json.Unmarshal([]byte(mustRun(t, d, "create", "--json")), &created); err != nil || created.SandboxID != "inew1" || created.EnvdAccessToken != "tok-inew1" {
 		t.Fatalf("create --json = %+v, %v", created, err)
 	}
@@ -135,7 +135,7 @@ func TestSandboxCommands(t *testing.T) {
 	if q.Get("state") != "running" || q.Get("metadata") != "team=core" || len(d.listQueries) != 2 {
 		t.Fatalf("list queries = %v", d.listQueries)
 	}
-	var list []client.ListedSandbox
+	var list []airlock.ListedSandbox
 	if err := json.Unmarshal([]byte(mustRun(t, d, "ls", "--json")), &list); err != nil || len(list) != 3 || list[2].SandboxID != "iz" || list[0].Metadata["team"] != "core" {
 		t.Fatalf("ls --json = %+v, %v", list, err)
 	}
@@ -148,12 +148,12 @@ func TestSandboxCommands(t *testing.T) {
 	if !strings.Contains(out, "Sandbox ID:") || !strings.Contains(out, "inew0") || !strings.Contains(out, "team=core") || strings.Contains(out, "tok-inew0") {
 		t.Fatalf("info text:\n%s", out)
 	}
-	var det client.SandboxDetail
+	var det airlock.SandboxDetail
 	if err := json.Unmarshal([]byte(mustRun(t, d, "sandbox", "info", "inew0", "--json")), &det); err != nil || det.EnvdAccessToken != "tok-inew0" || det.MemoryMB != 512 {
 		t.Fatalf("info --json = %+v, %v", det, err)
 	}
 	r := run(t, d, nil, "info", "inope")
-	if client.StatusOf(r.err) != 404 || !strings.Contains(r.err.Error(), `"inope" not found`) {
+	if airlock.StatusOf(r.err) != 404 || !strings.Contains(r.err.Error(), `"inope" not found`) {
 		t.Fatalf("info unknown = %v", r.err)
 	}
 
@@ -370,7 +370,7 @@ func TestTemplateCommands(t *testing.T) {
 	if !strings.Contains(out, "TEMPLATE") || !strings.Contains(out, "base") || !strings.Contains(out, "700 MiB") || !strings.Contains(out, "code-interpreter-v1") {
 		t.Fatalf("template ls:\n%s", out)
 	}
-	var ts []client.Template
+	var ts []airlock.Template
 	if err := json.Unmarshal([]byte(mustRun(t, d, "template", "ls", "--json")), &ts); err != nil || len(ts) != 2 || ts[0].BuildID != "3f9a" {
 		t.Fatalf("template ls --json = %+v, %v", ts, err)
 	}

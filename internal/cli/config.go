@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 // DefaultURL is the daemon address used when nothing else is configured.
@@ -65,13 +65,16 @@ func resolveConfig(cmd *cobra.Command) (Config, error) {
 	return c, nil
 }
 
-// newClient resolves the configuration and returns a daemon client.
-func newClient(cmd *cobra.Command) (*client.Client, error) {
+// newClient resolves the configuration and returns a client of the daemon
+// (the public Go SDK) that names itself airlock-cli.
+func newClient(cmd *cobra.Command) (*airlock.Client, error) {
 	cfg, err := resolveConfig(cmd)
 	if err != nil {
 		return nil, err
 	}
-	return client.New(cfg.URL, cfg.APIKey), nil
+	c := airlock.New(cfg.URL, cfg.APIKey)
+	c.UserAgent = "airlock-cli"
+	return c, nil
 }
 
 func flagString(cmd *cobra.Command, name string) string {

@@ -17,9 +17,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb/filesystempbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 func init() {
@@ -75,7 +75,7 @@ Prefix local paths containing ':' with ./`,
 // transfer holds what one cp invocation needs to reach one sandbox.
 type transfer struct {
 	cmd   *cobra.Command
-	c     *client.Client
+	c     *airlock.Client
 	id    string
 	token string
 	fs    filesystempbconnect.FilesystemClient

@@ -18,9 +18,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 func init() {
@@ -143,15 +143,15 @@ func basicUser(user string) string {
 	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"))
 }
 
-// connectAgent looks up the sandbox's access token and returns its process client.
-func connectAgent(cmd *cobra.Command, id string) (*client.Client, string, error) {
+// connectAgent looks up the sandbox's access token and returns its process airlock.
+func connectAgent(cmd *cobra.Command, id string) (*airlock.Client, string, error) {
 	c, err := newClient(cmd)
 	if err != nil {
 		return nil, "", err
 	}
 	d, err := c.GetSandbox(cmd.Context(), id)
 	if err != nil {
-		if client.IsNotFound(err) {
+		if airlock.IsNotFound(err) {
 			return nil, "", fmt.Errorf("sandbox %s not found", id)
 		}
 		return nil, "", err

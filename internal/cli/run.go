@@ -55,7 +55,7 @@ func openSession(ctx context.Context, cmd *cobra.Command, sandboxID, template st
 	}
 	sbx, err := c.CreateSandbox(ctx, airlock.SandboxOptions{Template: template})
 	if err != nil {
-		return nil, fmt.Errorf("creating sandbox: %w", err)
+		return nil, err // "creating sandbox: ..."
 	}
 	return &codeSession{sbx: sbx, created: true}, nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 func init() {
@@ -56,7 +56,7 @@ func newCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts := client.CreateOpts{Template: template, Timeout: timeout, Metadata: meta, EnvVars: env}
+			opts := airlock.SandboxOptions{Template: template, Timeout: time.Duration(timeout) * time.Second, Metadata: meta, Envs: env}
 			if noInternet {
 				f := false
 				opts.AllowInternet = &f
@@ -66,9 +66,9 @@ func newCreateCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), sb)
+				return printJSON(cmd.OutOrStdout(), sb.Info)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), sb.SandboxID)
+			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 			return nil
 		},
 	}
@@ -107,13 +107,13 @@ func newListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			list, err := c.ListAllSandboxes(cmd.Context(), client.ListOpts{State: states, Metadata: meta})
+			list, err := c.ListAllSandboxes(cmd.Context(), airlock.ListOpts{State: states, Metadata: meta})
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				if list == nil {
-					list = []client.ListedSandbox{}
+					list = []airlock.ListedSandbox{}
 				}
 				return printJSON(cmd.OutOrStdout(), list)
 			}
@@ -127,7 +127,7 @@ func newListCmd() *cobra.Command {
 	return cmd
 }
 
-func printSandboxTable(w io.Writer, list []client.ListedSandbox, now time.Time) error {
+func printSandboxTable(w io.Writer, list []airlock.ListedSandbox, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SANDBOX ID\tTEMPLATE\tSTATE\tSTARTED\tENDS IN\tCPU\tMEMORY\tMETADATA")
 	for _, s := range list {
@@ -225,7 +225,7 @@ func newKillCmd() *cobra.Command {
 		Short:   "Kill sandboxes",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return forEachSandbox(cmd, args, func(c *client.Client, id string) error {
+			return forEachSandbox(cmd, args, func(c *airlock.Client, id string) error {
 				return c.KillSandbox(cmd.Context(), id)
 			})
 		},

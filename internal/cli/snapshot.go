@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 func newPauseCmd() *cobra.Command {
@@ -15,7 +15,7 @@ func newPauseCmd() *cobra.Command {
 		Short: "Pause sandboxes (memory, processes and disk are kept; resume with 'resume' or 'connect')",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return forEachSandbox(cmd, args, func(c *client.Client, id string) error {
+			return forEachSandbox(cmd, args, func(c *airlock.Client, id string) error {
 				return c.PauseSandbox(cmd.Context(), id)
 			})
 		},
@@ -29,7 +29,7 @@ func newResumeCmd() *cobra.Command {
 		Short: "Resume paused sandboxes",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return forEachSandbox(cmd, args, func(c *client.Client, id string) error {
+			return forEachSandbox(cmd, args, func(c *airlock.Client, id string) error {
 				_, err := c.ResumeSandbox(cmd.Context(), id, timeout)
 				return err
 			})
@@ -73,7 +73,7 @@ func newForkCmd() *cobra.Command {
 
 // forEachSandbox runs op on every id, prints the ids it succeeded for and
 // returns the failures joined (a 404 as "sandbox <id> not found").
-func forEachSandbox(cmd *cobra.Command, ids []string, op func(c *client.Client, id string) error) error {
+func forEachSandbox(cmd *cobra.Command, ids []string, op func(c *airlock.Client, id string) error) error {
 	c, err := newClient(cmd)
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ func forEachSandbox(cmd *cobra.Command, ids []string, op func(c *client.Client, 
 
 // explain turns a 404 into a short message.
 func explain(id string, err error) error {
-	if client.IsNotFound(err) {
+	if airlock.IsNotFound(err) {
 		return fmt.Errorf("sandbox %s not found", id)
 	}
 	return err

@@ -10,7 +10,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 func init() {
@@ -116,7 +116,7 @@ func newSnapshotRmCmd() *cobra.Command {
 			var errs []error
 			for _, ref := range args {
 				if err := c.DeleteSnapshot(cmd.Context(), ref); err != nil {
-					if client.IsNotFound(err) {
+					if airlock.IsNotFound(err) {
 						err = fmt.Errorf("snapshot %s not found", ref)
 					}
 					errs = append(errs, err)

@@ -10,7 +10,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 func init() {
@@ -43,7 +43,7 @@ func newTemplateListCmd() *cobra.Command {
 			}
 			if asJSON {
 				if ts == nil {
-					ts = []client.Template{}
+					ts = []airlock.Template{}
 				}
 				return printJSON(cmd.OutOrStdout(), ts)
 			}
@@ -102,7 +102,7 @@ built-in template such as "base".`,
 				bar   *progressbar.ProgressBar
 				phase string
 			)
-			onProgress := func(p client.Progress) {
+			onProgress := func(p airlock.Progress) {
 				if !tty {
 					if p.Total > 0 {
 						fmt.Fprintf(errw, "%s: %s (%d/%d)\n", p.Phase, p.Message, p.Done, p.Total)

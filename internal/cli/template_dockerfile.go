@@ -11,7 +11,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 // dockerfileFlags are the flags of a Dockerfile build.
@@ -55,7 +55,7 @@ func (d *dockerfileFlags) wanted(cmd *cobra.Command, args []string) bool {
 
 var nameCleanRE = regexp.MustCompile(`[^a-z0-9._-]+`)
 
-func runDockerfileBuild(cmd *cobra.Command, c *client.Client, d dockerfileFlags, args []string, asJSON bool) error {
+func runDockerfileBuild(cmd *cobra.Command, c *airlock.Client, d dockerfileFlags, args []string, asJSON bool) error {
 	ctxDir := "."
 	if len(args) == 1 {
 		ctxDir = args[0]
@@ -71,7 +71,7 @@ func runDockerfileBuild(cmd *cobra.Command, c *client.Client, d dockerfileFlags,
 	if name == "" {
 		name = strings.Trim(nameCleanRE.ReplaceAllString(strings.ToLower(filepath.Base(ctxDir)), "-"), "-._")
 	}
-	opts := client.DockerfileBuildOpts{
+	opts := airlock.DockerfileBuild{
 		CPUCount: d.cpu, MemoryMB: d.memoryMB, StartCmd: d.startCmd, ReadyCmd: d.readyCmd,
 		NoNetwork: d.noNetwork, NoCache: d.noCache, BuildArgs: map[string]string{},
 	}
@@ -101,11 +101,11 @@ func runDockerfileBuild(cmd *cobra.Command, c *client.Client, d dockerfileFlags,
 		opts.Dockerfile = extraName
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(client.WriteContextTar(pw, ctxDir, extraPath, extraName)) }()
+	go func() { pw.CloseWithError(airlock.WriteContextTar(pw, ctxDir, extraPath, extraName)) }()
 	defer pr.Close()
 
 	errw := cmd.ErrOrStderr()
-	onProgress := func(p client.Progress) {
+	onProgress := func(p airlock.Progress) {
 		switch p.Phase {
 		case "output":
 			fmt.Fprintf(errw, "    %s\n", p.Message)

@@ -6,8 +6,6 @@
 package console
 
 import (
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
 	"github.com/airlock-sandbox/airlock/internal/metrics"
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 )
 
 // Prefix is where the console is served.
@@ -53,6 +52,7 @@ type Handler struct {
 	static http.Handler
 	mux    *http.ServeMux
 	log    *slog.Logger
+	key    middleware.Key
 }
 
 // New returns the console handler.
@@ -64,11 +64,11 @@ func newWithFS(opts Options, files fs.FS) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &Handler{opts: opts, files: files, static: http.FileServerFS(files), mux: http.NewServeMux(), log: opts.Logger}
+	h := &Handler{opts: opts, files: files, static: http.FileServerFS(files), mux: http.NewServeMux(), log: opts.Logger, key: middleware.Key(opts.APIKey)}
 	h.mux.HandleFunc("GET /console/api/overview", h.overview)
 	h.mux.HandleFunc("GET /console/api/sandboxes/{id}/pty", h.pty)
 	h.mux.HandleFunc("/console/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such console endpoint: "+r.Method+" "+r.URL.Path)
+		middleware.WriteError(w, http.StatusNotFound, "no such console endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	h.mux.HandleFunc("/console/", h.serveStatic)
 	return h
@@ -93,22 +93,9 @@ func wantsHTML(r *http.Request) bool {
 	return r.Header.Get("X-API-Key") == "" && strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
-// authorized checks X-API-Key (or "Authorization: Bearer <key>", as the
-// REST API does) in constant time.
-func (h *Handler) authorized(r *http.Request) bool {
-	got := r.Header.Get("X-API-Key")
-	if got == "" {
-		got, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	}
-	return h.validKey(got)
-}
-
-func (h *Handler) validKey(got string) bool {
-	if got == "" || h.opts.APIKey == "" {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(got), []byte(h.opts.APIKey)) == 1
-}
+// authorized checks the API key the request carries (middleware.Key: the
+// REST API's check).
+func (h *Handler) authorized(r *http.Request) bool { return h.key.Authorized(r) }
 
 // securityHeaders keep the console's pages from being framed and from
 // loading anything but their own files. Rich results from sandboxes (HTML,
@@ -127,7 +114,7 @@ func securityHeaders(w http.ResponseWriter) {
 // gets a page saying how to build the console.
 func (h *Handler) serveStatic(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		writeError(w, http.StatusMethodNotAllowed, "the console's files are read-only")
+		middleware.WriteError(w, http.StatusMethodNotAllowed, "the console's files are read-only")
 		return
 	}
 	securityHeaders(w)
@@ -144,7 +131,7 @@ func (h *Handler) serveStatic(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if path.Ext(name) != "" {
-			writeError(w, http.StatusNotFound, "no such console file: "+name)
+			middleware.WriteError(w, http.StatusNotFound, "no such console file: "+name)
 			return
 		}
 	}
@@ -158,7 +145,7 @@ func (h *Handler) serveStatic(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		h.log.Error("reading embedded console index", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal server error (see the daemon log)")
+		middleware.WriteError(w, http.StatusInternalServerError, "internal server error (see the daemon log)")
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -184,7 +171,7 @@ type overviewJSON struct {
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	if !h.authorized(r) {
-		writeError(w, http.StatusUnauthorized, "Invalid API key")
+		middleware.WriteError(w, http.StatusUnauthorized, middleware.UnauthorizedMessage)
 		return
 	}
 	now := time.Now()
@@ -198,21 +185,5 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		out.OverviewSnapshot = metrics.NewOverview("", 0, nil).Snapshot(now)
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, out)
-}
-
-// errorBody is E2B's error shape.
-type errorBody struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody{Code: status, Message: msg})
+	middleware.WriteJSON(w, http.StatusOK, out)
 }

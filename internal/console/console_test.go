@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/metrics"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 const testKey = "e2b_0123456789abcdef0123456789abcdef01234567"
@@ -77,7 +78,7 @@ func TestStaticFiles(t *testing.T) {
 		t.Errorf("client route: status %d, want the index", res.StatusCode)
 	}
 	res = do(t, h, "GET", "/console/nope.js", nil)
-	var e errorBody
+	var e airlock.Error
 	if err := json.NewDecoder(res.Body).Decode(&e); err != nil || res.StatusCode != 404 || e.Code != 404 || e.Message == "" {
 		t.Errorf("missing file: status %d body %+v err %v, want a 404 {code,message}", res.StatusCode, e, err)
 	}
@@ -151,7 +152,7 @@ func TestOverviewNeedsTheKey(t *testing.T) {
 
 	for _, hdr := range []map[string]string{nil, {"X-API-Key": "e2b_wrong"}, {"Authorization": "Bearer e2b_wrong"}} {
 		res := do(t, h, "GET", "/console/api/overview", hdr)
-		var e errorBody
+		var e airlock.Error
 		if err := json.NewDecoder(res.Body).Decode(&e); err != nil || res.StatusCode != 401 || e.Code != 401 {
 			t.Errorf("headers %v: status %d body %+v, want 401 {code,message}", hdr, res.StatusCode, e)
 		}

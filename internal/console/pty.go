@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -54,11 +55,11 @@ func (h *Handler) pty(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	headerAuth := r.Header.Get("X-API-Key") != "" || r.Header.Get("Authorization") != ""
 	if headerAuth && !h.authorized(r) {
-		writeError(w, http.StatusUnauthorized, "Invalid API key")
+		middleware.WriteError(w, http.StatusUnauthorized, middleware.UnauthorizedMessage)
 		return
 	}
 	if h.opts.Processes == nil {
-		writeError(w, http.StatusNotImplemented, "terminals are not available")
+		middleware.WriteError(w, http.StatusNotImplemented, "terminals are not available")
 		return
 	}
 	// Accept checks that Origin (when sent) matches Host: other sites
@@ -85,7 +86,7 @@ func (h *Handler) pty(w http.ResponseWriter, r *http.Request) {
 			ws.Close(4401, `the first message must be {"type":"auth","key":…}`)
 			return
 		}
-		if !h.validKey(m.Key) {
+		if !h.key.Valid(m.Key) {
 			ws.Close(4401, "Invalid API key")
 			return
 		}

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"net/http"
+
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 )
 
 // isUpload reports whether r writes files into the sandbox through envd's
@@ -22,7 +24,7 @@ func (p *proxy) uploadAllowed(w http.ResponseWriter, r *http.Request, id string)
 	if err == nil {
 		return true
 	}
-	writeJSON(w, http.StatusInsufficientStorage, map[string]any{
+	middleware.WriteJSON(w, http.StatusInsufficientStorage, map[string]any{
 		"code":      http.StatusInsufficientStorage,
 		"sandboxId": id,
 		"message":   "upload refused: " + err.Error(),

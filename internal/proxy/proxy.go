@@ -8,7 +8,6 @@ package proxy
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -169,7 +169,7 @@ func (p *proxy) serveSandbox(w http.ResponseWriter, r *http.Request, id, portStr
 		return
 	}
 	if internalPaths[r.URL.Path] {
-		writeJSON(w, http.StatusNotFound, map[string]any{"code": http.StatusNotFound, "message": "not found"})
+		middleware.WriteJSON(w, http.StatusNotFound, map[string]any{"code": http.StatusNotFound, "message": "not found"})
 		return
 	}
 	t, ok := p.res.Lookup(id)
@@ -180,7 +180,7 @@ func (p *proxy) serveSandbox(w http.ResponseWriter, r *http.Request, id, portStr
 	if port != EnvdPort && t.TrafficToken != "" {
 		got := r.Header.Get(HeaderTrafficToken)
 		if subtle.ConstantTimeCompare([]byte(got), []byte(t.TrafficToken)) != 1 {
-			writeJSON(w, http.StatusForbidden, map[string]any{"code": http.StatusForbidden, "sandboxId": id,
+			middleware.WriteJSON(w, http.StatusForbidden, map[string]any{"code": http.StatusForbidden, "sandboxId": id,
 				"message": "missing or invalid traffic access token"})
 			return
 		}
@@ -215,7 +215,7 @@ func (p *proxy) serveSigned(w http.ResponseWriter, r *http.Request) {
 	if expired {
 		msg = "signature is already expired"
 	}
-	writeJSON(w, http.StatusUnauthorized, map[string]any{"code": http.StatusUnauthorized, "message": msg})
+	middleware.WriteJSON(w, http.StatusUnauthorized, map[string]any{"code": http.StatusUnauthorized, "message": msg})
 }
 
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port int) {
@@ -262,17 +262,11 @@ func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 }
 
 func sandboxGone(w http.ResponseWriter, id string) {
-	writeJSON(w, http.StatusBadGateway, map[string]any{
+	middleware.WriteJSON(w, http.StatusBadGateway, map[string]any{
 		"sandboxId": id,
 		"message":   "The sandbox was not found or is not reachable on this port",
 		"code":      http.StatusBadGateway,
 	})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // FromManager adapts the sandbox manager to a Resolver.

@@ -25,8 +25,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 type config struct {
@@ -75,7 +75,7 @@ type row struct {
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
-	cl := client.New(c.url, c.key)
+	cl := airlock.New(c.url, c.key)
 	var rows []row
 	b := &bench{cl: cl, template: c.template}
 	defer b.cleanup()
@@ -128,7 +128,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	proc := cl.Process(sbx.SandboxID, sbx.EnvdAccessToken)
+	proc := cl.Process(sbx.ID, sbx.AccessToken)
 	var cmds []time.Duration
 	for i := 0; i < c.commands; i++ {
 		t0 := time.Now()
@@ -151,7 +151,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		latRow(fmt.Sprintf("baseline: host exec `true` ×%d", c.commands), host, ""))
 
 	// Metrics endpoints next to /health on the same listener.
-	metricsRows, err := metricsLatency(ctx, c, sbx.SandboxID, c.commands)
+	metricsRows, err := metricsLatency(ctx, c, sbx.ID, c.commands)
 	if err != nil {
 		return err
 	}
@@ -160,12 +160,12 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	// /files throughput.
 	size := int64(c.fileMiB) << 20
 	t0 := time.Now()
-	if _, err := cl.Upload(ctx, sbx.SandboxID, sbx.EnvdAccessToken, "/home/user/bench.bin", io.LimitReader(zeroReader{}, size)); err != nil {
+	if _, err := cl.Upload(ctx, sbx.ID, sbx.AccessToken, "/home/user/bench.bin", io.LimitReader(zeroReader{}, size)); err != nil {
 		return err
 	}
 	up := time.Since(t0)
 	t0 = time.Now()
-	rc, err := cl.Download(ctx, sbx.SandboxID, sbx.EnvdAccessToken, "/home/user/bench.bin")
+	rc, err := cl.Download(ctx, sbx.ID, sbx.AccessToken, "/home/user/bench.bin")
 	if err != nil {
 		return err
 	}
@@ -196,21 +196,21 @@ func run(ctx context.Context, c config, out io.Writer) error {
 
 // bench creates sandboxes and remembers them for cleanup.
 type bench struct {
-	cl       *client.Client
+	cl       *airlock.Client
 	template string
 
 	mu  sync.Mutex
 	ids []string
 }
 
-func (b *bench) create(ctx context.Context) (*client.Sandbox, error) {
-	s, err := b.cl.CreateSandbox(ctx, client.CreateOpts{Template: b.template, Timeout: 600,
+func (b *bench) create(ctx context.Context) (*airlock.Sandbox, error) {
+	s, err := b.cl.CreateSandbox(ctx, airlock.SandboxOptions{Template: b.template, Timeout: 600 * time.Second,
 		Metadata: map[string]string{"airlock-bench": "1"}})
 	if err != nil {
 		return nil, fmt.Errorf("creating sandbox: %w", err)
 	}
 	b.mu.Lock()
-	b.ids = append(b.ids, s.SandboxID)
+	b.ids = append(b.ids, s.ID)
 	b.mu.Unlock()
 	return s, nil
 }
@@ -221,7 +221,7 @@ func (b *bench) createAndRun(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := runTrue(ctx, b.cl.Process(s.SandboxID, s.EnvdAccessToken)); err != nil {
+	if err := runTrue(ctx, b.cl.Process(s.ID, s.AccessToken)); err != nil {
 		return 0, err
 	}
 	return time.Since(t0), nil
@@ -235,7 +235,7 @@ func (b *bench) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, id := range ids {
-		if err := b.cl.KillSandbox(ctx, id); err != nil && !client.IsNotFound(err) {
+		if err := b.cl.KillSandbox(ctx, id); err != nil && !airlock.IsNotFound(err) {
 			slog.Warn("killing sandbox", "id", id, "err", err)
 		}
 	}

@@ -26,8 +26,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 type config struct {
@@ -68,7 +68,7 @@ func firstEnv(names ...string) string {
 }
 
 type bench struct {
-	cl       *client.Client
+	cl       *airlock.Client
 	template string
 
 	mu    sync.Mutex
@@ -76,20 +76,20 @@ type bench struct {
 	token map[string]string
 }
 
-func (b *bench) track(s *client.Sandbox) {
+func (b *bench) track(s airlock.SandboxInfo) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ids = append(b.ids, s.SandboxID)
 	b.token[s.SandboxID] = s.EnvdAccessToken
 }
 
-func (b *bench) create(ctx context.Context) (*client.Sandbox, error) {
-	s, err := b.cl.CreateSandbox(ctx, client.CreateOpts{Template: b.template, Timeout: 900,
+func (b *bench) create(ctx context.Context) (*airlock.Sandbox, error) {
+	s, err := b.cl.CreateSandbox(ctx, airlock.SandboxOptions{Template: b.template, Timeout: 900 * time.Second,
 		Metadata: map[string]string{"airlock-bench": "snapshots"}})
 	if err != nil {
 		return nil, fmt.Errorf("creating sandbox: %w", err)
 	}
-	b.track(s)
+	b.track(s.Info)
 	return s, nil
 }
 
@@ -101,7 +101,7 @@ func (b *bench) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for _, id := range ids {
-		if err := b.cl.KillSandbox(ctx, id); err != nil && !client.IsNotFound(err) {
+		if err := b.cl.KillSandbox(ctx, id); err != nil && !airlock.IsNotFound(err) {
 			slog.Warn("killing sandbox", "id", id, "err", err)
 		}
 	}
@@ -136,7 +136,7 @@ func (b *bench) command(ctx context.Context, id, token string) error {
 type row struct{ what, p50, p99, extra string }
 
 func run(ctx context.Context, c config, out io.Writer) error {
-	b := &bench{cl: client.New(c.url, c.key), template: c.template, token: map[string]string{}}
+	b := &bench{cl: airlock.New(c.url, c.key), template: c.template, token: map[string]string{}}
 	defer b.cleanup()
 	var rows []row
 
@@ -148,7 +148,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := b.command(ctx, s.SandboxID, s.EnvdAccessToken); err != nil {
+		if err := b.command(ctx, s.ID, s.AccessToken); err != nil {
 			return err
 		}
 		base = append(base, time.Since(t0))
@@ -161,23 +161,23 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := b.command(ctx, s.SandboxID, s.EnvdAccessToken); err != nil {
+	if err := b.command(ctx, s.ID, s.AccessToken); err != nil {
 		return err
 	}
 	var pause, resume, resumeCmd []time.Duration
 	for i := 0; i < c.n; i++ {
 		t0 := time.Now()
-		if err := b.cl.PauseSandbox(ctx, s.SandboxID); err != nil {
+		if err := b.cl.PauseSandbox(ctx, s.ID); err != nil {
 			return err
 		}
 		pause = append(pause, time.Since(t0))
 		time.Sleep(c.gap)
 		t0 = time.Now()
-		if _, err := b.cl.ResumeSandbox(ctx, s.SandboxID, 900); err != nil {
+		if _, err := b.cl.ResumeSandbox(ctx, s.ID, 900); err != nil {
 			return err
 		}
 		resume = append(resume, time.Since(t0))
-		if err := b.command(ctx, s.SandboxID, s.EnvdAccessToken); err != nil {
+		if err := b.command(ctx, s.ID, s.AccessToken); err != nil {
 			return err
 		}
 		resumeCmd = append(resumeCmd, time.Since(t0))
@@ -193,7 +193,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		failed := 0
 		for i := 0; i < c.forkRuns; i++ {
 			t0 := time.Now()
-			res, err := b.cl.ForkSandbox(ctx, s.SandboxID, count, 900)
+			res, err := b.cl.ForkSandbox(ctx, s.ID, count, 900)
 			if err != nil {
 				return err
 			}
@@ -203,7 +203,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 				if r.Sandbox == nil {
 					return fmt.Errorf("fork child %d: %+v", j, r.Error)
 				}
-				b.track(r.Sandbox)
+				b.track(*r.Sandbox)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()

@@ -35,14 +35,14 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
 	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 type target struct {
 	name string
-	cl   *client.Client
+	cl   *airlock.Client
 	// samples
 	create, first, rtt []time.Duration
 	pause, resume      []time.Duration
@@ -63,7 +63,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: runtime-bench -gvisor URL -microvm URL -api-key KEY [-n 10]")
 		os.Exit(2)
 	}
-	targets := []*target{{name: "gvisor", cl: client.New(*gv, *key)}, {name: "microvm", cl: client.New(*mv, *key)}}
+	targets := []*target{{name: "gvisor", cl: airlock.New(*gv, *key)}, {name: "microvm", cl: airlock.New(*mv, *key)}}
 	ctx := context.Background()
 	for i := 0; i < *n; i++ {
 		order := targets
@@ -96,13 +96,13 @@ func main() {
 
 func (t *target) once(ctx context.Context, cmds int, settle time.Duration) error {
 	t0 := time.Now()
-	sb, err := t.cl.CreateSandbox(ctx, client.CreateOpts{Template: "base", Timeout: 300})
+	sb, err := t.cl.CreateSandbox(ctx, airlock.SandboxOptions{Template: "base", Timeout: 300 * time.Second})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = t.cl.KillSandbox(context.WithoutCancel(ctx), sb.SandboxID) }()
+	defer func() { _ = t.cl.KillSandbox(context.WithoutCancel(ctx), sb.ID) }()
 	t.create = append(t.create, time.Since(t0))
-	proc := t.cl.Process(sb.SandboxID, sb.EnvdAccessToken)
+	proc := t.cl.Process(sb.ID, sb.AccessToken)
 	t1 := time.Now()
 	if err := runTrue(ctx, proc); err != nil {
 		return err
@@ -116,19 +116,19 @@ func (t *target) once(ctx context.Context, cmds int, settle time.Duration) error
 		t.rtt = append(t.rtt, time.Since(t1))
 	}
 	time.Sleep(settle)
-	rss, pss := hostMemory(sb.SandboxID)
+	rss, pss := hostMemory(sb.ID)
 	if rss == 0 {
-		return fmt.Errorf("no host process found for sandbox %s", sb.SandboxID)
+		return fmt.Errorf("no host process found for sandbox %s", sb.ID)
 	}
 	t.rss, t.pss = append(t.rss, rss), append(t.pss, pss)
 
 	t1 = time.Now()
-	if err := t.cl.PauseSandbox(ctx, sb.SandboxID); err != nil {
+	if err := t.cl.PauseSandbox(ctx, sb.ID); err != nil {
 		return fmt.Errorf("pause: %w", err)
 	}
 	t.pause = append(t.pause, time.Since(t1))
 	t1 = time.Now()
-	if _, err := t.cl.ResumeSandbox(ctx, sb.SandboxID, 300); err != nil {
+	if _, err := t.cl.ResumeSandbox(ctx, sb.ID, 300); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
 	if err := runTrue(ctx, proc); err != nil {
@@ -136,7 +136,7 @@ func (t *target) once(ctx context.Context, cmds int, settle time.Duration) error
 	}
 	t.resume = append(t.resume, time.Since(t1))
 	for _, count := range []int{1, 4} {
-		if err := t.fork(ctx, sb.SandboxID, count, settle); err != nil {
+		if err := t.fork(ctx, sb.ID, count, settle); err != nil {
 			return fmt.Errorf("fork ×%d: %w", count, err)
 		}
 	}

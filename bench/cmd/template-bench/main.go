@@ -22,7 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 const install = "apt-get update -qq && apt-get install -y -qq --no-install-recommends cowsay >/dev/null && rm -rf /var/lib/apt/lists/*"
@@ -63,7 +63,7 @@ func firstEnv(names ...string) string {
 
 func run(url, key string, nCold, nCached int, dataDir string) error {
 	ctx := context.Background()
-	c := client.New(url, key)
+	c := airlock.New(url, key)
 	dir, err := os.MkdirTemp("", "template-bench-")
 	if err != nil {
 		return err
@@ -79,11 +79,11 @@ func run(url, key string, nCold, nCached int, dataDir string) error {
 		return err
 	}
 	name := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	build := func(noCache bool) (time.Duration, *client.Template, error) {
+	build := func(noCache bool) (time.Duration, *airlock.Template, error) {
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(client.WriteContextTar(pw, dir, "", "")) }()
+		go func() { pw.CloseWithError(airlock.WriteContextTar(pw, dir, "", "")) }()
 		start := time.Now()
-		t, err := c.BuildDockerfile(ctx, name, pr, client.DockerfileBuildOpts{NoCache: noCache,
+		t, err := c.BuildDockerfile(ctx, name, pr, airlock.DockerfileBuild{NoCache: noCache,
 			ReadyCmd: "curl -sf http://127.0.0.1:8000/ >/dev/null"}, nil)
 		return time.Since(start), t, err
 	}
@@ -97,7 +97,7 @@ func run(url, key string, nCold, nCached int, dataDir string) error {
 		}
 		colds = append(colds, d)
 	}
-	var tpl *client.Template
+	var tpl *airlock.Template
 	for range nCached {
 		d, t, err := build(false)
 		if err != nil {
@@ -131,21 +131,21 @@ func run(url, key string, nCold, nCached int, dataDir string) error {
 }
 
 // baseline runs the install in a fresh base sandbox.
-func baseline(ctx context.Context, c *client.Client) (time.Duration, error) {
+func baseline(ctx context.Context, c *airlock.Client) (time.Duration, error) {
 	start := time.Now()
-	sb, err := c.CreateSandbox(ctx, client.CreateOpts{Template: "base", Timeout: 300})
+	sb, err := c.CreateSandbox(ctx, airlock.SandboxOptions{Template: "base", Timeout: 300 * time.Second})
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = c.KillSandbox(ctx, sb.SandboxID) }()
-	code, err := c.RunShell(ctx, sb.SandboxID, sb.EnvdAccessToken, install)
+	defer func() { _ = c.KillSandbox(ctx, sb.ID) }()
+	code, err := c.RunShell(ctx, sb.ID, sb.AccessToken, install)
 	if err != nil {
 		return 0, err
 	}
 	if code != 0 {
 		return 0, fmt.Errorf("install exited %d", code)
 	}
-	_ = c.KillSandbox(ctx, sb.SandboxID)
+	_ = c.KillSandbox(ctx, sb.ID)
 	return time.Since(start), nil
 }
 

@@ -19,7 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/client"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 const runCmd = `echo built > made.txt && ln -s made.txt link.txt && echo extra >> /etc/motd && rm -f /etc/issue.net && rm -rf /usr/share/doc/debconf`
@@ -46,7 +46,7 @@ func main() {
 
 type daemon struct {
 	name            string
-	c               *client.Client
+	c               *airlock.Client
 	builds, baseRun []time.Duration
 }
 
@@ -61,16 +61,16 @@ func run(gvURL, vmURL, key string, n int) error {
 		return err
 	}
 	name := fmt.Sprintf("vmbench-%d", time.Now().UnixNano())
-	ds := []*daemon{{name: "gVisor", c: client.New(gvURL, key)}, {name: "microVM", c: client.New(vmURL, key)}}
+	ds := []*daemon{{name: "gVisor", c: airlock.New(gvURL, key)}, {name: "microVM", c: airlock.New(vmURL, key)}}
 	for _, d := range ds {
 		defer func() { _ = d.c.RemoveTemplate(ctx, name) }()
 	}
 	for i := range n {
 		for _, d := range ds {
 			pr, pw := io.Pipe()
-			go func() { pw.CloseWithError(client.WriteContextTar(pw, dir, "", "")) }()
+			go func() { pw.CloseWithError(airlock.WriteContextTar(pw, dir, "", "")) }()
 			start := time.Now()
-			if _, err := d.c.BuildDockerfile(ctx, name, pr, client.DockerfileBuildOpts{NoCache: true}, nil); err != nil {
+			if _, err := d.c.BuildDockerfile(ctx, name, pr, airlock.DockerfileBuild{NoCache: true}, nil); err != nil {
 				return fmt.Errorf("%s build %d: %w", d.name, i, err)
 			}
 			d.builds = append(d.builds, time.Since(start))
@@ -92,21 +92,21 @@ func run(gvURL, vmURL, key string, n int) error {
 
 // baseline runs the step's command in a fresh base sandbox, without layer
 // capture.
-func baseline(ctx context.Context, c *client.Client) (time.Duration, error) {
+func baseline(ctx context.Context, c *airlock.Client) (time.Duration, error) {
 	start := time.Now()
-	sb, err := c.CreateSandbox(ctx, client.CreateOpts{Template: "base", Timeout: 300})
+	sb, err := c.CreateSandbox(ctx, airlock.SandboxOptions{Template: "base", Timeout: 300 * time.Second})
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = c.KillSandbox(ctx, sb.SandboxID) }()
-	code, err := c.RunShell(ctx, sb.SandboxID, sb.EnvdAccessToken, "mkdir -p /opt/bench && cd /opt/bench && "+runCmd)
+	defer func() { _ = c.KillSandbox(ctx, sb.ID) }()
+	code, err := c.RunShell(ctx, sb.ID, sb.AccessToken, "mkdir -p /opt/bench && cd /opt/bench && "+runCmd)
 	if err != nil {
 		return 0, err
 	}
 	if code != 0 {
 		return 0, fmt.Errorf("command exited %d", code)
 	}
-	if err := c.KillSandbox(ctx, sb.SandboxID); err != nil {
+	if err := c.KillSandbox(ctx, sb.ID); err != nil {
 		return 0, err
 	}
 	return time.Since(start), nil

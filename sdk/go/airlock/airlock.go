@@ -1,12 +1,15 @@
 // Package airlock is the Go SDK for Airlock (and any E2B-compatible
 // endpoint): create sandboxes and run code in their stateful interpreter,
-// with the same Execution shape as E2B's code-interpreter SDKs.
+// with the same Execution shape as E2B's code-interpreter SDKs. It is also
+// the one Go client of the daemon: the E2B control-plane REST API,
+// Airlock's own endpoints (templates and Dockerfile builds, snapshots,
+// egress log) and a sandbox's agent (Connect RPC process and filesystem
+// services plus /files) through the daemon's sandbox proxy. The airlock
+// CLI is built on it.
 package airlock
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,12 +26,16 @@ const (
 )
 
 // Client talks to an Airlock daemon (control plane and sandbox proxy on one
-// URL, as `airlock serve` provides).
+// URL, as `airlock serve` provides). It is safe for concurrent use.
 type Client struct {
 	APIURL     string // control plane, e.g. http://127.0.0.1:49982
 	SandboxURL string // sandbox traffic; defaults to APIURL
-	APIKey     string
-	HTTP       *http.Client
+	APIKey     string // sent as X-API-Key
+	// UserAgent is sent with control-plane requests when set.
+	UserAgent string
+	// HTTP is used for every request. Requests carry the caller's context;
+	// the client itself has no overall timeout so streams can run long.
+	HTTP *http.Client
 }
 
 // New returns a client for the daemon at apiURL.
@@ -45,6 +52,14 @@ func FromEnv() *Client {
 	return c
 }
 
+// BaseURL returns the control-plane URL the client was built with.
+func (c *Client) BaseURL() string { return c.APIURL }
+
+// sandboxBase is where sandbox traffic goes (the daemon's proxy).
+func (c *Client) sandboxBase() string { return firstNonEmpty(c.SandboxURL, c.APIURL) }
+
+func ptr[T any](v T) *T { return &v }
+
 func firstNonEmpty(v ...string) string {
 	for _, s := range v {
 		if s != "" {
@@ -54,68 +69,15 @@ func firstNonEmpty(v ...string) string {
 	return ""
 }
 
-// APIError is a non-2xx answer from the daemon or a sandbox.
-type APIError struct {
-	Status  int
-	Message string
-}
-
-func (e *APIError) Error() string { return fmt.Sprintf("airlock: %d: %s", e.Status, e.Message) }
-
-func readError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var body struct {
-		Message string `json:"message"`
-	}
-	msg := strings.TrimSpace(string(b))
-	if json.Unmarshal(b, &body) == nil && body.Message != "" {
-		msg = body.Message
-	}
-	if msg == "" {
-		msg = resp.Status
-	}
-	return &APIError{Status: resp.StatusCode, Message: msg}
-}
-
-func (c *Client) api(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("encoding request: %w", err)
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.APIURL+path, body)
-	if err != nil {
-		return fmt.Errorf("building request: %w", err)
-	}
-	req.Header.Set("X-API-Key", c.APIKey)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return readError(resp)
-	}
-	if out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			return fmt.Errorf("decoding %s %s: %w", method, path, err)
-		}
-	}
-	return nil
-}
-
 // SandboxOptions configure a new sandbox.
 type SandboxOptions struct {
 	Template string            // default "code-interpreter-v1"
 	Timeout  time.Duration     // default 5 minutes
 	Metadata map[string]string // searchable labels
 	Envs     map[string]string // env vars for every process
+	// AllowInternet is the sandbox's outbound internet access (nil: the
+	// daemon's default, allowed).
+	AllowInternet *bool
 }
 
 // Sandbox is a handle on a running sandbox.
@@ -123,13 +85,13 @@ type Sandbox struct {
 	ID          string
 	TemplateID  string
 	AccessToken string
-	c           *Client
+	// Info is the E2B Sandbox object the daemon answered with.
+	Info SandboxInfo
+	c    *Client
 }
 
-type sandboxJSON struct {
-	SandboxID       string `json:"sandboxID"`
-	TemplateID      string `json:"templateID"`
-	EnvdAccessToken string `json:"envdAccessToken"`
+func (c *Client) handle(info SandboxInfo) *Sandbox {
+	return &Sandbox{ID: info.SandboxID, TemplateID: info.TemplateID, AccessToken: info.EnvdAccessToken, Info: info, c: c}
 }
 
 // CreateSandbox starts a sandbox.
@@ -140,18 +102,13 @@ func (c *Client) CreateSandbox(ctx context.Context, o SandboxOptions) (*Sandbox,
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}
-	body := map[string]any{"templateID": o.Template, "timeout": int((o.Timeout + time.Second - 1) / time.Second)}
-	if o.Metadata != nil {
-		body["metadata"] = o.Metadata
+	body := NewSandboxBody{TemplateID: o.Template, Timeout: ptr(int64((o.Timeout + time.Second - 1) / time.Second)),
+		Metadata: o.Metadata, EnvVars: o.Envs, AllowInternetAccess: o.AllowInternet}
+	var sb SandboxInfo
+	if _, err := c.doJSON(ctx, http.MethodPost, "/v2/sandboxes", nil, body, &sb); err != nil {
+		return nil, fmt.Errorf("creating sandbox: %w", err)
 	}
-	if o.Envs != nil {
-		body["envVars"] = o.Envs
-	}
-	var sb sandboxJSON
-	if err := c.api(ctx, http.MethodPost, "/v2/sandboxes", body, &sb); err != nil {
-		return nil, err
-	}
-	return &Sandbox{ID: sb.SandboxID, TemplateID: sb.TemplateID, AccessToken: sb.EnvdAccessToken, c: c}, nil
+	return c.handle(sb), nil
 }
 
 // ConnectSandbox attaches to an existing sandbox (and extends its timeout).
@@ -159,23 +116,23 @@ func (c *Client) ConnectSandbox(ctx context.Context, id string, timeout time.Dur
 	if timeout == 0 {
 		timeout = 5 * time.Minute
 	}
-	var sb sandboxJSON
-	if err := c.api(ctx, http.MethodPost, "/v2/sandboxes/"+url.PathEscape(id)+"/connect",
-		map[string]any{"timeout": int(timeout / time.Second)}, &sb); err != nil {
+	var sb SandboxInfo
+	if _, err := c.doJSON(ctx, http.MethodPost, "/v2/sandboxes/"+url.PathEscape(id)+"/connect", nil,
+		ConnectBody{Timeout: ptr(int64(timeout / time.Second))}, &sb); err != nil {
 		return nil, err
 	}
-	return &Sandbox{ID: sb.SandboxID, TemplateID: sb.TemplateID, AccessToken: sb.EnvdAccessToken, c: c}, nil
+	return c.handle(sb), nil
 }
 
 // Kill stops the sandbox and deletes everything in it.
 func (s *Sandbox) Kill(ctx context.Context) error {
-	return s.c.api(ctx, http.MethodDelete, "/sandboxes/"+url.PathEscape(s.ID), nil, nil)
+	_, err := s.c.doJSON(ctx, http.MethodDelete, "/sandboxes/"+url.PathEscape(s.ID), nil, nil, nil)
+	return err
 }
 
 // request builds a request to a port of the sandbox through the proxy.
 func (s *Sandbox) request(ctx context.Context, port int, method, path string, body io.Reader) (*http.Request, error) {
-	base := firstNonEmpty(s.c.SandboxURL, s.c.APIURL)
-	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, s.c.sandboxBase()+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("building request: %w", err)
 	}

@@ -136,7 +136,7 @@ func (s *Sandbox) RunCode(ctx context.Context, code string, opts ...RunOption) (
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, readError(resp)
+		return nil, checkResponse(resp)
 	}
 	ex := &Execution{}
 	sc := bufio.NewScanner(resp.Body)
@@ -219,7 +219,7 @@ func (s *Sandbox) interp(ctx context.Context, method, path string, in, out any) 
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return readError(resp)
+		return checkResponse(resp)
 	}
 	if out != nil {
 		return json.NewDecoder(resp.Body).Decode(out)

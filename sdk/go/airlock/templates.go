@@ -1,4 +1,4 @@
-package client
+package airlock
 
 import (
 	"bufio"
@@ -28,14 +28,6 @@ type Template struct {
 	CreatedAt   time.Time `json:"createdAt"`
 	UpdatedAt   time.Time `json:"updatedAt"`
 	SizeBytes   int64     `json:"sizeBytes,omitempty"`
-}
-
-// Progress is one progress line of a template build.
-type Progress struct {
-	Phase   string `json:"phase"`
-	Message string `json:"message"`
-	Done    int64  `json:"done"`
-	Total   int64  `json:"total"`
 }
 
 // ListTemplates returns the daemon's templates (GET /templates).

@@ -1,4 +1,4 @@
-package client
+package airlock
 
 import (
 	"context"
@@ -18,12 +18,18 @@ func (c *Client) EgressLog(ctx context.Context, id string, limit int) ([]audit.E
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var out struct {
-		Entries []audit.Entry `json:"entries"`
-		Dropped uint64        `json:"dropped"`
-	}
+	var out NetworkLog
 	if _, err := c.doJSON(ctx, http.MethodGet, "/sandboxes/"+url.PathEscape(id)+"/network/log", q, nil, &out); err != nil {
 		return nil, 0, fmt.Errorf("reading the egress log of %s: %w", id, err)
 	}
 	return out.Entries, out.Dropped, nil
+}
+
+// UpdateNetwork replaces the egress policy of sandbox id
+// (PUT /sandboxes/{id}/network); omitted fields are cleared.
+func (c *Client) UpdateNetwork(ctx context.Context, id string, n NetworkUpdate) error {
+	if _, err := c.doJSON(ctx, http.MethodPut, "/sandboxes/"+url.PathEscape(id)+"/network", nil, n, nil); err != nil {
+		return fmt.Errorf("updating the network of %s: %w", id, err)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package client
+package airlock
 
 import (
 	"context"
@@ -65,17 +65,20 @@ func TestCreateSandbox(t *testing.T) {
 
 	no := false
 	c := New(srv.URL+"/", testKey)
-	sb, err := c.CreateSandbox(ctxT(t), CreateOpts{
-		Template: "base", Timeout: 60,
-		Metadata: map[string]string{"a": "b"}, EnvVars: map[string]string{"X": "1"},
+	sb, err := c.CreateSandbox(ctxT(t), SandboxOptions{
+		Template: "base", Timeout: 60 * time.Second,
+		Metadata: map[string]string{"a": "b"}, Envs: map[string]string{"X": "1"},
 		AllowInternet: &no,
 	})
 	if err != nil {
 		t.Fatalf("CreateSandbox: %v", err)
 	}
-	want := &Sandbox{SandboxID: "iabc123", TemplateID: "base", ClientID: "6532622b", EnvdVersion: "0.6.13", EnvdAccessToken: "tok"}
-	if !reflect.DeepEqual(sb, want) {
-		t.Fatalf("sandbox = %+v, want %+v", sb, want)
+	want := SandboxInfo{SandboxID: "iabc123", TemplateID: "base", ClientID: "6532622b", EnvdVersion: "0.6.13", EnvdAccessToken: "tok"}
+	if !reflect.DeepEqual(sb.Info, want) {
+		t.Fatalf("sandbox = %+v, want %+v", sb.Info, want)
+	}
+	if sb.ID != "iabc123" || sb.TemplateID != "base" || sb.AccessToken != "tok" {
+		t.Fatalf("handle = %+v", sb)
 	}
 	wantBody := map[string]any{
 		"templateID": "base", "timeout": float64(60),
@@ -86,17 +89,18 @@ func TestCreateSandbox(t *testing.T) {
 		t.Fatalf("request body = %v, want %v", gotBody, wantBody)
 	}
 
-	// Omitted options are omitted on the wire.
+	// Omitted options are omitted on the wire, but for the SDK's defaults
+	// (a code-interpreter sandbox for 5 minutes).
 	gotBody = nil
-	if _, err := c.CreateSandbox(ctxT(t), CreateOpts{}); err != nil {
+	if _, err := c.CreateSandbox(ctxT(t), SandboxOptions{}); err != nil {
 		t.Fatalf("CreateSandbox: %v", err)
 	}
-	if len(gotBody) != 0 {
-		t.Fatalf("empty opts sent %v, want {}", gotBody)
+	if want := map[string]any{"templateID": "code-interpreter-v1", "timeout": float64(300)}; !reflect.DeepEqual(gotBody, want) {
+		t.Fatalf("empty opts sent %v, want %v", gotBody, want)
 	}
 
 	// Wrong key → typed 401.
-	_, err = New(srv.URL, "e2b_bad").CreateSandbox(ctxT(t), CreateOpts{})
+	_, err = New(srv.URL, "e2b_bad").CreateSandbox(ctxT(t), SandboxOptions{})
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.Status != 401 || ae.Message != "invalid API key" {
 		t.Fatalf("bad key: err = %#v, want APIError 401", err)

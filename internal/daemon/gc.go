@@ -1,10 +1,11 @@
-package cli
+package daemon
 
 import (
 	"context"
 	"log/slog"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/agentbin"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
@@ -34,4 +35,20 @@ func gcTemplatesLater(tm *template.Manager, mgr *sandbox.Manager) {
 	time.AfterFunc(templateGCDelay, func() {
 		gcTemplates(context.Background(), tm, mgr, slog.Default().With("component", "template"))
 	})
+}
+
+// gcAgents removes installed agent builds nothing refers to any more.
+func gcAgents(ctx context.Context, mgr *sandbox.Manager, dir string, log *slog.Logger) {
+	keep, err := mgr.AgentsInUse(ctx)
+	if err != nil {
+		log.Warn("agent gc skipped", "err", err)
+		return
+	}
+	n, err := agentbin.GC(dir, keep)
+	if err != nil {
+		log.Warn("agent gc", "err", err)
+	}
+	if n > 0 {
+		log.Info("agent gc: removed unreferenced agent builds", "count", n, "kept", len(keep))
+	}
 }

@@ -1,4 +1,4 @@
-package client
+package airlock
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func (c *Client) agentHTTP(id, token string) *http.Client {
 // Process returns a Connect client (JSON codec, like the E2B SDKs) for the
 // process service of sandbox id's agent; token is its envdAccessToken.
 func (c *Client) Process(id, token string) processpbconnect.ProcessClient {
-	return processpbconnect.NewProcessClient(c.agentHTTP(id, token), c.baseURL, connect.WithProtoJSON())
+	return processpbconnect.NewProcessClient(c.agentHTTP(id, token), c.sandboxBase(), connect.WithProtoJSON())
 }
 
 // RunShell runs `/bin/sh -c script` as root in sandbox id, discarding its
@@ -76,7 +76,7 @@ func (c *Client) RunShell(ctx context.Context, id, token, script string) (int, e
 // Filesystem returns a Connect client for the filesystem service of sandbox
 // id's agent.
 func (c *Client) Filesystem(id, token string) filesystempbconnect.FilesystemClient {
-	return filesystempbconnect.NewFilesystemClient(c.agentHTTP(id, token), c.baseURL, connect.WithProtoJSON())
+	return filesystempbconnect.NewFilesystemClient(c.agentHTTP(id, token), c.sandboxBase(), connect.WithProtoJSON())
 }
 
 // WriteInfo is one element of the agent's POST /files answer.
@@ -89,7 +89,7 @@ type WriteInfo struct {
 // Upload streams r to remotePath in sandbox id (POST /files, octet-stream).
 // Parent directories are created by the agent; an existing file is replaced.
 func (c *Client) Upload(ctx context.Context, id, token, remotePath string, r io.Reader) (*WriteInfo, error) {
-	u := c.baseURL + "/files?" + url.Values{"path": {remotePath}}.Encode()
+	u := c.sandboxBase() + "/files?" + url.Values{"path": {remotePath}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, r)
 	if err != nil {
 		return nil, fmt.Errorf("uploading %s: %w", remotePath, err)
@@ -116,7 +116,7 @@ func (c *Client) Upload(ctx context.Context, id, token, remotePath string, r io.
 // Download opens remotePath in sandbox id for reading (GET /files). The
 // caller must close the returned body.
 func (c *Client) Download(ctx context.Context, id, token, remotePath string) (io.ReadCloser, error) {
-	u := c.baseURL + "/files?" + url.Values{"path": {remotePath}}.Encode()
+	u := c.sandboxBase() + "/files?" + url.Values{"path": {remotePath}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("downloading %s: %w", remotePath, err)

@@ -1,8 +1,4 @@
-// Package client is a small Go client for the Airlock daemon: the
-// E2B-compatible control-plane REST API, Airlock's own template endpoints,
-// and access to a sandbox's agent (Connect RPC process and filesystem
-// services plus /files) through the daemon's sandbox proxy.
-package client
+package airlock
 
 import (
 	"bytes"
@@ -18,52 +14,6 @@ import (
 	"strings"
 	"time"
 )
-
-// EnvdPort is the agent's port inside every sandbox.
-const EnvdPort = 49983
-
-// Client talks to one Airlock daemon. It is safe for concurrent use.
-type Client struct {
-	baseURL string
-	apiKey  string
-	// HTTP is used for every request. Requests carry the caller's context;
-	// the client itself has no overall timeout so streams can run long.
-	HTTP *http.Client
-}
-
-// New returns a client for the daemon at baseURL (e.g. http://127.0.0.1:49982)
-// authenticating with apiKey (sent as X-API-Key).
-func New(baseURL, apiKey string) *Client {
-	return &Client{
-		baseURL: strings.TrimRight(baseURL, "/"),
-		apiKey:  apiKey,
-		HTTP:    &http.Client{},
-	}
-}
-
-// BaseURL returns the daemon URL the client was built with.
-func (c *Client) BaseURL() string { return c.baseURL }
-
-// CreateOpts are the parameters of CreateSandbox. Zero values mean "server default".
-type CreateOpts struct {
-	Template      string            // template name/ID; server default "base"
-	Timeout       int               // seconds; server default 300
-	Metadata      map[string]string // arbitrary labels
-	EnvVars       map[string]string // default environment of the sandbox's processes
-	AllowInternet *bool             // nil = server default
-}
-
-// Sandbox is the E2B Sandbox object returned by create.
-type Sandbox struct {
-	SandboxID          string  `json:"sandboxID"`
-	TemplateID         string  `json:"templateID"`
-	ClientID           string  `json:"clientID"`
-	Alias              string  `json:"alias,omitempty"`
-	EnvdVersion        string  `json:"envdVersion"`
-	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
-	TrafficAccessToken *string `json:"trafficAccessToken,omitempty"`
-	Domain             *string `json:"domain,omitempty"`
-}
 
 // ListOpts filter ListSandboxes.
 type ListOpts struct {
@@ -102,22 +52,6 @@ type SandboxDetail struct {
 	Domain              *string    `json:"domain,omitempty"`
 	AllowInternetAccess *bool      `json:"allowInternetAccess,omitempty"`
 	Lifecycle           *Lifecycle `json:"lifecycle,omitempty"`
-}
-
-// CreateSandbox creates a sandbox (POST /v2/sandboxes).
-func (c *Client) CreateSandbox(ctx context.Context, o CreateOpts) (*Sandbox, error) {
-	body := struct {
-		TemplateID    string            `json:"templateID,omitempty"`
-		Timeout       int               `json:"timeout,omitempty"`
-		Metadata      map[string]string `json:"metadata,omitempty"`
-		EnvVars       map[string]string `json:"envVars,omitempty"`
-		AllowInternet *bool             `json:"allow_internet_access,omitempty"`
-	}{o.Template, o.Timeout, o.Metadata, o.EnvVars, o.AllowInternet}
-	var sb Sandbox
-	if _, err := c.doJSON(ctx, http.MethodPost, "/v2/sandboxes", nil, body, &sb); err != nil {
-		return nil, fmt.Errorf("creating sandbox: %w", err)
-	}
-	return &sb, nil
 }
 
 // ListSandboxes returns one page of sandboxes (GET /v2/sandboxes) and the
@@ -195,10 +129,7 @@ func (c *Client) KillSandbox(ctx context.Context, id string) error {
 
 // SetTimeout sets a sandbox's remaining lifetime to seconds from now.
 func (c *Client) SetTimeout(ctx context.Context, id string, seconds int) error {
-	body := struct {
-		Timeout int `json:"timeout"`
-	}{seconds}
-	if _, err := c.doJSON(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/timeout", nil, body, nil); err != nil {
+	if _, err := c.doJSON(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/timeout", nil, TimeoutBody{Timeout: ptr(int64(seconds))}, nil); err != nil {
 		return fmt.Errorf("setting timeout of sandbox %s: %w", id, err)
 	}
 	return nil
@@ -208,14 +139,14 @@ func (c *Client) SetTimeout(ctx context.Context, id string, seconds int) error {
 func (c *Client) transportError(err error) error {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
-		return fmt.Errorf("cannot reach the airlock daemon at %s (is 'airlock serve' running? set --url or AIRLOCK_URL): %w", c.baseURL, err)
+		return fmt.Errorf("cannot reach the airlock daemon at %s (is 'airlock serve' running? set --url or AIRLOCK_URL): %w", c.APIURL, err)
 	}
 	return err
 }
 
 // newRequest builds a control-plane request carrying the API key.
 func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Request, error) {
-	u := c.baseURL + path
+	u := c.APIURL + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
@@ -223,10 +154,12 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	if err != nil {
 		return nil, fmt.Errorf("building request: %w", err)
 	}
-	if c.apiKey != "" {
-		req.Header.Set("X-API-Key", c.apiKey)
+	if c.APIKey != "" {
+		req.Header.Set("X-API-Key", c.APIKey)
 	}
-	req.Header.Set("User-Agent", "airlock-cli")
+	if c.UserAgent != "" {
+		req.Header.Set("User-Agent", c.UserAgent)
+	}
 	return req, nil
 }
 

@@ -1,11 +1,10 @@
-package client
+package airlock
 
 import (
 	"context"
 	"fmt"
 	"net/http"
 	"net/url"
-	"time"
 )
 
 // PauseSandbox pauses a running sandbox (memory and disk kept). A sandbox
@@ -19,33 +18,19 @@ func (c *Client) PauseSandbox(ctx context.Context, id string) error {
 
 // ResumeSandbox resumes a paused sandbox and makes it expire timeout seconds
 // from now. A running sandbox yields an *APIError with Status 409.
-func (c *Client) ResumeSandbox(ctx context.Context, id string, timeout int) (*Sandbox, error) {
-	body := struct {
-		Timeout int `json:"timeout"`
-	}{timeout}
-	var s Sandbox
+func (c *Client) ResumeSandbox(ctx context.Context, id string, timeout int) (*SandboxInfo, error) {
+	body := TimeoutBody{Timeout: ptr(int64(timeout))}
+	var s SandboxInfo
 	if _, err := c.doJSON(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/resume", nil, body, &s); err != nil {
 		return nil, fmt.Errorf("resuming sandbox %s: %w", id, err)
 	}
 	return &s, nil
 }
 
-// ForkResult is one child of a fork: Sandbox or Error.
-type ForkResult struct {
-	Sandbox *Sandbox `json:"sandbox,omitempty"`
-	Error   *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error,omitempty"`
-}
-
 // ForkSandbox makes count copies of a running sandbox (memory and disk),
 // each expiring timeout seconds from now.
 func (c *Client) ForkSandbox(ctx context.Context, id string, count, timeout int) ([]ForkResult, error) {
-	body := struct {
-		Count   int `json:"count"`
-		Timeout int `json:"timeout"`
-	}{count, timeout}
+	body := ForkBody{Count: &count, Timeout: ptr(int64(timeout))}
 	var out []ForkResult
 	if _, err := c.doJSON(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/fork", nil, body, &out); err != nil {
 		return nil, fmt.Errorf("forking sandbox %s: %w", id, err)
@@ -53,23 +38,12 @@ func (c *Client) ForkSandbox(ctx context.Context, id string, count, timeout int)
 	return out, nil
 }
 
-// Snapshot is a named snapshot (GET /snapshots, POST /sandboxes/{id}/snapshots).
-type Snapshot struct {
-	SnapshotID string    `json:"snapshotID"`
-	Names      []string  `json:"names"`
-	SandboxID  string    `json:"sandboxID,omitempty"`
-	TemplateID string    `json:"templateID,omitempty"`
-	SizeBytes  int64     `json:"sizeBytes,omitempty"`
-	CreatedAt  time.Time `json:"createdAt,omitzero"`
-	Problem    string    `json:"problem,omitempty"`
-}
-
 // CreateSnapshot saves a running sandbox as a snapshot (name optional); the
 // sandbox keeps running.
 func (c *Client) CreateSnapshot(ctx context.Context, sandboxID, name string) (*Snapshot, error) {
-	body := map[string]string{}
+	var body SnapshotBody
 	if name != "" {
-		body["name"] = name
+		body.Name = &name
 	}
 	var s Snapshot
 	if _, err := c.doJSON(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(sandboxID)+"/snapshots", nil, body, &s); err != nil {

@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -14,7 +14,60 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/template"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
+
+// sandboxTemplates adapts the template manager to sandbox.Templates.
+type sandboxTemplates struct{ tm *template.Manager }
+
+func (s sandboxTemplates) Resolve(ctx context.Context, name string) (*sandbox.Template, error) {
+	t, err := s.tm.Get(ctx, name)
+	if errors.Is(err, template.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrTemplateNotFound, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &sandbox.Template{Name: t.Name, Hash: t.Hash, RootFS: t.RootFS, TemplateConfig: templateConfig(t)}, nil
+}
+
+// apiTemplates adapts the template manager to api.Templates.
+type apiTemplates struct {
+	tm      *template.Manager
+	mgr     *sandbox.Manager
+	builder *imagebuild.Builder
+}
+
+func toTemplateInfo(t *template.Template) api.TemplateInfo {
+	cpu, mem, cfg := apiConfig(t)
+	return api.TemplateInfo{Name: t.Name, Hash: t.Hash, SizeBytes: t.SizeBytes, CreatedAt: t.CreatedAt, CPUCount: cpu, MemoryMB: mem, Config: cfg}
+}
+
+func (a apiTemplates) List(ctx context.Context) ([]api.TemplateInfo, error) {
+	ts, err := a.tm.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.TemplateInfo, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, toTemplateInfo(t))
+	}
+	return out, nil
+}
+
+func (a apiTemplates) Build(ctx context.Context, name string, force bool, progress func(airlock.Progress)) (*api.TemplateInfo, error) {
+	t, err := a.tm.Build(ctx, name, template.BuildOptions{Force: force}, func(p template.Progress) {
+		progress(airlock.Progress{Phase: p.Phase, Message: p.Message, Done: p.Done, Total: p.Total})
+	})
+	if err != nil {
+		return nil, err
+	}
+	gcTemplatesLater(a.tm, a.mgr)
+	info := toTemplateInfo(t)
+	return &info, nil
+}
+
+var _ api.TemplateAdmin = apiTemplates{}
 
 // templateConfig returns the sandbox defaults recorded with a Dockerfile
 // template (zero for built-in recipes).
@@ -25,19 +78,19 @@ func templateConfig(t *template.Template) sandbox.TemplateConfig {
 	return sandbox.TemplateConfig{}
 }
 
-func apiConfig(t *template.Template) (int, int, *api.TemplateConfig) {
+func apiConfig(t *template.Template) (int, int, *airlock.TemplateConfig) {
 	c, ok := imagebuild.ParseConfig(t.Spec)
 	if !ok {
 		return 0, 0, nil
 	}
-	return c.CPUCount, c.MemoryMB, &api.TemplateConfig{
+	return c.CPUCount, c.MemoryMB, &airlock.TemplateConfig{
 		From: c.From, Env: c.Env, User: c.User, Workdir: c.Workdir, Labels: c.Labels,
 		StartCmd: c.StartCmd, ReadyCmd: c.ReadyCmd, Layers: c.Layers,
 	}
 }
 
 // BuildDockerfile implements api.TemplateAdmin.
-func (a apiTemplates) BuildDockerfile(ctx context.Context, name string, contextTar io.Reader, o api.DockerfileBuild, progress func(api.Progress)) (*api.TemplateInfo, error) {
+func (a apiTemplates) BuildDockerfile(ctx context.Context, name string, contextTar io.Reader, o airlock.DockerfileBuild, progress func(airlock.Progress)) (*api.TemplateInfo, error) {
 	if _, err := template.LookupRecipe(name); err == nil {
 		return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: fmt.Sprintf("%q is a built-in template name", name)}
 	}
@@ -63,7 +116,7 @@ func (a apiTemplates) BuildDockerfile(ctx context.Context, name string, contextT
 		Name: name, Dockerfile: df, ContextDir: dir, BuildArgs: o.BuildArgs, CPUCount: o.CPUCount,
 		MemoryMB: o.MemoryMB, StartCmd: o.StartCmd, ReadyCmd: o.ReadyCmd, NoNetwork: o.NoNetwork, NoCache: o.NoCache,
 	}, func(e imagebuild.Event) {
-		progress(api.Progress{Phase: e.Kind, Message: e.Message, Done: int64(e.Step), Total: int64(e.Total)})
+		progress(airlock.Progress{Phase: e.Kind, Message: e.Message, Done: int64(e.Step), Total: int64(e.Total)})
 	})
 	if err != nil {
 		return nil, err

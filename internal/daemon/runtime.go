@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/runtime/gvisor"
 	"github.com/airlock-sandbox/airlock/internal/runtime/microvm"
@@ -47,15 +48,17 @@ func findKernel(flag string) (string, error) {
 }
 
 // newRuntime picks and starts the isolation runtime for --runtime mode
-// (microvm.Choose), logging the decision and its reason.
-func newRuntime(ctx context.Context, mode, kernelFlag string, gf gvisorFlags, dataDir, envdPath string, log *slog.Logger) (runtime.Runtime, runtimeChoice, error) {
+// (microvm.Choose), logging the decision and its reason. The runtime's
+// branch also sets the layer source of Dockerfile builds: gVisor's
+// writable layer is a host directory, a microVM's is its exported disk.
+func newRuntime(ctx context.Context, mode, kernelFlag string, gf GVisor, dataDir, envdPath string, log *slog.Logger) (runtime.Runtime, runtimeInfo, error) {
 	var probe microvm.ProbeFunc
 	var kernel, why string
 	if mode != "gvisor" {
 		kernel, probe, why = microvmProbe(ctx, mode, kernelFlag, dataDir, envdPath, log)
 	}
 	mchoice, err := microvm.Choose(ctx, mode, probe, why)
-	choice := runtimeChoice{Choice: mchoice}
+	choice := runtimeInfo{Choice: mchoice}
 	if err != nil {
 		return nil, choice, err
 	}
@@ -66,6 +69,7 @@ func newRuntime(ctx context.Context, mode, kernelFlag string, gf gvisorFlags, da
 		if err != nil {
 			return nil, choice, fmt.Errorf("starting microvm runtime: %w", err)
 		}
+		choice.layers = imagebuild.NewDiskSource(rt, log.With("component", "imagebuild"))
 		return rt, choice, nil
 	}
 	// AIRLOCK_RUNSC_DEBUG_LOG=<dir> keeps runsc's debug logs per sandbox
@@ -80,6 +84,7 @@ func newRuntime(ctx context.Context, mode, kernelFlag string, gf gvisorFlags, da
 	if err != nil {
 		return nil, choice, fmt.Errorf("starting gvisor runtime: %w", err)
 	}
+	choice.layers = imagebuild.UpperDir(gvisor.UpperDir)
 	return rt, choice, nil
 }
 

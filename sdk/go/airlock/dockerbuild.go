@@ -1,4 +1,4 @@
-package client
+package airlock
 
 import (
 	"archive/tar"
@@ -10,33 +10,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 )
-
-// DockerfileBuildOpts are the options of a Dockerfile template build.
-type DockerfileBuildOpts struct {
-	Dockerfile string // path inside the context tar; default "Dockerfile"
-	BuildArgs  map[string]string
-	CPUCount   int
-	MemoryMB   int
-	StartCmd   string
-	ReadyCmd   string
-	NoNetwork  bool
-	NoCache    bool
-}
-
-// TemplateConfig is the configuration of a Dockerfile template.
-type TemplateConfig struct {
-	From     string            `json:"from,omitempty"`
-	Env      map[string]string `json:"env,omitempty"`
-	User     string            `json:"user,omitempty"`
-	Workdir  string            `json:"workdir,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
-	StartCmd string            `json:"startCmd,omitempty"`
-	ReadyCmd string            `json:"readyCmd,omitempty"`
-	Layers   []string          `json:"layers,omitempty"`
-}
 
 // TemplateDetail is GET /airlock/v1/templates/{name}.
 type TemplateDetail struct {
@@ -47,32 +22,8 @@ type TemplateDetail struct {
 // BuildDockerfile uploads the build context tar (read from contextTar) and
 // builds template name from the Dockerfile in it
 // (POST /airlock/v1/templates/{name}/build, Content-Type application/x-tar).
-func (c *Client) BuildDockerfile(ctx context.Context, name string, contextTar io.Reader, o DockerfileBuildOpts, onProgress func(Progress)) (*Template, error) {
-	q := url.Values{}
-	if o.Dockerfile != "" {
-		q.Set("dockerfile", o.Dockerfile)
-	}
-	if o.CPUCount > 0 {
-		q.Set("cpuCount", strconv.Itoa(o.CPUCount))
-	}
-	if o.MemoryMB > 0 {
-		q.Set("memoryMB", strconv.Itoa(o.MemoryMB))
-	}
-	if o.StartCmd != "" {
-		q.Set("startCmd", o.StartCmd)
-	}
-	if o.ReadyCmd != "" {
-		q.Set("readyCmd", o.ReadyCmd)
-	}
-	if o.NoNetwork {
-		q.Set("noNetwork", "true")
-	}
-	if o.NoCache {
-		q.Set("noCache", "true")
-	}
-	for k, v := range o.BuildArgs {
-		q.Add("buildArg", k+"="+v)
-	}
+func (c *Client) BuildDockerfile(ctx context.Context, name string, contextTar io.Reader, o DockerfileBuild, onProgress func(Progress)) (*Template, error) {
+	q := o.Query()
 	req, err := c.newRequest(ctx, http.MethodPost, "/airlock/v1/templates/"+url.PathEscape(name)+"/build", q, contextTar)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,472 @@
+// Package daemon is the composition root of `airlock serve`: from a Config
+// (the serve flags) it opens the store, picks and starts the isolation
+// runtime, the network manager and the template store, builds the sandbox
+// manager and the image builder, and serves the HTTP stack (proxy → console
+// → REST API) until its context ends.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/agentbin"
+	"github.com/airlock-sandbox/airlock/internal/api"
+	"github.com/airlock-sandbox/airlock/internal/console"
+	"github.com/airlock-sandbox/airlock/internal/daemonlock"
+	"github.com/airlock-sandbox/airlock/internal/envd/files"
+	"github.com/airlock-sandbox/airlock/internal/guestconn"
+	"github.com/airlock-sandbox/airlock/internal/imagebuild"
+	"github.com/airlock-sandbox/airlock/internal/jsonlog"
+	"github.com/airlock-sandbox/airlock/internal/metrics"
+	"github.com/airlock-sandbox/airlock/internal/middleware"
+	"github.com/airlock-sandbox/airlock/internal/network"
+	"github.com/airlock-sandbox/airlock/internal/proxy"
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/store/sqlite"
+	"github.com/airlock-sandbox/airlock/internal/template"
+)
+
+// DefaultListen is the daemon's default listen address.
+const DefaultListen = "127.0.0.1:49982"
+
+// Config is everything `airlock serve` is told (its flags). Error messages
+// name the flags, as the operator wrote them.
+type Config struct {
+	Listen   string // --listen
+	DataDir  string // --data-dir
+	EnvdPath string // --envd-path ("" = next to this executable, else $PATH)
+	// APIKey is --api-key ("" = $AIRLOCK_API_KEY, else the stored or a
+	// generated key).
+	APIKey        string
+	Runtime       string // --runtime: auto, microvm or gvisor
+	MicrovmKernel string // --microvm-kernel
+	GVisor        GVisor
+	Domain        string // --domain
+	Subnet        string // --subnet
+	NetPrefix     string // --net-prefix
+	LogLevel      string // --log-level
+	LogFormat     string // --log-format: text or json
+	KillOnExit    bool   // --kill-on-exit
+	// Templates are the built-in templates built before the daemon is ready.
+	Templates []string
+	// BootSnapshots serves creates of the default templates from a
+	// snapshot of a booted (and warmed) sandbox.
+	BootSnapshots bool
+	// WarmPool is the number of restored, unclaimed sandboxes per template;
+	// WarmPoolSet reports that --warm-pool was given (else
+	// code-interpreter-v1 gets an automatic pool).
+	WarmPool    map[string]int
+	WarmPoolSet bool
+	// MetricsInterval is the sampling period of sandbox metrics.
+	MetricsInterval time.Duration
+	Limits          Limits
+	Egress          Egress
+	// Stdout receives the `export E2B_API_URL=...` line once ready.
+	Stdout io.Writer
+}
+
+// Run starts the daemon and serves until ctx ends (a clean shutdown) or
+// serving fails.
+func Run(ctx context.Context, cfg Config) error {
+	log, err := newLogger(cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	subnet, err := netip.ParsePrefix(cfg.Subnet)
+	if err != nil || !subnet.Addr().Is4() || subnet.Bits() > 30 {
+		return fmt.Errorf("invalid --subnet %q: want an IPv4 prefix of at most /30", cfg.Subnet)
+	}
+	envdPath, err := findEnvd(cfg.EnvdPath)
+	if err != nil {
+		return err
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("resolving --data-dir: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dataDir, "sandboxes"), 0o700); err != nil {
+		return fmt.Errorf("creating data directory: %w", err)
+	}
+	d := &daemon{cfg: cfg, log: log, dataDir: dataDir, envdPath: envdPath, subnet: subnet}
+	defer d.close()
+	if err := d.open(ctx); err != nil {
+		return err
+	}
+	return d.serve(ctx)
+}
+
+// daemon holds what Run built, in the order it was built.
+type daemon struct {
+	cfg      Config
+	log      *slog.Logger
+	dataDir  string
+	envdPath string
+	subnet   netip.Prefix
+	// closers run in reverse order when Run returns.
+	closers []func()
+
+	apiKey  string
+	netMgr  *network.Manager
+	rt      runtime.Runtime
+	rtInfo  runtimeInfo
+	tm      *template.Manager
+	mgr     *sandbox.Manager
+	metrics *daemonMetrics
+	handler http.Handler
+}
+
+func (d *daemon) defer_(f func()) { d.closers = append(d.closers, f) }
+
+func (d *daemon) close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+}
+
+// open builds every component, up to the HTTP handler.
+func (d *daemon) open(ctx context.Context) error {
+	if err := d.lock(); err != nil {
+		return err
+	}
+	// Sandboxes run (and restores map) an immutable, content-addressed copy
+	// of the agent, so a new build of airlock-envd never replaces the code
+	// under paused sandboxes and snapshots (internal/agentbin).
+	var err error
+	if d.envdPath, err = agentbin.Install(d.agentsDir(), d.envdPath); err != nil {
+		return fmt.Errorf("installing the agent binary: %w", err)
+	}
+	st, err := sqlite.Open(filepath.Join(d.dataDir, "airlock.db"))
+	if err != nil {
+		return fmt.Errorf("opening store: %w", err)
+	}
+	d.defer_(func() { closeLogged(d.log, "store", st.Close) })
+	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
+		return err
+	}
+	auditGroup, err := d.cfg.Egress.group(d.cfg.NetPrefix)
+	if err != nil {
+		return err
+	}
+	// Sandbox events and egress audit logs on disk (internal/jsonlog).
+	logs, err := jsonlog.Open(filepath.Join(d.dataDir, "logs"), jsonlog.Options{}, d.log.With("component", "logs"))
+	if err != nil {
+		return err
+	}
+	d.defer_(func() { closeLogged(d.log, "sandbox logs", logs.Close) })
+	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix,
+		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs}, d.log)
+	if err != nil {
+		return fmt.Errorf("starting network manager: %w", err)
+	}
+	d.rt, d.rtInfo, err = newRuntime(ctx, d.cfg.Runtime, d.cfg.MicrovmKernel, d.cfg.GVisor, d.dataDir, d.envdPath, d.log)
+	if err != nil {
+		return err
+	}
+	if c, ok := d.rt.(io.Closer); ok { // gvisor: runsc's mounts in its root dir
+		d.defer_(func() { c.Close() })
+	}
+	d.tm = template.NewManager(d.dataDir, st, d.log)
+	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
+	conns.OnAbort = func(ip netip.Addr, n int) { d.log.Debug("guest connections reset", "guest", ip, "count", n) }
+	d.metrics = newDaemonMetrics(ctx, d.cfg.MetricsInterval, d.log.With("component", "metrics"))
+	if err := d.newManager(st, logs, conns); err != nil {
+		return err
+	}
+	d.restore(ctx)
+	// Sandboxes that stop on their own (agent killed, memory limit) are
+	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
+	go d.mgr.Reap(ctx, sandbox.DefaultWatchInterval)
+	d.metrics.attach(d.mgr)
+	d.metrics.overview = metrics.NewOverview(d.dataDir, 5*time.Second, d.log.With("component", "overview"))
+	go d.metrics.overview.Run(ctx)
+	d.handler = d.newHandler(conns)
+	return nil
+}
+
+// lock takes the daemon's locks: one daemon per data dir and per network
+// prefix (a second one would rebuild the first's nftables table and remove
+// its veths as stale).
+func (d *daemon) lock() error {
+	holder := fmt.Sprintf("pid %d, started %s: airlock serve --listen %s --data-dir %s --net-prefix %s --subnet %s --runtime %s",
+		os.Getpid(), time.Now().UTC().Format(time.RFC3339), d.cfg.Listen, d.dataDir, d.cfg.NetPrefix, d.cfg.Subnet, d.cfg.Runtime)
+	dataLock, err := daemonlock.Acquire(filepath.Join(d.dataDir, "daemon.lock"), "the data directory "+d.dataDir, holder)
+	if err != nil {
+		return err
+	}
+	d.defer_(func() { dataLock.Close() })
+	netLock, err := daemonlock.AcquireNetPrefix(daemonlock.DefaultRunDir, d.cfg.NetPrefix, holder)
+	if err != nil {
+		return err
+	}
+	d.defer_(func() { netLock.Close() })
+	return nil
+}
+
+func (d *daemon) agentsDir() string { return filepath.Join(d.dataDir, "agents") }
+
+// newManager builds the sandbox manager.
+func (d *daemon) newManager(st *sqlite.DB, logs *jsonlog.Store, conns *guestconn.Tracker) error {
+	mgrCfg := sandbox.Config{
+		Conns:       conns,
+		Observer:    d.metrics,
+		Runtime:     d.rt,
+		Network:     d.netMgr,
+		Templates:   sandboxTemplates{d.tm},
+		Store:       st,
+		Logger:      d.log.With("component", "sandbox"),
+		DataDir:     d.dataDir,
+		Logs:        logs,
+		AgentPath:   d.envdPath,
+		MaxSlots:    1 << (32 - d.subnet.Bits() - 2),
+		NetNSPrefix: d.cfg.NetPrefix + "-",
+	}
+	d.cfg.Limits.apply(&mgrCfg)
+	mgrCfg.BootSnapshots = d.cfg.BootSnapshots
+	for name, n := range d.cfg.WarmPool {
+		if n < 0 || n > 64 {
+			return fmt.Errorf("--warm-pool %s=%d: want 0..64", name, n)
+		}
+	}
+	mgrCfg.WarmPool = d.cfg.WarmPool
+	if !d.cfg.WarmPoolSet && slices.Contains(d.cfg.Templates, "code-interpreter-v1") {
+		mgrCfg.AutoWarmPool = []string{"code-interpreter-v1"}
+		mgrCfg.AutoWarmPoolMax = sandbox.DefaultAutoWarmPoolMax
+	}
+	mgrCfg.PoolMemoryReserve = poolMemoryReserve()
+	mgr, err := sandbox.New(mgrCfg)
+	if err != nil {
+		return err
+	}
+	d.mgr = mgr
+	return nil
+}
+
+// restore re-attaches the sandboxes of the previous run, checks the
+// snapshots and removes agent builds nothing refers to.
+func (d *daemon) restore(ctx context.Context) {
+	rep, err := d.mgr.Restore(ctx)
+	if err != nil {
+		d.log.Error("restoring sandboxes (continuing)", "err", err)
+	}
+	d.log.Info("restore done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
+	srep, serr := d.mgr.InitSnapshots(ctx)
+	if serr != nil {
+		d.log.Error("checking snapshots (continuing)", "err", serr)
+		return
+	}
+	d.log.Info("snapshots checked", "verified", len(srep.Verified), "invalid", len(srep.Invalid),
+		"removed", len(srep.Removed), "collected", len(srep.Collected))
+	if err == nil { // the restore saw every sandbox: unreferenced agents can go
+		gcAgents(ctx, d.mgr, d.agentsDir(), d.log)
+	}
+}
+
+// newHandler builds the HTTP stack: the proxy (sandbox traffic), then the
+// console and the REST API behind middleware.RequestID (sandbox traffic
+// keeps the sandbox's own headers).
+func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
+	builder := imagebuild.New(d.mgr, d.tm, d.rtInfo.layers, d.log)
+	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
+		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
+		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason})
+	var apiHosts []string
+	if d.cfg.Domain != "" {
+		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
+	}
+	sandboxTransport := proxy.DefaultTransport()
+	d.metrics.closeIdle = sandboxTransport.CloseIdleConnections
+	consoleHandler := console.New(console.Options{APIKey: d.apiKey, Next: apiHandler, Processes: d.mgr, Overview: d.metrics.overview,
+		Counts: func() map[string]int { return sandboxCounts(d.mgr) }, Logger: d.log.With("component", "console")})
+	return proxy.New(proxy.FromManager(d.mgr), middleware.RequestID(consoleHandler), proxy.Options{
+		APIHosts:        apiHosts,
+		VerifySignature: files.VerifySignature,
+		Transport:       conns.Wrap(sandboxTransport),
+		Logger:          d.log.With("component", "proxy"),
+		UploadGuard:     d.mgr.CheckHostDisk,
+	})
+}
+
+// serve listens, prepares the default templates while /health answers 503,
+// then serves until ctx ends or serving fails, and shuts down.
+func (d *daemon) serve(ctx context.Context) error {
+	ln, err := net.Listen("tcp", d.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", d.cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           d.handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       620 * time.Second,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	d.log.Info("listening (not ready until the default templates exist)", "addr", ln.Addr().String(), "templates", d.cfg.Templates)
+	ready := d.prepareTemplates(ctx)
+	for {
+		select {
+		case err := <-ready:
+			if err != nil {
+				_ = d.shutdown(ctx, srv)
+				return fmt.Errorf("preparing the default templates: %w", err)
+			}
+			d.ready(ctx, ln.Addr())
+			ready = nil
+		case err := <-serveErr:
+			_ = d.shutdown(ctx, srv)
+			return fmt.Errorf("serving: %w", err)
+		case <-ctx.Done():
+			d.log.Info("signal received, shutting down")
+			return d.shutdown(ctx, srv)
+		}
+	}
+}
+
+// prepareTemplates ensures the default templates in the background; the
+// channel gets the outcome.
+func (d *daemon) prepareTemplates(ctx context.Context) chan error {
+	ready := make(chan error, 1)
+	go func() {
+		for _, name := range d.cfg.Templates {
+			start := time.Now()
+			if _, err := d.tm.Ensure(ctx, name, template.TerminalProgress(os.Stderr)); err != nil {
+				ready <- fmt.Errorf("template %s: %w", name, err)
+				return
+			}
+			d.log.Info("template ready", "name", name, "elapsed", time.Since(start).Round(time.Millisecond))
+		}
+		gcTemplates(ctx, d.tm, d.mgr, d.log) // old builds; before any create is accepted
+		ready <- nil
+	}()
+	return ready
+}
+
+// ready marks the daemon ready, prints the SDKs' environment and starts
+// the boot snapshots and the warm pool.
+func (d *daemon) ready(ctx context.Context, addr net.Addr) {
+	d.mgr.SetReady(true)
+	stdout := d.cfg.Stdout
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
+		displayURL(addr), displayURL(addr), d.apiKey)
+	d.log.Info("airlock ready", "addr", addr.String())
+	if d.cfg.BootSnapshots && d.mgr.BootSnapshotsSupported() {
+		go func() {
+			d.mgr.PrepareBootSnapshots(ctx, d.cfg.Templates)
+			d.mgr.RunWarmPool(ctx)
+		}()
+	} else if len(d.cfg.WarmPool) > 0 {
+		d.log.Warn("--warm-pool needs boot snapshots (--boot-snapshots and a runtime that can checkpoint); no pool")
+	}
+}
+
+// shutdown stops serving and, with --kill-on-exit, every sandbox.
+func (d *daemon) shutdown(ctx context.Context, srv *http.Server) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	d.mgr.SetReady(false)
+	if err := srv.Shutdown(sctx); err != nil {
+		d.log.Warn("shutting down HTTP server", "err", err)
+	}
+	d.mgr.DrainWarmPool(sctx)
+	var errs []error
+	if d.cfg.KillOnExit {
+		if err := d.mgr.KillAll(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("killing sandboxes: %w", err))
+		}
+	}
+	if err := d.mgr.Close(sctx); err != nil {
+		errs = append(errs, err)
+	}
+	left := len(d.mgr.List())
+	if err := d.netMgr.Close(sctx, d.cfg.KillOnExit && left == 0); err != nil {
+		errs = append(errs, fmt.Errorf("closing network manager: %w", err))
+	}
+	d.log.Info("daemon stopped", "sandboxes_left_running", left)
+	return errors.Join(errs...)
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("invalid --log-level %q: %w", level, err)
+	}
+	hopts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, hopts)), nil
+	}
+	return nil, fmt.Errorf("invalid --log-format %q: want text or json", format)
+}
+
+// poolMemoryReserve is the host memory a warm pool never fills into: 1 GiB
+// plus a tenth of the host's memory (sandboxes in use come first).
+func poolMemoryReserve() uint64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 2 << 30
+	}
+	return 1<<30 + uint64(si.Totalram)*uint64(si.Unit)/10
+}
+
+// displayURL is the URL clients use for a listener address.
+func displayURL(addr net.Addr) string {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	ip := ap.Addr().Unmap()
+	if ip.IsUnspecified() {
+		ip = netip.MustParseAddr("127.0.0.1")
+	}
+	return "http://" + netip.AddrPortFrom(ip, ap.Port()).String()
+}
+
+// findEnvd locates the agent binary.
+func findEnvd(flag string) (string, error) {
+	if flag != "" {
+		p, err := filepath.Abs(flag)
+		if err != nil {
+			return "", fmt.Errorf("resolving --envd-path: %w", err)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("--envd-path: %w", err)
+		}
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "airlock-envd")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("airlock-envd")
+	if err != nil {
+		return "", errors.New("airlock-envd not found next to this executable or in $PATH; pass --envd-path")
+	}
+	return filepath.Abs(p)
+}
+
+func closeLogged(log *slog.Logger, what string, f func() error) {
+	if err := f(); err != nil {
+		log.Warn("closing "+what, "err", err)
+	}
+}

@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/imagebuild"
+	"github.com/airlock-sandbox/airlock/internal/runtime/gvisor"
+	"github.com/airlock-sandbox/airlock/internal/runtime/microvm"
+)
+
+// GVisor configures the gVisor runtime (--runsc, --runsc-platform).
+type GVisor struct {
+	// Runsc is the runsc binary ("" = the pinned build of
+	// scripts/build-runsc.sh).
+	Runsc string
+	// Platform is auto (probe systrap, else ptrace), systrap or ptrace.
+	Platform string
+}
+
+// platformProbeTimeout bounds the systrap probe (a `runsc do /bin/true`
+// takes ~0.2 s).
+const platformProbeTimeout = 20 * time.Second
+
+// runtimeInfo is the isolation runtime chosen at start and, for gVisor,
+// the runsc platform and why, with where a Dockerfile build takes the
+// layer a RUN step wrote (each runtime's constructor says).
+type runtimeInfo struct {
+	microvm.Choice
+	Platform, PlatformReason string
+	layers                   imagebuild.LayerSource
+}
+
+// gvisorConfig resolves the runsc binary and probes its platform.
+func gvisorConfig(ctx context.Context, g GVisor, log *slog.Logger) (gvisor.Config, gvisor.PlatformChoice, error) {
+	runsc := g.Runsc
+	if runsc == "" {
+		runsc = gvisor.DefaultRunscPath()
+	}
+	if _, err := exec.LookPath(runsc); err != nil {
+		return gvisor.Config{}, gvisor.PlatformChoice{}, fmt.Errorf("runsc (gVisor %s; build it with scripts/build-runsc.sh, or pass --runsc): %w", gvisor.PinnedVersion(), err)
+	}
+	pc, err := gvisor.ChoosePlatform(ctx, g.Platform, func(ctx context.Context, platform string) error {
+		return gvisor.ProbePlatform(ctx, runsc, platform, platformProbeTimeout)
+	})
+	if err != nil {
+		return gvisor.Config{}, pc, fmt.Errorf("choosing the runsc platform: %w", err)
+	}
+	log.Info("gvisor platform", "runsc", runsc, "platform", pc.Platform, "reason", pc.Reason)
+	return gvisor.Config{RunscPath: g.Runsc, Platform: pc.Platform}, pc, nil
+}

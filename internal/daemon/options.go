@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"fmt"
+	"hash/fnv"
+
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+)
+
+// Limits are the per-sandbox resource limits (the --default-* and --max-*
+// flags, --disk-reserve-mb).
+type Limits struct {
+	CPU, MemoryMB, DiskMB, PIDs, OpenFiles int
+	MaxCPU, MaxMemoryMB, MaxDiskMB         int
+	DiskReserveMB                          int
+}
+
+// apply sets the limit fields of cfg.
+func (l Limits) apply(cfg *sandbox.Config) {
+	cfg.DefaultCPUCount = l.CPU
+	cfg.DefaultMemoryMB = l.MemoryMB
+	cfg.DefaultDiskSizeMB = l.DiskMB
+	cfg.DiskReserveMB = l.DiskReserveMB
+	if l.DiskReserveMB == 0 {
+		cfg.DiskReserveMB = -1 // 0 asked for explicitly: no reserve
+	}
+	cfg.Limits = sandbox.LimitConfig{
+		DefaultPIDs:      l.PIDs,
+		DefaultOpenFiles: l.OpenFiles,
+		MaxCPUCount:      l.MaxCPU,
+		MaxMemoryMB:      l.MaxMemoryMB,
+		MaxDiskSizeMB:    l.MaxDiskMB,
+	}
+}
+
+// Egress configures the DNS filter that enforces domain rules
+// (allowOut/denyOut names) and the egress audit log.
+type Egress struct {
+	// DNSUpstreams are the resolvers allowed queries go to (--dns-upstream).
+	DNSUpstreams []string
+	// AuditGroup is --audit-nflog-group: 0 derives it from the net prefix,
+	// -1 turns the connection audit off.
+	AuditGroup int
+}
+
+// group returns the NFLOG group to use with net prefix prefix.
+func (e Egress) group(prefix string) (uint16, error) {
+	switch {
+	case e.AuditGroup == -1:
+		return 0, nil
+	case e.AuditGroup == 0:
+		return defaultAuditGroup(prefix), nil
+	case e.AuditGroup < 1 || e.AuditGroup > 65535:
+		return 0, fmt.Errorf("invalid --audit-nflog-group %d: want 1..65535 or -1", e.AuditGroup)
+	}
+	return uint16(e.AuditGroup), nil
+}
+
+// defaultAuditGroup derives a group from the net prefix (which already has
+// to differ between daemons on one host), in 1000..60999.
+func defaultAuditGroup(prefix string) uint16 {
+	h := fnv.New32a()
+	h.Write([]byte(prefix))
+	return uint16(1000 + h.Sum32()%60000)
+}
