@@ -1,5 +1,5 @@
 #!/bin/sh
-# Regenerates Go code from proto/*.proto into internal/envd/gen.
+# Regenerates Go code from proto/*.proto into internal/proto.
 set -eu
 cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:$PATH"

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/client"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
 )
 
 type result struct {

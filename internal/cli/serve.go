@@ -26,7 +26,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/console"
 	"github.com/airlock-sandbox/airlock/internal/daemonlock"
-	"github.com/airlock-sandbox/airlock/internal/envd/files"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
@@ -287,7 +287,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 		Counts: func() map[string]int { return sandboxCounts(mgr) }, Logger: log.With("component", "console")})
 	handler := proxy.New(proxy.FromManager(mgr), consoleHandler, proxy.Options{
 		APIHosts:        apiHosts,
-		VerifySignature: files.VerifySignature,
+		VerifySignature: guest.VerifySignature,
 		Transport:       conns.Wrap(sandboxTransport),
 		Logger:          log.With("component", "proxy"),
 		UploadGuard:     mgr.CheckHostDisk,

@@ -17,10 +17,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
 // EnvdPort is the agent's port inside every sandbox.
-const EnvdPort = 49983
+const EnvdPort = guest.EnvdPort
 
 // Client talks to one Airlock daemon. It is safe for concurrent use.
 type Client struct {

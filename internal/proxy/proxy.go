@@ -19,11 +19,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
 // EnvdPort is the agent's port; traffic tokens are never required for it.
-const EnvdPort = 49983
+const EnvdPort = guest.EnvdPort
 
 // Header names used for routing (matched case-insensitively).
 const (
@@ -54,7 +55,7 @@ type Resolver interface {
 }
 
 // VerifyFunc checks a signed /files URL against a sandbox access token
-// (files.VerifySignature).
+// (guest.VerifySignature).
 type VerifyFunc func(q url.Values, operation, token string, now time.Time) error
 
 // Options configure the proxy.

@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/state"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 	"github.com/airlock-sandbox/airlock/internal/network"
@@ -26,7 +26,7 @@ import (
 
 // Defaults applied when Config leaves a field zero.
 const (
-	DefaultAgentPort         = 49983
+	DefaultAgentPort         = guest.EnvdPort
 	DefaultAgentReadyTimeout = 30 * time.Second
 	DefaultCPUCount          = 2
 	DefaultMemoryMB          = 512
@@ -45,7 +45,7 @@ const (
 )
 
 // EnvdVersion is the agent version reported to SDKs.
-const EnvdVersion = state.Version
+const EnvdVersion = guest.Version
 
 // Template is what the manager needs to know about a resolved template.
 type Template struct {
@@ -218,7 +218,7 @@ type entry struct {
 type Manager struct {
 	cfg   Config
 	log   *slog.Logger
-	agent *agentClient
+	agent *guest.Client
 	ready atomic.Bool
 
 	// bg tracks timeout kills in flight so Close can wait for them.
@@ -296,7 +296,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg:       cfg,
 		log:       slog.New(events.handler(cfg.Logger.Handler())), // keeps sandbox events (events.go)
 		events:    events,
-		agent:     &agentClient{http: cfg.HTTPClient, port: cfg.AgentPort},
+		agent:     &guest.Client{HTTP: cfg.HTTPClient, Port: cfg.AgentPort},
 		sandboxes: map[string]*entry{},
 		slots:     map[int]string{},
 	}, nil
@@ -437,7 +437,7 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 	}
 	log.Debug("agent healthy", "wait", time.Since(waitStart))
 
-	if err := m.agent.init(ctx, host, newInitRequest(tpl, req.EnvVars, id, req.TemplateID, token)); err != nil {
+	if err := m.agent.Init(ctx, host, newInitRequest(tpl, req.EnvVars, id, req.TemplateID, token), ""); err != nil {
 		return nil, fmt.Errorf("initialising agent: %w", err)
 	}
 	if err := m.startTemplateCommand(ctx, log, host, token, tpl); err != nil {
@@ -776,6 +776,6 @@ func (m *Manager) waitAgent(ctx context.Context, id, dir, host string) error {
 	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
 	defer cancel()
 	return runtime.WaitReady(hctx, m.cfg.Runtime, id, logPath, 0, func(ctx context.Context) error {
-		return m.agent.waitHealthy(ctx, host)
+		return m.agent.WaitHealthy(ctx, host)
 	})
 }
