@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -160,7 +161,7 @@ func (p *proxy) isAPIHost(host string) bool {
 
 // serveSandbox validates the route and proxies to the sandbox.
 func (p *proxy) serveSandbox(w http.ResponseWriter, r *http.Request, id, portStr string) {
-	if !validID(id) {
+	if runtime.ValidID(id) != nil {
 		http.Error(w, "invalid sandbox id", http.StatusBadRequest)
 		return
 	}

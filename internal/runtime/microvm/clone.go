@@ -124,16 +124,9 @@ func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec
 		return fmt.Errorf("creating sandbox dir: %w", err)
 	}
 	t0 := time.Now()
-	defer func() {
-		if err == nil {
-			return
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := r.destroy(cctx, spec.ID, dir, spec.NetNSPath); derr != nil {
-			r.log.Error("cleaning up failed clone", "id", spec.ID, "err", derr)
-		}
-	}()
+	var undo runtime.Cleanup
+	defer undo.Unwind(ctx, &err)
+	undo.Push(r.destroyStep("clone", spec.ID, dir, spec.NetNSPath))
 	if err := copyFiles(ctx, parentDir, dir, []string{overlayFile, memoryFile, configFile}); err != nil {
 		return fmt.Errorf("cloning %s: %w", parentDir, err)
 	}
