@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/guest"
-	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
 // Boot snapshots: a template is booted once, its agent (and, for
@@ -97,8 +96,8 @@ func (b *bootState) set(hash string, e *bootEntry) {
 // BootSnapshotsSupported reports whether the runtime can serve creates from
 // boot snapshots.
 func (m *Manager) BootSnapshotsSupported() bool {
-	_, ck := m.cfg.Runtime.(runtime.Checkpointer)
-	_, ls := m.cfg.Runtime.(runtime.LayerSaver)
+	ck := m.caps.Checkpointer != nil
+	ls := m.caps.LayerSaver != nil
 	return ck && ls
 }
 
@@ -142,8 +141,8 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 	if err != nil {
 		return "", err
 	}
-	ls, ok := m.cfg.Runtime.(runtime.LayerSaver)
-	if !ok {
+	ls := m.caps.LayerSaver
+	if ls == nil {
 		return "", fmt.Errorf("the %q runtime cannot save sandboxes", m.cfg.Runtime.Name())
 	}
 	tpl, err := m.cfg.Templates.Resolve(ctx, name)

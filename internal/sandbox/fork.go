@@ -81,8 +81,8 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	if err := m.checkPauseSpace(ctx, id); err != nil {
 		return nil, err
 	}
-	cl, ok := m.cfg.Runtime.(runtime.Cloner)
-	if !ok {
+	cl := m.caps.Cloner
+	if cl == nil {
 		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot fork sandboxes", m.cfg.Runtime.Name())
 	}
 	m.mu.Lock()

@@ -219,6 +219,8 @@ type Manager struct {
 	cfg   Config
 	log   *slog.Logger
 	agent *guest.Client
+	// caps are cfg.Runtime's optional abilities (pause, fork, snapshots…).
+	caps  runtime.Caps
 	ready atomic.Bool
 
 	// bg tracks timeout kills in flight so Close can wait for them.
@@ -296,6 +298,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg:       cfg,
 		log:       slog.New(events.handler(cfg.Logger.Handler())), // keeps sandbox events (events.go)
 		events:    events,
+		caps:      runtime.CapsOf(cfg.Runtime),
 		agent:     &guest.Client{HTTP: cfg.HTTPClient, Port: cfg.AgentPort},
 		sandboxes: map[string]*entry{},
 		slots:     map[int]string{},
@@ -770,7 +773,7 @@ func (m *Manager) KillAll(ctx context.Context) error {
 // (runtime.WaitReady).
 func (m *Manager) waitAgent(ctx context.Context, id, dir, host string) error {
 	var logPath string
-	if al, ok := m.cfg.Runtime.(runtime.AgentLogger); ok && dir != "" {
+	if al := m.caps.AgentLogger; al != nil && dir != "" {
 		logPath = al.AgentLog(dir)
 	}
 	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)

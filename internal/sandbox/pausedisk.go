@@ -21,8 +21,8 @@ import (
 // rebooter returns the runtime's filesystem-only pause capability or a 501
 // user error.
 func (m *Manager) rebooter() (runtime.Rebooter, error) {
-	rb, ok := m.cfg.Runtime.(runtime.Rebooter)
-	if !ok {
+	rb := m.caps.Rebooter
+	if rb == nil {
 		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot pause a sandbox without its memory", m.cfg.Runtime.Name())
 	}
 	return rb, nil
