@@ -93,7 +93,7 @@ type Config struct {
 	Logs *jsonlog.Store
 	// AgentPath is the host path of the airlock-envd binary.
 	AgentPath string
-	// AgentPort is the agent's port on the guest address (49983).
+	// AgentPort is the agent's port on the guest address (guest.EnvdPort).
 	AgentPort int
 	// AgentReadyTimeout bounds the wait for the agent's /health.
 	AgentReadyTimeout time.Duration

@@ -211,8 +211,6 @@ func (r *Runtime) exec(ctx context.Context, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-func validID(id string) error { return runtime.CheckID(ErrInvalidSpec, id) }
-
 func validate(spec runtime.Spec) error {
 	if err := spec.Check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
@@ -305,7 +303,7 @@ func (r *Runtime) known(id string) bool {
 // deletes dir. Unknown ids are not an error; a call that fails can be
 // retried.
 func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	var errs []error
@@ -358,7 +356,7 @@ type runscState struct {
 
 // State implements runtime.Runtime.
 func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return "", err
 	}
 	out, err := r.exec(ctx, "state", id)

@@ -26,7 +26,7 @@ const stateFile = "vm.state"
 // vCPUs, transfer only the device state (x-ignore-shared; tens of KB) to
 // imageDir, quit. The overlay, memory file and VM record stay in dir.
 func (r *Runtime) Checkpoint(ctx context.Context, id, dir, imageDir string) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	rec, err := r.readRecord(id)
@@ -106,7 +106,7 @@ func waitExit(rec record, d time.Duration) bool {
 // waiting for a saved state, loads the device state from imageDir (guest
 // RAM maps the memory file again) and continues the vCPUs.
 func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir string) (err error) {
-	if err := validID(spec.ID); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, spec.ID); err != nil {
 		return err
 	}
 	dir := filepath.Clean(spec.Dir)
@@ -173,7 +173,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 // host's time to the agent's /freeze. Other signals cannot be delivered
 // into the guest.
 func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	if sig != syscall.SIGUSR1 {

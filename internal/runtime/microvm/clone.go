@@ -102,7 +102,7 @@ type pendingAddr struct {
 // own netns. The guest still holds the parent's IP after
 // Restore: Restore re-addresses it (see readdress).
 func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec) (err error) {
-	if err := validID(spec.ID); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, spec.ID); err != nil {
 		return err
 	}
 	if !filepath.IsAbs(spec.Dir) || spec.NetNSPath == "" {

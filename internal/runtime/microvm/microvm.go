@@ -201,8 +201,6 @@ func (r *Runtime) readRecord(id string) (record, error) {
 	return rec, nil
 }
 
-func validID(id string) error { return runtime.CheckID(ErrInvalidSpec, id) }
-
 func validate(spec runtime.Spec) error {
 	if err := spec.Check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
@@ -541,7 +539,7 @@ func alive(rec record) bool {
 
 // State implements runtime.Runtime.
 func (r *Runtime) State(_ context.Context, id string) (runtime.State, error) {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return "", err
 	}
 	rec, err := r.readRecord(id)
@@ -572,7 +570,7 @@ func (r *Runtime) List(context.Context) ([]string, error) {
 // Destroy implements runtime.Runtime: kills the VMM, removes the TAP and
 // deletes dir (overlay, config disk, console log). Unknown ids are fine.
 func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	rec, err := r.readRecord(id)
