@@ -30,7 +30,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
+	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
@@ -320,22 +321,19 @@ func command(ctx context.Context, proc interface {
 	}
 	defer stream.Close()
 	var out strings.Builder
-	for stream.Receive() {
-		ev := stream.Msg().GetEvent()
-		if d := ev.GetData(); d != nil {
-			out.Write(d.GetStdout())
-		}
-		if end := ev.GetEnd(); end != nil {
-			if end.GetExitCode() != 0 {
-				return out.String(), fmt.Errorf("command exited %d", end.GetExitCode())
-			}
-			return out.String(), nil
-		}
-	}
-	if err := stream.Err(); err != nil {
+	end, err := guest.Receive(stream, guest.Events{Data: func(stdout, _, _ []byte) error {
+		out.Write(stdout)
+		return nil
+	}})
+	switch {
+	case errors.Is(err, guest.ErrNoEnd):
+		return out.String(), errors.New("command stream ended without an end event")
+	case err != nil:
 		return out.String(), fmt.Errorf("command stream: %w", err)
+	case end.GetExitCode() != 0:
+		return out.String(), fmt.Errorf("command exited %d", end.GetExitCode())
 	}
-	return out.String(), errors.New("command stream ended without an end event")
+	return out.String(), nil
 }
 
 func printSummary(w io.Writer, s Summary) {

@@ -31,6 +31,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
 	"github.com/airlock-sandbox/airlock/internal/envd/sudo"
 	"github.com/airlock-sandbox/airlock/internal/envd/vminit"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
 func main() {
@@ -58,11 +59,11 @@ func main() {
 }
 
 func run() error {
-	port := flag.Int("port", 49983, "TCP port to listen on")
+	port := flag.Int("port", guest.EnvdPort, "TCP port to listen on")
 	addr := flag.String("addr", "", "address to listen on (default all interfaces)")
 	defUser := flag.String("default-user", defaultUser(), "user for requests that name none")
 	debug := flag.Bool("debug", false, "debug logging")
-	interpPort := flag.Int("interpreter-port", 49999, "TCP port of the code interpreter")
+	interpPort := flag.Int("interpreter-port", guest.InterpreterPort, "TCP port of the code interpreter")
 	interpMode := flag.String("interpreter", "auto", "code interpreter: auto (when ipykernel is installed), on, off")
 	version := flag.Bool("version", false, "print the envd protocol version and exit")
 	syncOnly := flag.Bool("sync", false, "flush all filesystem buffers (sync(2)) and exit; template builds use it, so images without sync(1) work")

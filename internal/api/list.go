@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/middleware"
+	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -90,7 +91,7 @@ func DecodeCursor(tok string) (Cursor, error) {
 	if err != nil {
 		return Cursor{}, fmt.Errorf("invalid nextToken time: %w", err)
 	}
-	if !sandbox.ValidID(parts[1]) {
+	if !runtime.IDChars(parts[1]) {
 		return Cursor{}, errors.New("invalid nextToken: bad sandbox id")
 	}
 	c := Cursor{StartedAt: ts, ID: parts[1]}

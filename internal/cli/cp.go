@@ -17,8 +17,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb/filesystempbconnect"
+	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 

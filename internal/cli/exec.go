@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -18,8 +17,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
@@ -139,9 +139,7 @@ func buildProcess(argv []string, o execOpts) (*processpb.ProcessConfig, error) {
 }
 
 // basicUser is envd's user selection header: Basic base64("<user>:").
-func basicUser(user string) string {
-	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"))
-}
+func basicUser(user string) string { return guest.BasicAuth(user) }
 
 // connectAgent looks up the sandbox's access token and returns its process airlock.
 func connectAgent(cmd *cobra.Command, id string) (*airlock.Client, string, error) {
@@ -203,32 +201,33 @@ func runExec(cmd *cobra.Command, id string, argv []string, o execOpts) error {
 	go forwardInterrupts(ctx, cmd.ErrOrStderr(), proc, pidCh, sigs, cancel)
 
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	var end *processpb.ProcessEvent_EndEvent
-	for stream.Receive() {
-		switch e := stream.Msg().GetEvent().GetEvent().(type) {
-		case *processpb.ProcessEvent_Start:
-			pid := e.Start.GetPid()
+	end, streamErr := guest.Receive(stream, guest.Events{
+		Start: func(pid uint32) error {
 			pidOnce.Do(func() {
 				pidCh <- pid
 				if o.stdin {
 					go forwardStdin(ctx, cmd.InOrStdin(), proc, pid)
 				}
 			})
-		case *processpb.ProcessEvent_Data:
-			if b := e.Data.GetStdout(); len(b) > 0 {
-				stdout.Write(b)
+			return nil
+		},
+		Data: func(out, errOut, pty []byte) error {
+			if len(out) > 0 {
+				stdout.Write(out)
 			}
-			if b := e.Data.GetStderr(); len(b) > 0 {
-				stderr.Write(b)
+			if len(errOut) > 0 {
+				stderr.Write(errOut)
 			}
-			if b := e.Data.GetPty(); len(b) > 0 {
-				stdout.Write(b)
+			if len(pty) > 0 {
+				stdout.Write(pty)
 			}
-		case *processpb.ProcessEvent_End:
-			end = e.End
-		}
+			return nil
+		},
+		UntilClose: true,
+	})
+	if errors.Is(streamErr, guest.ErrNoEnd) {
+		streamErr = nil
 	}
-	streamErr := stream.Err()
 	if end == nil {
 		if streamErr != nil {
 			if connect.CodeOf(streamErr) == connect.CodeDeadlineExceeded {

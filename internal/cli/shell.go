@@ -13,8 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 )
 
 func init() {
@@ -116,20 +117,21 @@ func runShell(cmd *cobra.Command, id string, in *os.File, user string) error {
 	}()
 
 	out := cmd.OutOrStdout()
-	var end *processpb.ProcessEvent_EndEvent
-	for stream.Receive() {
-		switch e := stream.Msg().GetEvent().GetEvent().(type) {
-		case *processpb.ProcessEvent_Data:
-			out.Write(e.Data.GetPty())
-			out.Write(e.Data.GetStdout())
-			out.Write(e.Data.GetStderr())
-		case *processpb.ProcessEvent_End:
-			end = e.End
-		}
-	}
+	end, err := guest.Receive(stream, guest.Events{
+		Data: func(stdout, stderr, pty []byte) error {
+			out.Write(pty)
+			out.Write(stdout)
+			out.Write(stderr)
+			return nil
+		},
+		UntilClose: true,
+	})
 	term.Restore(int(in.Fd()), old)
 	if end == nil {
-		return fmt.Errorf("shell: %w", firstErr(stream.Err(), errors.New("connection closed without an exit status")))
+		if errors.Is(err, guest.ErrNoEnd) {
+			err = nil
+		}
+		return fmt.Errorf("shell: %w", firstErr(err, errors.New("connection closed without an exit status")))
 	}
 	return exitFromEnd(end)
 }

@@ -11,9 +11,10 @@ import (
 	"connectrpc.com/connect"
 	"github.com/coder/websocket"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -155,14 +156,19 @@ func Bridge(ctx context.Context, ws *websocket.Conn, pc processpbconnect.Process
 	defer stream.Close()
 
 	var pid uint32
-	for pid == 0 {
-		if !stream.Receive() {
-			ws.Close(websocket.StatusInternalError, "the shell did not start")
-			return fmt.Errorf("waiting for the shell to start: %w", errors.Join(stream.Err(), errors.New("stream ended")))
+	_, err = guest.Receive(stream, guest.Events{Start: func(p uint32) error {
+		if p == 0 {
+			return nil
 		}
-		if st := stream.Msg().GetEvent().GetStart(); st != nil {
-			pid = st.GetPid()
+		pid = p
+		return errStarted
+	}})
+	if !errors.Is(err, errStarted) {
+		if errors.Is(err, guest.ErrNoEnd) {
+			err = nil
 		}
+		ws.Close(websocket.StatusInternalError, "the shell did not start")
+		return fmt.Errorf("waiting for the shell to start: %w", errors.Join(err, errors.New("stream ended")))
 	}
 	sel := &processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Pid{Pid: pid}}
 
@@ -176,17 +182,14 @@ func Bridge(ctx context.Context, ws *websocket.Conn, pc processpbconnect.Process
 
 	// PTY → socket.
 	var exit *exitMessage
-	for stream.Receive() {
-		ev := stream.Msg().GetEvent()
-		if b := ev.GetData().GetPty(); len(b) > 0 {
-			if err := ws.Write(ctx, websocket.MessageBinary, b); err != nil {
-				break
-			}
+	end, _ := guest.Receive(stream, guest.Events{Data: func(_, _, pty []byte) error {
+		if len(pty) == 0 {
+			return nil
 		}
-		if end := ev.GetEnd(); end != nil {
-			exit = &exitMessage{Type: "exit", ExitCode: end.GetExitCode(), Error: end.GetError()}
-			break
-		}
+		return ws.Write(ctx, websocket.MessageBinary, pty)
+	}})
+	if end != nil {
+		exit = &exitMessage{Type: "exit", ExitCode: end.GetExitCode(), Error: end.GetError()}
 	}
 	if exit != nil {
 		if b, err := json.Marshal(exit); err == nil {
@@ -245,3 +248,6 @@ func pumpInput(ctx context.Context, ws *websocket.Conn, pc processpbconnect.Proc
 		}
 	}
 }
+
+// errStarted stops the wait for the shell's start event.
+var errStarted = errors.New("started")

@@ -13,8 +13,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/coder/websocket"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 

@@ -25,7 +25,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/console"
 	"github.com/airlock-sandbox/airlock/internal/daemonlock"
-	"github.com/airlock-sandbox/airlock/internal/envd/files"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
@@ -293,7 +293,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Counts: func() map[string]int { return sandboxCounts(d.mgr) }, Logger: d.log.With("component", "console")})
 	return proxy.New(proxy.FromManager(d.mgr), middleware.RequestID(consoleHandler), proxy.Options{
 		APIHosts:        apiHosts,
-		VerifySignature: files.VerifySignature,
+		VerifySignature: guest.VerifySignature,
 		Transport:       conns.Wrap(sandboxTransport),
 		Logger:          d.log.With("component", "proxy"),
 		UploadGuard:     d.mgr.CheckHostDisk,

@@ -46,17 +46,3 @@ func parsePort(s string) (int, bool) {
 	}
 	return n, true
 }
-
-// validID reports whether id is a well-formed sandbox id ([a-z0-9]+).
-func validID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
-}

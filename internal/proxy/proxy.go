@@ -18,12 +18,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
+	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
 // EnvdPort is the agent's port; traffic tokens are never required for it.
-const EnvdPort = 49983
+const EnvdPort = guest.EnvdPort
 
 // Header names used for routing (matched case-insensitively).
 const (
@@ -54,7 +56,7 @@ type Resolver interface {
 }
 
 // VerifyFunc checks a signed /files URL against a sandbox access token
-// (files.VerifySignature).
+// (guest.VerifySignature).
 type VerifyFunc func(q url.Values, operation, token string, now time.Time) error
 
 // Options configure the proxy.
@@ -159,7 +161,7 @@ func (p *proxy) isAPIHost(host string) bool {
 
 // serveSandbox validates the route and proxies to the sandbox.
 func (p *proxy) serveSandbox(w http.ResponseWriter, r *http.Request, id, portStr string) {
-	if !validID(id) {
+	if runtime.ValidID(id) != nil {
 		http.Error(w, "invalid sandbox id", http.StatusBadRequest)
 		return
 	}

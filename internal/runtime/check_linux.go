@@ -6,21 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 
 	"golang.org/x/sys/unix"
 )
-
-var idRE = regexp.MustCompile(`^[a-z0-9]{1,64}$`)
-
-// ValidID checks a sandbox id ([a-z0-9]{1,64}: it becomes file and cgroup
-// names).
-func ValidID(id string) error {
-	if !idRE.MatchString(id) {
-		return fmt.Errorf("id %q must match [a-z0-9]{1,64}", id)
-	}
-	return nil
-}
 
 // CheckNetNS verifies that path is a network namespace other than the
 // host's and this process's own.

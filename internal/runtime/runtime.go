@@ -96,7 +96,7 @@ type Runtime interface {
 
 // Checkpointer is implemented by runtimes that can save a running sandbox
 // (memory and processes) and start it again later from that image. Callers
-// detect it with a type assertion; runtimes without it cannot pause or fork.
+// detect it with CapsOf; runtimes without it cannot pause or fork.
 type Checkpointer interface {
 	// Checkpoint saves the sandbox's memory and process state to imageDir
 	// and stops it. Everything else in dir (writable layer, mounts, bundle)
@@ -176,4 +176,32 @@ type LayerSaver interface {
 	// like Cloner.Clone does from a checkpointed sandbox. src is not
 	// modified.
 	CloneSaved(ctx context.Context, src string, spec Spec) error
+}
+
+// Caps are a runtime's optional abilities: each field is the runtime
+// itself when it implements that interface, else nil.
+type Caps struct {
+	Checkpointer Checkpointer
+	Cloner       Cloner
+	LayerSaver   LayerSaver
+	StateLister  StateLister
+	AgentLogger  AgentLogger
+	Rebooter     Rebooter
+	StopReasoner StopReasoner
+	ImageBuilder ImageBuilder
+}
+
+// CapsOf discovers rt's optional abilities (the one place that looks for
+// them; callers keep the result).
+func CapsOf(rt Runtime) Caps {
+	var c Caps
+	c.Checkpointer, _ = rt.(Checkpointer)
+	c.Cloner, _ = rt.(Cloner)
+	c.LayerSaver, _ = rt.(LayerSaver)
+	c.StateLister, _ = rt.(StateLister)
+	c.AgentLogger, _ = rt.(AgentLogger)
+	c.Rebooter, _ = rt.(Rebooter)
+	c.StopReasoner, _ = rt.(StopReasoner)
+	c.ImageBuilder, _ = rt.(ImageBuilder)
+	return c
 }

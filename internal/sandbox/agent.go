@@ -1,83 +1,21 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
+	"errors"
 	"maps"
-	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
-
-// agentClient talks to the in-sandbox agent (envd) from the host.
-type agentClient struct {
-	http *http.Client
-	port int
-}
-
-func (a *agentClient) url(host, path string) string {
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(a.port)) + path
-}
-
-// waitHealthy polls GET /health until the agent answers 2xx or ctx ends.
-func (a *agentClient) waitHealthy(ctx context.Context, host string) error {
-	const interval = 20 * time.Millisecond
-	var lastErr error
-	for {
-		err := a.healthOnce(ctx, host)
-		if err == nil {
-			return nil
-		}
-		lastErr = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for agent health: %w (last error: %v)", ctx.Err(), lastErr)
-		case <-time.After(interval):
-		}
-	}
-}
-
-func (a *agentClient) healthOnce(ctx context.Context, host string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url(host, "/health"), nil)
-	if err != nil {
-		return fmt.Errorf("building health request: %w", err)
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("agent health: %w", err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("agent health: status %d", resp.StatusCode)
-	}
-	return nil
-}
-
-// initRequest is the body of the agent's POST /init (spec §3.5).
-type initRequest struct {
-	EnvVars        map[string]string `json:"envVars,omitempty"`
-	AccessToken    *string           `json:"accessToken,omitempty"`
-	Timestamp      time.Time         `json:"timestamp"`
-	DefaultUser    string            `json:"defaultUser,omitempty"`
-	DefaultWorkdir string            `json:"defaultWorkdir,omitempty"`
-	// authToken is sent as X-Access-Token: an agent that already has a
-	// token (a forked copy) only accepts a re-init from its holder.
-	authToken string
-}
 
 // newInitRequest is the /init of a freshly booted agent of sandbox id made
 // from tpl: the template's environment, the sandbox's env vars and E2B's
 // own variables, the template's default user and workdir, and the access
 // token (none when "").
-func newInitRequest(tpl *Template, envVars map[string]string, id, templateID, token string) initRequest {
+func newInitRequest(tpl *Template, envVars map[string]string, id, templateID, token string) guest.InitRequest {
 	envs := maps.Clone(tpl.Env)
 	if envs == nil {
 		envs = map[string]string{}
@@ -86,7 +24,7 @@ func newInitRequest(tpl *Template, envVars map[string]string, id, templateID, to
 	envs["E2B_SANDBOX"] = "true"
 	envs["E2B_SANDBOX_ID"] = id
 	envs["E2B_TEMPLATE_ID"] = templateID
-	body := initRequest{
+	body := guest.InitRequest{
 		EnvVars:        envs,
 		Timestamp:      time.Now().UTC(),
 		DefaultUser:    orDefault(tpl.User, DefaultUser),
@@ -96,34 +34,6 @@ func newInitRequest(tpl *Template, envVars map[string]string, id, templateID, to
 		body.AccessToken = &token
 	}
 	return body
-}
-
-// init sends POST /init to the agent.
-func (a *agentClient) init(ctx context.Context, host string, body initRequest) error {
-	data, err := json.Marshal(body)
-	if err != nil {
-		return fmt.Errorf("encoding init body: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url(host, "/init"), bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("building init request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if body.authToken != "" {
-		req.Header.Set("X-Access-Token", body.authToken)
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("agent init: %w", err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("agent init: status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
-	}
-	return nil
 }
 
 // freezeGuest prepares the sandbox at ip for a checkpoint: it resets the
@@ -137,34 +47,10 @@ func (a *agentClient) init(ctx context.Context, host string, body initRequest) e
 // such endpoints.)
 func (m *Manager) freezeGuest(ctx context.Context, ip netip.Addr) (int, error) {
 	aborted := m.cfg.Conns.Abort(ip)
-	err := m.agent.freeze(ctx, ip.String())
+	err := m.agent.Freeze(ctx, ip.String())
 	m.cfg.Conns.Abort(ip)
+	if c, ok := errors.AsType[*guest.FreezeConflictError](err); ok {
+		return aborted, userErrorf(http.StatusConflict, "cannot pause: %s", c.Message)
+	}
 	return aborted, err
-}
-
-func (a *agentClient) freeze(ctx context.Context, host string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url(host, "/freeze"), nil)
-	if err != nil {
-		return fmt.Errorf("building freeze request: %w", err)
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("agent freeze: %w", err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	switch {
-	case resp.StatusCode == http.StatusNoContent:
-		return nil
-	case resp.StatusCode == http.StatusConflict:
-		var e struct {
-			Message string `json:"message"`
-		}
-		_ = json.Unmarshal(data, &e)
-		return userErrorf(http.StatusConflict, "cannot pause: %s", e.Message)
-	default:
-		return fmt.Errorf("agent freeze: status %d: %s", resp.StatusCode, bytes.TrimSpace(data))
-	}
 }

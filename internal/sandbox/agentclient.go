@@ -3,7 +3,7 @@ package sandbox
 import (
 	"net/http"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 )
 
 // ProcessClient returns a Process service client of running sandbox id's

@@ -9,8 +9,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
 // Process lifecycle events in the sandbox logs come from the agent's own
@@ -31,8 +29,8 @@ var agentEventMessages = map[string]bool{"process started": true, "process ended
 // agentEvents reads the process events of the sandbox whose runtime
 // directory is dir. A missing or unreadable log gives none.
 func (m *Manager) agentEvents(dir string) []LogEntry {
-	al, ok := m.cfg.Runtime.(runtime.AgentLogger)
-	if !ok {
+	al := m.caps.AgentLogger
+	if al == nil {
 		return nil
 	}
 	f, err := os.Open(al.AgentLog(dir))

@@ -5,18 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
 // Boot snapshots: a template is booted once, its agent (and, for
@@ -42,9 +39,6 @@ const (
 // value is the template's name); like boot-snapshot sandboxes they are
 // destroyed, not re-attached, after a daemon restart.
 const BuildKey = "airlock.build"
-
-// interpreterPort is the code interpreter's port in templates that have one.
-const interpreterPort = 49999
 
 // bootEntry is a ready boot snapshot.
 type bootEntry struct {
@@ -102,8 +96,8 @@ func (b *bootState) set(hash string, e *bootEntry) {
 // BootSnapshotsSupported reports whether the runtime can serve creates from
 // boot snapshots.
 func (m *Manager) BootSnapshotsSupported() bool {
-	_, ck := m.cfg.Runtime.(runtime.Checkpointer)
-	_, ls := m.cfg.Runtime.(runtime.LayerSaver)
+	ck := m.caps.Checkpointer != nil
+	ls := m.caps.LayerSaver != nil
 	return ck && ls
 }
 
@@ -147,8 +141,8 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 	if err != nil {
 		return "", err
 	}
-	ls, ok := m.cfg.Runtime.(runtime.LayerSaver)
-	if !ok {
+	ls := m.caps.LayerSaver
+	if ls == nil {
 		return "", fmt.Errorf("the %q runtime cannot save sandboxes", m.cfg.Runtime.Name())
 	}
 	tpl, err := m.cfg.Templates.Resolve(ctx, name)
@@ -276,23 +270,14 @@ func hasInterpreter(rootfs string) bool {
 // (kernel started, warm-up imports done) and JavaScript context answer an
 // execution; warm reports whether there is an interpreter.
 func (m *Manager) waitWarm(ctx context.Context, sb *Sandbox) (warm bool, err error) {
-	base := "http://" + net.JoinHostPort(sb.GuestIP.String(), strconv.Itoa(interpreterPort))
-	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	req, _ := http.NewRequestWithContext(hctx, http.MethodGet, base+"/health", nil)
-	res, err := m.cfg.HTTPClient.Do(req)
-	cancel()
-	if err != nil {
+	host := sb.GuestIP.String()
+	if m.agent.InterpreterHealth(ctx, host) != nil {
 		return false, nil // no interpreter in this template
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	if res.StatusCode/100 != 2 {
-		return false, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for _, lang := range []string{"python", "javascript"} {
-		if err := m.executeOnce(wctx, base, sb.AccessToken, lang); err != nil {
+		if err := m.executeOnce(wctx, host, sb.AccessToken, lang); err != nil {
 			if lang == "javascript" {
 				m.log.Info("no warm JavaScript context in the boot snapshot", "err", err)
 				continue
@@ -307,26 +292,14 @@ func (m *Manager) waitWarm(ctx context.Context, sb *Sandbox) (warm bool, err err
 // lang (silent: it does not advance the execution count, so a user's first
 // cell in a sandbox made from the snapshot is number 1) and checks that it
 // ended without an error.
-func (m *Manager) executeOnce(ctx context.Context, base, token, lang string) error {
-	body, _ := json.Marshal(map[string]any{"code": "1", "language": lang, "silent": true})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/execute", strings.NewReader(string(body)))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Access-Token", token)
-	res, err := m.cfg.HTTPClient.Do(req)
+func (m *Manager) executeOnce(ctx context.Context, host, token, lang string) error {
+	status, out, err := m.agent.Execute(ctx, host, token, guest.ExecuteRequest{Code: "1", Language: lang, Silent: true})
 	if err != nil {
 		return fmt.Errorf("%s execution: %w", lang, err)
 	}
-	defer res.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s execution: %w", lang, err)
-	}
-	if res.StatusCode != http.StatusOK || !strings.Contains(string(out), `"end_of_execution"`) ||
+	if status != http.StatusOK || !strings.Contains(string(out), `"end_of_execution"`) ||
 		strings.Contains(string(out), `"type":"error"`) {
-		return fmt.Errorf("%s execution: status %d: %.200s", lang, res.StatusCode, out)
+		return fmt.Errorf("%s execution: status %d: %.200s", lang, status, out)
 	}
 	return nil
 }

@@ -2,19 +2,16 @@ package sandbox
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"path/filepath"
-	"strconv"
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 )
 
 // ExecRequest is a command run through a sandbox's agent (Process service).
@@ -29,32 +26,8 @@ type ExecRequest struct {
 // while the sandbox does).
 func (m *Manager) Dir(id string) string { return m.sandboxDir(id) }
 
-// basicUser sets the Basic-auth username the agent runs processes as.
-type basicUser struct {
-	base  http.RoundTripper
-	user  string
-	token string
-}
-
-func (t *basicUser) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := req.Clone(req.Context())
-	if t.user != "" {
-		r.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(t.user+":")))
-	}
-	if t.token != "" {
-		r.Header.Set("X-Access-Token", t.token)
-	}
-	return t.base.RoundTrip(r)
-}
-
 func (m *Manager) processClient(host, token, user string) processpbconnect.ProcessClient {
-	base := m.cfg.HTTPClient.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	hc := &http.Client{Transport: &basicUser{base: base, user: user, token: token}}
-	url := "http://" + net.JoinHostPort(host, strconv.Itoa(m.cfg.AgentPort))
-	return processpbconnect.NewProcessClient(hc, url, connect.WithProtoJSON())
+	return m.agent.Process(host, token, user)
 }
 
 // agentAddr returns the guest address and access token of live sandbox id.
@@ -100,27 +73,28 @@ func execOn(ctx context.Context, pc processpbconnect.ProcessClient, req ExecRequ
 		return -1, fmt.Errorf("starting %q: %w", req.Args[0], err)
 	}
 	defer stream.Close()
-	for stream.Receive() {
-		ev := stream.Msg().GetEvent()
-		if d := ev.GetData(); d != nil && out != nil {
-			if b := d.GetStdout(); len(b) > 0 {
-				_, _ = out.Write(b)
+	var data func(stdout, stderr, pty []byte) error
+	if out != nil {
+		data = func(stdout, stderr, _ []byte) error {
+			if len(stdout) > 0 {
+				_, _ = out.Write(stdout)
 			}
-			if b := d.GetStderr(); len(b) > 0 {
-				_, _ = out.Write(b)
+			if len(stderr) > 0 {
+				_, _ = out.Write(stderr)
 			}
-		}
-		if end := ev.GetEnd(); end != nil {
-			if end.Error != nil && *end.Error != "" && !end.GetExited() {
-				return -1, fmt.Errorf("running %q: %s", req.Args[0], end.GetError())
-			}
-			return int(end.GetExitCode()), nil
+			return nil
 		}
 	}
-	if err := stream.Err(); err != nil {
+	end, err := guest.Receive(stream, guest.Events{Data: data})
+	switch {
+	case errors.Is(err, guest.ErrNoEnd):
+		return -1, fmt.Errorf("running %q: stream ended without an end event", req.Args[0])
+	case err != nil:
 		return -1, fmt.Errorf("running %q: %w", req.Args[0], err)
+	case end.Error != nil && *end.Error != "" && !end.GetExited():
+		return -1, fmt.Errorf("running %q: %s", req.Args[0], end.GetError())
 	}
-	return -1, fmt.Errorf("running %q: stream ended without an end event", req.Args[0])
+	return int(end.GetExitCode()), nil
 }
 
 // startBackground starts req and returns once the agent reported the
@@ -137,17 +111,17 @@ func startBackground(ctx context.Context, pc processpbconnect.ProcessClient, req
 		return fmt.Errorf("starting %q: %w", req.Args[0], err)
 	}
 	defer stream.Close()
-	for stream.Receive() {
-		ev := stream.Msg().GetEvent()
-		if ev.GetStart() != nil {
-			return nil
-		}
-		if end := ev.GetEnd(); end != nil {
-			return fmt.Errorf("start command %q ended at once (exit code %d)", req.Args[0], end.GetExitCode())
-		}
-	}
-	if err := stream.Err(); err != nil {
+	end, err := guest.Receive(stream, guest.Events{Start: func(uint32) error { return errStarted }})
+	switch {
+	case errors.Is(err, errStarted):
+		return nil
+	case errors.Is(err, guest.ErrNoEnd):
+		return fmt.Errorf("starting %q: stream ended without a start event", req.Args[0])
+	case err != nil:
 		return fmt.Errorf("starting %q: %w", req.Args[0], err)
 	}
-	return fmt.Errorf("starting %q: stream ended without a start event", req.Args[0])
+	return fmt.Errorf("start command %q ended at once (exit code %d)", req.Args[0], end.GetExitCode())
 }
+
+// errStarted stops the receive loop of startBackground at the start event.
+var errStarted = errors.New("started")

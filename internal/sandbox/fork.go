@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/store"
@@ -80,8 +81,8 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	if err := m.checkPauseSpace(ctx, id); err != nil {
 		return nil, err
 	}
-	cl, ok := m.cfg.Runtime.(runtime.Cloner)
-	if !ok {
+	cl := m.caps.Cloner
+	if cl == nil {
 		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot fork sandboxes", m.cfg.Runtime.Name())
 	}
 	m.mu.Lock()
@@ -401,12 +402,12 @@ func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.San
 	envs["E2B_SANDBOX"] = "true"
 	envs["E2B_SANDBOX_ID"] = k.id
 	envs["E2B_TEMPLATE_ID"] = parent.TemplateID
-	body := initRequest{EnvVars: envs, Timestamp: time.Now().UTC(), DefaultUser: DefaultUser,
-		DefaultWorkdir: DefaultWorkdir, authToken: parent.AccessToken}
+	body := guest.InitRequest{EnvVars: envs, Timestamp: time.Now().UTC(), DefaultUser: DefaultUser,
+		DefaultWorkdir: DefaultWorkdir}
 	if k.token != "" {
 		body.AccessToken = &k.token
 	}
-	if err := m.agent.init(ctx, host, body); err != nil {
+	if err := m.agent.Init(ctx, host, body, parent.AccessToken); err != nil {
 		return nil, fmt.Errorf("initialising fork child: %w", err)
 	}
 	now := time.Now().UTC()

@@ -4,18 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 )
 
 const idAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 
-// idPattern matches sandbox ids: the proxy and hostnames rely on [a-z0-9]+.
-var idPattern = regexp.MustCompile(`^[a-z0-9]+$`)
-
-// ValidID reports whether id has the shape of a sandbox id ([a-z0-9]+).
-func ValidID(id string) bool { return idPattern.MatchString(id) }
-
-// newID returns "i" followed by 20 random characters from [a-z0-9].
+// newID returns "i" followed by 20 random characters from [a-z0-9] (a
+// valid id for runtime.ValidID).
 func newID() (string, error) {
 	const n = 20
 	out := make([]byte, 0, n+1)

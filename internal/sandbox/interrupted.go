@@ -104,7 +104,7 @@ func (m *Manager) thawInterrupted(ctx context.Context, row *store.Sandbox, ip ne
 		log.Warn("waking the agent of a sandbox restored by the previous daemon", "err", err)
 		return false
 	}
-	if err := m.agent.waitHealthy(hctx, ip.String()); err != nil {
+	if err := m.agent.WaitHealthy(hctx, ip.String()); err != nil {
 		log.Warn("agent of a sandbox restored by the previous daemon does not answer", "err", err)
 		return false
 	}

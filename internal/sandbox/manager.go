@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/state"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 	"github.com/airlock-sandbox/airlock/internal/network"
@@ -26,7 +26,7 @@ import (
 
 // Defaults applied when Config leaves a field zero.
 const (
-	DefaultAgentPort         = 49983
+	DefaultAgentPort         = guest.EnvdPort
 	DefaultAgentReadyTimeout = 30 * time.Second
 	DefaultCPUCount          = 2
 	DefaultMemoryMB          = 512
@@ -45,7 +45,7 @@ const (
 )
 
 // EnvdVersion is the agent version reported to SDKs.
-const EnvdVersion = state.Version
+const EnvdVersion = guest.Version
 
 // Template is what the manager needs to know about a resolved template.
 type Template struct {
@@ -93,7 +93,7 @@ type Config struct {
 	Logs *jsonlog.Store
 	// AgentPath is the host path of the airlock-envd binary.
 	AgentPath string
-	// AgentPort is the agent's port on the guest address (49983).
+	// AgentPort is the agent's port on the guest address (guest.EnvdPort).
 	AgentPort int
 	// AgentReadyTimeout bounds the wait for the agent's /health.
 	AgentReadyTimeout time.Duration
@@ -218,7 +218,9 @@ type entry struct {
 type Manager struct {
 	cfg   Config
 	log   *slog.Logger
-	agent *agentClient
+	agent *guest.Client
+	// caps are cfg.Runtime's optional abilities (pause, fork, snapshots…).
+	caps  runtime.Caps
 	ready atomic.Bool
 
 	// bg tracks timeout kills in flight so Close can wait for them.
@@ -296,7 +298,8 @@ func New(cfg Config) (*Manager, error) {
 		cfg:       cfg,
 		log:       slog.New(events.handler(cfg.Logger.Handler())), // keeps sandbox events (events.go)
 		events:    events,
-		agent:     &agentClient{http: cfg.HTTPClient, port: cfg.AgentPort},
+		caps:      runtime.CapsOf(cfg.Runtime),
+		agent:     &guest.Client{HTTP: cfg.HTTPClient, Port: cfg.AgentPort},
 		sandboxes: map[string]*entry{},
 		slots:     map[int]string{},
 	}, nil
@@ -437,7 +440,7 @@ func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot i
 	}
 	log.Debug("agent healthy", "wait", time.Since(waitStart))
 
-	if err := m.agent.init(ctx, host, newInitRequest(tpl, req.EnvVars, id, req.TemplateID, token)); err != nil {
+	if err := m.agent.Init(ctx, host, newInitRequest(tpl, req.EnvVars, id, req.TemplateID, token), ""); err != nil {
 		return nil, fmt.Errorf("initialising agent: %w", err)
 	}
 	if err := m.startTemplateCommand(ctx, log, host, token, tpl); err != nil {
@@ -770,12 +773,12 @@ func (m *Manager) KillAll(ctx context.Context) error {
 // (runtime.WaitReady).
 func (m *Manager) waitAgent(ctx context.Context, id, dir, host string) error {
 	var logPath string
-	if al, ok := m.cfg.Runtime.(runtime.AgentLogger); ok && dir != "" {
+	if al := m.caps.AgentLogger; al != nil && dir != "" {
 		logPath = al.AgentLog(dir)
 	}
 	hctx, cancel := context.WithTimeout(ctx, m.cfg.AgentReadyTimeout)
 	defer cancel()
 	return runtime.WaitReady(hctx, m.cfg.Runtime, id, logPath, 0, func(ctx context.Context) error {
-		return m.agent.waitHealthy(ctx, host)
+		return m.agent.WaitHealthy(ctx, host)
 	})
 }

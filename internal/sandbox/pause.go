@@ -77,8 +77,8 @@ func decodeExtra(s string) extra {
 // checkpointer returns the runtime's checkpoint capability or a 501 user
 // error naming the runtime.
 func (m *Manager) checkpointer() (runtime.Checkpointer, error) {
-	cp, ok := m.cfg.Runtime.(runtime.Checkpointer)
-	if !ok {
+	cp := m.caps.Checkpointer
+	if cp == nil {
 		return nil, userErrorf(http.StatusNotImplemented,
 			"the %q runtime cannot pause, resume or fork sandboxes (no checkpoint/restore)", m.cfg.Runtime.Name())
 	}

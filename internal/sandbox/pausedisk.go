@@ -21,8 +21,8 @@ import (
 // rebooter returns the runtime's filesystem-only pause capability or a 501
 // user error.
 func (m *Manager) rebooter() (runtime.Rebooter, error) {
-	rb, ok := m.cfg.Runtime.(runtime.Rebooter)
-	if !ok {
+	rb := m.caps.Rebooter
+	if rb == nil {
 		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot pause a sandbox without its memory", m.cfg.Runtime.Name())
 	}
 	return rb, nil
@@ -128,7 +128,7 @@ func (m *Manager) resumeDisk(ctx context.Context, id string, e *entry, timeout t
 		m.log.Warn("template of a sandbox resumed from its disk not found; its defaults do not apply", "sandbox", id, "template", name, "err", terr)
 		tpl = &Template{Name: name}
 	}
-	if err := m.agent.init(ctx, ip.String(), newInitRequest(tpl, rec.EnvVars, id, rec.TemplateID, rec.AccessToken)); err != nil {
+	if err := m.agent.Init(ctx, ip.String(), newInitRequest(tpl, rec.EnvVars, id, rec.TemplateID, rec.AccessToken), ""); err != nil {
 		return fail(fmt.Errorf("initialising the agent of %s after a boot from its disk: %w", id, err))
 	}
 	if err := m.startTemplateCommand(ctx, m.log.With("sandbox", id), ip.String(), rec.AccessToken, tpl); err != nil {

@@ -265,8 +265,8 @@ func (m *Manager) fillOne(ctx context.Context, name string) bool {
 	if err != nil {
 		return false
 	}
-	ls, ok := m.cfg.Runtime.(runtime.LayerSaver)
-	if !ok {
+	ls := m.caps.LayerSaver
+	if ls == nil {
 		return false
 	}
 	defer m.pool.startFill(name, tpl.Hash)()

@@ -53,7 +53,7 @@ func (m *Manager) Reap(ctx context.Context, interval time.Duration) {
 // passes. It returns this pass's orphans.
 func (m *Manager) reapOrphans(ctx context.Context, prev map[string]bool, states map[string]runtime.State) map[string]bool {
 	var ids []string
-	if _, ok := m.cfg.Runtime.(runtime.StateLister); ok {
+	if m.caps.StateLister != nil {
 		// states already lists every sandbox the runtime holds.
 		for id := range states {
 			ids = append(ids, id)

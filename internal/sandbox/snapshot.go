@@ -77,7 +77,7 @@ type snapshotSpec struct {
 
 // runtimeBuild is the runtime's image build (runtime.ImageBuilder), or "".
 func (m *Manager) runtimeBuild() string {
-	if ib, ok := m.cfg.Runtime.(runtime.ImageBuilder); ok {
+	if ib := m.caps.ImageBuilder; ib != nil {
 		return ib.ImageBuild()
 	}
 	return ""
@@ -188,8 +188,8 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	if err != nil {
 		return nil, err
 	}
-	ls, ok := m.cfg.Runtime.(runtime.LayerSaver)
-	if !ok {
+	ls := m.caps.LayerSaver
+	if ls == nil {
 		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot snapshot sandboxes", m.cfg.Runtime.Name())
 	}
 	snapID, err := newSnapshotID()
@@ -549,8 +549,8 @@ func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req Create
 	if err != nil {
 		return nil, err
 	}
-	ls, ok := m.cfg.Runtime.(runtime.LayerSaver)
-	if !ok {
+	ls := m.caps.LayerSaver
+	if ls == nil {
 		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot start sandboxes from snapshots", m.cfg.Runtime.Name())
 	}
 	parent := m.restoredRecord(src, req, allowInternet)

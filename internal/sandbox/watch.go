@@ -155,7 +155,7 @@ func (m *Manager) inOp(id string) bool {
 
 // runtimeStates reads the state of every sandbox the runtime holds.
 func (m *Manager) runtimeStates(ctx context.Context) (map[string]runtime.State, error) {
-	if sl, ok := m.cfg.Runtime.(runtime.StateLister); ok {
+	if sl := m.caps.StateLister; sl != nil {
 		return sl.States(ctx)
 	}
 	out := map[string]runtime.State{}
@@ -175,7 +175,7 @@ func (m *Manager) runtimeStates(ctx context.Context) (map[string]runtime.State, 
 // reap removes sb, which stopped on its own, unless it was killed meanwhile.
 func (m *Manager) reap(ctx context.Context, sb *Sandbox) {
 	reason := ""
-	if sr, ok := m.cfg.Runtime.(runtime.StopReasoner); ok {
+	if sr := m.caps.StopReasoner; sr != nil {
 		reason = sr.StopReason(sb.ID)
 	}
 	m.mu.Lock()

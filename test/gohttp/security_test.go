@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/files"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
 // hostCanary writes a file with random content in the host's /tmp and
@@ -273,9 +273,9 @@ mount -t ext4 /dev/vda /mnt/x 2>/dev/null && echo MOUNTED ext4; ls /mnt/x; true`
 		path := "/home/user/witness-marker"
 		for name, sig := range map[string]string{
 			"garbage":                 "v1_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-			"signed with other token": files.Sign(path, "read", "user", witness.EnvdAccessToken, exp),
-			"signed for other path":   files.Sign("/etc/hostname", "read", "user", attacker.EnvdAccessToken, exp),
-			"signed for write":        files.Sign(path, "write", "user", attacker.EnvdAccessToken, exp),
+			"signed with other token": guest.Sign(path, "read", "user", witness.EnvdAccessToken, exp),
+			"signed for other path":   guest.Sign("/etc/hostname", "read", "user", attacker.EnvdAccessToken, exp),
+			"signed for write":        guest.Sign(path, "write", "user", attacker.EnvdAccessToken, exp),
 		} {
 			q := url.Values{"path": {path}, "username": {"user"}, "signature": {sig}, "signature_expiration": {strconv.FormatInt(exp, 10)}}
 			noTok := attacker
@@ -296,7 +296,7 @@ mount -t ext4 /dev/vda /mnt/x 2>/dev/null && echo MOUNTED ext4; ls /mnt/x; true`
 		}
 		// Expired but otherwise valid.
 		old := time.Now().Add(-time.Minute).Unix()
-		q := url.Values{"path": {path}, "username": {"user"}, "signature": {files.Sign(path, "read", "user", attacker.EnvdAccessToken, old)}, "signature_expiration": {strconv.FormatInt(old, 10)}}
+		q := url.Values{"path": {path}, "username": {"user"}, "signature": {guest.Sign(path, "read", "user", attacker.EnvdAccessToken, old)}, "signature_expiration": {strconv.FormatInt(old, 10)}}
 		noTok := attacker
 		noTok.EnvdAccessToken = ""
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -26,7 +26,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
+	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
@@ -119,18 +120,16 @@ func (b *bench) command(ctx context.Context, id, token string) error {
 		return fmt.Errorf("starting command: %w", err)
 	}
 	defer stream.Close()
-	for stream.Receive() {
-		if end := stream.Msg().GetEvent().GetEnd(); end != nil {
-			if end.GetExitCode() != 0 {
-				return fmt.Errorf("command exited %d", end.GetExitCode())
-			}
-			return nil
-		}
-	}
-	if err := stream.Err(); err != nil {
+	end, err := guest.Receive(stream, guest.Events{})
+	switch {
+	case errors.Is(err, guest.ErrNoEnd):
+		return errors.New("command stream ended without an end event")
+	case err != nil:
 		return fmt.Errorf("command stream: %w", err)
+	case end.GetExitCode() != 0:
+		return fmt.Errorf("command exited %d", end.GetExitCode())
 	}
-	return errors.New("command stream ended without an end event")
+	return nil
 }
 
 type row struct{ what, p50, p99, extra string }

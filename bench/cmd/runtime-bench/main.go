@@ -35,8 +35,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
@@ -199,15 +200,11 @@ func runTrue(ctx context.Context, proc processpbconnect.ProcessClient) error {
 		return fmt.Errorf("starting command: %w", err)
 	}
 	defer stream.Close()
-	for stream.Receive() {
-		if end := stream.Msg().GetEvent().GetEnd(); end != nil {
-			return nil
-		}
+	_, err = guest.Receive(stream, guest.Events{})
+	if errors.Is(err, guest.ErrNoEnd) {
+		return errors.New("no end event")
 	}
-	if err := stream.Err(); err != nil {
-		return err
-	}
-	return errors.New("no end event")
+	return err
 }
 
 // hostMemory sums RSS and PSS (bytes) of the host processes whose command

@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/envd/filesystem"
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
 // AccessTokenHeader carries the agent's access token.
@@ -138,7 +139,7 @@ func (h *handler) authorize(r *http.Request, operation string) error {
 		}
 		return nil
 	}
-	if err := VerifySignature(r.URL.Query(), operation, token, h.now()); err != nil {
+	if err := guest.VerifySignature(r.URL.Query(), operation, token, h.now()); err != nil {
 		return &apiError{status: http.StatusUnauthorized, msg: err.Error()}
 	}
 	return nil
@@ -161,7 +162,7 @@ func (h *handler) actingUser(r *http.Request) (*identity.User, error) {
 }
 
 func (h *handler) download(w http.ResponseWriter, r *http.Request) error {
-	if err := h.authorize(r, OpRead); err != nil {
+	if err := h.authorize(r, guest.OpRead); err != nil {
 		return err
 	}
 	u, err := h.actingUser(r)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/envd/filesystem"
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
 // TempPrefix starts the name of every in-progress upload file (created next
@@ -38,7 +39,7 @@ type WrittenEntry struct {
 }
 
 func (h *handler) upload(w http.ResponseWriter, r *http.Request) error {
-	if err := h.authorize(r, OpWrite); err != nil {
+	if err := h.authorize(r, guest.OpWrite); err != nil {
 		return err
 	}
 	u, err := h.actingUser(r)

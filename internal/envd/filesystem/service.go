@@ -21,10 +21,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb/filesystempbconnect"
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
+	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
 )
 
 // Service implements filesystempbconnect.FilesystemHandler.

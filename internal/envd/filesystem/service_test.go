@@ -23,9 +23,9 @@ import (
 	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb/filesystempbconnect"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
+	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
 )
 
 const testUser = "nobody" // exists on every Debian system; uid/gid 65534

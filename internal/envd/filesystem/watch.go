@@ -23,8 +23,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb"
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
+	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
 )
 
 const (

@@ -11,8 +11,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb"
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
+	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
 )
 
 type evKey struct {

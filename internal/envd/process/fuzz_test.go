@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
 )
 
 // FuzzStartRequestDecoding decodes arbitrary JSON as a StartRequest and runs

@@ -18,9 +18,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 )
 
 func needRoot(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
 )
 
 func TestStartStdoutStderrExitCode(t *testing.T) {

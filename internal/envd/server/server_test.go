@@ -20,11 +20,11 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb/filesystempbconnect"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
+	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 )
 
 type fixture struct {

@@ -6,10 +6,13 @@ import (
 	"crypto/subtle"
 	"maps"
 	"sync"
+
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
-// Version is the envd protocol version this agent reports (spec §1.6: ≥ 0.6.4).
-const Version = "0.6.13"
+// Version is the envd protocol version this agent reports (spec §1.6: ≥ 0.6.4);
+// the daemon hands the same constant out as envdVersion.
+const Version = guest.Version
 
 // State is shared by every service of the agent. The zero value is usable.
 type State struct {

@@ -9,14 +9,16 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
 // Headers of the daemon's POST /freeze to a forked microVM (a clone of a
 // saved VM, still on its parent's address): the child's own address
 // ("10.0.0.6/30") and gateway. The agent answers, then moves eth0.
 const (
-	AddrHeader    = "X-Airlock-Guest-Addr"
-	GatewayHeader = "X-Airlock-Guest-Gateway"
+	AddrHeader    = guest.HeaderGuestAddr
+	GatewayHeader = guest.HeaderGuestGateway
 )
 
 // ParseAddress checks the values of AddrHeader and GatewayHeader.

@@ -21,6 +21,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
 // Marker, in the initramfs root, says "you are PID 1 of a microVM".
@@ -316,7 +318,7 @@ func setClock(hostNano int64) {
 
 // ClockHeader carries the host's time on the daemon's POST /freeze after a
 // microVM was restored: the guest's clock stood still while it was saved.
-const ClockHeader = "X-Airlock-Host-Time"
+const ClockHeader = guest.HeaderHostTime
 
 // SyncClock sets the clock to the RFC 3339 time v when it is more than
 // 50 ms off. It reports the skew it corrected.

@@ -21,7 +21,7 @@ var _ runtime.Checkpointer = (*Runtime)(nil)
 // the id. The overlay root filesystem and the writable layer stay mounted in
 // dir.
 func (r *Runtime) Checkpoint(ctx context.Context, id, dir, imageDir string) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	if !filepath.IsAbs(imageDir) {
@@ -117,7 +117,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 // still mounted, a layer left frozen by a killed daemon is thawed, and
 // runsc's state of the stopped container is gone. It returns the clean dir.
 func (r *Runtime) restart(ctx context.Context, spec runtime.Spec, what string) (string, error) {
-	if err := validID(spec.ID); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, spec.ID); err != nil {
 		return "", err
 	}
 	dir := filepath.Clean(spec.Dir)
@@ -163,7 +163,7 @@ func isMountPoint(p string) bool {
 
 // Signal implements runtime.Checkpointer with `runsc kill`.
 func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	if _, err := r.exec(ctx, "kill", id, strconv.Itoa(int(sig))); err != nil {

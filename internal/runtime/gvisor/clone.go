@@ -143,16 +143,9 @@ func (r *Runtime) cloneWith(ctx context.Context, spec runtime.Spec, from string,
 		return fmt.Errorf("creating sandbox dir: %w", err)
 	}
 	t0 := time.Now()
-	defer func() {
-		if err == nil {
-			return
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := r.Destroy(cctx, spec.ID, dir); derr != nil {
-			r.log.Error("cleaning up failed clone", "id", spec.ID, "err", derr)
-		}
-	}()
+	var undo runtime.Cleanup
+	defer undo.Unwind(ctx, &err)
+	undo.Push(r.destroyStep("clone", spec.ID, dir))
 	if err := os.Mkdir(filepath.Join(dir, layerDir), 0o700); err != nil {
 		return fmt.Errorf("creating layer dir: %w", err)
 	}

@@ -47,7 +47,7 @@ func (r *Runtime) States(ctx context.Context) (map[string]runtime.State, error) 
 // task limit makes the sentry fail to create threads and exit
 // (pids.events "max" > 0).
 func (r *Runtime) StopReason(id string) string {
-	if validID(id) != nil {
+	if runtime.CheckID(ErrInvalidSpec, id) != nil {
 		return ""
 	}
 	cg := cgroupsPath(id)

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -209,7 +210,7 @@ func TestSandboxLifecycle(t *testing.T) {
 			t.Errorf("allocating 32 MiB failed: %d %q", code, out)
 		}
 		c := &http.Client{Timeout: 15 * time.Second}
-		resp, err := c.Get("http://" + guestIP + ":49983/run?cmd=" + url.QueryEscape(runtime.AgentGuestPath+" -hog 600"))
+		resp, err := c.Get(guest.URL(guestIP, guest.EnvdPort, "/run?cmd=") + url.QueryEscape(runtime.AgentGuestPath+" -hog 600"))
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()

@@ -21,6 +21,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -257,7 +258,7 @@ var httpClient = &http.Client{Timeout: 90 * time.Second}
 // waitHealthy polls the agent's /health until it answers 204.
 func waitHealthy(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+guestIP+":49983/health", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, guest.URL(guestIP, guest.EnvdPort, guest.PathHealth), nil)
 		c := &http.Client{Timeout: 200 * time.Millisecond}
 		resp, err := c.Do(req)
 		if err == nil {
@@ -277,7 +278,7 @@ func waitHealthy(ctx context.Context) error {
 // guestRun runs a shell command in the sandbox via the test agent.
 func guestRun(t *testing.T, cmd string) (int, string) {
 	t.Helper()
-	resp, err := httpClient.Get("http://" + guestIP + ":49983/run?cmd=" + url.QueryEscape(cmd))
+	resp, err := httpClient.Get(guest.URL(guestIP, guest.EnvdPort, "/run?cmd=") + url.QueryEscape(cmd))
 	if err != nil {
 		t.Fatalf("running %q: %v", cmd, err)
 	}

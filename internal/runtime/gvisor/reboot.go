@@ -22,7 +22,7 @@ var _ runtime.Rebooter = (*Runtime)(nil)
 // Boot. The layer lives on the host (--overlay2=none), so nothing the guest
 // wrote is lost with the sentry.
 func (r *Runtime) Shutdown(ctx context.Context, id, dir string) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	if err := r.waitDeleted(ctx, id); err != nil {

@@ -29,8 +29,8 @@ import (
 )
 
 // ErrInvalidSpec marks errors caused by a bad runtime.Spec (a caller error,
-// as opposed to a failure of the host or of runsc).
-var ErrInvalidSpec = errors.New("gvisor: invalid sandbox spec")
+// not a runtime failure); it is runtime.ErrInvalidSpec too.
+var ErrInvalidSpec = runtime.InvalidSpec("gvisor")
 
 // Config configures the gVisor runtime.
 type Config struct {
@@ -211,13 +211,6 @@ func (r *Runtime) exec(ctx context.Context, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-func validID(id string) error {
-	if err := runtime.ValidID(id); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
-	}
-	return nil
-}
-
 func validate(spec runtime.Spec) error {
 	if err := spec.Check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
@@ -237,29 +230,18 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 	if r.known(spec.ID) {
 		return fmt.Errorf("%w: sandbox %s already exists in runsc", ErrInvalidSpec, spec.ID)
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return fmt.Errorf("creating parent of sandbox dir: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("%w: sandbox dir %s already exists", ErrInvalidSpec, dir)
-		}
-		return fmt.Errorf("creating sandbox dir: %w", err)
+	if err := runtime.MakeSandboxDir(dir, ErrInvalidSpec); err != nil {
+		return err
 	}
 	started := time.Now()
-	defer func() {
-		if err == nil {
-			return
-		}
+	var undo runtime.Cleanup
+	defer undo.Unwind(ctx, &err)
+	undo.Push(r.destroyStep("start", spec.ID, dir))
+	undo.Push(func(context.Context) {
 		if tail := runtime.LogTail(AgentLogPath(dir), 2048); tail != "" && !strings.Contains(err.Error(), "agent.log:") {
 			err = fmt.Errorf("%w\nagent.log: %s", err, tail)
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := r.Destroy(cctx, spec.ID, dir); derr != nil {
-			r.log.Error("cleaning up failed start", "id", spec.ID, "err", derr)
-		}
-	}()
+	})
 
 	l := effectiveLimits(spec.Resources, r.diskMB)
 	if err := r.prepareLayer(ctx, dir, max(l.diskMB, 0)); err != nil {
@@ -290,6 +272,16 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 	return nil
 }
 
+// destroyStep is the Cleanup step that removes what a failed start or
+// clone (what) of sandbox id made.
+func (r *Runtime) destroyStep(what, id, dir string) func(context.Context) {
+	return func(ctx context.Context) {
+		if err := r.Destroy(ctx, id, dir); err != nil {
+			r.log.Error("cleaning up failed "+what, "id", id, "err", err)
+		}
+	}
+}
+
 // checkNetNS verifies that path is a network namespace other than the one
 // of the host (pid 1) and of this process.
 func checkNetNS(path string) error {
@@ -311,7 +303,7 @@ func (r *Runtime) known(id string) bool {
 // deletes dir. Unknown ids are not an error; a call that fails can be
 // retried.
 func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	var errs []error
@@ -364,7 +356,7 @@ type runscState struct {
 
 // State implements runtime.Runtime.
 func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return "", err
 	}
 	out, err := r.exec(ctx, "state", id)

@@ -47,7 +47,7 @@ type runscEvent struct {
 // memory limit and page cache from the host memory cgroup; disk usage from
 // the writable layer.
 func (r *Runtime) Stats(ctx context.Context, id, dir string) (runtime.Stats, error) {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return runtime.Stats{}, err
 	}
 	out, err := r.exec(ctx, "events", "--stats", id)

@@ -7,15 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -29,7 +26,7 @@ const stateFile = "vm.state"
 // vCPUs, transfer only the device state (x-ignore-shared; tens of KB) to
 // imageDir, quit. The overlay, memory file and VM record stay in dir.
 func (r *Runtime) Checkpoint(ctx context.Context, id, dir, imageDir string) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	rec, err := r.readRecord(id)
@@ -109,7 +106,7 @@ func waitExit(rec record, d time.Duration) bool {
 // waiting for a saved state, loads the device state from imageDir (guest
 // RAM maps the memory file again) and continues the vCPUs.
 func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir string) (err error) {
-	if err := validID(spec.ID); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, spec.ID); err != nil {
 		return err
 	}
 	dir := filepath.Clean(spec.Dir)
@@ -176,7 +173,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 // host's time to the agent's /freeze. Other signals cannot be delivered
 // into the guest.
 func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	if sig != syscall.SIGUSR1 {
@@ -191,7 +188,7 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 		return fmt.Errorf("microvm: no guest address recorded for %s", id)
 	}
 	if err := syncGuestClock(ctx, vr.GuestIP); err != nil {
-		var refused *agentRefusedError
+		var refused *guest.RefusedError
 		if errors.As(err, &refused) {
 			// The agent could not set the clock or reseed its kernel's
 			// RNG: the VM would share its randomness with every VM
@@ -203,43 +200,22 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 	return nil
 }
 
-// agentRefusedError is a non-204 answer of a restored guest's agent to
-// /freeze (as opposed to not reaching it).
-type agentRefusedError struct {
-	status string
-	body   string
-}
-
-func (e *agentRefusedError) Error() string {
-	return fmt.Sprintf("agent answered %s: %s", e.status, e.body)
-}
-
 // syncGuestClock sends the host's time to the agent at ip (it retries
 // while the restored guest's network comes back).
 func syncGuestClock(ctx context.Context, ip string) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	return postClock(ctx, "http://"+net.JoinHostPort(ip, "49983")+"/freeze")
+	return postClock(ctx, &guest.Client{}, ip)
 }
 
-// postClock POSTs the host's time to the agent's /freeze at url until it
-// answers 204 or ctx ends; the last error is an *agentRefusedError when
-// the agent answered otherwise.
-func postClock(ctx context.Context, url string) error {
+// postClock sends the host's time to the agent at host until it answers
+// 204 or ctx ends; the last error is a *guest.RefusedError when the agent
+// answered otherwise.
+func postClock(ctx context.Context, c *guest.Client, host string) error {
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-		if err != nil {
-			return err
-		}
-		req.Header.Set(clockHeader, time.Now().UTC().Format(time.RFC3339Nano))
-		res, err := http.DefaultClient.Do(req)
+		err := c.SetClock(ctx, host)
 		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(res.Body, 512))
-			res.Body.Close()
-			if res.StatusCode == http.StatusNoContent {
-				return nil
-			}
-			err = &agentRefusedError{status: res.Status, body: strings.TrimSpace(string(body))}
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -248,7 +224,3 @@ func postClock(ctx context.Context, url string) error {
 		}
 	}
 }
-
-// clockHeader is vminit.ClockHeader (not imported: the agent's packages
-// stay out of the daemon's runtime).
-const clockHeader = "X-Airlock-Host-Time"

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -101,7 +102,7 @@ type pendingAddr struct {
 // own netns. The guest still holds the parent's IP after
 // Restore: Restore re-addresses it (see readdress).
 func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec) (err error) {
-	if err := validID(spec.ID); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, spec.ID); err != nil {
 		return err
 	}
 	if !filepath.IsAbs(spec.Dir) || spec.NetNSPath == "" {
@@ -123,16 +124,9 @@ func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec
 		return fmt.Errorf("creating sandbox dir: %w", err)
 	}
 	t0 := time.Now()
-	defer func() {
-		if err == nil {
-			return
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := r.destroy(cctx, spec.ID, dir, spec.NetNSPath); derr != nil {
-			r.log.Error("cleaning up failed clone", "id", spec.ID, "err", derr)
-		}
-	}()
+	var undo runtime.Cleanup
+	defer undo.Unwind(ctx, &err)
+	undo.Push(r.destroyStep("clone", spec.ID, dir, spec.NetNSPath))
 	if err := copyFiles(ctx, parentDir, dir, []string{overlayFile, memoryFile, configFile}); err != nil {
 		return fmt.Errorf("cloning %s: %w", parentDir, err)
 	}
@@ -223,16 +217,15 @@ func (r *Runtime) readdress(ctx context.Context, dir, nsPath string, vr vmRecord
 	to := netip.PrefixFrom(netip.MustParseAddr(vr.GuestIP), vr.GuestPrefix)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	url := "http://" + net.JoinHostPort(p.From.Addr().String(), "49983") + "/freeze"
-	client := &http.Client{Transport: &http.Transport{
+	agent := &guest.Client{HTTP: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return dialInNetNS(ctx, nsPath, network, addr)
 		},
 		DisableKeepAlives: true,
-	}}
+	}}}
 	var err error
 	for {
-		err = postAddress(ctx, client, url, to, vr.Gateway)
+		err = agent.Readdress(ctx, p.From.Addr().String(), to, vr.Gateway)
 		if err == nil {
 			break
 		}
@@ -249,31 +242,6 @@ func (r *Runtime) readdress(ctx context.Context, dir, nsPath string, vr vmRecord
 	vr.Pending = nil
 	return writeJSON(filepath.Join(dir, vmFile), vr)
 }
-
-func postAddress(ctx context.Context, c *http.Client, url string, to netip.Prefix, gw string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set(clockHeader, time.Now().UTC().Format(time.RFC3339Nano))
-	req.Header.Set(addrHeader, to.String())
-	req.Header.Set(gatewayHeader, gw)
-	res, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("agent answered %s", res.Status)
-	}
-	return nil
-}
-
-// vminit.AddrHeader and vminit.GatewayHeader.
-const (
-	addrHeader    = "X-Airlock-Guest-Addr"
-	gatewayHeader = "X-Airlock-Guest-Gateway"
-)
 
 // dialInNetNS opens a connection from inside the network namespace at
 // nsPath (the socket stays there after the thread switches back).

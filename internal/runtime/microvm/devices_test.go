@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -176,7 +176,7 @@ func TestVMMDiesEarlyFailsFast(t *testing.T) {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() { _ = r.Destroy(context.Background(), id, spec.Dir) })
-	health := "http://" + netip.AddrPortFrom(ep.GuestIP, 49983).String() + "/health"
+	health := guest.URL(ep.GuestIP.String(), guest.EnvdPort, guest.PathHealth)
 	err = runtime.WaitReady(ctx, r, id, r.AgentLog(spec.Dir), 0, func(ctx context.Context) error {
 		for {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, health, nil)

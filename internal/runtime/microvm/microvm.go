@@ -33,8 +33,9 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
-// ErrInvalidSpec marks errors caused by a bad runtime.Spec.
-var ErrInvalidSpec = errors.New("microvm: invalid sandbox spec")
+// ErrInvalidSpec marks errors caused by a bad runtime.Spec; it is
+// runtime.ErrInvalidSpec too.
+var ErrInvalidSpec = runtime.InvalidSpec("microvm")
 
 // Defaults for resources a spec leaves at 0.
 const (
@@ -200,13 +201,6 @@ func (r *Runtime) readRecord(id string) (record, error) {
 	return rec, nil
 }
 
-func validID(id string) error {
-	if err := runtime.ValidID(id); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
-	}
-	return nil
-}
-
 func validate(spec runtime.Spec) error {
 	if err := spec.Check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
@@ -229,6 +223,16 @@ const (
 	jailDir     = "jail"
 )
 
+// destroyStep is the Cleanup step that removes what a failed start or
+// clone (what) of sandbox id made.
+func (r *Runtime) destroyStep(what, id, dir, netns string) func(context.Context) {
+	return func(ctx context.Context) {
+		if err := r.destroy(ctx, id, dir, netns); err != nil {
+			r.log.Error("cleaning up failed "+what, "id", id, "err", err)
+		}
+	}
+}
+
 // ConsolePath is the guest's serial console log (kernel and agent output).
 func ConsolePath(dir string) string { return filepath.Join(dir, consoleFile) }
 
@@ -243,29 +247,18 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 	if _, err := os.Stat(r.recordPath(spec.ID)); err == nil {
 		return fmt.Errorf("%w: sandbox %s already exists", ErrInvalidSpec, spec.ID)
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return fmt.Errorf("creating parent of sandbox dir: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("%w: sandbox dir %s already exists", ErrInvalidSpec, dir)
-		}
-		return fmt.Errorf("creating sandbox dir: %w", err)
+	if err := runtime.MakeSandboxDir(dir, ErrInvalidSpec); err != nil {
+		return err
 	}
 	t0 := time.Now()
-	defer func() {
-		if err == nil {
-			return
-		}
+	var undo runtime.Cleanup
+	defer undo.Unwind(ctx, &err)
+	undo.Push(r.destroyStep("start", spec.ID, dir, spec.NetNSPath))
+	undo.Push(func(context.Context) {
 		if tail := runtime.LogTail(ConsolePath(dir), 2048); tail != "" {
 			err = fmt.Errorf("%w\nconsole: %s", err, tail)
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := r.destroy(cctx, spec.ID, dir, spec.NetNSPath); derr != nil {
-			r.log.Error("cleaning up failed start", "id", spec.ID, "err", derr)
-		}
-	}()
+	})
 
 	initrd, err := agentInitrd(r.imagesDir, spec.AgentPath)
 	if err != nil {
@@ -546,7 +539,7 @@ func alive(rec record) bool {
 
 // State implements runtime.Runtime.
 func (r *Runtime) State(_ context.Context, id string) (runtime.State, error) {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return "", err
 	}
 	rec, err := r.readRecord(id)
@@ -577,7 +570,7 @@ func (r *Runtime) List(context.Context) ([]string, error) {
 // Destroy implements runtime.Runtime: kills the VMM, removes the TAP and
 // deletes dir (overlay, config disk, console log). Unknown ids are fine.
 func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	rec, err := r.readRecord(id)

@@ -5,6 +5,7 @@ package microvm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -20,9 +21,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/network"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -183,7 +184,7 @@ func newRuntime(t *testing.T) *Runtime {
 
 // waitAgent polls the agent's /health until it answers 2xx.
 func waitAgent(ctx context.Context, r *Runtime, id string, ip netip.Addr) error {
-	url := "http://" + netip.AddrPortFrom(ip, 49983).String() + "/health"
+	url := guest.URL(ip.String(), guest.EnvdPort, guest.PathHealth)
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if res, err := http.DefaultClient.Do(req); err == nil {
@@ -206,26 +207,27 @@ func waitAgent(ctx context.Context, r *Runtime, id string, ip netip.Addr) error 
 // guestRun runs sh -c cmd through the agent's process service.
 func guestRun(t *testing.T, ctx context.Context, ip netip.Addr, cmd string) (string, int32) {
 	t.Helper()
-	c := processpbconnect.NewProcessClient(http.DefaultClient, "http://"+netip.AddrPortFrom(ip, 49983).String(), connect.WithProtoJSON())
+	c := (&guest.Client{}).Process(ip.String(), "", "root")
 	req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", cmd}}})
-	req.Header().Set("Authorization", "Basic cm9vdDo=") // root:
 	stream, err := c.Start(ctx, req)
 	if err != nil {
 		t.Fatalf("starting %q: %v", cmd, err)
 	}
 	var out bytes.Buffer
-	code := int32(-1)
-	for stream.Receive() {
-		switch e := stream.Msg().GetEvent().GetEvent().(type) {
-		case *processpb.ProcessEvent_Data:
-			out.Write(e.Data.GetStdout())
-			out.Write(e.Data.GetStderr())
-		case *processpb.ProcessEvent_End:
-			code = e.End.GetExitCode()
-		}
-	}
-	if err := stream.Err(); err != nil {
+	end, err := guest.Receive(stream, guest.Events{
+		Data: func(stdout, stderr, _ []byte) error {
+			out.Write(stdout)
+			out.Write(stderr)
+			return nil
+		},
+		UntilClose: true,
+	})
+	if err != nil && !errors.Is(err, guest.ErrNoEnd) {
 		t.Fatalf("running %q: %v", cmd, err)
+	}
+	code := int32(-1)
+	if end != nil {
+		code = end.GetExitCode()
 	}
 	return strings.TrimSpace(out.String()), code
 }
@@ -458,14 +460,12 @@ func TestGuestPanicIsReported(t *testing.T) {
 	const id = "mvmtest3"
 	r, ep, spec := bootVM(t, ctx, runtime.Spec{ID: id})
 	dir := spec.Dir
-	c := processpbconnect.NewProcessClient(http.DefaultClient, "http://"+netip.AddrPortFrom(ep.GuestIP, 49983).String(), connect.WithProtoJSON())
+	c := (&guest.Client{}).Process(ep.GuestIP.String(), "", "root")
 	req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", "kill -ABRT 1"}}})
-	req.Header().Set("Authorization", "Basic cm9vdDo=")
 	// The stream dies with the guest; do not wait for TCP to notice.
 	kctx, kcancel := context.WithTimeout(ctx, 3*time.Second)
 	if stream, err := c.Start(kctx, req); err == nil {
-		for stream.Receive() {
-		}
+		_, _ = guest.Receive(stream, guest.Events{UntilClose: true})
 	}
 	kcancel()
 	// Emulated, the agent's goroutine dump on the serial console takes a

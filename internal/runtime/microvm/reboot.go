@@ -26,7 +26,7 @@ var _ runtime.Rebooter = (*Runtime)(nil)
 // overlay, config disk and VM record stay in dir for Boot; the guest RAM
 // file is emptied.
 func (r *Runtime) Shutdown(ctx context.Context, id, dir string) error {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
 	rec, err := r.readRecord(id)
@@ -66,7 +66,7 @@ func (r *Runtime) Shutdown(ctx context.Context, id, dir string) error {
 // command line (a fork child's, not its parent's) and the host's clock in
 // the config disk.
 func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
-	if err := validID(spec.ID); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, spec.ID); err != nil {
 		return err
 	}
 	dir := filepath.Clean(spec.Dir)

@@ -23,7 +23,7 @@ const clockTicks = 100
 // time, its resident memory (guest RAM the guest has touched plus the
 // VMM's own) and the overlay's allocated size.
 func (r *Runtime) Stats(_ context.Context, id, dir string) (runtime.Stats, error) {
-	if err := validID(id); err != nil {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return runtime.Stats{}, err
 	}
 	rec, err := r.readRecord(id)

@@ -3,6 +3,7 @@ package airlock
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,9 +12,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/filesystempb/filesystempbconnect"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
-	"github.com/airlock-sandbox/airlock/internal/envd/gen/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 )
 
 // sandboxTransport adds the routing and auth headers of one sandbox's agent
@@ -29,7 +31,7 @@ func (t *sandboxTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	r.Header.Set("E2b-Sandbox-Id", t.id)
 	r.Header.Set("E2b-Sandbox-Port", strconv.Itoa(EnvdPort))
 	if t.token != "" {
-		r.Header.Set("X-Access-Token", t.token)
+		r.Header.Set(guest.HeaderAccessToken, t.token)
 	}
 	return t.base.RoundTrip(r)
 }
@@ -56,21 +58,20 @@ func (c *Client) Process(id, token string) processpbconnect.ProcessClient {
 // output, and returns its exit code once it ends.
 func (c *Client) RunShell(ctx context.Context, id, token, script string) (int, error) {
 	req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}})
-	req.Header().Set("Authorization", "Basic cm9vdDo=") // root:
+	req.Header().Set("Authorization", guest.BasicAuth("root"))
 	stream, err := c.Process(id, token).Start(ctx, req)
 	if err != nil {
 		return 0, err
 	}
 	defer stream.Close()
-	for stream.Receive() {
-		if end := stream.Msg().GetEvent().GetEnd(); end != nil {
-			return int(end.GetExitCode()), nil
-		}
+	end, err := guest.Receive(stream, guest.Events{})
+	if errors.Is(err, guest.ErrNoEnd) {
+		return 0, fmt.Errorf("the process stream of sandbox %s ended without an exit code", id)
 	}
-	if err := stream.Err(); err != nil {
+	if err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("the process stream of sandbox %s ended without an exit code", id)
+	return int(end.GetExitCode()), nil
 }
 
 // Filesystem returns a Connect client for the filesystem service of sandbox
@@ -89,7 +90,7 @@ type WriteInfo struct {
 // Upload streams r to remotePath in sandbox id (POST /files, octet-stream).
 // Parent directories are created by the agent; an existing file is replaced.
 func (c *Client) Upload(ctx context.Context, id, token, remotePath string, r io.Reader) (*WriteInfo, error) {
-	u := c.sandboxBase() + "/files?" + url.Values{"path": {remotePath}}.Encode()
+	u := c.sandboxBase() + guest.PathFiles + "?" + url.Values{"path": {remotePath}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, r)
 	if err != nil {
 		return nil, fmt.Errorf("uploading %s: %w", remotePath, err)
@@ -116,7 +117,7 @@ func (c *Client) Upload(ctx context.Context, id, token, remotePath string, r io.
 // Download opens remotePath in sandbox id for reading (GET /files). The
 // caller must close the returned body.
 func (c *Client) Download(ctx context.Context, id, token, remotePath string) (io.ReadCloser, error) {
-	u := c.sandboxBase() + "/files?" + url.Values{"path": {remotePath}}.Encode()
+	u := c.sandboxBase() + guest.PathFiles + "?" + url.Values{"path": {remotePath}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("downloading %s: %w", remotePath, err)

@@ -17,12 +17,14 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
 // Ports inside every sandbox.
 const (
-	EnvdPort        = 49983
-	InterpreterPort = 49999
+	EnvdPort        = guest.EnvdPort
+	InterpreterPort = guest.InterpreterPort
 )
 
 // Client talks to an Airlock daemon (control plane and sandbox proxy on one

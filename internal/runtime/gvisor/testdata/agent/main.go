@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"strconv"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
 func main() {
@@ -41,7 +43,7 @@ func main() {
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"exit": code, "output": string(out)})
 	})
-	log.Fatal(http.ListenAndServe(":49983", mux))
+	log.Fatal(http.ListenAndServe(":"+strconv.Itoa(guest.EnvdPort), mux))
 }
 
 func hog(mbs string) {

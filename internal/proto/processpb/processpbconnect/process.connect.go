@@ -11,7 +11,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	processpb "github.com/airlock-sandbox/airlock/internal/envd/gen/processpb"
+	processpb "github.com/airlock-sandbox/airlock/internal/proto/processpb"
 	http "net/http"
 	strings "strings"
 )
