@@ -23,22 +23,7 @@ type TemplateDetail struct {
 // builds template name from the Dockerfile in it
 // (POST /airlock/v1/templates/{name}/build, Content-Type application/x-tar).
 func (c *Client) BuildDockerfile(ctx context.Context, name string, contextTar io.Reader, o DockerfileBuild, onProgress func(Progress)) (*Template, error) {
-	q := o.Query()
-	req, err := c.newRequest(ctx, http.MethodPost, "/airlock/v1/templates/"+url.PathEscape(name)+"/build", q, contextTar)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/x-tar")
-	req.Header.Set("Accept", "application/x-ndjson")
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("building template %s: %w", name, c.transportError(err))
-	}
-	defer resp.Body.Close()
-	if err := checkResponse(resp); err != nil {
-		return nil, fmt.Errorf("building template %s: %w", name, err)
-	}
-	return readBuildStream(resp.Body, name, onProgress)
+	return c.build(ctx, name, o.Query(), "application/x-tar", contextTar, onProgress)
 }
 
 // TemplateInfo describes template name.

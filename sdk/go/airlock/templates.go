@@ -57,9 +57,18 @@ func (c *Client) BuildTemplate(ctx context.Context, name string, force bool, onP
 	if force {
 		q.Set("force", "true")
 	}
-	req, err := c.newRequest(ctx, http.MethodPost, "/airlock/v1/templates/"+url.PathEscape(name)+"/build", q, nil)
+	return c.build(ctx, name, q, "", nil, onProgress)
+}
+
+// build posts to template name's build endpoint (with the body of type
+// contentType, if any) and reads the NDJSON stream it answers.
+func (c *Client) build(ctx context.Context, name string, q url.Values, contentType string, body io.Reader, onProgress func(Progress)) (*Template, error) {
+	req, err := c.newRequest(ctx, http.MethodPost, "/airlock/v1/templates/"+url.PathEscape(name)+"/build", q, body)
 	if err != nil {
 		return nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", "application/x-ndjson")
 	resp, err := c.HTTP.Do(req)
