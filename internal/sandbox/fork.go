@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -102,16 +101,12 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	start := time.Now()
 	dir := m.sandboxDir(id)
 	img := m.imageDir(id)
-	if err := os.RemoveAll(img); err != nil {
-		return nil, fmt.Errorf("clearing old checkpoint: %w", err)
-	}
-	if _, ferr := m.freezeGuest(ctx, ip); ferr != nil {
-		return nil, fmt.Errorf("preparing sandbox %s for a fork: %w", id, ferr)
-	}
-	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {
-		m.dropAfterFailedCheckpoint(ctx, id, e)
-		return nil, hostDiskFull(fmt.Errorf("checkpointing sandbox %s for a fork (the sandbox was stopped): %w", id, err),
-			fmt.Sprintf("forking sandbox %s failed and the sandbox was stopped", id))
+	if _, step, err := m.checkpointLive(ctx, cp, id, e, ip, "a fork"); err != nil {
+		if step == checkpointStop {
+			return nil, hostDiskFull(fmt.Errorf("checkpointing sandbox %s for a fork (the sandbox was stopped): %w", id, err),
+				fmt.Sprintf("forking sandbox %s failed and the sandbox was stopped", id))
+		}
+		return nil, err
 	}
 	checkpointed := time.Since(start)
 
@@ -144,15 +139,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	// parent and the children are up.
 	parentBack = true
 	parentDone := make(chan error, 1)
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		err := m.restoreParent(rctx, cp, id, e, ip)
-		m.endOp(e)
-		parentDone <- err
-	}()
+	m.bringBack(ctx, cp, id, e, ip, func(err error) { parentDone <- err })
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, forkParallelism)
 	for i, k := range kids {
@@ -221,67 +208,6 @@ func hostMemAvailable() (int64, error) {
 		}
 	}
 	return 0, errors.New("no MemAvailable in /proc/meminfo")
-}
-
-// dropAfterFailedCheckpoint removes a sandbox whose checkpoint failed (gVisor
-// stops it).
-func (m *Manager) dropAfterFailedCheckpoint(ctx context.Context, id string, e *entry) {
-	m.mu.Lock()
-	if m.sandboxes[id] == e {
-		delete(m.sandboxes, id)
-		if e.timer != nil {
-			e.timer.Stop()
-		}
-	}
-	m.mu.Unlock()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := m.release(cctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
-		m.log.Error("cleaning up after failed checkpoint", "sandbox", id, "err", err)
-	}
-}
-
-// restoreParent restarts the forked parent from its checkpoint. If that
-// fails the parent is left paused (the image is its checkpoint) so that a
-// later resume can retry.
-func (m *Manager) restoreParent(ctx context.Context, cp runtime.Checkpointer, id string, e *entry, ip netip.Addr) error {
-	m.mu.Lock()
-	slot := e.rec.Slot
-	nsPath := e.netNSPath(m)
-	m.mu.Unlock()
-	err := m.readdress(ctx, id, slot)
-	if err == nil {
-		err = cp.Restore(ctx, runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: nsPath}, m.imageDir(id))
-	}
-	if err == nil {
-		err = cp.Signal(ctx, id, syscall.SIGUSR1)
-	}
-	if err == nil {
-		err = m.waitAgent(ctx, id, m.sandboxDir(id), ip.String())
-	}
-	if err == nil {
-		return nil
-	}
-	m.mu.Lock()
-	if m.sandboxes[id] != e {
-		// Killed while it was being restored (Kill removes the entry and
-		// then the runtime state under this restore): nothing to keep, and
-		// its store row must not come back.
-		m.mu.Unlock()
-		m.log.Info("fork parent killed while it was being restored", "sandbox", id, "restore_err", err)
-		return err
-	}
-	m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
-	e.rec.State = StatePaused
-	if e.timer != nil {
-		e.timer.Stop()
-	}
-	rec := e.rec
-	m.mu.Unlock()
-	if perr := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &rec); perr != nil {
-		m.log.Error("saving paused state of fork parent", "sandbox", id, "err", perr)
-	}
-	return err
 }
 
 // child is a fork child between preparation and start.

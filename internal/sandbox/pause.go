@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/network"
@@ -27,10 +26,6 @@ const (
 	opPausing  = "pausing"
 	opResuming = "resuming"
 )
-
-// checkpointDir is where a paused sandbox's memory image lives, inside its
-// runtime directory (next to disk.img, the writable layer).
-const checkpointDir = "checkpoint"
 
 func onTimeout(autoPause bool) string {
 	if autoPause {
@@ -72,21 +67,6 @@ func decodeExtra(s string) extra {
 		_ = json.Unmarshal([]byte(s), &x)
 	}
 	return x
-}
-
-// checkpointer returns the runtime's checkpoint capability or a 501 user
-// error naming the runtime.
-func (m *Manager) checkpointer() (runtime.Checkpointer, error) {
-	cp := m.caps.Checkpointer
-	if cp == nil {
-		return nil, userErrorf(http.StatusNotImplemented,
-			"the %q runtime cannot pause, resume or fork sandboxes (no checkpoint/restore)", m.cfg.Runtime.Name())
-	}
-	return cp, nil
-}
-
-func (m *Manager) imageDir(id string) string {
-	return filepath.Join(m.sandboxDir(id), checkpointDir)
 }
 
 // errRunning is the conflict returned by Resume for a running sandbox.
@@ -186,20 +166,6 @@ func (m *Manager) pauseKind(ctx context.Context, id string, e *entry, diskOnly b
 	return m.pause(ctx, cp, id, e)
 }
 
-// dropStopped forgets and releases a sandbox that a failed pause stopped.
-func (m *Manager) dropStopped(ctx context.Context, id string, e *entry) {
-	m.mu.Lock()
-	if m.sandboxes[id] == e {
-		delete(m.sandboxes, id)
-	}
-	m.mu.Unlock()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := m.release(cctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
-		m.log.Error("cleaning up a sandbox stopped by a failed pause", "sandbox", id, "err", err)
-	}
-}
-
 // pause does the work of Pause for an entry already marked busy.
 func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string, e *entry) error {
 	if err := m.checkPauseSpace(ctx, id); err != nil {
@@ -214,24 +180,16 @@ func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string,
 	ip := e.guestIP
 	m.mu.Unlock()
 
-	dir := m.sandboxDir(id)
-	img := m.imageDir(id)
-	if err := os.RemoveAll(img); err != nil {
-		return fmt.Errorf("clearing old checkpoint: %w", err)
-	}
-	aborted, ferr := m.freezeGuest(ctx, ip)
-	if ferr != nil {
-		m.rearm(id, e)
-		return fmt.Errorf("preparing sandbox %s for a checkpoint: %w", id, ferr)
-	}
-	frozen := time.Since(start)
-	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {
-		// A refused checkpoint stops a gVisor sandbox (also when its image
-		// could not be written): it is gone.
-		m.log.Error("checkpoint failed; removing sandbox", "sandbox", id, "err", err)
-		m.dropStopped(ctx, id, e)
-		return hostDiskFull(fmt.Errorf("pausing sandbox %s (the sandbox was stopped): %w", id, err),
-			fmt.Sprintf("pausing sandbox %s failed and the sandbox was stopped", id))
+	st, step, err := m.checkpointLive(ctx, cp, id, e, ip, "a checkpoint")
+	if err != nil {
+		switch step {
+		case checkpointFreeze: // the sandbox keeps running
+			m.rearm(id, e)
+		case checkpointStop:
+			return hostDiskFull(fmt.Errorf("pausing sandbox %s (the sandbox was stopped): %w", id, err),
+				fmt.Sprintf("pausing sandbox %s failed and the sandbox was stopped", id))
+		}
+		return err
 	}
 	m.mu.Lock()
 	e.rec.State = StatePaused
@@ -240,7 +198,7 @@ func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string,
 	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
 		return fmt.Errorf("saving paused state: %w", err)
 	}
-	m.log.Info("sandbox paused", "sandbox", id, "freeze", frozen, "elapsed", time.Since(start), "aborted_conns", aborted)
+	m.log.Info("sandbox paused", "sandbox", id, "freeze", st.freeze, "elapsed", time.Since(start), "aborted_conns", st.aborted)
 	return nil
 }
 
@@ -304,25 +262,12 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	start := time.Now()
 	m.mu.Lock()
 	ip := e.guestIP
-	nsPath := e.netNSPath(m)
-	slot := e.rec.Slot
 	m.mu.Unlock()
-
-	if err := m.readdress(ctx, id, slot); err != nil {
-		return nil, err
-	}
-	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: nsPath}
-	if err := cp.Restore(ctx, spec, m.imageDir(id)); err != nil {
-		return nil, fmt.Errorf("resuming sandbox %s: %w", id, err)
-	}
-	restored := time.Since(start)
-	if err := cp.Signal(ctx, id, syscall.SIGUSR1); err != nil { // the agent listens again
-		return nil, fmt.Errorf("waking the agent of %s: %w", id, err)
-	}
-	if err := m.waitAgent(ctx, id, spec.Dir, ip.String()); err != nil {
+	restored, err := m.restoreInPlace(ctx, cp, id, e, ip)
+	if err != nil {
 		// Left paused: the image is still there and Restore deletes the
 		// half-started container before trying again.
-		return nil, fmt.Errorf("resumed agent of %s is not healthy: %w", id, err)
+		return nil, err
 	}
 	if err := os.RemoveAll(m.imageDir(id)); err != nil {
 		m.log.Warn("removing checkpoint after resume", "sandbox", id, "err", err)
@@ -347,12 +292,6 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 // netNSPath is the sandbox's network namespace path. m.mu must be held.
 func (e *entry) netNSPath(m *Manager) string {
 	return filepath.Join(network.NetNSDir, m.cfg.NetNSPrefix+e.rec.ID)
-}
-
-// hasCheckpoint reports whether id's checkpoint image exists.
-func (m *Manager) hasCheckpoint(id string) bool {
-	_, err := os.Stat(filepath.Join(m.imageDir(id), "checkpoint.img"))
-	return err == nil
 }
 
 // reattachPaused registers a paused sandbox found in the store at startup

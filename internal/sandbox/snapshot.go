@@ -278,15 +278,11 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 	start := time.Now()
 	dir := m.sandboxDir(id)
 	img := m.imageDir(id)
-	if err := os.RemoveAll(img); err != nil {
-		return sp, fmt.Errorf("clearing old checkpoint: %w", err)
-	}
-	if _, ferr := m.freezeGuest(ctx, ip); ferr != nil {
-		return sp, fmt.Errorf("preparing sandbox %s for a snapshot: %w", id, ferr)
-	}
-	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {
-		m.dropAfterFailedCheckpoint(ctx, id, e)
-		return sp, fmt.Errorf("checkpointing sandbox %s for a snapshot (the sandbox was stopped): %w", id, err)
+	if _, step, err := m.checkpointLive(ctx, cp, id, e, ip, "a snapshot"); err != nil {
+		if step == checkpointStop {
+			return sp, fmt.Errorf("checkpointing sandbox %s for a snapshot (the sandbox was stopped): %w", id, err)
+		}
+		return sp, err
 	}
 	checkpointed := time.Since(start)
 	saveErr := ls.SaveLayer(ctx, dir, tmp)
@@ -299,21 +295,15 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 		// The sandbox comes back in the background (like a fork parent);
 		// its image is removed once it runs (the snapshot has its own links).
 		parentBack = true
-		m.bg.Add(1)
-		go func() {
-			defer m.bg.Done()
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-			defer cancel()
-			err := m.restoreParent(rctx, cp, id, e, ip)
-			m.endOp(e)
+		m.bringBack(ctx, cp, id, e, ip, func(err error) {
 			if err == nil {
 				if err := os.RemoveAll(img); err != nil {
 					m.log.Warn("removing snapshot checkpoint", "sandbox", id, "err", err)
 				}
 			}
-		}()
+		})
 	} else {
-		m.dropAfterFailedCheckpoint(ctx, id, e) // removes the stopped sandbox
+		m.dropStopped(ctx, id, e) // removes the stopped sandbox
 	}
 	if saveErr != nil {
 		return sp, fmt.Errorf("saving snapshot of %s: %w", id, saveErr)
