@@ -177,3 +177,18 @@ func (m *Manager) restoreParent(ctx context.Context, cp runtime.Checkpointer, id
 	}
 	return err
 }
+
+// Readdresser is implemented by networks that must put the guest address
+// back into a namespace before a restore (network.Manager.Readdress).
+type Readdresser interface {
+	Readdress(ctx context.Context, id string, slot int) error
+}
+
+func (m *Manager) readdress(ctx context.Context, id string, slot int) error {
+	if r, ok := m.cfg.Network.(Readdresser); ok {
+		if err := r.Readdress(ctx, id, slot); err != nil {
+			return fmt.Errorf("restoring the guest address of %s: %w", id, err)
+		}
+	}
+	return nil
+}

@@ -32,8 +32,6 @@ const (
 // forkParallelism is how many children are restored at once.
 const forkParallelism = 4
 
-const opForking = "forking"
-
 // ForkResult is one child of a fork: the sandbox or the error that
 // prevented it from starting.
 type ForkResult struct {

@@ -47,22 +47,6 @@ const (
 // EnvdVersion is the agent version reported to SDKs.
 const EnvdVersion = guest.Version
 
-// Template is what the manager needs to know about a resolved template.
-type Template struct {
-	Name   string // name/alias as requested, e.g. "base"
-	Hash   string // content hash of the build
-	RootFS string // read-only root filesystem directory
-	// TemplateConfig holds the optional defaults of custom (Dockerfile)
-	// templates: environment, user, workdir, resources, start and ready.
-	TemplateConfig
-}
-
-// Templates resolves template names. Unknown names must return an error
-// wrapping ErrTemplateNotFound.
-type Templates interface {
-	Resolve(ctx context.Context, name string) (*Template, error)
-}
-
 // Network is the subset of the network manager the sandbox manager uses.
 type Network interface {
 	Setup(ctx context.Context, id string, slot int, opts network.Options) (*network.Endpoint, error)
@@ -199,19 +183,6 @@ type Sandbox struct {
 	AutoResume    bool
 	// Transition is "pausing" or "resuming" while one is in progress.
 	Transition string
-}
-
-// entry is the manager's per-sandbox state; guarded by Manager.mu.
-type entry struct {
-	rec     store.Sandbox
-	guestIP netip.Addr
-	timer   *time.Timer
-	gen     uint64 // incremented whenever the timer is re-armed
-	// op is the pause/resume/fork in progress ("" when idle); at most one
-	// at a time per sandbox (pause.go).
-	op string
-	// hidden sandboxes are internal (boot snapshots) and not listed.
-	hidden bool
 }
 
 // Manager owns all sandboxes of this daemon. It is safe for concurrent use.
@@ -579,35 +550,6 @@ func (m *Manager) expire(id string, gen uint64) {
 	m.log.Info("sandbox timed out", "sandbox", id)
 	if err := m.release(ctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
 		m.log.Error("killing timed-out sandbox", "sandbox", id, "err", err)
-	}
-}
-
-// snapshot copies e into a Sandbox. m.mu must be held.
-func snapshot(e *entry) *Sandbox {
-	r := &e.rec
-	x := decodeExtra(r.Extra)
-	return &Sandbox{
-		ID:            r.ID,
-		TemplateID:    r.TemplateID,
-		TemplateHash:  r.TemplateHash,
-		Alias:         r.Alias,
-		State:         r.State,
-		GuestIP:       e.guestIP,
-		AccessToken:   r.AccessToken,
-		TrafficToken:  r.TrafficToken,
-		Metadata:      maps.Clone(r.Metadata),
-		EnvVars:       maps.Clone(r.EnvVars),
-		AllowInternet: r.AllowInternet,
-		CPUCount:      r.CPUCount,
-		MemoryMB:      r.MemoryMB,
-		DiskSizeMB:    r.DiskSizeMB,
-		StartedAt:     r.StartedAt,
-		EndAt:         r.EndAt,
-		OnTimeout:     r.OnTimeout,
-		AutoResume:    x.AutoResume,
-		AllowOut:      x.AllowOut,
-		DenyOut:       x.DenyOut,
-		Transition:    e.op,
 	}
 }
 

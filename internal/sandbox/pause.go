@@ -2,130 +2,15 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
-
-// Lifecycle values of store.Sandbox.OnTimeout.
-const (
-	OnTimeoutKill  = "kill"
-	OnTimeoutPause = "pause"
-)
-
-// Operations in progress (entry.op).
-const (
-	opPausing  = "pausing"
-	opResuming = "resuming"
-)
-
-func onTimeout(autoPause bool) string {
-	if autoPause {
-		return OnTimeoutPause
-	}
-	return OnTimeoutKill
-}
-
-// extra is the JSON kept in store.Sandbox.Extra.
-type extra struct {
-	AutoResume bool `json:"autoResume,omitempty"`
-	// Egress policy (netpolicy.go), re-applied after a daemon restart.
-	AllowOut []string `json:"allowOut,omitempty"`
-	DenyOut  []string `json:"denyOut,omitempty"`
-	// BaseTemplate is the template under a sandbox created from a named
-	// snapshot (TemplateID is then the snapshot's id).
-	BaseTemplate string `json:"baseTemplate,omitempty"`
-	// Agent is the host path of the agent binary the sandbox runs
-	// (agentbin: one immutable path per build). Its restores must map the
-	// same binary; "" in records from before it was kept (the current one).
-	Agent string `json:"agent,omitempty"`
-	// DiskOnly: paused without memory (pausedisk.go); PauseDiskOnly: the
-	// timeout pause keeps only the disk (E2B's keepMemory: false).
-	DiskOnly      bool `json:"diskOnly,omitempty"`
-	PauseDiskOnly bool `json:"pauseDiskOnly,omitempty"`
-}
-
-func encodeExtra(x extra) string {
-	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" && !x.DiskOnly && !x.PauseDiskOnly {
-		return ""
-	}
-	b, _ := json.Marshal(x)
-	return string(b)
-}
-
-func decodeExtra(s string) extra {
-	var x extra
-	if s != "" {
-		_ = json.Unmarshal([]byte(s), &x)
-	}
-	return x
-}
-
-// errRunning is the conflict returned by Resume for a running sandbox.
-func errRunning(id string) *Error {
-	return userErrorf(http.StatusConflict, "sandbox %q is already running", id)
-}
-
-func isConflictRunning(err error, id string) bool {
-	ue, ok := AsUserError(err)
-	return ok && ue.Code == http.StatusConflict && ue.Msg == errRunning(id).Msg
-}
-
-// opWait bounds how long an operation waits for another one on the same
-// sandbox (e.g. a fork parent still being restored) to finish.
-const opWait = 30 * time.Second
-
-// beginOp marks id busy with op and returns its entry, or a user error: 404
-// unknown, 409 when the state is wrong (wantPaused: the sandbox must be
-// paused; otherwise running) or another operation does not finish within
-// opWait.
-func (m *Manager) beginOp(ctx context.Context, id, op string, wantPaused bool) (*entry, error) {
-	deadline := time.Now().Add(opWait)
-	for {
-		m.mu.Lock()
-		e, ok := m.sandboxes[id]
-		if !ok {
-			m.mu.Unlock()
-			return nil, notFound(id)
-		}
-		if e.op == "" {
-			defer m.mu.Unlock()
-			paused := e.rec.State == StatePaused
-			switch {
-			case wantPaused && !paused:
-				return nil, errRunning(id)
-			case !wantPaused && paused:
-				return nil, userErrorf(http.StatusConflict, "sandbox %q is already paused", id)
-			}
-			e.op = op
-			return e, nil
-		}
-		busy := e.op
-		m.mu.Unlock()
-		if time.Now().After(deadline) {
-			return nil, userErrorf(http.StatusConflict, "sandbox %q is %s", id, busy)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for sandbox %s (%s): %w", id, busy, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func (m *Manager) endOp(e *entry) {
-	m.mu.Lock()
-	e.op = ""
-	m.mu.Unlock()
-}
 
 // Pause checkpoints a running sandbox: its memory and processes are saved
 // to <dir>/checkpoint, its writable layer (disk.img) and network namespace are
@@ -289,11 +174,6 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	return sb, nil
 }
 
-// netNSPath is the sandbox's network namespace path. m.mu must be held.
-func (e *entry) netNSPath(m *Manager) string {
-	return filepath.Join(network.NetNSDir, m.cfg.NetNSPrefix+e.rec.ID)
-}
-
 // reattachPaused registers a paused sandbox found in the store at startup
 // (no timer: paused sandboxes do not expire). False if its slot is taken.
 func (m *Manager) reattachPaused(row *store.Sandbox, ip netip.Addr) bool {
@@ -340,11 +220,6 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (*Sandbox, error
 	}
 }
 
-func isConflict(err error) bool {
-	ue, ok := AsUserError(err)
-	return ok && ue.Code == http.StatusConflict
-}
-
 // rearm restarts the timer of a sandbox whose pause was refused.
 func (m *Manager) rearm(id string, e *entry) {
 	m.mu.Lock()
@@ -352,19 +227,4 @@ func (m *Manager) rearm(id string, e *entry) {
 	if m.sandboxes[id] == e {
 		m.armLocked(id, e)
 	}
-}
-
-// Readdresser is implemented by networks that must put the guest address
-// back into a namespace before a restore (network.Manager.Readdress).
-type Readdresser interface {
-	Readdress(ctx context.Context, id string, slot int) error
-}
-
-func (m *Manager) readdress(ctx context.Context, id string, slot int) error {
-	if r, ok := m.cfg.Network.(Readdresser); ok {
-		if err := r.Readdress(ctx, id, slot); err != nil {
-			return fmt.Errorf("restoring the guest address of %s: %w", id, err)
-		}
-	}
-	return nil
 }

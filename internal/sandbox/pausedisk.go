@@ -75,9 +75,6 @@ func (m *Manager) pauseDisk(ctx context.Context, rb runtime.Rebooter, id string,
 	return nil
 }
 
-// diskOnly reports whether e is paused without its memory. m.mu must be held.
-func (e *entry) diskOnly() bool { return decodeExtra(e.rec.Extra).DiskOnly }
-
 // hasDisk reports whether the runtime dir a filesystem-only pause kept
 // exists.
 func (m *Manager) hasDisk(id string) bool {

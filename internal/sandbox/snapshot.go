@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"net/http"
@@ -26,8 +25,6 @@ import (
 // sandbox is restored and keeps running. Creating a sandbox with the
 // snapshot's id or name as templateID restores a copy of it with a fresh
 // identity (the fork child path).
-
-const opSnapshotting = "snapshotting"
 
 // snapshotCheckpoint is the memory image's directory inside a snapshot dir.
 const snapshotCheckpoint = "checkpoint"
@@ -561,16 +558,6 @@ func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req Create
 	return sb, nil
 }
 
-// templateOf resolves the template a sandbox runs on (for a sandbox created
-// from a snapshot, the template under the snapshot).
-func (m *Manager) templateOf(ctx context.Context, rec *store.Sandbox) (*Template, error) {
-	name := rec.TemplateID
-	if base := decodeExtra(rec.Extra).BaseTemplate; base != "" {
-		name = base
-	}
-	return m.cfg.Templates.Resolve(ctx, name)
-}
-
 // SnapshotReport summarises InitSnapshots.
 type SnapshotReport struct {
 	Verified  []string // snapshots whose manifest verified
@@ -628,57 +615,4 @@ func (m *Manager) InitSnapshots(ctx context.Context) (SnapshotReport, error) {
 		rep.Collected = append(rep.Collected, de.Name())
 	}
 	return rep, nil
-}
-
-// linkTree hard-links (or copies, across filesystems) the files under src
-// into a new directory dst.
-func linkTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.Mkdir(target, 0o700)
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("unexpected file type in checkpoint: %s", rel)
-		}
-		if err := os.Link(p, target); err == nil {
-			return nil
-		}
-		return copyFile(p, target)
-	})
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// syncDir fsyncs a directory (after a rename into it); best effort.
-func syncDir(dir string) {
-	if f, err := os.Open(dir); err == nil {
-		_ = f.Sync()
-		_ = f.Close()
-	}
 }

@@ -1,0 +1,44 @@
+package sandbox
+
+import (
+	"context"
+
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// Templates as the manager sees them: resolving a create's template and the
+// template a running sandbox stands on.
+
+// Template is what the manager needs to know about a resolved template.
+type Template struct {
+	Name   string // name/alias as requested, e.g. "base"
+	Hash   string // content hash of the build
+	RootFS string // read-only root filesystem directory
+	// TemplateConfig holds the optional defaults of custom (Dockerfile)
+	// templates: environment, user, workdir, resources, start and ready.
+	TemplateConfig
+}
+
+// Templates resolves template names. Unknown names must return an error
+// wrapping ErrTemplateNotFound.
+type Templates interface {
+	Resolve(ctx context.Context, name string) (*Template, error)
+}
+
+// resolveTemplate resolves req's template, or wraps req.RootFS.
+func (m *Manager) resolveTemplate(ctx context.Context, req CreateRequest) (*Template, error) {
+	if req.RootFS != "" {
+		return &Template{Name: req.TemplateID, RootFS: req.RootFS}, nil
+	}
+	return m.cfg.Templates.Resolve(ctx, req.TemplateID)
+}
+
+// templateOf resolves the template a sandbox runs on (for a sandbox created
+// from a snapshot, the template under the snapshot).
+func (m *Manager) templateOf(ctx context.Context, rec *store.Sandbox) (*Template, error) {
+	name := rec.TemplateID
+	if base := decodeExtra(rec.Extra).BaseTemplate; base != "" {
+		name = base
+	}
+	return m.cfg.Templates.Resolve(ctx, name)
+}
