@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -60,15 +59,15 @@ type checkpointStats struct {
 	freeze  time.Duration // until the guest was frozen
 }
 
-// checkpointLive checkpoints the running sandbox id (marked busy with e,
-// its agent at ip) into imageDir(id). purpose ("a checkpoint", "a fork", "a
+// checkpointLive checkpoints the running sandbox e (marked busy) into
+// imageDir(id). purpose ("a checkpoint", "a fork", "a
 // snapshot") names the operation in a refused freeze's error. It returns
 // what it measured, and on failure the step that failed
 // with its error: at checkpointStop the error is the runtime's, unwrapped,
 // and the sandbox is gone (a refused checkpoint stops a gVisor sandbox, also
 // when its image could not be written).
-func (m *Manager) checkpointLive(ctx context.Context, cp runtime.Checkpointer, id string, e *entry, ip netip.Addr,
-	purpose string) (st checkpointStats, step checkpointStep, err error) {
+func (e *sandbox) checkpointLive(ctx context.Context, cp runtime.Checkpointer, purpose string) (st checkpointStats, step checkpointStep, err error) {
+	m, id, ip := e.m, e.rec.ID, e.addr()
 	start := time.Now()
 	img := m.imageDir(id)
 	if err := os.RemoveAll(img); err != nil {
@@ -81,7 +80,7 @@ func (m *Manager) checkpointLive(ctx context.Context, cp runtime.Checkpointer, i
 	st.freeze = time.Since(start)
 	if err := cp.Checkpoint(ctx, id, m.sandboxDir(id), img); err != nil {
 		m.log.Error("checkpoint failed; removing sandbox", "sandbox", id, "purpose", purpose, "err", err)
-		m.dropStopped(ctx, id, e)
+		e.dropStopped(ctx)
 		return st, checkpointStop, err
 	}
 	return st, checkpointDone, nil
@@ -89,13 +88,12 @@ func (m *Manager) checkpointLive(ctx context.Context, cp runtime.Checkpointer, i
 
 // dropStopped forgets and releases a sandbox that the runtime stopped (a
 // refused checkpoint or shutdown) or that a capture used up.
-func (m *Manager) dropStopped(ctx context.Context, id string, e *entry) {
+func (e *sandbox) dropStopped(ctx context.Context) {
+	m, id := e.m, e.rec.ID
 	m.mu.Lock()
-	if m.sandboxes[id] == e {
+	if e.indexed() {
 		delete(m.sandboxes, id)
-		if e.timer != nil {
-			e.timer.Stop()
-		}
+		e.stopTimer()
 	}
 	m.mu.Unlock()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -105,15 +103,17 @@ func (m *Manager) dropStopped(ctx context.Context, id string, e *entry) {
 	}
 }
 
-// restoreInPlace restores the checkpointed sandbox id (marked busy with e,
-// its agent at ip) from imageDir(id) in its own directory and network
+// restoreInPlace restores the checkpointed sandbox e (marked busy) from
+// imageDir(id) in its own directory and network
 // namespace, lets its agent listen again and waits for its /health. It
 // returns how long the runtime's restore took.
-func (m *Manager) restoreInPlace(ctx context.Context, cp runtime.Checkpointer, id string, e *entry, ip netip.Addr) (time.Duration, error) {
+func (e *sandbox) restoreInPlace(ctx context.Context, cp runtime.Checkpointer) (time.Duration, error) {
+	m, id := e.m, e.rec.ID
 	start := time.Now()
 	m.mu.Lock()
+	ip := e.guestIP
 	slot := e.rec.Slot
-	nsPath := e.netNSPath(m)
+	nsPath := e.netNSPath()
 	m.mu.Unlock()
 	if err := m.readdress(ctx, id, slot); err != nil {
 		return 0, err
@@ -137,27 +137,29 @@ func (m *Manager) restoreInPlace(ctx context.Context, cp runtime.Checkpointer, i
 // restored under the same id), ends the operation on e, then calls done with
 // the restore's result. A sandbox that cannot be restored is left paused (its
 // image is its checkpoint) so that a later resume can retry.
-func (m *Manager) bringBack(ctx context.Context, cp runtime.Checkpointer, id string, e *entry, ip netip.Addr, done func(error)) {
+func (e *sandbox) bringBack(ctx context.Context, cp runtime.Checkpointer, done func(error)) {
+	m := e.m
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
-		err := m.restoreParent(rctx, cp, id, e, ip)
-		m.endOp(e)
+		err := e.restoreParent(rctx, cp)
+		e.endOp()
 		done(err)
 	}()
 }
 
 // restoreParent restarts a forked or snapshotted sandbox from its
 // checkpoint. If that fails it is left paused.
-func (m *Manager) restoreParent(ctx context.Context, cp runtime.Checkpointer, id string, e *entry, ip netip.Addr) error {
-	_, err := m.restoreInPlace(ctx, cp, id, e, ip)
+func (e *sandbox) restoreParent(ctx context.Context, cp runtime.Checkpointer) error {
+	m, id := e.m, e.rec.ID
+	_, err := e.restoreInPlace(ctx, cp)
 	if err == nil {
 		return nil
 	}
 	m.mu.Lock()
-	if m.sandboxes[id] != e {
+	if !e.indexed() {
 		// Killed while it was being restored (Kill removes the entry and
 		// then the runtime state under this restore): nothing to keep, and
 		// its store row must not come back.
@@ -167,9 +169,7 @@ func (m *Manager) restoreParent(ctx context.Context, cp runtime.Checkpointer, id
 	}
 	m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
 	e.rec.State = StatePaused
-	if e.timer != nil {
-		e.timer.Stop()
-	}
+	e.stopTimer()
 	rec := e.rec
 	m.mu.Unlock()
 	if perr := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &rec); perr != nil {

@@ -95,8 +95,8 @@ func (m *Manager) register(ctx context.Context, rec *store.Sandbox, ip netip.Add
 	if m.closed {
 		return nil, userErrorf(http.StatusServiceUnavailable, "server is shutting down")
 	}
-	e := &entry{rec: *rec, guestIP: ip, hidden: hidden}
+	e := &sandbox{m: m, rec: *rec, guestIP: ip, hidden: hidden}
 	m.sandboxes[rec.ID] = e
-	m.armLocked(rec.ID, e)
-	return snapshot(e), nil
+	e.armLocked()
+	return e.view(), nil
 }

@@ -64,7 +64,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	parentBack := false
 	defer func() {
 		if !parentBack {
-			m.endOp(e)
+			e.endOp()
 		}
 	}()
 	cp, err := m.checkpointer()
@@ -82,7 +82,6 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	parent := e.rec
 	parent.Metadata = maps.Clone(e.rec.Metadata)
 	parent.EnvVars = maps.Clone(e.rec.EnvVars)
-	ip := e.guestIP
 	m.mu.Unlock()
 	tpl, err := m.templateOf(ctx, &parent)
 	if err != nil {
@@ -95,7 +94,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	start := time.Now()
 	dir := m.sandboxDir(id)
 	img := m.imageDir(id)
-	if _, step, err := m.checkpointLive(ctx, cp, id, e, ip, "a fork"); err != nil {
+	if _, step, err := e.checkpointLive(ctx, cp, "a fork"); err != nil {
 		if step == checkpointStop {
 			return nil, hostDiskFull(fmt.Errorf("checkpointing sandbox %s for a fork (the sandbox was stopped): %w", id, err),
 				fmt.Sprintf("forking sandbox %s failed and the sandbox was stopped", id))
@@ -133,7 +132,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	// parent and the children are up.
 	parentBack = true
 	parentDone := make(chan error, 1)
-	m.bringBack(ctx, cp, id, e, ip, func(err error) { parentDone <- err })
+	e.bringBack(ctx, cp, func(err error) { parentDone <- err })
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, forkParallelism)
 	for i, k := range kids {

@@ -10,11 +10,15 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
-// A live sandbox as the manager indexes it (Manager.sandboxes), and the
-// read-only view (Sandbox) handed to callers.
+// A live sandbox as the manager indexes it (Manager.sandboxes), the methods
+// that act on one sandbox, and the read-only view (Sandbox) handed to
+// callers.
 
-// entry is the manager's per-sandbox state; guarded by Manager.mu.
-type entry struct {
+// sandbox is one live sandbox: its record, its guest address, its expiry
+// timer and its operation lock (op, oplock.go). Its fields are guarded by
+// its manager's mu, the lock of the index.
+type sandbox struct {
+	m       *Manager // the manager whose index holds it
 	rec     store.Sandbox
 	guestIP netip.Addr
 	timer   *time.Timer
@@ -26,8 +30,8 @@ type entry struct {
 	hidden bool
 }
 
-// snapshot copies e into a Sandbox. m.mu must be held.
-func snapshot(e *entry) *Sandbox {
+// view copies e into a Sandbox. m.mu must be held.
+func (e *sandbox) view() *Sandbox {
 	r := &e.rec
 	x := decodeExtra(r.Extra)
 	return &Sandbox{
@@ -56,9 +60,48 @@ func snapshot(e *entry) *Sandbox {
 }
 
 // netNSPath is the sandbox's network namespace path. m.mu must be held.
-func (e *entry) netNSPath(m *Manager) string {
-	return filepath.Join(network.NetNSDir, m.cfg.NetNSPrefix+e.rec.ID)
+func (e *sandbox) netNSPath() string {
+	return filepath.Join(network.NetNSDir, e.m.cfg.NetNSPrefix+e.rec.ID)
 }
 
 // diskOnly reports whether e is paused without its memory. m.mu must be held.
-func (e *entry) diskOnly() bool { return decodeExtra(e.rec.Extra).DiskOnly }
+func (e *sandbox) diskOnly() bool { return decodeExtra(e.rec.Extra).DiskOnly }
+
+// indexed reports whether e is still the sandbox its id names (not killed
+// or replaced meanwhile). m.mu must be held.
+func (e *sandbox) indexed() bool { return e.m.sandboxes[e.rec.ID] == e }
+
+// stopTimer stops e's expiry timer, if any. m.mu must be held.
+func (e *sandbox) stopTimer() {
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+}
+
+// armLocked (re)starts e's expiry timer. m.mu must be held.
+func (e *sandbox) armLocked() {
+	e.stopTimer()
+	e.gen++
+	if e.rec.State == StatePaused {
+		return // paused sandboxes do not expire
+	}
+	id, gen := e.rec.ID, e.gen
+	e.timer = time.AfterFunc(time.Until(e.rec.EndAt), func() { e.m.expire(id, gen) })
+}
+
+// rearm restarts the timer of a sandbox whose pause was refused (unless it
+// was removed meanwhile).
+func (e *sandbox) rearm() {
+	e.m.mu.Lock()
+	defer e.m.mu.Unlock()
+	if e.indexed() {
+		e.armLocked()
+	}
+}
+
+// addr is e's guest address.
+func (e *sandbox) addr() netip.Addr {
+	e.m.mu.Lock()
+	defer e.m.mu.Unlock()
+	return e.guestIP
+}

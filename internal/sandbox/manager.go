@@ -206,8 +206,8 @@ type Manager struct {
 
 	// mu guards sandboxes, slots and closed.
 	mu        sync.Mutex
-	sandboxes map[string]*entry // live (running) sandboxes by id
-	slots     map[int]string    // network slot → id, including sandboxes being created or released
+	sandboxes map[string]*sandbox // live (running) sandboxes by id
+	slots     map[int]string      // network slot → id, including sandboxes being created or released
 	closed    bool
 
 	events *eventLog // per-sandbox lifecycle events (GET /sandboxes/{id}/logs)
@@ -270,7 +270,7 @@ func New(cfg Config) (*Manager, error) {
 		events:    events,
 		caps:      runtime.CapsOf(cfg.Runtime),
 		agent:     &guest.Client{HTTP: cfg.HTTPClient, Port: cfg.AgentPort},
-		sandboxes: map[string]*entry{},
+		sandboxes: map[string]*sandbox{},
 		slots:     map[int]string{},
 	}, nil
 }
@@ -329,19 +329,6 @@ func (m *Manager) release(ctx context.Context, id string, slot int, dir string) 
 	return errors.Join(errs...)
 }
 
-// armLocked (re)starts e's expiry timer. m.mu must be held.
-func (m *Manager) armLocked(id string, e *entry) {
-	if e.timer != nil {
-		e.timer.Stop()
-	}
-	e.gen++
-	if e.rec.State == StatePaused {
-		return // paused sandboxes do not expire
-	}
-	gen := e.gen
-	e.timer = time.AfterFunc(time.Until(e.rec.EndAt), func() { m.expire(id, gen) })
-}
-
 // expire kills id if its timer generation is still current.
 func (m *Manager) expire(id string, gen uint64) {
 	m.mu.Lock()
@@ -383,7 +370,7 @@ func (m *Manager) Get(id string) (*Sandbox, error) {
 	if !ok {
 		return nil, m.notFound(id)
 	}
-	return snapshot(e), nil
+	return e.view(), nil
 }
 
 // List returns all live sandboxes (unordered).
@@ -393,7 +380,7 @@ func (m *Manager) List() []*Sandbox {
 	out := make([]*Sandbox, 0, len(m.sandboxes))
 	for _, e := range m.sandboxes {
 		if !e.hidden {
-			out = append(out, snapshot(e))
+			out = append(out, e.view())
 		}
 	}
 	return out
@@ -406,9 +393,7 @@ func (m *Manager) Kill(ctx context.Context, id string) error {
 	e, ok := m.sandboxes[id]
 	if ok {
 		delete(m.sandboxes, id)
-		if e.timer != nil {
-			e.timer.Stop()
-		}
+		e.stopTimer()
 	}
 	m.mu.Unlock()
 	if !ok {
@@ -446,15 +431,15 @@ func (m *Manager) updateEnd(ctx context.Context, id string, d time.Duration, ext
 	}
 	end := time.Now().UTC().Add(d)
 	if extendOnly && !end.After(e.rec.EndAt) {
-		return snapshot(e), nil
+		return e.view(), nil
 	}
 	e.rec.EndAt = end
-	m.armLocked(id, e)
+	e.armLocked()
 	rec := e.rec
 	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
 		return nil, fmt.Errorf("saving sandbox timeout: %w", err)
 	}
-	return snapshot(e), nil
+	return e.view(), nil
 }
 
 // SetTimeout makes the sandbox expire d from now (shorter or longer).
@@ -501,9 +486,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
 	for _, e := range m.sandboxes {
-		if e.timer != nil {
-			e.timer.Stop()
-		}
+		e.stopTimer()
 	}
 	m.mu.Unlock()
 	done := make(chan struct{})

@@ -8,9 +8,9 @@ import (
 )
 
 // The operation lock: at most one pause, resume, fork or snapshot runs on a
-// sandbox at a time (entry.op); a second one waits up to opWait, then gets 409.
+// sandbox at a time (sandbox.op); a second one waits up to opWait, then gets 409.
 
-// Operations in progress (entry.op).
+// Operations in progress (sandbox.op).
 const (
 	opPausing  = "pausing"
 	opResuming = "resuming"
@@ -34,7 +34,7 @@ const opWait = 30 * time.Second
 // unknown, 409 when the state is wrong (wantPaused: the sandbox must be
 // paused; otherwise running) or another operation does not finish within
 // opWait.
-func (m *Manager) beginOp(ctx context.Context, id, op string, wantPaused bool) (*entry, error) {
+func (m *Manager) beginOp(ctx context.Context, id, op string, wantPaused bool) (*sandbox, error) {
 	deadline := time.Now().Add(opWait)
 	for {
 		m.mu.Lock()
@@ -45,14 +45,9 @@ func (m *Manager) beginOp(ctx context.Context, id, op string, wantPaused bool) (
 		}
 		if e.op == "" {
 			defer m.mu.Unlock()
-			paused := e.rec.State == StatePaused
-			switch {
-			case wantPaused && !paused:
-				return nil, errRunning(id)
-			case !wantPaused && paused:
-				return nil, userErrorf(http.StatusConflict, "sandbox %q is already paused", id)
+			if err := e.beginLocked(op, wantPaused); err != nil {
+				return nil, err
 			}
-			e.op = op
 			return e, nil
 		}
 		busy := e.op
@@ -68,10 +63,26 @@ func (m *Manager) beginOp(ctx context.Context, id, op string, wantPaused bool) (
 	}
 }
 
-func (m *Manager) endOp(e *entry) {
-	m.mu.Lock()
+// beginLocked marks the idle sandbox e busy with op, or answers 409 when
+// its state is wrong (wantPaused: it must be paused; otherwise running).
+// m.mu must be held.
+func (e *sandbox) beginLocked(op string, wantPaused bool) error {
+	paused := e.rec.State == StatePaused
+	switch {
+	case wantPaused && !paused:
+		return errRunning(e.rec.ID)
+	case !wantPaused && paused:
+		return userErrorf(http.StatusConflict, "sandbox %q is already paused", e.rec.ID)
+	}
+	e.op = op
+	return nil
+}
+
+// endOp marks e idle again.
+func (e *sandbox) endOp() {
+	e.m.mu.Lock()
 	e.op = ""
-	m.mu.Unlock()
+	e.m.mu.Unlock()
 }
 
 func isConflict(err error) bool {

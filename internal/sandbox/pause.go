@@ -30,13 +30,13 @@ func (m *Manager) pauseOp(ctx context.Context, id string, diskOnly bool) error {
 	if err != nil {
 		return err
 	}
-	defer m.endOp(e)
+	defer e.endOp()
 	return m.pauseKind(ctx, id, e, diskOnly)
 }
 
 // pauseKind pauses an entry already marked busy, with its memory or (diskOnly)
 // without, or answers 501 when the runtime cannot.
-func (m *Manager) pauseKind(ctx context.Context, id string, e *entry, diskOnly bool) error {
+func (m *Manager) pauseKind(ctx context.Context, id string, e *sandbox, diskOnly bool) error {
 	if diskOnly {
 		rb, err := m.rebooter()
 		if err != nil {
@@ -52,24 +52,21 @@ func (m *Manager) pauseKind(ctx context.Context, id string, e *entry, diskOnly b
 }
 
 // pause does the work of Pause for an entry already marked busy.
-func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string, e *entry) error {
+func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string, e *sandbox) error {
 	if err := m.checkPauseSpace(ctx, id); err != nil {
 		return err // nothing done: the sandbox keeps running
 	}
 	start := time.Now()
 	m.mu.Lock()
-	if e.timer != nil {
-		e.timer.Stop()
-	}
+	e.stopTimer()
 	e.gen++ // a timer that already fired is ignored
-	ip := e.guestIP
 	m.mu.Unlock()
 
-	st, step, err := m.checkpointLive(ctx, cp, id, e, ip, "a checkpoint")
+	st, step, err := e.checkpointLive(ctx, cp, "a checkpoint")
 	if err != nil {
 		switch step {
 		case checkpointFreeze: // the sandbox keeps running
-			m.rearm(id, e)
+			e.rearm()
 		case checkpointStop:
 			return hostDiskFull(fmt.Errorf("pausing sandbox %s (the sandbox was stopped): %w", id, err),
 				fmt.Sprintf("pausing sandbox %s failed and the sandbox was stopped", id))
@@ -97,7 +94,7 @@ func (m *Manager) pauseOnTimeout(id string) {
 		m.log.Info("timeout pause skipped", "sandbox", id, "reason", err)
 		return
 	}
-	defer m.endOp(e)
+	defer e.endOp()
 	m.mu.Lock()
 	diskOnly := decodeExtra(e.rec.Extra).PauseDiskOnly
 	m.mu.Unlock()
@@ -111,9 +108,7 @@ func (m *Manager) pauseOnTimeout(id string) {
 	owned := m.sandboxes[id] == e
 	if owned {
 		delete(m.sandboxes, id)
-		if e.timer != nil {
-			e.timer.Stop()
-		}
+		e.stopTimer()
 	}
 	m.mu.Unlock()
 	if owned {
@@ -133,7 +128,7 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	defer m.endOp(e)
+	defer e.endOp()
 	m.mu.Lock()
 	diskOnly := e.diskOnly()
 	m.mu.Unlock()
@@ -145,10 +140,7 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 		return nil, err
 	}
 	start := time.Now()
-	m.mu.Lock()
-	ip := e.guestIP
-	m.mu.Unlock()
-	restored, err := m.restoreInPlace(ctx, cp, id, e, ip)
+	restored, err := e.restoreInPlace(ctx, cp)
 	if err != nil {
 		// Left paused: the image is still there and Restore deletes the
 		// half-started container before trying again.
@@ -162,9 +154,9 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if timeout > 0 {
 		e.rec.EndAt = time.Now().UTC().Add(timeout)
 	}
-	m.armLocked(id, e)
+	e.armLocked()
 	rec := e.rec
-	sb := snapshot(e)
+	sb := e.view()
 	m.mu.Unlock()
 	sb.Transition = ""
 	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
@@ -183,7 +175,7 @@ func (m *Manager) reattachPaused(row *store.Sandbox, ip netip.Addr) bool {
 		return false
 	}
 	m.slots[row.Slot] = row.ID
-	m.sandboxes[row.ID] = &entry{rec: *row, guestIP: ip}
+	m.sandboxes[row.ID] = &sandbox{m: m, rec: *row, guestIP: ip}
 	return true
 }
 
@@ -217,14 +209,5 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (*Sandbox, error
 			return nil, fmt.Errorf("waiting for sandbox %s to resume: %w", id, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
-	}
-}
-
-// rearm restarts the timer of a sandbox whose pause was refused.
-func (m *Manager) rearm(id string, e *entry) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sandboxes[id] == e {
-		m.armLocked(id, e)
 	}
 }

@@ -227,13 +227,13 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 // links to the memory image, a manifest, then an atomic rename. With
 // keepSource the sandbox is restored in the background (like a fork
 // parent); otherwise it is destroyed. capture ends the operation on e.
-func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runtime.LayerSaver, id string, e *entry,
+func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runtime.LayerSaver, id string, e *sandbox,
 	snapID, final string, keepSource bool) (snapshotSpec, error) {
 	var sp snapshotSpec
 	parentBack := false
 	defer func() {
 		if !parentBack {
-			m.endOp(e)
+			e.endOp()
 		}
 	}()
 	if st, err := m.cfg.Runtime.State(ctx, id); err != nil || st != runtime.StateRunning {
@@ -245,7 +245,6 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 	m.mu.Lock()
 	src := e.rec
 	src.EnvVars = maps.Clone(e.rec.EnvVars)
-	ip := e.guestIP
 	m.mu.Unlock()
 	tpl, err := m.templateOf(ctx, &src)
 	if err != nil {
@@ -275,7 +274,7 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 	start := time.Now()
 	dir := m.sandboxDir(id)
 	img := m.imageDir(id)
-	if _, step, err := m.checkpointLive(ctx, cp, id, e, ip, "a snapshot"); err != nil {
+	if _, step, err := e.checkpointLive(ctx, cp, "a snapshot"); err != nil {
 		if step == checkpointStop {
 			return sp, fmt.Errorf("checkpointing sandbox %s for a snapshot (the sandbox was stopped): %w", id, err)
 		}
@@ -292,7 +291,7 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 		// The sandbox comes back in the background (like a fork parent);
 		// its image is removed once it runs (the snapshot has its own links).
 		parentBack = true
-		m.bringBack(ctx, cp, id, e, ip, func(err error) {
+		e.bringBack(ctx, cp, func(err error) {
 			if err == nil {
 				if err := os.RemoveAll(img); err != nil {
 					m.log.Warn("removing snapshot checkpoint", "sandbox", id, "err", err)
@@ -300,7 +299,7 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 			}
 		})
 	} else {
-		m.dropStopped(ctx, id, e) // removes the stopped sandbox
+		e.dropStopped(ctx) // removes the stopped sandbox
 	}
 	if saveErr != nil {
 		return sp, fmt.Errorf("saving snapshot of %s: %w", id, saveErr)
