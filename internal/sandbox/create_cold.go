@@ -40,14 +40,16 @@ func (m *Manager) createCold(ctx context.Context, tpl *Template, req CreateReque
 	start := time.Now()
 	log := m.log.With("sandbox", id, "template", req.TemplateID, "slot", slot)
 	dir := m.sandboxDir(id)
+	var undo undo
+	undo.push(func(ctx context.Context) {
+		if rerr := m.release(ctx, id, slot, dir); rerr != nil {
+			log.Error("cleaning up failed create", "err", rerr)
+		}
+	})
 
 	sb, err := m.bootCold(ctx, log, id, slot, dir, tpl, req, allowInternet, token)
 	if err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if rerr := m.release(cctx, id, slot, dir); rerr != nil {
-			log.Error("cleaning up failed create", "err", rerr)
-		}
+		undo.run(ctx)
 		log.Warn("sandbox create failed", "err", err, "elapsed", time.Since(start))
 		return nil, hostDiskFull(err, "creating the sandbox failed")
 	}

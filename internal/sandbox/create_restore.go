@@ -136,6 +136,8 @@ type child struct {
 	// baseEnv is set under the parent's env vars at /init (template env of
 	// sandboxes restored from a snapshot).
 	baseEnv map[string]string
+	// undo gives back what prepareChild took (cleanup.go).
+	undo undo
 }
 
 // prepareChild allocates the child's id, token (when secure), slot and
@@ -156,12 +158,13 @@ func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *
 	if k.slot, err = m.reserveSlot(id); err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*child, error) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if rerr := m.release(cctx, id, k.slot, m.sandboxDir(id)); rerr != nil {
+	k.undo.push(func(ctx context.Context) {
+		if rerr := m.release(ctx, id, k.slot, m.sandboxDir(id)); rerr != nil {
 			m.log.Error("cleaning up failed fork child", "sandbox", id, "err", rerr)
 		}
+	})
+	fail := func(err error) (*child, error) {
+		k.undo.run(ctx)
 		return nil, err
 	}
 	k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent)})
@@ -208,14 +211,8 @@ func (m *Manager) startChild(ctx context.Context, cp runtime.Checkpointer, k *ch
 	return m.registerChild(ctx, k, parent, timeout)
 }
 
-// releaseChild undoes prepareChild (and a restore).
-func (m *Manager) releaseChild(ctx context.Context, k *child) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if rerr := m.release(cctx, k.id, k.slot, k.spec.Dir); rerr != nil {
-		m.log.Error("cleaning up failed fork child", "sandbox", k.id, "err", rerr)
-	}
-}
+// releaseChild undoes prepareChild (and a restore): k's cleanup stack.
+func (m *Manager) releaseChild(ctx context.Context, k *child) { k.undo.run(ctx) }
 
 // wakeChild restores a prepared child from img, lets its agent listen again
 // and waits for its /health. The caller cleans up on error.
