@@ -100,3 +100,11 @@ func (m *Manager) register(ctx context.Context, rec *store.Sandbox, ip netip.Add
 	e.armLocked()
 	return e.view(), nil
 }
+
+// resolveTemplate resolves req's template, or wraps req.RootFS.
+func (m *Manager) resolveTemplate(ctx context.Context, req CreateRequest) (*Template, error) {
+	if req.RootFS != "" {
+		return &Template{Name: req.TemplateID, RootFS: req.RootFS}, nil
+	}
+	return m.cfg.Templates.Resolve(ctx, req.TemplateID)
+}

@@ -6,7 +6,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
-// Templates as the manager sees them: resolving a create's template and the
+// Templates as the manager sees them: what a resolved template is, and the
 // template a running sandbox stands on.
 
 // Template is what the manager needs to know about a resolved template.
@@ -23,14 +23,6 @@ type Template struct {
 // wrapping ErrTemplateNotFound.
 type Templates interface {
 	Resolve(ctx context.Context, name string) (*Template, error)
-}
-
-// resolveTemplate resolves req's template, or wraps req.RootFS.
-func (m *Manager) resolveTemplate(ctx context.Context, req CreateRequest) (*Template, error) {
-	if req.RootFS != "" {
-		return &Template{Name: req.TemplateID, RootFS: req.RootFS}, nil
-	}
-	return m.cfg.Templates.Resolve(ctx, req.TemplateID)
 }
 
 // templateOf resolves the template a sandbox runs on (for a sandbox created
