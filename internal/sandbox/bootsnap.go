@@ -202,7 +202,7 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 		return tpl.Hash, err
 	}
 	captured = true // capture removes the sandbox
-	sp, err := m.capture(ctx, cp, ls, sb.ID, e, id, dir, false)
+	sp, err := e.capture(ctx, cp, ls, id, dir, false)
 	if err != nil {
 		return tpl.Hash, fmt.Errorf("capturing the booted template: %w", err)
 	}

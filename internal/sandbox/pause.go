@@ -31,28 +31,30 @@ func (m *Manager) pauseOp(ctx context.Context, id string, diskOnly bool) error {
 		return err
 	}
 	defer e.endOp()
-	return m.pauseKind(ctx, id, e, diskOnly)
+	return e.pauseKind(ctx, diskOnly)
 }
 
-// pauseKind pauses an entry already marked busy, with its memory or (diskOnly)
+// pauseKind pauses e, already marked busy, with its memory or (diskOnly)
 // without, or answers 501 when the runtime cannot.
-func (m *Manager) pauseKind(ctx context.Context, id string, e *sandbox, diskOnly bool) error {
+func (e *sandbox) pauseKind(ctx context.Context, diskOnly bool) error {
+	m := e.m
 	if diskOnly {
 		rb, err := m.rebooter()
 		if err != nil {
 			return err
 		}
-		return m.pauseDisk(ctx, rb, id, e)
+		return e.pauseDisk(ctx, rb)
 	}
 	cp, err := m.checkpointer()
 	if err != nil {
 		return err
 	}
-	return m.pause(ctx, cp, id, e)
+	return e.pause(ctx, cp)
 }
 
-// pause does the work of Pause for an entry already marked busy.
-func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string, e *sandbox) error {
+// pause does the work of Pause for e, already marked busy.
+func (e *sandbox) pause(ctx context.Context, cp runtime.Checkpointer) error {
+	m, id := e.m, e.rec.ID
 	if err := m.checkPauseSpace(ctx, id); err != nil {
 		return err // nothing done: the sandbox keeps running
 	}
@@ -99,7 +101,7 @@ func (m *Manager) pauseOnTimeout(id string) {
 	diskOnly := decodeExtra(e.rec.Extra).PauseDiskOnly
 	m.mu.Unlock()
 	m.log.Info("sandbox timed out; pausing", "sandbox", id, "keep_memory", !diskOnly)
-	err = m.pauseKind(ctx, id, e, diskOnly)
+	err = e.pauseKind(ctx, diskOnly)
 	if err == nil {
 		return
 	}
@@ -133,7 +135,7 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	diskOnly := e.diskOnly()
 	m.mu.Unlock()
 	if diskOnly {
-		return m.resumeDisk(ctx, id, e, timeout)
+		return e.resumeDisk(ctx, timeout)
 	}
 	cp, err := m.checkpointer()
 	if err != nil {

@@ -28,8 +28,9 @@ func (m *Manager) rebooter() (runtime.Rebooter, error) {
 	return rb, nil
 }
 
-// pauseDisk does the work of PauseFilesystem for an entry marked busy.
-func (m *Manager) pauseDisk(ctx context.Context, rb runtime.Rebooter, id string, e *sandbox) error {
+// pauseDisk does the work of PauseFilesystem for e, marked busy.
+func (e *sandbox) pauseDisk(ctx context.Context, rb runtime.Rebooter) error {
+	m, id := e.m, e.rec.ID
 	start := time.Now()
 	m.mu.Lock()
 	e.stopTimer()
@@ -82,7 +83,8 @@ func (m *Manager) hasDisk(id string) bool {
 
 // resumeDisk boots a sandbox paused without memory again (Resume's other
 // half; e is marked busy).
-func (m *Manager) resumeDisk(ctx context.Context, id string, e *sandbox, timeout time.Duration) (*Sandbox, error) {
+func (e *sandbox) resumeDisk(ctx context.Context, timeout time.Duration) (*Sandbox, error) {
+	m, id := e.m, e.rec.ID
 	rb, err := m.rebooter()
 	if err != nil {
 		return nil, err

@@ -202,7 +202,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	}
 	start := time.Now()
 	final := m.snapshotDir(snapID)
-	sp, err := m.capture(ctx, cp, ls, id, e, snapID, final, true)
+	sp, err := e.capture(ctx, cp, ls, snapID, final, true)
 	if err != nil {
 		return nil, err
 	}
@@ -222,13 +222,14 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	return m.toSnapshotInfo(rec), nil
 }
 
-// capture saves the running sandbox id (already marked busy with e) into
+// capture saves the running sandbox e (already marked busy) into
 // the new directory final: freeze, checkpoint, copy of the writable layer,
 // links to the memory image, a manifest, then an atomic rename. With
 // keepSource the sandbox is restored in the background (like a fork
 // parent); otherwise it is destroyed. capture ends the operation on e.
-func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runtime.LayerSaver, id string, e *sandbox,
+func (e *sandbox) capture(ctx context.Context, cp runtime.Checkpointer, ls runtime.LayerSaver,
 	snapID, final string, keepSource bool) (snapshotSpec, error) {
+	m, id := e.m, e.rec.ID
 	var sp snapshotSpec
 	parentBack := false
 	defer func() {
