@@ -83,12 +83,9 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	parent.Metadata = maps.Clone(e.rec.Metadata)
 	parent.EnvVars = maps.Clone(e.rec.EnvVars)
 	m.mu.Unlock()
-	tpl, err := m.templateOf(ctx, &parent)
+	tpl, err := m.unchangedTemplate(ctx, &parent, "forked")
 	if err != nil {
-		return nil, fmt.Errorf("resolving template %q of %s: %w", parent.TemplateID, id, err)
-	}
-	if tpl.Hash != parent.TemplateHash {
-		return nil, userErrorf(http.StatusConflict, "template %q was rebuilt since sandbox %q was created; it cannot be forked", parent.TemplateID, id)
+		return nil, err
 	}
 
 	start := time.Now()

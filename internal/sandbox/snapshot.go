@@ -247,12 +247,9 @@ func (e *sandbox) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 	src := e.rec
 	src.EnvVars = maps.Clone(e.rec.EnvVars)
 	m.mu.Unlock()
-	tpl, err := m.templateOf(ctx, &src)
+	tpl, err := m.unchangedTemplate(ctx, &src, "snapshotted")
 	if err != nil {
-		return sp, fmt.Errorf("resolving template %q of %s: %w", src.TemplateID, id, err)
-	}
-	if tpl.Hash != src.TemplateHash {
-		return sp, userErrorf(http.StatusConflict, "template %q was rebuilt since sandbox %q was created; it cannot be snapshotted", src.TemplateID, id)
+		return sp, err
 	}
 	agent, err := m.agentOf(&src)
 	if err != nil {

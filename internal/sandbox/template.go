@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
@@ -33,4 +35,18 @@ func (m *Manager) templateOf(ctx context.Context, rec *store.Sandbox) (*Template
 		name = base
 	}
 	return m.cfg.Templates.Resolve(ctx, name)
+}
+
+// unchangedTemplate is templateOf(rec), or a 409 when the template was
+// rebuilt since the sandbox was created (verbed says what the sandbox then
+// cannot be: "forked", "snapshotted").
+func (m *Manager) unchangedTemplate(ctx context.Context, rec *store.Sandbox, verbed string) (*Template, error) {
+	tpl, err := m.templateOf(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("resolving template %q of %s: %w", rec.TemplateID, rec.ID, err)
+	}
+	if tpl.Hash != rec.TemplateHash {
+		return nil, userErrorf(http.StatusConflict, "template %q was rebuilt since sandbox %q was created; it cannot be %s", rec.TemplateID, rec.ID, verbed)
+	}
+	return tpl, nil
 }
