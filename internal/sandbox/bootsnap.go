@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -203,7 +202,7 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 		return tpl.Hash, err
 	}
 	captured = true // capture removes the sandbox
-	sp, err := m.capture(ctx, cp, ls, sb.ID, e, id, dir, false)
+	sp, err := e.capture(ctx, cp, ls, id, dir, false)
 	if err != nil {
 		return tpl.Hash, fmt.Errorf("capturing the booted template: %w", err)
 	}
@@ -302,32 +301,4 @@ func (m *Manager) executeOnce(ctx context.Context, host, token, lang string) err
 		return fmt.Errorf("%s execution: status %d: %.200s", lang, status, out)
 	}
 	return nil
-}
-
-// createFromBoot serves a create from the template's boot snapshot when
-// there is one and the request fits it (same limits, public traffic). ok
-// is false when the caller must cold-boot (after logging why, if a restore
-// was tried and failed).
-func (m *Manager) createFromBoot(ctx context.Context, tpl *Template, req CreateRequest, allowInternet bool) (*Sandbox, bool) {
-	if !m.cfg.BootSnapshots || req.hidden || req.RootFS != "" || tpl.Hash == "" ||
-		(req.AllowPublicTraffic != nil && !*req.AllowPublicTraffic) {
-		return nil, false
-	}
-	be := m.boot.get(tpl.Hash)
-	if be == nil || be.limits != req.Limits {
-		return nil, false
-	}
-	if sb, ok := m.claimPooled(ctx, tpl, req, allowInternet); ok {
-		return sb, true
-	}
-	env := maps.Clone(tpl.Env)
-	src := restoreSource{dir: be.dir, spec: be.spec, tpl: &Template{Name: tpl.Name, Hash: tpl.Hash, RootFS: tpl.RootFS,
-		TemplateConfig: TemplateConfig{Env: env}}, templateID: req.TemplateID, alias: tpl.Name,
-		extra: newExtra(req), what: "boot snapshot of " + tpl.Name}
-	sb, err := m.restoreFrom(ctx, src, req, allowInternet)
-	if err != nil {
-		m.log.Warn("create from boot snapshot failed; cold-booting", "template", tpl.Name, "err", err)
-		return nil, false
-	}
-	return sb, true
 }

@@ -6,18 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/guest"
-	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
-	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
 // MaxForkCount bounds one fork request (E2B's SandboxForkRequest maximum).
@@ -32,8 +27,6 @@ const (
 
 // forkParallelism is how many children are restored at once.
 const forkParallelism = 4
-
-const opForking = "forking"
 
 // ForkResult is one child of a fork: the sandbox or the error that
 // prevented it from starting.
@@ -71,7 +64,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	parentBack := false
 	defer func() {
 		if !parentBack {
-			m.endOp(e)
+			e.endOp()
 		}
 	}()
 	cp, err := m.checkpointer()
@@ -89,29 +82,21 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	parent := e.rec
 	parent.Metadata = maps.Clone(e.rec.Metadata)
 	parent.EnvVars = maps.Clone(e.rec.EnvVars)
-	ip := e.guestIP
 	m.mu.Unlock()
-	tpl, err := m.templateOf(ctx, &parent)
+	tpl, err := m.unchangedTemplate(ctx, &parent, "forked")
 	if err != nil {
-		return nil, fmt.Errorf("resolving template %q of %s: %w", parent.TemplateID, id, err)
-	}
-	if tpl.Hash != parent.TemplateHash {
-		return nil, userErrorf(http.StatusConflict, "template %q was rebuilt since sandbox %q was created; it cannot be forked", parent.TemplateID, id)
+		return nil, err
 	}
 
 	start := time.Now()
 	dir := m.sandboxDir(id)
 	img := m.imageDir(id)
-	if err := os.RemoveAll(img); err != nil {
-		return nil, fmt.Errorf("clearing old checkpoint: %w", err)
-	}
-	if _, ferr := m.freezeGuest(ctx, ip); ferr != nil {
-		return nil, fmt.Errorf("preparing sandbox %s for a fork: %w", id, ferr)
-	}
-	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {
-		m.dropAfterFailedCheckpoint(ctx, id, e)
-		return nil, hostDiskFull(fmt.Errorf("checkpointing sandbox %s for a fork (the sandbox was stopped): %w", id, err),
-			fmt.Sprintf("forking sandbox %s failed and the sandbox was stopped", id))
+	if _, step, err := e.checkpointLive(ctx, cp, "a fork"); err != nil {
+		if step == checkpointStop {
+			return nil, hostDiskFull(fmt.Errorf("checkpointing sandbox %s for a fork (the sandbox was stopped): %w", id, err),
+				fmt.Sprintf("forking sandbox %s failed and the sandbox was stopped", id))
+		}
+		return nil, err
 	}
 	checkpointed := time.Since(start)
 
@@ -144,15 +129,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	// parent and the children are up.
 	parentBack = true
 	parentDone := make(chan error, 1)
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		err := m.restoreParent(rctx, cp, id, e, ip)
-		m.endOp(e)
-		parentDone <- err
-	}()
+	e.bringBack(ctx, cp, func(err error) { parentDone <- err })
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, forkParallelism)
 	for i, k := range kids {
@@ -221,217 +198,4 @@ func hostMemAvailable() (int64, error) {
 		}
 	}
 	return 0, errors.New("no MemAvailable in /proc/meminfo")
-}
-
-// dropAfterFailedCheckpoint removes a sandbox whose checkpoint failed (gVisor
-// stops it).
-func (m *Manager) dropAfterFailedCheckpoint(ctx context.Context, id string, e *entry) {
-	m.mu.Lock()
-	if m.sandboxes[id] == e {
-		delete(m.sandboxes, id)
-		if e.timer != nil {
-			e.timer.Stop()
-		}
-	}
-	m.mu.Unlock()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := m.release(cctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
-		m.log.Error("cleaning up after failed checkpoint", "sandbox", id, "err", err)
-	}
-}
-
-// restoreParent restarts the forked parent from its checkpoint. If that
-// fails the parent is left paused (the image is its checkpoint) so that a
-// later resume can retry.
-func (m *Manager) restoreParent(ctx context.Context, cp runtime.Checkpointer, id string, e *entry, ip netip.Addr) error {
-	m.mu.Lock()
-	slot := e.rec.Slot
-	nsPath := e.netNSPath(m)
-	m.mu.Unlock()
-	err := m.readdress(ctx, id, slot)
-	if err == nil {
-		err = cp.Restore(ctx, runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: nsPath}, m.imageDir(id))
-	}
-	if err == nil {
-		err = cp.Signal(ctx, id, syscall.SIGUSR1)
-	}
-	if err == nil {
-		err = m.waitAgent(ctx, id, m.sandboxDir(id), ip.String())
-	}
-	if err == nil {
-		return nil
-	}
-	m.mu.Lock()
-	if m.sandboxes[id] != e {
-		// Killed while it was being restored (Kill removes the entry and
-		// then the runtime state under this restore): nothing to keep, and
-		// its store row must not come back.
-		m.mu.Unlock()
-		m.log.Info("fork parent killed while it was being restored", "sandbox", id, "restore_err", err)
-		return err
-	}
-	m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
-	e.rec.State = StatePaused
-	if e.timer != nil {
-		e.timer.Stop()
-	}
-	rec := e.rec
-	m.mu.Unlock()
-	if perr := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &rec); perr != nil {
-		m.log.Error("saving paused state of fork parent", "sandbox", id, "err", perr)
-	}
-	return err
-}
-
-// child is a fork child between preparation and start.
-type child struct {
-	id, token string
-	slot      int
-	ep        *network.Endpoint
-	spec      runtime.Spec
-	// baseEnv is set under the parent's env vars at /init (template env of
-	// sandboxes restored from a snapshot).
-	baseEnv map[string]string
-}
-
-// prepareChild allocates the child's id, token (when secure), slot and
-// network, and lets clone prepare its directory (a copy of the stopped
-// parent's, or of a saved snapshot).
-func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *Template, secure bool,
-	clone func(context.Context, runtime.Spec) error) (*child, error) {
-	id, err := newID()
-	if err != nil {
-		return nil, err
-	}
-	k := &child{id: id}
-	if secure {
-		if k.token, err = newToken(); err != nil {
-			return nil, err
-		}
-	}
-	if k.slot, err = m.reserveSlot(id); err != nil {
-		return nil, err
-	}
-	fail := func(err error) (*child, error) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if rerr := m.release(cctx, id, k.slot, m.sandboxDir(id)); rerr != nil {
-			m.log.Error("cleaning up failed fork child", "sandbox", id, "err", rerr)
-		}
-		return nil, err
-	}
-	k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent)})
-	if err != nil {
-		return fail(fmt.Errorf("setting up network: %w", err))
-	}
-	m.cfg.Conns.Abort(k.ep.GuestIP)
-	agent, err := m.agentOf(parent)
-	if err != nil {
-		return fail(err)
-	}
-	k.spec = runtime.Spec{
-		ID:          id,
-		RootFS:      tpl.RootFS,
-		Dir:         m.sandboxDir(id),
-		NetNSPath:   k.ep.NetNSPath,
-		AgentPath:   agent,
-		Hostname:    id,
-		Nameservers: append([]string(nil), m.cfg.Nameservers...),
-		Hosts:       []string{"127.0.0.1 " + id},
-		Resources: runtime.Resources{
-			CPUCount: parent.CPUCount,
-			MemoryMB: parent.MemoryMB,
-			DiskMB:   parent.DiskSizeMB,
-		},
-	}
-	if err := clone(ctx, k.spec); err != nil {
-		return fail(fmt.Errorf("copying sandbox: %w", err))
-	}
-	return k, nil
-}
-
-// startChild restores a prepared child from the parent's image, gives its
-// agent a fresh identity and registers it.
-func (m *Manager) startChild(ctx context.Context, cp runtime.Checkpointer, k *child, parent *store.Sandbox, img string, timeout time.Duration) (sb *Sandbox, err error) {
-	defer func() {
-		if err != nil {
-			m.releaseChild(ctx, k)
-		}
-	}()
-	if err := m.wakeChild(ctx, cp, k, img); err != nil {
-		return nil, err
-	}
-	return m.registerChild(ctx, k, parent, timeout)
-}
-
-// releaseChild undoes prepareChild (and a restore).
-func (m *Manager) releaseChild(ctx context.Context, k *child) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if rerr := m.release(cctx, k.id, k.slot, k.spec.Dir); rerr != nil {
-		m.log.Error("cleaning up failed fork child", "sandbox", k.id, "err", rerr)
-	}
-}
-
-// wakeChild restores a prepared child from img, lets its agent listen again
-// and waits for its /health. The caller cleans up on error.
-func (m *Manager) wakeChild(ctx context.Context, cp runtime.Checkpointer, k *child, img string) error {
-	if err := cp.Restore(ctx, k.spec, img); err != nil {
-		return fmt.Errorf("restoring fork child: %w", err)
-	}
-	if err := cp.Signal(ctx, k.id, syscall.SIGUSR1); err != nil {
-		return fmt.Errorf("waking fork child: %w", err)
-	}
-	if err := m.waitAgent(ctx, k.id, k.spec.Dir, k.ep.GuestIP.String()); err != nil {
-		return fmt.Errorf("fork child agent did not become healthy: %w", err)
-	}
-	return nil
-}
-
-// registerChild gives a woken child its identity (/init: id, token, env
-// vars, clock; authorised by the parent's token), stores and registers it.
-// The caller cleans up on error.
-func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.Sandbox, timeout time.Duration) (*Sandbox, error) {
-	host := k.ep.GuestIP.String()
-	envs := maps.Clone(k.baseEnv)
-	if envs == nil {
-		envs = map[string]string{}
-	}
-	maps.Copy(envs, parent.EnvVars)
-	envs["E2B_SANDBOX"] = "true"
-	envs["E2B_SANDBOX_ID"] = k.id
-	envs["E2B_TEMPLATE_ID"] = parent.TemplateID
-	body := guest.InitRequest{EnvVars: envs, Timestamp: time.Now().UTC(), DefaultUser: DefaultUser,
-		DefaultWorkdir: DefaultWorkdir}
-	if k.token != "" {
-		body.AccessToken = &k.token
-	}
-	if err := m.agent.Init(ctx, host, body, parent.AccessToken); err != nil {
-		return nil, fmt.Errorf("initialising fork child: %w", err)
-	}
-	now := time.Now().UTC()
-	rec := *parent
-	rec.ID = k.id
-	rec.State = StateRunning
-	rec.Slot = k.slot
-	rec.GuestIP = host
-	rec.AccessToken = k.token
-	rec.TrafficToken = ""
-	rec.Metadata = maps.Clone(parent.Metadata)
-	rec.EnvVars = maps.Clone(parent.EnvVars)
-	rec.StartedAt = now
-	rec.EndAt = now.Add(timeout)
-	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
-		return nil, fmt.Errorf("saving fork child: %w", err)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, userErrorf(http.StatusServiceUnavailable, "server is shutting down")
-	}
-	e := &entry{rec: rec, guestIP: k.ep.GuestIP}
-	m.sandboxes[k.id] = e
-	m.armLocked(k.id, e)
-	return snapshot(e), nil
 }

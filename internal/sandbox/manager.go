@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -46,22 +45,6 @@ const (
 
 // EnvdVersion is the agent version reported to SDKs.
 const EnvdVersion = guest.Version
-
-// Template is what the manager needs to know about a resolved template.
-type Template struct {
-	Name   string // name/alias as requested, e.g. "base"
-	Hash   string // content hash of the build
-	RootFS string // read-only root filesystem directory
-	// TemplateConfig holds the optional defaults of custom (Dockerfile)
-	// templates: environment, user, workdir, resources, start and ready.
-	TemplateConfig
-}
-
-// Templates resolves template names. Unknown names must return an error
-// wrapping ErrTemplateNotFound.
-type Templates interface {
-	Resolve(ctx context.Context, name string) (*Template, error)
-}
 
 // Network is the subset of the network manager the sandbox manager uses.
 type Network interface {
@@ -201,19 +184,6 @@ type Sandbox struct {
 	Transition string
 }
 
-// entry is the manager's per-sandbox state; guarded by Manager.mu.
-type entry struct {
-	rec     store.Sandbox
-	guestIP netip.Addr
-	timer   *time.Timer
-	gen     uint64 // incremented whenever the timer is re-armed
-	// op is the pause/resume/fork in progress ("" when idle); at most one
-	// at a time per sandbox (pause.go).
-	op string
-	// hidden sandboxes are internal (boot snapshots) and not listed.
-	hidden bool
-}
-
 // Manager owns all sandboxes of this daemon. It is safe for concurrent use.
 type Manager struct {
 	cfg   Config
@@ -236,8 +206,8 @@ type Manager struct {
 
 	// mu guards sandboxes, slots and closed.
 	mu        sync.Mutex
-	sandboxes map[string]*entry // live (running) sandboxes by id
-	slots     map[int]string    // network slot → id, including sandboxes being created or released
+	sandboxes map[string]*sandbox // live (running) sandboxes by id
+	slots     map[int]string      // network slot → id, including sandboxes being created or released
 	closed    bool
 
 	events *eventLog // per-sandbox lifecycle events (GET /sandboxes/{id}/logs)
@@ -300,7 +270,7 @@ func New(cfg Config) (*Manager, error) {
 		events:    events,
 		caps:      runtime.CapsOf(cfg.Runtime),
 		agent:     &guest.Client{HTTP: cfg.HTTPClient, Port: cfg.AgentPort},
-		sandboxes: map[string]*entry{},
+		sandboxes: map[string]*sandbox{},
 		slots:     map[int]string{},
 	}, nil
 }
@@ -314,183 +284,6 @@ func (m *Manager) Ready() bool { return m.ready.Load() }
 // sandboxDir is the runtime's private directory for id.
 func (m *Manager) sandboxDir(id string) string {
 	return filepath.Join(m.cfg.DataDir, "sandboxes", id)
-}
-
-// Create starts a new sandbox and returns it once its agent is initialised.
-// Any failure undoes everything already set up.
-func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, err error) {
-	defer func(begin time.Time) { m.observeCreate(begin, sb, err) }(time.Now())
-	if req.TemplateID == "" {
-		req.TemplateID = "base"
-	}
-	if req.Timeout <= 0 {
-		return nil, userErrorf(http.StatusBadRequest, "timeout must be positive")
-	}
-	if req.Timeout > m.cfg.MaxTimeout {
-		return nil, userErrorf(http.StatusBadRequest, "timeout cannot be greater than %d seconds", int(m.cfg.MaxTimeout.Seconds()))
-	}
-	if req.AutoPause && req.AutoPauseDiskOnly {
-		if _, err := m.rebooter(); err != nil {
-			return nil, err
-		}
-	} else if req.AutoPause || req.AutoResume {
-		if _, err := m.checkpointer(); err != nil {
-			return nil, err
-		}
-	}
-	allowInternet := true
-	if req.AllowInternet != nil {
-		allowInternet = *req.AllowInternet
-	}
-	tpl, err := m.resolveTemplate(ctx, req)
-	if errors.Is(err, ErrTemplateNotFound) {
-		if snap := m.lookupSnapshot(ctx, req.TemplateID); snap != nil && req.RootFS == "" {
-			return m.createFromSnapshot(ctx, snap, req, allowInternet) // snapshot.go
-		}
-		return nil, userErrorf(http.StatusNotFound, "template '%s' not found", req.TemplateID)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("resolving template %q: %w", req.TemplateID, err)
-	}
-	// Template defaults (Dockerfile templates may set CPU/memory) apply
-	// where the request names none; then the daemon defaults and bounds.
-	if req.Limits.CPUCount == 0 {
-		req.Limits.CPUCount = tpl.CPUCount
-	}
-	if req.Limits.MemoryMB == 0 {
-		req.Limits.MemoryMB = tpl.MemoryMB
-	}
-	if req.Limits, err = m.resolveLimits(req.Limits); err != nil {
-		return nil, err
-	}
-	if err := m.CheckHostDisk(); err != nil {
-		return nil, err
-	}
-	if sb, ok := m.createFromBoot(ctx, tpl, req, allowInternet); ok {
-		return sb, nil
-	}
-	id, err := newID()
-	if err != nil {
-		return nil, err
-	}
-	var token string
-	if req.Secure {
-		if token, err = newToken(); err != nil {
-			return nil, err
-		}
-	}
-	if req.AllowPublicTraffic != nil && !*req.AllowPublicTraffic {
-		if req.trafficToken, err = newToken(); err != nil {
-			return nil, err
-		}
-	}
-	slot, err := m.reserveSlot(id)
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	log := m.log.With("sandbox", id, "template", req.TemplateID, "slot", slot)
-	dir := m.sandboxDir(id)
-
-	sb, err = m.start(ctx, log, id, slot, dir, tpl, req, allowInternet, token)
-	if err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if rerr := m.release(cctx, id, slot, dir); rerr != nil {
-			log.Error("cleaning up failed create", "err", rerr)
-		}
-		log.Warn("sandbox create failed", "err", err, "elapsed", time.Since(start))
-		return nil, hostDiskFull(err, "creating the sandbox failed")
-	}
-	log.Info("sandbox created", "elapsed", time.Since(start), "guest_ip", sb.GuestIP)
-	return sb, nil
-}
-
-// start performs the create steps after validation; the caller undoes them on
-// error.
-func (m *Manager) start(ctx context.Context, log *slog.Logger, id string, slot int, dir string, tpl *Template,
-	req CreateRequest, allowInternet bool, token string) (*Sandbox, error) {
-	ep, err := m.cfg.Network.Setup(ctx, id, slot, network.Options{AllowInternet: allowInternet, Egress: req.Egress})
-	if err != nil {
-		return nil, fmt.Errorf("setting up network: %w", err)
-	}
-	// Pooled keep-alive connections to a previous owner of this address are
-	// dead (its netns is gone); drop idle ones. Never reset in-flight
-	// connections here: they belong to live sandboxes (in tests, many
-	// sandboxes share one fake address).
-	m.cfg.HTTPClient.CloseIdleConnections()
-	spec := runtime.Spec{
-		ID:          id,
-		RootFS:      tpl.RootFS,
-		Dir:         dir,
-		NetNSPath:   ep.NetNSPath,
-		AgentPath:   m.cfg.AgentPath,
-		Hostname:    id,
-		Nameservers: append([]string(nil), m.cfg.Nameservers...),
-		Hosts:       []string{"127.0.0.1 " + id},
-		Resources:   req.Limits.resources(),
-	}
-	if err := m.cfg.Runtime.Start(ctx, spec); err != nil {
-		return nil, fmt.Errorf("starting runtime: %w", err)
-	}
-	host := ep.GuestIP.String()
-	waitStart := time.Now()
-	if err := m.waitAgent(ctx, id, dir, host); err != nil {
-		return nil, fmt.Errorf("agent did not become healthy: %w", err)
-	}
-	log.Debug("agent healthy", "wait", time.Since(waitStart))
-
-	if err := m.agent.Init(ctx, host, newInitRequest(tpl, req.EnvVars, id, req.TemplateID, token), ""); err != nil {
-		return nil, fmt.Errorf("initialising agent: %w", err)
-	}
-	if err := m.startTemplateCommand(ctx, log, host, token, tpl); err != nil {
-		return nil, err
-	}
-
-	now := time.Now().UTC()
-	x := newExtra(req)
-	x.Agent = m.cfg.AgentPath
-	rec := store.Sandbox{
-		ID:            id,
-		TemplateID:    req.TemplateID,
-		TemplateHash:  tpl.Hash,
-		Alias:         tpl.Name,
-		State:         StateRunning,
-		Runtime:       m.cfg.Runtime.Name(),
-		Slot:          slot,
-		GuestIP:       host,
-		AccessToken:   token,
-		TrafficToken:  req.trafficToken,
-		Metadata:      maps.Clone(req.Metadata),
-		EnvVars:       maps.Clone(req.EnvVars),
-		AllowInternet: allowInternet,
-		CPUCount:      req.Limits.CPUCount,
-		MemoryMB:      req.Limits.MemoryMB,
-		DiskSizeMB:    req.Limits.DiskSizeMB,
-		StartedAt:     now,
-		EndAt:         now.Add(req.Timeout),
-		OnTimeout:     onTimeout(req.AutoPause),
-		Extra:         encodeExtra(x),
-	}
-	if rec.Metadata == nil {
-		rec.Metadata = map[string]string{}
-	}
-	if rec.EnvVars == nil {
-		rec.EnvVars = map[string]string{}
-	}
-	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
-		return nil, fmt.Errorf("saving sandbox: %w", err)
-	}
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, userErrorf(http.StatusServiceUnavailable, "server is shutting down")
-	}
-	e := &entry{rec: rec, guestIP: ep.GuestIP, hidden: req.hidden}
-	m.sandboxes[id] = e
-	m.armLocked(id, e)
-	return snapshot(e), nil
 }
 
 // reserveSlot allocates the lowest free network slot for id.
@@ -536,19 +329,6 @@ func (m *Manager) release(ctx context.Context, id string, slot int, dir string) 
 	return errors.Join(errs...)
 }
 
-// armLocked (re)starts e's expiry timer. m.mu must be held.
-func (m *Manager) armLocked(id string, e *entry) {
-	if e.timer != nil {
-		e.timer.Stop()
-	}
-	e.gen++
-	if e.rec.State == StatePaused {
-		return // paused sandboxes do not expire
-	}
-	gen := e.gen
-	e.timer = time.AfterFunc(time.Until(e.rec.EndAt), func() { m.expire(id, gen) })
-}
-
 // expire kills id if its timer generation is still current.
 func (m *Manager) expire(id string, gen uint64) {
 	m.mu.Lock()
@@ -582,35 +362,6 @@ func (m *Manager) expire(id string, gen uint64) {
 	}
 }
 
-// snapshot copies e into a Sandbox. m.mu must be held.
-func snapshot(e *entry) *Sandbox {
-	r := &e.rec
-	x := decodeExtra(r.Extra)
-	return &Sandbox{
-		ID:            r.ID,
-		TemplateID:    r.TemplateID,
-		TemplateHash:  r.TemplateHash,
-		Alias:         r.Alias,
-		State:         r.State,
-		GuestIP:       e.guestIP,
-		AccessToken:   r.AccessToken,
-		TrafficToken:  r.TrafficToken,
-		Metadata:      maps.Clone(r.Metadata),
-		EnvVars:       maps.Clone(r.EnvVars),
-		AllowInternet: r.AllowInternet,
-		CPUCount:      r.CPUCount,
-		MemoryMB:      r.MemoryMB,
-		DiskSizeMB:    r.DiskSizeMB,
-		StartedAt:     r.StartedAt,
-		EndAt:         r.EndAt,
-		OnTimeout:     r.OnTimeout,
-		AutoResume:    x.AutoResume,
-		AllowOut:      x.AllowOut,
-		DenyOut:       x.DenyOut,
-		Transition:    e.op,
-	}
-}
-
 // Get returns the live sandbox id or a 404 user error.
 func (m *Manager) Get(id string) (*Sandbox, error) {
 	m.mu.Lock()
@@ -619,7 +370,7 @@ func (m *Manager) Get(id string) (*Sandbox, error) {
 	if !ok {
 		return nil, m.notFound(id)
 	}
-	return snapshot(e), nil
+	return e.view(), nil
 }
 
 // List returns all live sandboxes (unordered).
@@ -629,7 +380,7 @@ func (m *Manager) List() []*Sandbox {
 	out := make([]*Sandbox, 0, len(m.sandboxes))
 	for _, e := range m.sandboxes {
 		if !e.hidden {
-			out = append(out, snapshot(e))
+			out = append(out, e.view())
 		}
 	}
 	return out
@@ -642,9 +393,7 @@ func (m *Manager) Kill(ctx context.Context, id string) error {
 	e, ok := m.sandboxes[id]
 	if ok {
 		delete(m.sandboxes, id)
-		if e.timer != nil {
-			e.timer.Stop()
-		}
+		e.stopTimer()
 	}
 	m.mu.Unlock()
 	if !ok {
@@ -682,15 +431,15 @@ func (m *Manager) updateEnd(ctx context.Context, id string, d time.Duration, ext
 	}
 	end := time.Now().UTC().Add(d)
 	if extendOnly && !end.After(e.rec.EndAt) {
-		return snapshot(e), nil
+		return e.view(), nil
 	}
 	e.rec.EndAt = end
-	m.armLocked(id, e)
+	e.armLocked()
 	rec := e.rec
 	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
 		return nil, fmt.Errorf("saving sandbox timeout: %w", err)
 	}
-	return snapshot(e), nil
+	return e.view(), nil
 }
 
 // SetTimeout makes the sandbox expire d from now (shorter or longer).
@@ -737,9 +486,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
 	for _, e := range m.sandboxes {
-		if e.timer != nil {
-			e.timer.Stop()
-		}
+		e.stopTimer()
 	}
 	m.mu.Unlock()
 	done := make(chan struct{})

@@ -240,22 +240,3 @@ func verifyManifest(dir, id string) error {
 	}
 	return nil
 }
-
-// diskUsage is the space the files under dir occupy (allocated blocks).
-func diskUsage(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if info, err := d.Info(); err == nil {
-			if st, ok := info.Sys().(*syscall.Stat_t); ok {
-				n += st.Blocks * 512
-			} else {
-				n += info.Size()
-			}
-		}
-		return nil
-	})
-	return n
-}

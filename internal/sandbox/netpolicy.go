@@ -82,13 +82,6 @@ func (m *Manager) reapplyPolicy(ctx context.Context, rec *store.Sandbox) {
 	}
 }
 
-// newExtra is the record extra of a sandbox created by req.
-func newExtra(req CreateRequest) extra {
-	x := extra{AutoResume: req.AutoResume, PauseDiskOnly: req.AutoPause && req.AutoPauseDiskOnly}
-	x.AllowOut, x.DenyOut = req.Egress.Strings()
-	return x
-}
-
 // parentEgress is the policy a fork child inherits.
 func parentEgress(parent *store.Sandbox) network.Egress {
 	return egressOf(decodeExtra(parent.Extra))

@@ -2,150 +2,15 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"syscall"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
-
-// Lifecycle values of store.Sandbox.OnTimeout.
-const (
-	OnTimeoutKill  = "kill"
-	OnTimeoutPause = "pause"
-)
-
-// Operations in progress (entry.op).
-const (
-	opPausing  = "pausing"
-	opResuming = "resuming"
-)
-
-// checkpointDir is where a paused sandbox's memory image lives, inside its
-// runtime directory (next to disk.img, the writable layer).
-const checkpointDir = "checkpoint"
-
-func onTimeout(autoPause bool) string {
-	if autoPause {
-		return OnTimeoutPause
-	}
-	return OnTimeoutKill
-}
-
-// extra is the JSON kept in store.Sandbox.Extra.
-type extra struct {
-	AutoResume bool `json:"autoResume,omitempty"`
-	// Egress policy (netpolicy.go), re-applied after a daemon restart.
-	AllowOut []string `json:"allowOut,omitempty"`
-	DenyOut  []string `json:"denyOut,omitempty"`
-	// BaseTemplate is the template under a sandbox created from a named
-	// snapshot (TemplateID is then the snapshot's id).
-	BaseTemplate string `json:"baseTemplate,omitempty"`
-	// Agent is the host path of the agent binary the sandbox runs
-	// (agentbin: one immutable path per build). Its restores must map the
-	// same binary; "" in records from before it was kept (the current one).
-	Agent string `json:"agent,omitempty"`
-	// DiskOnly: paused without memory (pausedisk.go); PauseDiskOnly: the
-	// timeout pause keeps only the disk (E2B's keepMemory: false).
-	DiskOnly      bool `json:"diskOnly,omitempty"`
-	PauseDiskOnly bool `json:"pauseDiskOnly,omitempty"`
-}
-
-func encodeExtra(x extra) string {
-	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" && !x.DiskOnly && !x.PauseDiskOnly {
-		return ""
-	}
-	b, _ := json.Marshal(x)
-	return string(b)
-}
-
-func decodeExtra(s string) extra {
-	var x extra
-	if s != "" {
-		_ = json.Unmarshal([]byte(s), &x)
-	}
-	return x
-}
-
-// checkpointer returns the runtime's checkpoint capability or a 501 user
-// error naming the runtime.
-func (m *Manager) checkpointer() (runtime.Checkpointer, error) {
-	cp := m.caps.Checkpointer
-	if cp == nil {
-		return nil, userErrorf(http.StatusNotImplemented,
-			"the %q runtime cannot pause, resume or fork sandboxes (no checkpoint/restore)", m.cfg.Runtime.Name())
-	}
-	return cp, nil
-}
-
-func (m *Manager) imageDir(id string) string {
-	return filepath.Join(m.sandboxDir(id), checkpointDir)
-}
-
-// errRunning is the conflict returned by Resume for a running sandbox.
-func errRunning(id string) *Error {
-	return userErrorf(http.StatusConflict, "sandbox %q is already running", id)
-}
-
-func isConflictRunning(err error, id string) bool {
-	ue, ok := AsUserError(err)
-	return ok && ue.Code == http.StatusConflict && ue.Msg == errRunning(id).Msg
-}
-
-// opWait bounds how long an operation waits for another one on the same
-// sandbox (e.g. a fork parent still being restored) to finish.
-const opWait = 30 * time.Second
-
-// beginOp marks id busy with op and returns its entry, or a user error: 404
-// unknown, 409 when the state is wrong (wantPaused: the sandbox must be
-// paused; otherwise running) or another operation does not finish within
-// opWait.
-func (m *Manager) beginOp(ctx context.Context, id, op string, wantPaused bool) (*entry, error) {
-	deadline := time.Now().Add(opWait)
-	for {
-		m.mu.Lock()
-		e, ok := m.sandboxes[id]
-		if !ok {
-			m.mu.Unlock()
-			return nil, notFound(id)
-		}
-		if e.op == "" {
-			defer m.mu.Unlock()
-			paused := e.rec.State == StatePaused
-			switch {
-			case wantPaused && !paused:
-				return nil, errRunning(id)
-			case !wantPaused && paused:
-				return nil, userErrorf(http.StatusConflict, "sandbox %q is already paused", id)
-			}
-			e.op = op
-			return e, nil
-		}
-		busy := e.op
-		m.mu.Unlock()
-		if time.Now().After(deadline) {
-			return nil, userErrorf(http.StatusConflict, "sandbox %q is %s", id, busy)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for sandbox %s (%s): %w", id, busy, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func (m *Manager) endOp(e *entry) {
-	m.mu.Lock()
-	e.op = ""
-	m.mu.Unlock()
-}
 
 // Pause checkpoints a running sandbox: its memory and processes are saved
 // to <dir>/checkpoint, its writable layer (disk.img) and network namespace are
@@ -165,73 +30,50 @@ func (m *Manager) pauseOp(ctx context.Context, id string, diskOnly bool) error {
 	if err != nil {
 		return err
 	}
-	defer m.endOp(e)
-	return m.pauseKind(ctx, id, e, diskOnly)
+	defer e.endOp()
+	return e.pauseKind(ctx, diskOnly)
 }
 
-// pauseKind pauses an entry already marked busy, with its memory or (diskOnly)
+// pauseKind pauses e, already marked busy, with its memory or (diskOnly)
 // without, or answers 501 when the runtime cannot.
-func (m *Manager) pauseKind(ctx context.Context, id string, e *entry, diskOnly bool) error {
+func (e *sandbox) pauseKind(ctx context.Context, diskOnly bool) error {
+	m := e.m
 	if diskOnly {
 		rb, err := m.rebooter()
 		if err != nil {
 			return err
 		}
-		return m.pauseDisk(ctx, rb, id, e)
+		return e.pauseDisk(ctx, rb)
 	}
 	cp, err := m.checkpointer()
 	if err != nil {
 		return err
 	}
-	return m.pause(ctx, cp, id, e)
+	return e.pause(ctx, cp)
 }
 
-// dropStopped forgets and releases a sandbox that a failed pause stopped.
-func (m *Manager) dropStopped(ctx context.Context, id string, e *entry) {
-	m.mu.Lock()
-	if m.sandboxes[id] == e {
-		delete(m.sandboxes, id)
-	}
-	m.mu.Unlock()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := m.release(cctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
-		m.log.Error("cleaning up a sandbox stopped by a failed pause", "sandbox", id, "err", err)
-	}
-}
-
-// pause does the work of Pause for an entry already marked busy.
-func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string, e *entry) error {
+// pause does the work of Pause for e, already marked busy.
+func (e *sandbox) pause(ctx context.Context, cp runtime.Checkpointer) error {
+	m, id := e.m, e.rec.ID
 	if err := m.checkPauseSpace(ctx, id); err != nil {
 		return err // nothing done: the sandbox keeps running
 	}
 	start := time.Now()
 	m.mu.Lock()
-	if e.timer != nil {
-		e.timer.Stop()
-	}
+	e.stopTimer()
 	e.gen++ // a timer that already fired is ignored
-	ip := e.guestIP
 	m.mu.Unlock()
 
-	dir := m.sandboxDir(id)
-	img := m.imageDir(id)
-	if err := os.RemoveAll(img); err != nil {
-		return fmt.Errorf("clearing old checkpoint: %w", err)
-	}
-	aborted, ferr := m.freezeGuest(ctx, ip)
-	if ferr != nil {
-		m.rearm(id, e)
-		return fmt.Errorf("preparing sandbox %s for a checkpoint: %w", id, ferr)
-	}
-	frozen := time.Since(start)
-	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {
-		// A refused checkpoint stops a gVisor sandbox (also when its image
-		// could not be written): it is gone.
-		m.log.Error("checkpoint failed; removing sandbox", "sandbox", id, "err", err)
-		m.dropStopped(ctx, id, e)
-		return hostDiskFull(fmt.Errorf("pausing sandbox %s (the sandbox was stopped): %w", id, err),
-			fmt.Sprintf("pausing sandbox %s failed and the sandbox was stopped", id))
+	st, step, err := e.checkpointLive(ctx, cp, "a checkpoint")
+	if err != nil {
+		switch step {
+		case checkpointFreeze: // the sandbox keeps running
+			e.rearm()
+		case checkpointStop:
+			return hostDiskFull(fmt.Errorf("pausing sandbox %s (the sandbox was stopped): %w", id, err),
+				fmt.Sprintf("pausing sandbox %s failed and the sandbox was stopped", id))
+		}
+		return err
 	}
 	m.mu.Lock()
 	e.rec.State = StatePaused
@@ -240,7 +82,7 @@ func (m *Manager) pause(ctx context.Context, cp runtime.Checkpointer, id string,
 	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
 		return fmt.Errorf("saving paused state: %w", err)
 	}
-	m.log.Info("sandbox paused", "sandbox", id, "freeze", frozen, "elapsed", time.Since(start), "aborted_conns", aborted)
+	m.log.Info("sandbox paused", "sandbox", id, "freeze", st.freeze, "elapsed", time.Since(start), "aborted_conns", st.aborted)
 	return nil
 }
 
@@ -254,12 +96,12 @@ func (m *Manager) pauseOnTimeout(id string) {
 		m.log.Info("timeout pause skipped", "sandbox", id, "reason", err)
 		return
 	}
-	defer m.endOp(e)
+	defer e.endOp()
 	m.mu.Lock()
 	diskOnly := decodeExtra(e.rec.Extra).PauseDiskOnly
 	m.mu.Unlock()
 	m.log.Info("sandbox timed out; pausing", "sandbox", id, "keep_memory", !diskOnly)
-	err = m.pauseKind(ctx, id, e, diskOnly)
+	err = e.pauseKind(ctx, diskOnly)
 	if err == nil {
 		return
 	}
@@ -268,9 +110,7 @@ func (m *Manager) pauseOnTimeout(id string) {
 	owned := m.sandboxes[id] == e
 	if owned {
 		delete(m.sandboxes, id)
-		if e.timer != nil {
-			e.timer.Stop()
-		}
+		e.stopTimer()
 	}
 	m.mu.Unlock()
 	if owned {
@@ -290,39 +130,23 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	defer m.endOp(e)
+	defer e.endOp()
 	m.mu.Lock()
 	diskOnly := e.diskOnly()
 	m.mu.Unlock()
 	if diskOnly {
-		return m.resumeDisk(ctx, id, e, timeout)
+		return e.resumeDisk(ctx, timeout)
 	}
 	cp, err := m.checkpointer()
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	m.mu.Lock()
-	ip := e.guestIP
-	nsPath := e.netNSPath(m)
-	slot := e.rec.Slot
-	m.mu.Unlock()
-
-	if err := m.readdress(ctx, id, slot); err != nil {
-		return nil, err
-	}
-	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: nsPath}
-	if err := cp.Restore(ctx, spec, m.imageDir(id)); err != nil {
-		return nil, fmt.Errorf("resuming sandbox %s: %w", id, err)
-	}
-	restored := time.Since(start)
-	if err := cp.Signal(ctx, id, syscall.SIGUSR1); err != nil { // the agent listens again
-		return nil, fmt.Errorf("waking the agent of %s: %w", id, err)
-	}
-	if err := m.waitAgent(ctx, id, spec.Dir, ip.String()); err != nil {
+	restored, err := e.restoreInPlace(ctx, cp)
+	if err != nil {
 		// Left paused: the image is still there and Restore deletes the
 		// half-started container before trying again.
-		return nil, fmt.Errorf("resumed agent of %s is not healthy: %w", id, err)
+		return nil, err
 	}
 	if err := os.RemoveAll(m.imageDir(id)); err != nil {
 		m.log.Warn("removing checkpoint after resume", "sandbox", id, "err", err)
@@ -332,9 +156,9 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if timeout > 0 {
 		e.rec.EndAt = time.Now().UTC().Add(timeout)
 	}
-	m.armLocked(id, e)
+	e.armLocked()
 	rec := e.rec
-	sb := snapshot(e)
+	sb := e.view()
 	m.mu.Unlock()
 	sb.Transition = ""
 	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
@@ -342,17 +166,6 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	}
 	m.log.Info("sandbox resumed", "sandbox", id, "restore", restored, "elapsed", time.Since(start))
 	return sb, nil
-}
-
-// netNSPath is the sandbox's network namespace path. m.mu must be held.
-func (e *entry) netNSPath(m *Manager) string {
-	return filepath.Join(network.NetNSDir, m.cfg.NetNSPrefix+e.rec.ID)
-}
-
-// hasCheckpoint reports whether id's checkpoint image exists.
-func (m *Manager) hasCheckpoint(id string) bool {
-	_, err := os.Stat(filepath.Join(m.imageDir(id), "checkpoint.img"))
-	return err == nil
 }
 
 // reattachPaused registers a paused sandbox found in the store at startup
@@ -364,7 +177,7 @@ func (m *Manager) reattachPaused(row *store.Sandbox, ip netip.Addr) bool {
 		return false
 	}
 	m.slots[row.Slot] = row.ID
-	m.sandboxes[row.ID] = &entry{rec: *row, guestIP: ip}
+	m.sandboxes[row.ID] = &sandbox{m: m, rec: *row, guestIP: ip}
 	return true
 }
 
@@ -399,33 +212,4 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (*Sandbox, error
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-func isConflict(err error) bool {
-	ue, ok := AsUserError(err)
-	return ok && ue.Code == http.StatusConflict
-}
-
-// rearm restarts the timer of a sandbox whose pause was refused.
-func (m *Manager) rearm(id string, e *entry) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sandboxes[id] == e {
-		m.armLocked(id, e)
-	}
-}
-
-// Readdresser is implemented by networks that must put the guest address
-// back into a namespace before a restore (network.Manager.Readdress).
-type Readdresser interface {
-	Readdress(ctx context.Context, id string, slot int) error
-}
-
-func (m *Manager) readdress(ctx context.Context, id string, slot int) error {
-	if r, ok := m.cfg.Network.(Readdresser); ok {
-		if err := r.Readdress(ctx, id, slot); err != nil {
-			return fmt.Errorf("restoring the guest address of %s: %w", id, err)
-		}
-	}
-	return nil
 }

@@ -28,13 +28,12 @@ func (m *Manager) rebooter() (runtime.Rebooter, error) {
 	return rb, nil
 }
 
-// pauseDisk does the work of PauseFilesystem for an entry marked busy.
-func (m *Manager) pauseDisk(ctx context.Context, rb runtime.Rebooter, id string, e *entry) error {
+// pauseDisk does the work of PauseFilesystem for e, marked busy.
+func (e *sandbox) pauseDisk(ctx context.Context, rb runtime.Rebooter) error {
+	m, id := e.m, e.rec.ID
 	start := time.Now()
 	m.mu.Lock()
-	if e.timer != nil {
-		e.timer.Stop()
-	}
+	e.stopTimer()
 	e.gen++ // a timer that already fired is ignored
 	m.mu.Unlock()
 	// What the guest wrote must reach the disk before its memory goes.
@@ -42,16 +41,16 @@ func (m *Manager) pauseDisk(ctx context.Context, rb runtime.Rebooter, id string,
 	code, err := m.Exec(sctx, id, ExecRequest{Args: []string{runtime.AgentGuestPath, "-sync"}, User: "root"}, nil)
 	cancel()
 	if err != nil || code != 0 {
-		m.rearm(id, e)
+		e.rearm()
 		return fmt.Errorf("syncing the file systems of %s before a filesystem-only pause (exit %d): %w", id, code, err)
 	}
 	if err := os.RemoveAll(m.imageDir(id)); err != nil {
-		m.rearm(id, e)
+		e.rearm()
 		return fmt.Errorf("clearing old checkpoint: %w", err)
 	}
 	if err := rb.Shutdown(ctx, id, m.sandboxDir(id)); err != nil {
 		m.log.Error("filesystem-only pause failed; removing sandbox", "sandbox", id, "err", err)
-		m.dropStopped(ctx, id, e)
+		e.dropStopped(ctx)
 		return fmt.Errorf("pausing sandbox %s without memory (the sandbox was stopped): %w", id, err)
 	}
 	// Connections to the old agent (the proxy's and the agent client's
@@ -75,9 +74,6 @@ func (m *Manager) pauseDisk(ctx context.Context, rb runtime.Rebooter, id string,
 	return nil
 }
 
-// diskOnly reports whether e is paused without its memory. m.mu must be held.
-func (e *entry) diskOnly() bool { return decodeExtra(e.rec.Extra).DiskOnly }
-
 // hasDisk reports whether the runtime dir a filesystem-only pause kept
 // exists.
 func (m *Manager) hasDisk(id string) bool {
@@ -87,7 +83,8 @@ func (m *Manager) hasDisk(id string) bool {
 
 // resumeDisk boots a sandbox paused without memory again (Resume's other
 // half; e is marked busy).
-func (m *Manager) resumeDisk(ctx context.Context, id string, e *entry, timeout time.Duration) (*Sandbox, error) {
+func (e *sandbox) resumeDisk(ctx context.Context, timeout time.Duration) (*Sandbox, error) {
+	m, id := e.m, e.rec.ID
 	rb, err := m.rebooter()
 	if err != nil {
 		return nil, err
@@ -95,7 +92,7 @@ func (m *Manager) resumeDisk(ctx context.Context, id string, e *entry, timeout t
 	start := time.Now()
 	m.mu.Lock()
 	ip := e.guestIP
-	nsPath := e.netNSPath(m)
+	nsPath := e.netNSPath()
 	rec := e.rec
 	m.mu.Unlock()
 	x := decodeExtra(rec.Extra)
@@ -141,9 +138,9 @@ func (m *Manager) resumeDisk(ctx context.Context, id string, e *entry, timeout t
 	if timeout > 0 {
 		e.rec.EndAt = time.Now().UTC().Add(timeout)
 	}
-	m.armLocked(id, e)
+	e.armLocked()
 	rec = e.rec
-	sb := snapshot(e)
+	sb := e.view()
 	m.mu.Unlock()
 	sb.Transition = ""
 	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {

@@ -85,9 +85,9 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 				alive = false
 			} else {
 				m.slots[row.Slot] = row.ID
-				e := &entry{rec: *row, guestIP: ip}
+				e := &sandbox{m: m, rec: *row, guestIP: ip}
 				m.sandboxes[row.ID] = e
-				m.armLocked(row.ID, e)
+				e.armLocked()
 				m.mu.Unlock()
 				m.reapplyPolicy(ctx, row)
 				log.Info("sandbox re-attached", "end_at", row.EndAt)

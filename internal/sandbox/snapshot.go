@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"net/http"
@@ -26,8 +25,6 @@ import (
 // sandbox is restored and keeps running. Creating a sandbox with the
 // snapshot's id or name as templateID restores a copy of it with a fresh
 // identity (the fork child path).
-
-const opSnapshotting = "snapshotting"
 
 // snapshotCheckpoint is the memory image's directory inside a snapshot dir.
 const snapshotCheckpoint = "checkpoint"
@@ -205,7 +202,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	}
 	start := time.Now()
 	final := m.snapshotDir(snapID)
-	sp, err := m.capture(ctx, cp, ls, id, e, snapID, final, true)
+	sp, err := e.capture(ctx, cp, ls, snapID, final, true)
 	if err != nil {
 		return nil, err
 	}
@@ -225,18 +222,19 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	return m.toSnapshotInfo(rec), nil
 }
 
-// capture saves the running sandbox id (already marked busy with e) into
+// capture saves the running sandbox e (already marked busy) into
 // the new directory final: freeze, checkpoint, copy of the writable layer,
 // links to the memory image, a manifest, then an atomic rename. With
 // keepSource the sandbox is restored in the background (like a fork
 // parent); otherwise it is destroyed. capture ends the operation on e.
-func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runtime.LayerSaver, id string, e *entry,
+func (e *sandbox) capture(ctx context.Context, cp runtime.Checkpointer, ls runtime.LayerSaver,
 	snapID, final string, keepSource bool) (snapshotSpec, error) {
+	m, id := e.m, e.rec.ID
 	var sp snapshotSpec
 	parentBack := false
 	defer func() {
 		if !parentBack {
-			m.endOp(e)
+			e.endOp()
 		}
 	}()
 	if st, err := m.cfg.Runtime.State(ctx, id); err != nil || st != runtime.StateRunning {
@@ -248,14 +246,10 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 	m.mu.Lock()
 	src := e.rec
 	src.EnvVars = maps.Clone(e.rec.EnvVars)
-	ip := e.guestIP
 	m.mu.Unlock()
-	tpl, err := m.templateOf(ctx, &src)
+	tpl, err := m.unchangedTemplate(ctx, &src, "snapshotted")
 	if err != nil {
-		return sp, fmt.Errorf("resolving template %q of %s: %w", src.TemplateID, id, err)
-	}
-	if tpl.Hash != src.TemplateHash {
-		return sp, userErrorf(http.StatusConflict, "template %q was rebuilt since sandbox %q was created; it cannot be snapshotted", src.TemplateID, id)
+		return sp, err
 	}
 	agent, err := m.agentOf(&src)
 	if err != nil {
@@ -278,15 +272,11 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 	start := time.Now()
 	dir := m.sandboxDir(id)
 	img := m.imageDir(id)
-	if err := os.RemoveAll(img); err != nil {
-		return sp, fmt.Errorf("clearing old checkpoint: %w", err)
-	}
-	if _, ferr := m.freezeGuest(ctx, ip); ferr != nil {
-		return sp, fmt.Errorf("preparing sandbox %s for a snapshot: %w", id, ferr)
-	}
-	if err := cp.Checkpoint(ctx, id, dir, img); err != nil {
-		m.dropAfterFailedCheckpoint(ctx, id, e)
-		return sp, fmt.Errorf("checkpointing sandbox %s for a snapshot (the sandbox was stopped): %w", id, err)
+	if _, step, err := e.checkpointLive(ctx, cp, "a snapshot"); err != nil {
+		if step == checkpointStop {
+			return sp, fmt.Errorf("checkpointing sandbox %s for a snapshot (the sandbox was stopped): %w", id, err)
+		}
+		return sp, err
 	}
 	checkpointed := time.Since(start)
 	saveErr := ls.SaveLayer(ctx, dir, tmp)
@@ -299,21 +289,15 @@ func (m *Manager) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 		// The sandbox comes back in the background (like a fork parent);
 		// its image is removed once it runs (the snapshot has its own links).
 		parentBack = true
-		m.bg.Add(1)
-		go func() {
-			defer m.bg.Done()
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-			defer cancel()
-			err := m.restoreParent(rctx, cp, id, e, ip)
-			m.endOp(e)
+		e.bringBack(ctx, cp, func(err error) {
 			if err == nil {
 				if err := os.RemoveAll(img); err != nil {
 					m.log.Warn("removing snapshot checkpoint", "sandbox", id, "err", err)
 				}
 			}
-		}()
+		})
 	} else {
-		m.dropAfterFailedCheckpoint(ctx, id, e) // removes the stopped sandbox
+		e.dropStopped(ctx) // removes the stopped sandbox
 	}
 	if saveErr != nil {
 		return sp, fmt.Errorf("saving snapshot of %s: %w", id, saveErr)
@@ -463,124 +447,6 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, ref string) error {
 	return nil
 }
 
-// createFromSnapshot is Create for a templateID that names a snapshot: a
-// fork child restored from the saved image and layer, with a fresh id,
-// token, address, env vars and clock.
-func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, req CreateRequest, allowInternet bool) (*Sandbox, error) {
-	sp, err := decodeSnapshotSpec(snap.Spec)
-	if err != nil {
-		return nil, err
-	}
-	if sp.Runtime != m.cfg.Runtime.Name() {
-		return nil, userErrorf(http.StatusConflict, "snapshot %q was taken with the %q runtime, this daemon runs %q", snap.ID, sp.Runtime, m.cfg.Runtime.Name())
-	}
-	if sp.RuntimeBuild != "" && sp.RuntimeBuild != m.runtimeBuild() {
-		return nil, userErrorf(http.StatusConflict, "snapshot %q was saved by another build of the %s runtime (%s; this daemon runs %s) and cannot be restored", snap.ID, sp.Runtime, sp.RuntimeBuild, m.runtimeBuild())
-	}
-	tpl, err := m.cfg.Templates.Resolve(ctx, sp.TemplateID)
-	if errors.Is(err, ErrTemplateNotFound) || (err == nil && tpl.Hash != sp.TemplateHash) {
-		return nil, userErrorf(http.StatusConflict, "template %q under snapshot %q was removed or rebuilt; the snapshot cannot be used", sp.TemplateID, snap.ID)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("resolving template %q of snapshot %s: %w", sp.TemplateID, snap.ID, err)
-	}
-	release, err := m.snaps.acquire(snap.ID)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	x := newExtra(req)
-	x.BaseTemplate = sp.TemplateID
-	return m.restoreFrom(ctx, restoreSource{dir: m.snapshotDir(snap.ID), spec: sp, tpl: tpl,
-		templateID: snap.ID, alias: snap.Name, extra: x, what: "snapshot " + snap.ID}, req, allowInternet)
-}
-
-// restoreSource is a saved sandbox to create sandboxes from: a named
-// snapshot or a template's boot snapshot.
-type restoreSource struct {
-	dir        string // layer copy + checkpoint/
-	spec       snapshotSpec
-	tpl        *Template
-	templateID string // recorded as the new sandbox's templateID
-	alias      string
-	extra      extra
-	what       string // for logs
-}
-
-// restoredRecord is the record a sandbox restored from src starts from
-// (completed by registerChild).
-func (m *Manager) restoredRecord(src restoreSource, req CreateRequest, allowInternet bool) store.Sandbox {
-	envs := maps.Clone(src.spec.EnvVars)
-	if envs == nil {
-		envs = map[string]string{}
-	}
-	maps.Copy(envs, req.EnvVars)
-	md := maps.Clone(req.Metadata)
-	if md == nil {
-		md = map[string]string{}
-	}
-	x := src.extra
-	if x.Agent == "" {
-		x.Agent = src.spec.AgentPath // the saved memory maps this agent's code
-	}
-	return store.Sandbox{
-		TemplateID:    src.templateID,
-		TemplateHash:  src.tpl.Hash,
-		Alias:         src.alias,
-		Runtime:       m.cfg.Runtime.Name(),
-		AccessToken:   src.spec.AccessToken,
-		Metadata:      md,
-		EnvVars:       envs,
-		AllowInternet: allowInternet,
-		CPUCount:      src.spec.CPUCount,
-		MemoryMB:      src.spec.MemoryMB,
-		DiskSizeMB:    src.spec.DiskSizeMB,
-		OnTimeout:     onTimeout(req.AutoPause),
-		Extra:         encodeExtra(x),
-	}
-}
-
-// restoreFrom creates a sandbox from src like a fork child: new id, token
-// (when the request or the saved agent is secured), slot and network, a
-// copy of the saved layer, a restore of the saved memory image, then /init
-// with the new identity, env vars (template, saved, request) and clock.
-func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req CreateRequest, allowInternet bool) (*Sandbox, error) {
-	cp, err := m.checkpointer()
-	if err != nil {
-		return nil, err
-	}
-	ls := m.caps.LayerSaver
-	if ls == nil {
-		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot start sandboxes from snapshots", m.cfg.Runtime.Name())
-	}
-	parent := m.restoredRecord(src, req, allowInternet)
-	start := time.Now()
-	k, err := m.prepareChild(ctx, &parent, src.tpl, req.Secure || src.spec.AccessToken != "", func(ctx context.Context, spec runtime.Spec) error {
-		return ls.CloneSaved(ctx, src.dir, spec)
-	})
-	if err != nil {
-		return nil, err
-	}
-	k.baseEnv = src.tpl.Env
-	prepared := time.Since(start)
-	sb, err := m.startChild(ctx, cp, k, &parent, filepath.Join(src.dir, snapshotCheckpoint), req.Timeout)
-	if err != nil {
-		return nil, err
-	}
-	m.log.Info("sandbox created from a snapshot", "sandbox", sb.ID, "from", src.what, "copy", prepared, "elapsed", time.Since(start))
-	return sb, nil
-}
-
-// templateOf resolves the template a sandbox runs on (for a sandbox created
-// from a snapshot, the template under the snapshot).
-func (m *Manager) templateOf(ctx context.Context, rec *store.Sandbox) (*Template, error) {
-	name := rec.TemplateID
-	if base := decodeExtra(rec.Extra).BaseTemplate; base != "" {
-		name = base
-	}
-	return m.cfg.Templates.Resolve(ctx, name)
-}
-
 // SnapshotReport summarises InitSnapshots.
 type SnapshotReport struct {
 	Verified  []string // snapshots whose manifest verified
@@ -638,57 +504,4 @@ func (m *Manager) InitSnapshots(ctx context.Context) (SnapshotReport, error) {
 		rep.Collected = append(rep.Collected, de.Name())
 	}
 	return rep, nil
-}
-
-// linkTree hard-links (or copies, across filesystems) the files under src
-// into a new directory dst.
-func linkTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.Mkdir(target, 0o700)
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("unexpected file type in checkpoint: %s", rel)
-		}
-		if err := os.Link(p, target); err == nil {
-			return nil
-		}
-		return copyFile(p, target)
-	})
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// syncDir fsyncs a directory (after a rename into it); best effort.
-func syncDir(dir string) {
-	if f, err := os.Open(dir); err == nil {
-		_ = f.Sync()
-		_ = f.Close()
-	}
 }

@@ -35,14 +35,6 @@ const readyInterval = 200 * time.Millisecond
 
 func orDefault[T comparable](v, def T) T { return cmp.Or(v, def) }
 
-// resolveTemplate resolves req's template, or wraps req.RootFS.
-func (m *Manager) resolveTemplate(ctx context.Context, req CreateRequest) (*Template, error) {
-	if req.RootFS != "" {
-		return &Template{Name: req.TemplateID, RootFS: req.RootFS}, nil
-	}
-	return m.cfg.Templates.Resolve(ctx, req.TemplateID)
-}
-
 // startTemplateCommand runs the template's start command and waits for its
 // ready command. A sandbox whose ready command never passes is not created.
 func (m *Manager) startTemplateCommand(ctx context.Context, log *slog.Logger, host, token string, tpl *Template) error {

@@ -185,9 +185,7 @@ func (m *Manager) reap(ctx context.Context, sb *Sandbox) {
 		return
 	}
 	delete(m.sandboxes, sb.ID)
-	if e.timer != nil {
-		e.timer.Stop()
-	}
+	e.stopTimer()
 	m.mu.Unlock()
 
 	msg := fmt.Sprintf("sandbox %q stopped unexpectedly and was removed", sb.ID)

@@ -1,0 +1,194 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+)
+
+// Checkpointing a live sandbox: the one routine pause, fork and snapshot
+// share (clear the old image → freeze the guest → checkpoint → drop the
+// sandbox when the runtime refused and stopped it), and the way a
+// checkpointed sandbox comes back under its own id (a resume, a fork parent,
+// a snapshot's source).
+
+// checkpointDir is where a paused sandbox's memory image lives, inside its
+// runtime directory (next to disk.img, the writable layer).
+const checkpointDir = "checkpoint"
+
+// checkpointer returns the runtime's checkpoint capability or a 501 user
+// error naming the runtime.
+func (m *Manager) checkpointer() (runtime.Checkpointer, error) {
+	cp := m.caps.Checkpointer
+	if cp == nil {
+		return nil, userErrorf(http.StatusNotImplemented,
+			"the %q runtime cannot pause, resume or fork sandboxes (no checkpoint/restore)", m.cfg.Runtime.Name())
+	}
+	return cp, nil
+}
+
+func (m *Manager) imageDir(id string) string {
+	return filepath.Join(m.sandboxDir(id), checkpointDir)
+}
+
+// hasCheckpoint reports whether id's checkpoint image exists.
+func (m *Manager) hasCheckpoint(id string) bool {
+	_, err := os.Stat(filepath.Join(m.imageDir(id), "checkpoint.img"))
+	return err == nil
+}
+
+// checkpointStep is where checkpointLive stopped.
+type checkpointStep int
+
+const (
+	checkpointDone   checkpointStep = iota
+	checkpointClear                 // the old image could not be removed; nothing done
+	checkpointFreeze                // the guest refused the freeze; it keeps running
+	checkpointStop                  // the runtime refused: the sandbox was stopped and dropped
+)
+
+// checkpointStats is what checkpointLive measured.
+type checkpointStats struct {
+	aborted int           // connections the freeze cut
+	freeze  time.Duration // until the guest was frozen
+}
+
+// checkpointLive checkpoints the running sandbox e (marked busy) into
+// imageDir(id). purpose ("a checkpoint", "a fork", "a
+// snapshot") names the operation in a refused freeze's error. It returns
+// what it measured, and on failure the step that failed
+// with its error: at checkpointStop the error is the runtime's, unwrapped,
+// and the sandbox is gone (a refused checkpoint stops a gVisor sandbox, also
+// when its image could not be written).
+func (e *sandbox) checkpointLive(ctx context.Context, cp runtime.Checkpointer, purpose string) (st checkpointStats, step checkpointStep, err error) {
+	m, id, ip := e.m, e.rec.ID, e.addr()
+	start := time.Now()
+	img := m.imageDir(id)
+	if err := os.RemoveAll(img); err != nil {
+		return st, checkpointClear, fmt.Errorf("clearing old checkpoint: %w", err)
+	}
+	st.aborted, err = m.freezeGuest(ctx, ip)
+	if err != nil {
+		return st, checkpointFreeze, fmt.Errorf("preparing sandbox %s for %s: %w", id, purpose, err)
+	}
+	st.freeze = time.Since(start)
+	if err := cp.Checkpoint(ctx, id, m.sandboxDir(id), img); err != nil {
+		m.log.Error("checkpoint failed; removing sandbox", "sandbox", id, "purpose", purpose, "err", err)
+		e.dropStopped(ctx)
+		return st, checkpointStop, err
+	}
+	return st, checkpointDone, nil
+}
+
+// dropStopped forgets and releases a sandbox that the runtime stopped (a
+// refused checkpoint or shutdown) or that a capture used up.
+func (e *sandbox) dropStopped(ctx context.Context) {
+	m, id := e.m, e.rec.ID
+	m.mu.Lock()
+	if e.indexed() {
+		delete(m.sandboxes, id)
+		e.stopTimer()
+	}
+	m.mu.Unlock()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := m.release(cctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
+		m.log.Error("cleaning up a stopped sandbox", "sandbox", id, "err", err)
+	}
+}
+
+// restoreInPlace restores the checkpointed sandbox e (marked busy) from
+// imageDir(id) in its own directory and network
+// namespace, lets its agent listen again and waits for its /health. It
+// returns how long the runtime's restore took.
+func (e *sandbox) restoreInPlace(ctx context.Context, cp runtime.Checkpointer) (time.Duration, error) {
+	m, id := e.m, e.rec.ID
+	start := time.Now()
+	m.mu.Lock()
+	ip := e.guestIP
+	slot := e.rec.Slot
+	nsPath := e.netNSPath()
+	m.mu.Unlock()
+	if err := m.readdress(ctx, id, slot); err != nil {
+		return 0, err
+	}
+	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: nsPath}
+	if err := cp.Restore(ctx, spec, m.imageDir(id)); err != nil {
+		return 0, fmt.Errorf("resuming sandbox %s: %w", id, err)
+	}
+	restored := time.Since(start)
+	if err := cp.Signal(ctx, id, syscall.SIGUSR1); err != nil { // the agent listens again
+		return restored, fmt.Errorf("waking the agent of %s: %w", id, err)
+	}
+	if err := m.waitAgent(ctx, id, spec.Dir, ip.String()); err != nil {
+		return restored, fmt.Errorf("resumed agent of %s is not healthy: %w", id, err)
+	}
+	return restored, nil
+}
+
+// bringBack restores a sandbox checkpointed for a fork or a snapshot in the
+// background (runsc needs ~1 s to delete the stopped sandbox before it can be
+// restored under the same id), ends the operation on e, then calls done with
+// the restore's result. A sandbox that cannot be restored is left paused (its
+// image is its checkpoint) so that a later resume can retry.
+func (e *sandbox) bringBack(ctx context.Context, cp runtime.Checkpointer, done func(error)) {
+	m := e.m
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		err := e.restoreParent(rctx, cp)
+		e.endOp()
+		done(err)
+	}()
+}
+
+// restoreParent restarts a forked or snapshotted sandbox from its
+// checkpoint. If that fails it is left paused.
+func (e *sandbox) restoreParent(ctx context.Context, cp runtime.Checkpointer) error {
+	m, id := e.m, e.rec.ID
+	_, err := e.restoreInPlace(ctx, cp)
+	if err == nil {
+		return nil
+	}
+	m.mu.Lock()
+	if !e.indexed() {
+		// Killed while it was being restored (Kill removes the entry and
+		// then the runtime state under this restore): nothing to keep, and
+		// its store row must not come back.
+		m.mu.Unlock()
+		m.log.Info("fork parent killed while it was being restored", "sandbox", id, "restore_err", err)
+		return err
+	}
+	m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
+	e.rec.State = StatePaused
+	e.stopTimer()
+	rec := e.rec
+	m.mu.Unlock()
+	if perr := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &rec); perr != nil {
+		m.log.Error("saving paused state of fork parent", "sandbox", id, "err", perr)
+	}
+	return err
+}
+
+// Readdresser is implemented by networks that must put the guest address
+// back into a namespace before a restore (network.Manager.Readdress).
+type Readdresser interface {
+	Readdress(ctx context.Context, id string, slot int) error
+}
+
+func (m *Manager) readdress(ctx context.Context, id string, slot int) error {
+	if r, ok := m.cfg.Network.(Readdresser); ok {
+		if err := r.Readdress(ctx, id, slot); err != nil {
+			return fmt.Errorf("restoring the guest address of %s: %w", id, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/network"
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// Cold boot: the template's root filesystem is started as a new sandbox.
+
+// createCold creates a sandbox by booting tpl: prepare (id, tokens, slot),
+// then bootCold (network, start, wait, init, register). Any failure undoes
+// everything already set up.
+func (m *Manager) createCold(ctx context.Context, tpl *Template, req CreateRequest, allowInternet bool) (*Sandbox, error) {
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	var token string
+	if req.Secure {
+		if token, err = newToken(); err != nil {
+			return nil, err
+		}
+	}
+	if req.AllowPublicTraffic != nil && !*req.AllowPublicTraffic {
+		if req.trafficToken, err = newToken(); err != nil {
+			return nil, err
+		}
+	}
+	slot, err := m.reserveSlot(id)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	log := m.log.With("sandbox", id, "template", req.TemplateID, "slot", slot)
+	dir := m.sandboxDir(id)
+	var undo undo
+	undo.push(func(ctx context.Context) {
+		if rerr := m.release(ctx, id, slot, dir); rerr != nil {
+			log.Error("cleaning up failed create", "err", rerr)
+		}
+	})
+
+	sb, err := m.bootCold(ctx, log, id, slot, dir, tpl, req, allowInternet, token)
+	if err != nil {
+		undo.run(ctx)
+		log.Warn("sandbox create failed", "err", err, "elapsed", time.Since(start))
+		return nil, hostDiskFull(err, "creating the sandbox failed")
+	}
+	log.Info("sandbox created", "elapsed", time.Since(start), "guest_ip", sb.GuestIP)
+	return sb, nil
+}
+
+// bootCold runs the steps of a cold boot after the slot is reserved; the
+// caller undoes them on error.
+func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, id string, slot int, dir string, tpl *Template,
+	req CreateRequest, allowInternet bool, token string) (*Sandbox, error) {
+	// prepare: the network namespace and the runtime spec.
+	ep, err := m.cfg.Network.Setup(ctx, id, slot, network.Options{AllowInternet: allowInternet, Egress: req.Egress})
+	if err != nil {
+		return nil, fmt.Errorf("setting up network: %w", err)
+	}
+	// Pooled keep-alive connections to a previous owner of this address are
+	// dead (its netns is gone); drop idle ones. Never reset in-flight
+	// connections here: they belong to live sandboxes (in tests, many
+	// sandboxes share one fake address).
+	m.cfg.HTTPClient.CloseIdleConnections()
+	spec := runtime.Spec{
+		ID:          id,
+		RootFS:      tpl.RootFS,
+		Dir:         dir,
+		NetNSPath:   ep.NetNSPath,
+		AgentPath:   m.cfg.AgentPath,
+		Hostname:    id,
+		Nameservers: append([]string(nil), m.cfg.Nameservers...),
+		Hosts:       []string{"127.0.0.1 " + id},
+		Resources:   req.Limits.resources(),
+	}
+	// start: boot the template.
+	if err := m.cfg.Runtime.Start(ctx, spec); err != nil {
+		return nil, fmt.Errorf("starting runtime: %w", err)
+	}
+	// wait for the agent.
+	host := ep.GuestIP.String()
+	waitStart := time.Now()
+	if err := m.waitAgent(ctx, id, dir, host); err != nil {
+		return nil, fmt.Errorf("agent did not become healthy: %w", err)
+	}
+	log.Debug("agent healthy", "wait", time.Since(waitStart))
+
+	// register: /init, the template's start command, the record.
+	if err := m.agent.Init(ctx, host, newInitRequest(tpl, req.EnvVars, id, req.TemplateID, token), ""); err != nil {
+		return nil, fmt.Errorf("initialising agent: %w", err)
+	}
+	if err := m.startTemplateCommand(ctx, log, host, token, tpl); err != nil {
+		return nil, err
+	}
+
+	now := time.Now().UTC()
+	x := newExtra(req)
+	x.Agent = m.cfg.AgentPath
+	rec := store.Sandbox{
+		ID:            id,
+		TemplateID:    req.TemplateID,
+		TemplateHash:  tpl.Hash,
+		Alias:         tpl.Name,
+		State:         StateRunning,
+		Runtime:       m.cfg.Runtime.Name(),
+		Slot:          slot,
+		GuestIP:       host,
+		AccessToken:   token,
+		TrafficToken:  req.trafficToken,
+		Metadata:      maps.Clone(req.Metadata),
+		EnvVars:       maps.Clone(req.EnvVars),
+		AllowInternet: allowInternet,
+		CPUCount:      req.Limits.CPUCount,
+		MemoryMB:      req.Limits.MemoryMB,
+		DiskSizeMB:    req.Limits.DiskSizeMB,
+		StartedAt:     now,
+		EndAt:         now.Add(req.Timeout),
+		OnTimeout:     onTimeout(req.AutoPause),
+		Extra:         encodeExtra(x),
+	}
+	if rec.Metadata == nil {
+		rec.Metadata = map[string]string{}
+	}
+	if rec.EnvVars == nil {
+		rec.EnvVars = map[string]string{}
+	}
+	return m.register(ctx, &rec, ep.GuestIP, req.hidden, "sandbox")
+}

@@ -1,0 +1,266 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/network"
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// Restore: a saved sandbox (a template's boot snapshot, a named snapshot,
+// or a fork parent's fresh checkpoint) becomes a new sandbox with its own
+// identity. prepareChild (id, token, slot, network, a copy of the saved
+// layer) → wakeChild (restore the memory image, SIGUSR1, wait for the
+// agent) → registerChild (/init with the new id, token, env vars and clock;
+// register). A warm-pool sandbox (pool.go) is one that was prepared and
+// woken ahead of time; its create only registers it.
+
+// createFromBoot serves a create from the template's boot snapshot when
+// there is one and the request fits it (same limits, public traffic). ok
+// is false when the caller must cold-boot (after logging why, if a restore
+// was tried and failed).
+func (m *Manager) createFromBoot(ctx context.Context, tpl *Template, req CreateRequest, allowInternet bool) (*Sandbox, bool) {
+	if !m.cfg.BootSnapshots || req.hidden || req.RootFS != "" || tpl.Hash == "" ||
+		(req.AllowPublicTraffic != nil && !*req.AllowPublicTraffic) {
+		return nil, false
+	}
+	be := m.boot.get(tpl.Hash)
+	if be == nil || be.limits != req.Limits {
+		return nil, false
+	}
+	if sb, ok := m.claimPooled(ctx, tpl, req, allowInternet); ok {
+		return sb, true
+	}
+	env := maps.Clone(tpl.Env)
+	src := restoreSource{dir: be.dir, spec: be.spec, tpl: &Template{Name: tpl.Name, Hash: tpl.Hash, RootFS: tpl.RootFS,
+		TemplateConfig: TemplateConfig{Env: env}}, templateID: req.TemplateID, alias: tpl.Name,
+		extra: newExtra(req), what: "boot snapshot of " + tpl.Name}
+	sb, err := m.restoreFrom(ctx, src, req, allowInternet)
+	if err != nil {
+		m.log.Warn("create from boot snapshot failed; cold-booting", "template", tpl.Name, "err", err)
+		return nil, false
+	}
+	return sb, true
+}
+
+// restoreSource is a saved sandbox to create sandboxes from: a named
+// snapshot or a template's boot snapshot.
+type restoreSource struct {
+	dir        string // layer copy + checkpoint/
+	spec       snapshotSpec
+	tpl        *Template
+	templateID string // recorded as the new sandbox's templateID
+	alias      string
+	extra      extra
+	what       string // for logs
+}
+
+// restoredRecord is the record a sandbox restored from src starts from
+// (completed by registerChild).
+func (m *Manager) restoredRecord(src restoreSource, req CreateRequest, allowInternet bool) store.Sandbox {
+	envs := maps.Clone(src.spec.EnvVars)
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	maps.Copy(envs, req.EnvVars)
+	md := maps.Clone(req.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	x := src.extra
+	if x.Agent == "" {
+		x.Agent = src.spec.AgentPath // the saved memory maps this agent's code
+	}
+	return store.Sandbox{
+		TemplateID:    src.templateID,
+		TemplateHash:  src.tpl.Hash,
+		Alias:         src.alias,
+		Runtime:       m.cfg.Runtime.Name(),
+		AccessToken:   src.spec.AccessToken,
+		Metadata:      md,
+		EnvVars:       envs,
+		AllowInternet: allowInternet,
+		CPUCount:      src.spec.CPUCount,
+		MemoryMB:      src.spec.MemoryMB,
+		DiskSizeMB:    src.spec.DiskSizeMB,
+		OnTimeout:     onTimeout(req.AutoPause),
+		Extra:         encodeExtra(x),
+	}
+}
+
+// restoreFrom creates a sandbox from src like a fork child: new id, token
+// (when the request or the saved agent is secured), slot and network, a
+// copy of the saved layer, a restore of the saved memory image, then /init
+// with the new identity, env vars (template, saved, request) and clock.
+func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req CreateRequest, allowInternet bool) (*Sandbox, error) {
+	cp, err := m.checkpointer()
+	if err != nil {
+		return nil, err
+	}
+	ls := m.caps.LayerSaver
+	if ls == nil {
+		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot start sandboxes from snapshots", m.cfg.Runtime.Name())
+	}
+	parent := m.restoredRecord(src, req, allowInternet)
+	start := time.Now()
+	k, err := m.prepareChild(ctx, &parent, src.tpl, req.Secure || src.spec.AccessToken != "", func(ctx context.Context, spec runtime.Spec) error {
+		return ls.CloneSaved(ctx, src.dir, spec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	k.baseEnv = src.tpl.Env
+	prepared := time.Since(start)
+	sb, err := m.startChild(ctx, cp, k, &parent, filepath.Join(src.dir, snapshotCheckpoint), req.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	m.log.Info("sandbox created from a snapshot", "sandbox", sb.ID, "from", src.what, "copy", prepared, "elapsed", time.Since(start))
+	return sb, nil
+}
+
+// child is a fork child between preparation and start.
+type child struct {
+	id, token string
+	slot      int
+	ep        *network.Endpoint
+	spec      runtime.Spec
+	// baseEnv is set under the parent's env vars at /init (template env of
+	// sandboxes restored from a snapshot).
+	baseEnv map[string]string
+	// undo gives back what prepareChild took (cleanup.go).
+	undo undo
+}
+
+// prepareChild allocates the child's id, token (when secure), slot and
+// network, and lets clone prepare its directory (a copy of the stopped
+// parent's, or of a saved snapshot).
+func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *Template, secure bool,
+	clone func(context.Context, runtime.Spec) error) (*child, error) {
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	k := &child{id: id}
+	if secure {
+		if k.token, err = newToken(); err != nil {
+			return nil, err
+		}
+	}
+	if k.slot, err = m.reserveSlot(id); err != nil {
+		return nil, err
+	}
+	k.undo.push(func(ctx context.Context) {
+		if rerr := m.release(ctx, id, k.slot, m.sandboxDir(id)); rerr != nil {
+			m.log.Error("cleaning up failed fork child", "sandbox", id, "err", rerr)
+		}
+	})
+	fail := func(err error) (*child, error) {
+		k.undo.run(ctx)
+		return nil, err
+	}
+	k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent)})
+	if err != nil {
+		return fail(fmt.Errorf("setting up network: %w", err))
+	}
+	m.cfg.Conns.Abort(k.ep.GuestIP)
+	agent, err := m.agentOf(parent)
+	if err != nil {
+		return fail(err)
+	}
+	k.spec = runtime.Spec{
+		ID:          id,
+		RootFS:      tpl.RootFS,
+		Dir:         m.sandboxDir(id),
+		NetNSPath:   k.ep.NetNSPath,
+		AgentPath:   agent,
+		Hostname:    id,
+		Nameservers: append([]string(nil), m.cfg.Nameservers...),
+		Hosts:       []string{"127.0.0.1 " + id},
+		Resources: runtime.Resources{
+			CPUCount: parent.CPUCount,
+			MemoryMB: parent.MemoryMB,
+			DiskMB:   parent.DiskSizeMB,
+		},
+	}
+	if err := clone(ctx, k.spec); err != nil {
+		return fail(fmt.Errorf("copying sandbox: %w", err))
+	}
+	return k, nil
+}
+
+// startChild restores a prepared child from the parent's image, gives its
+// agent a fresh identity and registers it.
+func (m *Manager) startChild(ctx context.Context, cp runtime.Checkpointer, k *child, parent *store.Sandbox, img string, timeout time.Duration) (sb *Sandbox, err error) {
+	defer func() {
+		if err != nil {
+			m.releaseChild(ctx, k)
+		}
+	}()
+	if err := m.wakeChild(ctx, cp, k, img); err != nil {
+		return nil, err
+	}
+	return m.registerChild(ctx, k, parent, timeout)
+}
+
+// releaseChild undoes prepareChild (and a restore): k's cleanup stack.
+func (m *Manager) releaseChild(ctx context.Context, k *child) { k.undo.run(ctx) }
+
+// wakeChild restores a prepared child from img, lets its agent listen again
+// and waits for its /health. The caller cleans up on error.
+func (m *Manager) wakeChild(ctx context.Context, cp runtime.Checkpointer, k *child, img string) error {
+	if err := cp.Restore(ctx, k.spec, img); err != nil {
+		return fmt.Errorf("restoring fork child: %w", err)
+	}
+	if err := cp.Signal(ctx, k.id, syscall.SIGUSR1); err != nil {
+		return fmt.Errorf("waking fork child: %w", err)
+	}
+	if err := m.waitAgent(ctx, k.id, k.spec.Dir, k.ep.GuestIP.String()); err != nil {
+		return fmt.Errorf("fork child agent did not become healthy: %w", err)
+	}
+	return nil
+}
+
+// registerChild gives a woken child its identity (/init: id, token, env
+// vars, clock; authorised by the parent's token), stores and registers it.
+// The caller cleans up on error.
+func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.Sandbox, timeout time.Duration) (*Sandbox, error) {
+	host := k.ep.GuestIP.String()
+	envs := maps.Clone(k.baseEnv)
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	maps.Copy(envs, parent.EnvVars)
+	envs["E2B_SANDBOX"] = "true"
+	envs["E2B_SANDBOX_ID"] = k.id
+	envs["E2B_TEMPLATE_ID"] = parent.TemplateID
+	body := guest.InitRequest{EnvVars: envs, Timestamp: time.Now().UTC(), DefaultUser: DefaultUser,
+		DefaultWorkdir: DefaultWorkdir}
+	if k.token != "" {
+		body.AccessToken = &k.token
+	}
+	if err := m.agent.Init(ctx, host, body, parent.AccessToken); err != nil {
+		return nil, fmt.Errorf("initialising fork child: %w", err)
+	}
+	now := time.Now().UTC()
+	rec := *parent
+	rec.ID = k.id
+	rec.State = StateRunning
+	rec.Slot = k.slot
+	rec.GuestIP = host
+	rec.AccessToken = k.token
+	rec.TrafficToken = ""
+	rec.Metadata = maps.Clone(parent.Metadata)
+	rec.EnvVars = maps.Clone(parent.EnvVars)
+	rec.StartedAt = now
+	rec.EndAt = now.Add(timeout)
+	return m.register(ctx, &rec, k.ep.GuestIP, false, "fork child")
+}

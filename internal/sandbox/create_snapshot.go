@@ -1,0 +1,47 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// Restore from a named snapshot: the create's templateID names a snapshot
+// (snapshot.go captures them). The snapshot is checked against this
+// daemon's runtime and the template under it, held against deletion, and
+// restored like a boot snapshot (create_restore.go).
+
+// createFromSnapshot is Create for a templateID that names a snapshot: a
+// fork child restored from the saved image and layer, with a fresh id,
+// token, address, env vars and clock.
+func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, req CreateRequest, allowInternet bool) (*Sandbox, error) {
+	sp, err := decodeSnapshotSpec(snap.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if sp.Runtime != m.cfg.Runtime.Name() {
+		return nil, userErrorf(http.StatusConflict, "snapshot %q was taken with the %q runtime, this daemon runs %q", snap.ID, sp.Runtime, m.cfg.Runtime.Name())
+	}
+	if sp.RuntimeBuild != "" && sp.RuntimeBuild != m.runtimeBuild() {
+		return nil, userErrorf(http.StatusConflict, "snapshot %q was saved by another build of the %s runtime (%s; this daemon runs %s) and cannot be restored", snap.ID, sp.Runtime, sp.RuntimeBuild, m.runtimeBuild())
+	}
+	tpl, err := m.cfg.Templates.Resolve(ctx, sp.TemplateID)
+	if errors.Is(err, ErrTemplateNotFound) || (err == nil && tpl.Hash != sp.TemplateHash) {
+		return nil, userErrorf(http.StatusConflict, "template %q under snapshot %q was removed or rebuilt; the snapshot cannot be used", sp.TemplateID, snap.ID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolving template %q of snapshot %s: %w", sp.TemplateID, snap.ID, err)
+	}
+	release, err := m.snaps.acquire(snap.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	x := newExtra(req)
+	x.BaseTemplate = sp.TemplateID
+	return m.restoreFrom(ctx, restoreSource{dir: m.snapshotDir(snap.ID), spec: sp, tpl: tpl,
+		templateID: snap.ID, alias: snap.Name, extra: x, what: "snapshot " + snap.ID}, req, allowInternet)
+}

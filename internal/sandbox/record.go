@@ -1,0 +1,62 @@
+package sandbox
+
+import "encoding/json"
+
+// The sandbox record's codec: the lifecycle values and the JSON kept in
+// store.Sandbox.Extra (auto-resume, egress policy, base template, agent,
+// filesystem-only pause).
+
+// Lifecycle values of store.Sandbox.OnTimeout.
+const (
+	OnTimeoutKill  = "kill"
+	OnTimeoutPause = "pause"
+)
+
+func onTimeout(autoPause bool) string {
+	if autoPause {
+		return OnTimeoutPause
+	}
+	return OnTimeoutKill
+}
+
+// extra is the JSON kept in store.Sandbox.Extra.
+type extra struct {
+	AutoResume bool `json:"autoResume,omitempty"`
+	// Egress policy (netpolicy.go), re-applied after a daemon restart.
+	AllowOut []string `json:"allowOut,omitempty"`
+	DenyOut  []string `json:"denyOut,omitempty"`
+	// BaseTemplate is the template under a sandbox created from a named
+	// snapshot (TemplateID is then the snapshot's id).
+	BaseTemplate string `json:"baseTemplate,omitempty"`
+	// Agent is the host path of the agent binary the sandbox runs
+	// (agentbin: one immutable path per build). Its restores must map the
+	// same binary; "" in records from before it was kept (the current one).
+	Agent string `json:"agent,omitempty"`
+	// DiskOnly: paused without memory (pausedisk.go); PauseDiskOnly: the
+	// timeout pause keeps only the disk (E2B's keepMemory: false).
+	DiskOnly      bool `json:"diskOnly,omitempty"`
+	PauseDiskOnly bool `json:"pauseDiskOnly,omitempty"`
+}
+
+func encodeExtra(x extra) string {
+	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" && !x.DiskOnly && !x.PauseDiskOnly {
+		return ""
+	}
+	b, _ := json.Marshal(x)
+	return string(b)
+}
+
+func decodeExtra(s string) extra {
+	var x extra
+	if s != "" {
+		_ = json.Unmarshal([]byte(s), &x)
+	}
+	return x
+}
+
+// newExtra is the record extra of a sandbox created by req.
+func newExtra(req CreateRequest) extra {
+	x := extra{AutoResume: req.AutoResume, PauseDiskOnly: req.AutoPause && req.AutoPauseDiskOnly}
+	x.AllowOut, x.DenyOut = req.Egress.Strings()
+	return x
+}
