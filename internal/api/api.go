@@ -41,6 +41,8 @@ type Options struct {
 	// Platform and PlatformReason (gVisor's runsc platform, systrap or
 	// ptrace, and why) are shown by GET /health when set.
 	Platform, PlatformReason string
+	// TemplateBuilds enables E2B's template build API (SDK builds); nil: 501.
+	TemplateBuilds BuildStore
 }
 
 // api holds the handler state.
@@ -50,6 +52,7 @@ type api struct {
 	opts      Options
 	log       *slog.Logger
 	mux       *http.ServeMux
+	sdk       sdkBuilds
 }
 
 // New returns the control-plane handler.
@@ -90,9 +93,6 @@ func (a *api) routes() {
 	h("GET /snapshots", a.listSnapshots)
 
 	for _, p := range []string{
-		"POST /v3/templates",
-		"POST /v2/templates/{id}/builds/{build}",
-		"GET /templates/{id}/builds/{build}/status",
 		"GET /volumes",
 		"POST /volumes",
 	} {
@@ -102,6 +102,7 @@ func (a *api) routes() {
 		})
 	}
 
+	a.sdkRoutes()
 	h("GET /templates", a.listTemplates)
 	h("GET /v2/templates", a.listTemplates)
 	h("GET /templates/{id}", a.getTemplate)
@@ -127,7 +128,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Body != nil {
 		limit := int64(maxBodyBytes)
-		if r.Method == http.MethodPost && isContextUpload(r) {
+		if r.Method == http.MethodPost && isContextUpload(r) || isFileUpload(r) {
 			limit = maxContextBytes
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)

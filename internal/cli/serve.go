@@ -276,7 +276,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) (err error) {
 	builder := imagebuild.New(mgr, tm, layers, log)
 	apiHandler := api.New(mgr, apiTemplates{tm: tm, mgr: mgr, builder: builder}, api.Options{APIKey: apiKey, Domain: o.domain, Logger: log.With("component", "api"),
 		Metrics: dm.col, Prometheus: dm.prom.Handler(), Runtime: rtChoice.Runtime, RuntimeReason: rtChoice.Reason,
-		Platform: rtChoice.Platform, PlatformReason: rtChoice.PlatformReason})
+		Platform: rtChoice.Platform, PlatformReason: rtChoice.PlatformReason, TemplateBuilds: newSDKBuildStore(st, dataDir)})
 	var apiHosts []string
 	if o.domain != "" {
 		apiHosts = append(apiHosts, "api."+o.domain)
