@@ -122,7 +122,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if !(r.Method == http.MethodGet && r.URL.Path == "/health") && !a.authorized(r) {
+	if !(r.Method == http.MethodGet && r.URL.Path == "/health") && !a.authorized(r) && !a.signedUpload(r) {
 		writeError(w, http.StatusUnauthorized, "Invalid API key")
 		return
 	}

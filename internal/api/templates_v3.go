@@ -5,7 +5,9 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -227,12 +229,40 @@ func (a *api) fileUploadLink(w http.ResponseWriter, r *http.Request) {
 	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
 		scheme = "https"
 	}
+	expires := time.Now().Add(uploadURLLifetime).Unix()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"present": false,
-		"url":     fmt.Sprintf("%s://%s/airlock/v1/template-files/%s", scheme, r.Host, hash),
-		// The SDK sends these with its PUT; the caller already holds the key.
-		"headers": map[string]string{"X-API-Key": r.Header.Get("X-API-Key")},
+		"url": fmt.Sprintf("%s://%s/airlock/v1/template-files/%s?expires=%d&signature=%s", scheme, r.Host, hash,
+			expires, a.uploadSignature(hash, expires)),
 	})
+}
+
+// uploadURLLifetime is how long an upload URL is valid.
+const uploadURLLifetime = time.Hour
+
+// uploadSignature signs an upload URL: HMAC-SHA256 with the API key over
+// the files hash and the expiry, so the URL is good for that hash only
+// (the E2B CLI PUTs without any header, like to a presigned bucket URL).
+func (a *api) uploadSignature(hash string, expires int64) string {
+	m := hmac.New(sha256.New, []byte("airlock template files\x00"+a.opts.APIKey))
+	fmt.Fprintf(m, "%s\x00%d", hash, expires)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// signedUpload reports whether r is a PUT of files to an upload URL signed
+// for its hash and not expired.
+func (a *api) signedUpload(r *http.Request) bool {
+	hash, ok := strings.CutPrefix(r.URL.Path, "/airlock/v1/template-files/")
+	if r.Method != http.MethodPut || !ok || a.opts.APIKey == "" {
+		return false
+	}
+	q := r.URL.Query()
+	expires, err := strconv.ParseInt(q.Get("expires"), 10, 64)
+	if err != nil || time.Now().Unix() > expires {
+		return false
+	}
+	want := a.uploadSignature(hash, expires)
+	return hmac.Equal([]byte(want), []byte(q.Get("signature")))
 }
 
 // isFileUpload reports whether r uploads a file set (a large body: capped

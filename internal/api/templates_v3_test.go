@@ -188,11 +188,28 @@ func TestSDKBuildFlow(t *testing.T) {
 	_ = zw.Close()
 	hash := strings.Repeat("d", 64)
 	st, resp = call(t, srv, "GET", "/templates/app/files/"+hash, nil)
-	if st != 200 || resp["present"] != false || !strings.HasSuffix(fmt.Sprint(resp["url"]), "/airlock/v1/template-files/"+hash) {
+	upURL := fmt.Sprint(resp["url"])
+	if st != 200 || resp["present"] != false || !strings.Contains(upURL, "/airlock/v1/template-files/"+hash+"?expires=") {
 		t.Fatalf("files: %d %v", st, resp)
 	}
-	if st, resp = call(t, srv, "PUT", "/airlock/v1/template-files/"+hash, tb.Bytes()); st != 200 {
-		t.Fatalf("upload: %d %v", st, resp)
+	put := func(u string) int {
+		req, _ := http.NewRequest("PUT", u, bytes.NewReader(tb.Bytes()))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	// The signature is good for this hash only, and without an API key.
+	if st := put(strings.Replace(upURL, hash, strings.Repeat("e", 64), 1)); st != 401 {
+		t.Fatalf("upload to another hash with this URL: %d", st)
+	}
+	if st := put(upURL + "0"); st != 401 {
+		t.Fatalf("upload with a bad signature: %d", st)
+	}
+	if st := put(upURL); st != 200 {
+		t.Fatalf("upload: %d", st)
 	}
 	if st, resp = call(t, srv, "GET", "/templates/app/files/"+hash, nil); st != 200 || resp["present"] != true {
 		t.Fatalf("files after upload: %d %v", st, resp)

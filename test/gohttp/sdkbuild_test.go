@@ -110,6 +110,11 @@ func (e env) uploadFiles(t *testing.T, templateID string, files map[string]strin
 	if r.status != http.StatusOK || link.Present || link.URL == "" {
 		t.Fatalf("upload link: %d %s", r.status, r.body)
 	}
+	// The URL is signed for this hash: no API key needed, no other hash.
+	other := strings.Replace(link.URL, hash, strings.Repeat("0", 64), 1)
+	if res, err := http.DefaultClient.Do(mustRequest(t, http.MethodPut, other, buf.Bytes())); err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("PUT with the URL of another hash: %v %v", res, err)
+	}
 	req, _ := http.NewRequest(http.MethodPut, link.URL, bytes.NewReader(buf.Bytes()))
 	for k, v := range link.Headers {
 		req.Header.Set(k, v)
@@ -312,4 +317,13 @@ func TestSDKTemplateDaemonKilledMidBuild(t *testing.T) {
 	if bi := e.buildStatus(t, b); bi.Status != "error" {
 		t.Fatalf("second read: %+v", bi)
 	}
+}
+
+func mustRequest(t *testing.T, method, u string, body []byte) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, u, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
 }
