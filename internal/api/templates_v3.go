@@ -398,6 +398,18 @@ func (a *api) loadBuild(w http.ResponseWriter, r *http.Request, bs BuildStore) (
 		return nil, nil, false
 	}
 	if b.Status == "building" && a.sdk.get(b.ID) == nil {
+		// A build records its end before it leaves the running set: read
+		// again, so one that just ended is not taken for an interrupted one.
+		if b, err = bs.GetTemplateBuild(r.Context(), bid); err != nil {
+			a.fail(w, r, err)
+			return nil, nil, false
+		}
+		if err := json.Unmarshal([]byte(b.Spec), &spec); err != nil {
+			a.fail(w, r, fmt.Errorf("build %s: decoding spec: %w", bid, err))
+			return nil, nil, false
+		}
+	}
+	if b.Status == "building" && a.sdk.get(b.ID) == nil {
 		spec.Reason = &buildReason{Message: "the build was interrupted: the daemon stopped while it ran (nothing was recorded; build again)"}
 		b.Status, b.UpdatedAt = "error", time.Now().UTC()
 		sb, _ := json.Marshal(spec)
