@@ -26,6 +26,8 @@ type DockerfileBuild struct {
 	ReadyCmd   string
 	NoNetwork  bool
 	NoCache    bool
+	// RegistryUsername/RegistryPassword: credentials for pulling FROM (SDK builds).
+	RegistryUsername, RegistryPassword string
 }
 
 // TemplateConfig is the configuration of a Dockerfile template.

@@ -41,6 +41,8 @@ type sdkDockerfile struct {
 	first    map[int]int       // SDK step → its main Dockerfile line
 	hashes   []string          // uploaded file sets the COPY steps use, in order
 	copyDirs map[string]string // files hash → directory in the build context
+	// registryUser and registryPassword authenticate the pull of fromImage.
+	registryUser, registryPassword string
 }
 
 // e2bBaseImage is the SDK's default base image (Template().fromBaseImage()
@@ -75,7 +77,24 @@ func translateSDKBuild(spec sdkBuildSpec, baseUser, baseWorkdir string, uploaded
 	// in the log (its CACHED/DONE lines are the step's).
 	main := func(n int) { d.first[n] = len(d.lineStep) - 1 }
 	if len(spec.FromImageRegistry) > 0 && string(spec.FromImageRegistry) != "null" {
-		return nil, badRequest("fromImageRegistry (registry credentials) is not supported by this server: use a registry the daemon host can pull from without credentials")
+		var reg struct {
+			Type     string `json:"type"`
+			Username string `json:"username"`
+			Password string `json:"password"`
+		}
+		if err := json.Unmarshal(spec.FromImageRegistry, &reg); err != nil {
+			return nil, badRequest("fromImageRegistry: %v", err)
+		}
+		switch {
+		case spec.FromImage == "":
+			return nil, badRequest("fromImageRegistry needs fromImage")
+		case reg.Type == "registry" && reg.Username != "" && reg.Password != "":
+			d.registryUser, d.registryPassword = reg.Username, reg.Password
+		case reg.Type == "registry":
+			return nil, badRequest("fromImageRegistry: username and password are required")
+		default:
+			return nil, badRequest("fromImageRegistry type %q is not supported: use type \"registry\" with a username and password (for ECR: username AWS and the output of aws ecr get-login-password; for GCP: _json_key and the service account JSON)", reg.Type)
+		}
 	}
 	switch {
 	case spec.FromImage != "" && spec.FromTemplate != "":

@@ -79,7 +79,9 @@ func TestTranslateSDKBuildErrors(t *testing.T) {
 	}{
 		{sdkBuildSpec{}, "fromImage or fromTemplate is required"},
 		{sdkBuildSpec{FromImage: "a", FromTemplate: "b"}, "not both"},
-		{sdkBuildSpec{FromImage: "a", FromImageRegistry: []byte(`{"type":"registry"}`)}, "fromImageRegistry"},
+		{sdkBuildSpec{FromImage: "a", FromImageRegistry: []byte(`{"type":"registry"}`)}, "fromImageRegistry: username and password are required"},
+		{sdkBuildSpec{FromImage: "a", FromImageRegistry: []byte(`{"type":"aws"}`)}, `type "aws" is not supported`},
+		{sdkBuildSpec{FromTemplate: "a", FromImageRegistry: []byte(`{"type":"registry","username":"u","password":"p"}`)}, "needs fromImage"},
 		{sdkBuildSpec{FromImage: "a", Steps: []sdkStep{{Type: "RUN", Args: []string{"x"}}, {Type: "EXPOSE", Args: []string{"80"}}}}, "step 2 (EXPOSE): unknown step type"},
 		{sdkBuildSpec{FromImage: "a", Steps: []sdkStep{{Type: "COPY", Args: []string{"a", "/b"}, FilesHash: strings.Repeat("b", 64)}}}, "step 1 (COPY): the files of \"a\" (hash bbbb"},
 		{sdkBuildSpec{FromImage: "a", Steps: []sdkStep{{Type: "COPY", Args: []string{"a", "/b"}, FilesHash: "xyz"}}}, "step 1 (COPY): filesHash \"xyz\" is not a sha256"},
@@ -96,6 +98,13 @@ func TestTranslateSDKBuildErrors(t *testing.T) {
 		if !ok || ue.Code != 400 || !strings.Contains(ue.Msg, tc.want) {
 			t.Errorf("%+v: err = %v, want a 400 containing %q", tc.spec, err, tc.want)
 		}
+	}
+}
+
+func TestTranslateSDKBuildRegistry(t *testing.T) {
+	d, err := translateSDKBuild(sdkBuildSpec{FromImage: "r.example/a:1", FromImageRegistry: []byte(`{"type":"registry","username":"u","password":"p"}`)}, "", "", uploadedA, "")
+	if err != nil || d.registryUser != "u" || d.registryPassword != "p" || strings.Contains(d.text, "p\n") {
+		t.Fatalf("translate with credentials: %+v, %v", d, err)
 	}
 }
 

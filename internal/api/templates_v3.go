@@ -504,7 +504,8 @@ func (a *api) runSDKBuild(ad TemplateAdmin, bs BuildStore, b *store.TemplateBuil
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeSDKContext(pw, bs, df)) }()
 	opts := DockerfileBuild{Dockerfile: sdkContextDir + "/Dockerfile", CPUCount: spec.CPUCount, MemoryMB: spec.MemoryMB,
-		StartCmd: body.StartCmd, ReadyCmd: body.ReadyCmd, NoCache: body.Force}
+		StartCmd: body.StartCmd, ReadyCmd: body.ReadyCmd, NoCache: body.Force,
+		RegistryUsername: df.registryUser, RegistryPassword: df.registryPassword}
 	primary := recordName(spec.Name, spec.Tags[0])
 	t, err := ad.BuildDockerfile(ctx, primary, pr, opts, func(p Progress) {
 		step := df.stepOf(int(p.Done))

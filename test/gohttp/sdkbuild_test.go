@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -326,4 +327,56 @@ func mustRequest(t *testing.T, method, u string, body []byte) *http.Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+// TestSDKTemplateRegistryCredentials: fromImageRegistry's username and
+// password reach the registry (basic auth); without them the pull fails
+// naming the base step.
+func TestSDKTemplateRegistryCredentials(t *testing.T) {
+	e := loadEnv(t)
+	token := uniqueTag(t)
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "puller" || p != "s3cret-"+token {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	ref := u.Host + "/test/private:1"
+	r0, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r0, busyboxImage(t, token), remote.WithAuth(&authn.Basic{Username: "puller", Password: "s3cret-" + token})); err != nil {
+		t.Fatalf("pushing the test image: %v", err)
+	}
+	tpl := "e2e-sdkreg-" + token
+	steps := []map[string]any{{"type": "ENV", "args": []string{"FROM_PRIVATE", "1"}}}
+
+	b := e.requestV3(t, tpl, nil)
+	spec := map[string]any{"fromImage": ref, "steps": steps}
+	if r := e.api(t, http.MethodPost, "/v2/templates/"+tpl+"/builds/"+b.BuildID, spec); r.status != http.StatusAccepted {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	bi, logs := e.waitBuild(t, b)
+	if bi.Status != "error" || bi.Reason == nil || bi.Reason.Step != "base" || !strings.Contains(bi.Reason.Message, "pulling image") {
+		t.Fatalf("without credentials: %+v %+v\n%s", bi, bi.Reason, logs)
+	}
+
+	b = e.requestV3(t, tpl, nil)
+	t.Cleanup(func() { e.api(t, http.MethodDelete, "/templates/"+tpl, nil) })
+	spec["fromImageRegistry"] = map[string]any{"type": "registry", "username": "puller", "password": "s3cret-" + token}
+	if r := e.api(t, http.MethodPost, "/v2/templates/"+tpl+"/builds/"+b.BuildID, spec); r.status != http.StatusAccepted {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	if bi, logs := e.waitBuild(t, b); bi.Status != "ready" {
+		t.Fatalf("with credentials: %+v\n%s", bi.Reason, logs)
+	}
+	if strings.Contains(string(e.api(t, http.MethodGet, "/templates/"+tpl+"/builds/"+b.BuildID+"/logs?limit=1000", nil).body), "s3cret") {
+		t.Fatal("the build log shows the registry password")
+	}
 }
