@@ -241,7 +241,7 @@ func TestSDKTemplateFromImage(t *testing.T) {
 	spec := map[string]any{
 		"fromImage": ref,
 		"steps": []map[string]any{
-			{"type": "COPY", "args": []string{"site/", "/srv/site/", "", "0640"}, "filesHash": hash},
+			{"type": "COPY", "args": []string{"site/", "/srv/site/", "", "0750"}, "filesHash": hash},
 			{"type": "ENV", "args": []string{"MODE", "img", "QUOTED", `a "b" $c`}},
 			{"type": "WORKDIR", "args": []string{"/srv/site"}},
 			{"type": "RUN", "args": []string{"echo ran-$MODE > ran.txt; id -un > who.txt", "root"}},
@@ -272,7 +272,7 @@ func TestSDKTemplateFromImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "page " + token + "\ndeep\nran-img\nroot\nimg|a \"b\" $c|/srv/site|user\n-rw-r-----\n"
+	want := "page " + token + "\ndeep\nran-img\nroot\nimg|a \"b\" $c|/srv/site|user\n-rwxr-x---\n"
 	if res.exitCode != 0 || res.stdout != want {
 		t.Fatalf("in the sandbox: exit %d stdout %q stderr %q; want %q", res.exitCode, res.stdout, res.stderr, want)
 	}
