@@ -50,7 +50,7 @@ describe('E2B CLI', { timeout: 600_000 }, () => {
   it('e2b template create builds an e2b.Dockerfile; a sandbox starts from it', { timeout: 600_000 }, async () => {
     const res = await e2b(['template', 'create', name, '-p', dir, '--memory-mb', '512', '--cpu-count', '1'])
     assert.equal(res.code, 0, res.out)
-    assert.match(res.out, /Found e2b\.Dockerfile/)
+    assert.match(res.out, /Found (\.\/)?e2b\.Dockerfile/)
     assert.equal(await Template.exists(name), true)
     const list = await e2b(['template', 'list', '--format', 'json'])
     assert.equal(list.code, 0, list.out)
