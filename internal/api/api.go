@@ -41,6 +41,8 @@ type Options struct {
 	// Platform and PlatformReason (gVisor's runsc platform, systrap or
 	// ptrace, and why) are shown by GET /health when set.
 	Platform, PlatformReason string
+	// TemplateBuilds enables E2B's template build API (SDK builds); nil: 501.
+	TemplateBuilds BuildStore
 }
 
 // api holds the handler state.
@@ -51,6 +53,7 @@ type api struct {
 	log       *slog.Logger
 	mux       *http.ServeMux
 	auth      http.Handler // middleware.Key.Require in front of route
+	sdk       sdkBuilds
 }
 
 // New returns the control-plane handler.
@@ -60,7 +63,7 @@ func New(m *sandbox.Manager, templates Templates, opts Options) http.Handler {
 	}
 	a := &api{m: m, templates: templates, opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	a.routes()
-	a.auth = middleware.Key(opts.APIKey).Require(isHealth, http.HandlerFunc(a.route))
+	a.auth = middleware.Key(opts.APIKey).Require(a.public, http.HandlerFunc(a.route))
 	return a
 }
 
@@ -92,9 +95,6 @@ func (a *api) routes() {
 	h("GET /snapshots", a.listSnapshots)
 
 	for _, p := range []string{
-		"POST /v3/templates",
-		"POST /v2/templates/{id}/builds/{build}",
-		"GET /templates/{id}/builds/{build}/status",
 		"GET /volumes",
 		"POST /volumes",
 	} {
@@ -104,6 +104,7 @@ func (a *api) routes() {
 		})
 	}
 
+	a.sdkRoutes()
 	h("GET /templates", a.listTemplates)
 	h("GET /v2/templates", a.listTemplates)
 	h("GET /templates/{id}", a.getTemplate)
@@ -127,14 +128,18 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.auth.ServeHTTP(w, r)
 }
 
-// isHealth reports whether r is GET /health, the one request without a key.
+// isHealth reports whether r is GET /health.
 func isHealth(r *http.Request) bool { return r.Method == http.MethodGet && r.URL.Path == "/health" }
+
+// public reports whether r needs no key: GET /health, and a template file
+// upload carrying a valid signed URL (the E2B CLI PUTs with no headers).
+func (a *api) public(r *http.Request) bool { return isHealth(r) || a.signedUpload(r) }
 
 // route applies the body cap and routes (after auth).
 func (a *api) route(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		limit := int64(maxBodyBytes)
-		if r.Method == http.MethodPost && isContextUpload(r) {
+		if r.Method == http.MethodPost && isContextUpload(r) || isFileUpload(r) {
 			limit = maxContextBytes
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)

@@ -112,6 +112,9 @@ func (a *api) removeTemplate(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = r.PathValue("id")
 	}
+	if a.refuseTagged(w, r, name) {
+		return
+	}
 	if err := ad.Remove(r.Context(), name); err != nil {
 		a.fail(w, r, err)
 		return

@@ -188,6 +188,9 @@ func (a *api) templateSubresource(w http.ResponseWriter, r *http.Request) {
 	id, sub := r.PathValue("id"), r.PathValue("sub")
 	switch {
 	case id == "aliases":
+		if a.aliasByTag(w, r, sub) {
+			return
+		}
 		t, ok := a.findTemplate(w, r, sub)
 		if !ok {
 			return
@@ -197,16 +200,7 @@ func (a *api) templateSubresource(w http.ResponseWriter, r *http.Request) {
 			Public     bool   `json:"public"`
 		}{t.TemplateID, t.Public})
 	case sub == "tags":
-		t, ok := a.findTemplate(w, r, id)
-		if !ok {
-			return
-		}
-		type tagJSON struct {
-			Tag       string    `json:"tag"`
-			BuildID   string    `json:"buildID"`
-			CreatedAt time.Time `json:"createdAt"`
-		}
-		middleware.WriteJSON(w, http.StatusOK, []tagJSON{{Tag: "default", BuildID: buildUUID(t.BuildID), CreatedAt: t.CreatedAt}})
+		a.templateTags(w, r, id)
 	default:
 		middleware.WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	}

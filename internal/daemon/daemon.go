@@ -120,6 +120,7 @@ type daemon struct {
 	closers []func()
 
 	apiKey  string
+	st      *sqlite.DB
 	netMgr  *network.Manager
 	rt      runtime.Runtime
 	rtInfo  runtimeInfo
@@ -154,6 +155,7 @@ func (d *daemon) open(ctx context.Context) error {
 		return fmt.Errorf("opening store: %w", err)
 	}
 	d.defer_(func() { closeLogged(d.log, "store", st.Close) })
+	d.st = st
 	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
@@ -282,7 +284,8 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	builder := imagebuild.New(d.mgr, d.tm, d.rtInfo.layers, d.log)
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
-		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason})
+		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
+		TemplateBuilds: newSDKBuildStore(d.st, d.dataDir)})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)

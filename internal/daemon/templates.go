@@ -115,6 +115,7 @@ func (a apiTemplates) BuildDockerfile(ctx context.Context, name string, contextT
 	res, err := a.builder.Build(ctx, imagebuild.Request{
 		Name: name, Dockerfile: df, ContextDir: dir, BuildArgs: o.BuildArgs, CPUCount: o.CPUCount,
 		MemoryMB: o.MemoryMB, StartCmd: o.StartCmd, ReadyCmd: o.ReadyCmd, NoNetwork: o.NoNetwork, NoCache: o.NoCache,
+		RegistryUsername: o.RegistryUsername, RegistryPassword: o.RegistryPassword,
 	}, func(e imagebuild.Event) {
 		progress(airlock.Progress{Phase: e.Kind, Message: e.Message, Done: int64(e.Step), Total: int64(e.Total)})
 	})

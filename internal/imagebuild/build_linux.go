@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 
 	"github.com/airlock-sandbox/airlock/internal/dockerfile"
@@ -68,6 +69,9 @@ func (b *Builder) Build(ctx context.Context, req Request, emit func(Event)) (*Re
 			Msg: "Dockerfile template builds are not supported by this daemon's isolation runtime"}
 	}
 	begin := time.Now()
+	if req.RegistryUsername != "" {
+		ctx = context.WithValue(ctx, registryAuthKey{}, &authn.Basic{Username: req.RegistryUsername, Password: req.RegistryPassword})
+	}
 	f, err := dockerfile.Parse(bytes.NewReader(req.Dockerfile))
 	if err != nil {
 		return nil, userErr("%v", err)

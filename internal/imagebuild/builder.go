@@ -76,6 +76,9 @@ type Request struct {
 	ReadyCmd   string
 	NoNetwork  bool // RUN steps without internet access
 	NoCache    bool // ignore cached layers
+	// RegistryUsername and RegistryPassword authenticate the pull of a FROM
+	// image (basic auth); never recorded.
+	RegistryUsername, RegistryPassword string
 }
 
 // Result describes a finished build.

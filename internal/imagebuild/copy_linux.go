@@ -152,7 +152,11 @@ func existsIn(rootfs, p string) (bool, error) {
 		return false, fmt.Errorf("opening layer: %w", err)
 	}
 	defer root.Close()
-	_, err = root.Stat(strings.TrimPrefix(path.Clean(p), "/"))
+	rel := strings.TrimPrefix(path.Clean("/"+p), "/")
+	if rel == "" {
+		rel = "." // WORKDIR /
+	}
+	_, err = root.Stat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}

@@ -260,3 +260,13 @@ func TestStartCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestExistsInRoot(t *testing.T) {
+	dir := t.TempDir()
+	for p, want := range map[string]bool{"/": true, "": true, "/nope": false, "/.": true} {
+		got, err := existsIn(dir, p)
+		if err != nil || got != want {
+			t.Errorf("existsIn(%q) = %v, %v; want %v", p, got, err, want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -45,6 +46,10 @@ func isImageRef(from string) bool {
 		strings.ContainsAny(from, "/:@")
 }
 
+// registryAuthKey carries the registry credentials of one build in its
+// context (Request.RegistryUsername/RegistryPassword).
+type registryAuthKey struct{}
+
 // openImage resolves ref to a linux/amd64 image.
 func openImage(ctx context.Context, ref string) (v1.Image, error) {
 	switch {
@@ -65,8 +70,12 @@ func openImage(ctx context.Context, ref string) (v1.Image, error) {
 	if err != nil {
 		return nil, userErr("invalid image reference %q: %v", ref, err)
 	}
-	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithPlatform(platform),
-		remote.WithTransport(loopbackHTTPOnly{remote.DefaultTransport}))
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(platform),
+		remote.WithTransport(loopbackHTTPOnly{remote.DefaultTransport})}
+	if a, ok := ctx.Value(registryAuthKey{}).(authn.Authenticator); ok {
+		opts = append(opts, remote.WithAuth(a))
+	}
+	img, err := remote.Image(r, opts...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

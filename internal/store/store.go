@@ -86,3 +86,22 @@ type SnapshotStore interface {
 	ListSnapshots(ctx context.Context) ([]*Snapshot, error)
 	DeleteSnapshot(ctx context.Context, id string) error
 }
+
+// TemplateBuild is one build of E2B's template build API (templates defined
+// in code with the SDK's Template builder).
+type TemplateBuild struct {
+	ID         string // build id (uuid)
+	TemplateID string // the template's name (without tag)
+	Status     string // "waiting" | "building" | "ready" | "error"
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	Spec       string // JSON owned by the API (names, tags, resources, build spec, failure reason)
+	Logs       string // JSON log entries, written when the build ends
+}
+
+// TemplateBuildStore is implemented by stores that persist SDK template
+// builds; separate from Store like SnapshotStore.
+type TemplateBuildStore interface {
+	PutTemplateBuild(ctx context.Context, b *TemplateBuild) error // insert or replace
+	GetTemplateBuild(ctx context.Context, id string) (*TemplateBuild, error)
+}

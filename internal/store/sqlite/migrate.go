@@ -68,6 +68,20 @@ CREATE TABLE snapshots (
 );
 CREATE INDEX snapshots_created_at ON snapshots (created_at, id);`,
 	},
+	{
+		name: "template builds",
+		sql: `
+CREATE TABLE template_builds (
+	id          TEXT PRIMARY KEY,
+	template_id TEXT NOT NULL DEFAULT '',
+	status      TEXT NOT NULL DEFAULT '',
+	created_at  INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds, UTC
+	updated_at  INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds, UTC
+	spec        TEXT NOT NULL DEFAULT '',
+	logs        TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX template_builds_template ON template_builds (template_id, created_at);`,
+	},
 }
 
 // migrate applies every migration newer than the recorded schema version,

@@ -172,6 +172,11 @@ type DockerfileBuild struct {
 	ReadyCmd   string
 	NoNetwork  bool
 	NoCache    bool
+	// RegistryUsername and RegistryPassword authenticate the FROM pull of a
+	// build the daemon starts itself (E2B's template build API,
+	// fromImageRegistry). They never travel in a build request: Query
+	// leaves them out.
+	RegistryUsername, RegistryPassword string
 }
 
 // Limits of a Dockerfile build's cpuCount and memoryMB.

@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/airlock-sandbox/airlock/internal/api"
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/store/sqlite"
+	"github.com/airlock-sandbox/airlock/internal/template"
+)
+
+// Tag implements api.TemplateTagger: to becomes a second record of the
+// build from names (same layer, same config).
+func (a apiTemplates) Tag(ctx context.Context, from, to string) (*api.TemplateInfo, error) {
+	if _, err := template.LookupRecipe(to); err == nil {
+		return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: fmt.Sprintf("%q is a built-in template name", to)}
+	}
+	t, err := a.tm.Get(ctx, from)
+	if errors.Is(err, template.ErrNotFound) {
+		return nil, &sandbox.Error{Code: http.StatusNotFound, Msg: fmt.Sprintf("template '%s' not found", from)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	nt, err := a.tm.Register(ctx, to, t.Hash, t.Spec)
+	if err != nil {
+		return nil, err
+	}
+	info := toTemplateInfo(nt)
+	return &info, nil
+}
+
+var _ api.TemplateTagger = apiTemplates{}
+
+// sdkBuildStore keeps SDK template builds in the database and their
+// uploaded files under <data>/template-files.
+type sdkBuildStore struct {
+	*sqlite.DB
+	dir string
+}
+
+// newSDKBuildStore also removes uploads a killed daemon left half-written.
+func newSDKBuildStore(db *sqlite.DB, dataDir string) sdkBuildStore {
+	dir := filepath.Join(dataDir, "template-files")
+	partial, _ := filepath.Glob(filepath.Join(dir, ".tmp-upload-*"))
+	for _, p := range partial {
+		_ = os.Remove(p)
+	}
+	return sdkBuildStore{DB: db, dir: dir}
+}
+
+// UploadDir implements api.BuildStore.
+func (s sdkBuildStore) UploadDir() string { return s.dir }
