@@ -134,9 +134,12 @@ func (e *sandbox) restoreInPlace(ctx context.Context, cp runtime.Checkpointer) (
 
 // bringBack restores a sandbox checkpointed for a fork or a snapshot in the
 // background (runsc needs ~1 s to delete the stopped sandbox before it can be
-// restored under the same id), ends the operation on e, then calls done with
-// the restore's result. A sandbox that cannot be restored is left paused (its
-// image is its checkpoint) so that a later resume can retry.
+// restored under the same id), calls done with the restore's result and
+// then ends the operation on e: done still holds it, so what it does with the
+// image (remove it) cannot race a pause, fork or snapshot of e that starts
+// once the operation ends and writes a new image to the same place. A sandbox
+// that cannot be restored is left paused (its image is its checkpoint) so
+// that a later resume can retry.
 func (e *sandbox) bringBack(ctx context.Context, cp runtime.Checkpointer, done func(error)) {
 	m := e.m
 	m.bg.Add(1)
@@ -145,8 +148,8 @@ func (e *sandbox) bringBack(ctx context.Context, cp runtime.Checkpointer, done f
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
 		err := e.restoreParent(rctx, cp)
-		e.endOp()
 		done(err)
+		e.endOp()
 	}()
 }
 

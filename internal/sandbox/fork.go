@@ -126,10 +126,21 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	// The parent comes back alongside the children, and Fork does not wait
 	// for it (runsc needs ~1 s to delete the stopped parent before it can
 	// be restored under the same id). The image is removed once both the
-	// parent and the children are up.
+	// parent and the children are up, before the parent's operation ends:
+	// a pause or snapshot of the parent starting later writes its own image
+	// to the same place, and children still restoring need this one.
 	parentBack = true
-	parentDone := make(chan error, 1)
-	e.bringBack(ctx, cp, func(err error) { parentDone <- err })
+	childrenDone := make(chan struct{})
+	e.bringBack(ctx, cp, func(err error) {
+		if err != nil {
+			return // the image is the paused parent's checkpoint now
+		}
+		<-childrenDone
+		m.log.Debug("fork parent running again", "sandbox", id, "downtime", time.Since(start))
+		if err := os.RemoveAll(img); err != nil {
+			m.log.Warn("removing fork checkpoint", "sandbox", id, "err", err)
+		}
+	})
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, forkParallelism)
 	for i, k := range kids {
@@ -146,6 +157,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 		}()
 	}
 	wg.Wait()
+	close(childrenDone)
 	started := 0
 	for _, r := range results {
 		if r.Err == nil {
@@ -154,17 +166,6 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	}
 	m.log.Info("sandbox forked", "sandbox", id, "count", count, "started", started, "checkpoint", checkpointed,
 		"copy", copied-checkpointed, "elapsed", time.Since(start))
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
-		if err := <-parentDone; err != nil {
-			return // the image is the paused parent's checkpoint now
-		}
-		m.log.Debug("fork parent running again", "sandbox", id, "downtime", time.Since(start))
-		if err := os.RemoveAll(img); err != nil {
-			m.log.Warn("removing fork checkpoint", "sandbox", id, "err", err)
-		}
-	}()
 	return results, nil
 }
 

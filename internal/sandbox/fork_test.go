@@ -201,3 +201,75 @@ func TestForkBeyondHostMemoryIsPerChild(t *testing.T) {
 		t.Fatalf("MaxForkCount = %d, E2B accepts up to 100", sandbox.MaxForkCount)
 	}
 }
+
+// TestForkParentOperationLastsUntilChildrenRestored: the parent is back
+// before its children, but its operation lasts until every child has
+// restored from the fork image and the image is gone. A pause asked for in
+// between waits for that; before, it ran at once, cleared the image under
+// the children, and the fork's clean-up then removed the pause's new image.
+func TestForkParentOperationLastsUntilChildrenRestored(t *testing.T) {
+	t.Parallel()
+	env, rt := forkEnvRuntime(t, false)
+	ctx := context.Background()
+	parent := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+	gate := make(chan struct{})
+	parentRestored := make(chan struct{})
+	var once sync.Once
+	rt.mu.Lock()
+	rt.restoreHook = func(id string) error {
+		if id == parent.ID {
+			once.Do(func() { close(parentRestored) })
+			return nil
+		}
+		<-gate // children wait until the test lets them go
+		return nil
+	}
+	rt.mu.Unlock()
+	type forkRes struct {
+		res []sandbox.ForkResult
+		err error
+	}
+	forked := make(chan forkRes, 1)
+	go func() {
+		res, err := env.Manager.Fork(ctx, parent.ID, 2, time.Minute)
+		forked <- forkRes{res, err}
+	}()
+	select {
+	case <-parentRestored:
+	case <-time.After(10 * time.Second):
+		close(gate)
+		t.Fatal("the fork parent was not restored")
+	}
+	time.Sleep(50 * time.Millisecond) // the parent's agent answers: it runs again
+	paused := make(chan error, 1)
+	go func() { paused <- env.Manager.Pause(ctx, parent.ID) }()
+	select {
+	case err := <-paused:
+		close(gate)
+		t.Fatalf("a pause of the fork parent ran while its children were still restoring from the fork image (err %v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(gate)
+	fr := <-forked
+	if fr.err != nil {
+		t.Fatalf("Fork: %v", fr.err)
+	}
+	for _, r := range fr.res {
+		if r.Err != nil {
+			t.Fatalf("child: %v", r.Err)
+		}
+	}
+	select {
+	case err := <-paused:
+		if err != nil {
+			t.Fatalf("Pause after the fork: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pause did not run once the fork was done")
+	}
+	// The pause's image is its own: the fork's clean-up ran before it.
+	time.Sleep(50 * time.Millisecond)
+	if _, err := os.Stat(env.DataDir + "/sandboxes/" + parent.ID + "/checkpoint/checkpoint.img"); err != nil {
+		t.Fatalf("the paused parent's image is gone: %v", err)
+	}
+}
