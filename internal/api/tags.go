@@ -138,15 +138,8 @@ func (a *api) assignTags(w http.ResponseWriter, r *http.Request) {
 		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if len(body.Tags) == 0 {
-		middleware.WriteError(w, http.StatusBadRequest, "tags is required")
+	if !checkTags(w, body.Tags) {
 		return
-	}
-	for _, t := range body.Tags {
-		if !validTag(t) {
-			middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("invalid tag %q: want [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)", t))
-			return
-		}
 	}
 	from := recordName(name, tag)
 	var last *TemplateInfo
@@ -183,15 +176,8 @@ func (a *api) deleteTags(w http.ResponseWriter, r *http.Request) {
 		middleware.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if len(body.Tags) == 0 {
-		middleware.WriteError(w, http.StatusBadRequest, "tags is required")
+	if !checkTags(w, body.Tags) {
 		return
-	}
-	for _, t := range body.Tags {
-		if !validTag(t) {
-			middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("invalid tag %q", t))
-			return
-		}
 	}
 	for _, t := range body.Tags {
 		if err := ad.Remove(r.Context(), recordName(name, t)); err != nil {
@@ -218,5 +204,21 @@ func (a *api) refuseTagged(w http.ResponseWriter, r *http.Request, name string) 
 		return false
 	}
 	middleware.WriteError(w, http.StatusConflict, fmt.Sprintf("template '%s' still has tags %s: remove them first (DELETE /templates/tags)", name, strings.Join(tags, ", ")))
+	return true
+}
+
+// checkTags answers 400 and reports false unless tags is a non-empty list of
+// valid tags.
+func checkTags(w http.ResponseWriter, tags []string) bool {
+	if len(tags) == 0 {
+		middleware.WriteError(w, http.StatusBadRequest, "tags is required")
+		return false
+	}
+	for _, t := range tags {
+		if !validTag(t) {
+			middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("invalid tag %q: want [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 characters)", t))
+			return false
+		}
+	}
 	return true
 }
