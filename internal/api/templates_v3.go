@@ -394,11 +394,6 @@ func (a *api) loadBuild(w http.ResponseWriter, r *http.Request, bs BuildStore) (
 		middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("build %s does not belong to template %q (it is a build of %q)", bid, id, b.TemplateID))
 		return nil, nil, false
 	}
-	var spec buildSpec
-	if err := json.Unmarshal([]byte(b.Spec), &spec); err != nil {
-		a.fail(w, r, fmt.Errorf("build %s: decoding spec: %w", bid, err))
-		return nil, nil, false
-	}
 	if b.Status == "building" && a.sdk.get(b.ID) == nil {
 		// A build records its end before it leaves the running set: read
 		// again, so one that just ended is not taken for an interrupted one.
@@ -406,10 +401,11 @@ func (a *api) loadBuild(w http.ResponseWriter, r *http.Request, bs BuildStore) (
 			a.fail(w, r, err)
 			return nil, nil, false
 		}
-		if err := json.Unmarshal([]byte(b.Spec), &spec); err != nil {
-			a.fail(w, r, fmt.Errorf("build %s: decoding spec: %w", bid, err))
-			return nil, nil, false
-		}
+	}
+	var spec buildSpec
+	if err := json.Unmarshal([]byte(b.Spec), &spec); err != nil {
+		a.fail(w, r, fmt.Errorf("build %s: decoding spec: %w", bid, err))
+		return nil, nil, false
 	}
 	if b.Status == "building" && a.sdk.get(b.ID) == nil {
 		spec.Reason = &buildReason{Message: "the build was interrupted: the daemon stopped while it ran (nothing was recorded; build again)"}

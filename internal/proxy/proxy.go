@@ -171,7 +171,7 @@ func (p *proxy) serveSandbox(w http.ResponseWriter, r *http.Request, id, portStr
 		return
 	}
 	if internalPaths[r.URL.Path] {
-		middleware.WriteJSON(w, http.StatusNotFound, map[string]any{"code": http.StatusNotFound, "message": "not found"})
+		middleware.WriteError(w, http.StatusNotFound, "not found")
 		return
 	}
 	t, ok := p.res.Lookup(id)
@@ -217,7 +217,7 @@ func (p *proxy) serveSigned(w http.ResponseWriter, r *http.Request) {
 	if expired {
 		msg = "signature is already expired"
 	}
-	middleware.WriteJSON(w, http.StatusUnauthorized, map[string]any{"code": http.StatusUnauthorized, "message": msg})
+	middleware.WriteError(w, http.StatusUnauthorized, msg)
 }
 
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port int) {
