@@ -90,8 +90,27 @@ finish() {
 		echo "-- node e2e --"
 		grep -E '^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms)' "$NODE_OUT" | tail -n 8
 	fi
+	failure_digest
 	if [ "${#FAILED[@]}" -gt 0 ] && [ "$rc" -eq 0 ]; then rc=1; fi
 	exit "$rc"
+}
+
+# failure_digest prints, last (CI shows the tail of the output), each failed
+# test with the first lines of its error: node's "failing tests" section and
+# Go's "--- FAIL" lines with the messages logged before them.
+failure_digest() {
+	local f out
+	for f in "$NODE_OUT" "$WORK/console.out" "$WORK/microvm.out"; do
+		[ -s "$f" ] && grep -q '^✖ failing tests:' "$f" || continue
+		echo "-- failures in $(basename "$f") --"
+		sed -n '/^✖ failing tests:/,$p' "$f" | grep -vE '^[[:space:]]+at |^[[:space:]]*$|^ℹ |node:internal|^[[:space:]]*[{}]$|^test at |^[[:space:]]+(generatedMessage|code|operator):' |
+			cut -c1-220 | head -n 40
+	done
+	for out in "$GO_E2E_OUT" "$WORK/go-test.out"; do
+		[ -s "$out" ] && grep -qE '^[[:space:]]*--- FAIL' "$out" || continue
+		echo "-- failures in $(basename "$out") --"
+		grep -E '^[[:space:]]*--- FAIL|_test\.go:[0-9]+:' "$out" | cut -c1-220 | head -n 30
+	done
 }
 trap finish EXIT
 trap 'exit 130' INT TERM
@@ -126,8 +145,8 @@ if [ "${AIRLOCK_TEST_SKIP_UNIT:-0}" != 1 ]; then
 
 	# ------------------------------------------------------------ unit + root tests
 	stage "go test ./... (unit and root tests)"
-	go test -count=1 -p 1 -timeout 25m ./...
-	record go-test $?
+	go test -count=1 -p 1 -timeout 25m ./... 2>&1 | tee "$WORK/go-test.out"
+	record go-test "${PIPESTATUS[0]}"
 
 	# ------------------------------------------------------------ fuzz (short)
 	stage "go test -fuzz (each target ${AIRLOCK_FUZZ_TIME:-5s})"
