@@ -5,7 +5,7 @@
 //
 // Every object records the SHA-256 of its bytes. Content-addressed keys name
 // that digest (BlobKey for a file, TreeKey for a directory packed as
-// tar+zstd, see Pack), so an object under such a key never changes. Put
+// tar+zstd, see internal/artifacts/tree), so an object under such a key never changes. Put
 // verifies the digest while it streams and leaves nothing under the key on a
 // mismatch; Get and GetDir fetch into a local cache directory, check the
 // digest, and rename into place, so the cache only ever holds verified
@@ -127,7 +127,7 @@ const (
 func BlobKey(d Digest) string { return blobPrefix + d.Hex() }
 
 // TreeKey is the content-addressed key of a directory whose packed form
-// (tar+zstd, see Pack) has digest d.
+// (tar+zstd, see internal/artifacts/tree) has digest d.
 func TreeKey(d Digest) string { return treePrefix + d.Hex() }
 
 // KeyDigest returns the digest a content-addressed key names.

@@ -43,7 +43,6 @@ const (
 	minPartSize     = 5 << 20
 	maxParts        = 10000
 	metaSHA256      = "Sha256" // x-amz-meta-sha256
-	uploadThreads   = 4
 )
 
 // S3 is a backend in an S3-compatible object store (github.com/minio/minio-go/v7).
@@ -186,12 +185,13 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, want 
 		}
 		_, err = s.client.PutObject(ctx, s.cfg.Bucket, s.object(key), bytes.NewReader(buf.Bytes()), int64(buf.Len()), opts)
 	} else {
-		// Multipart: the client reads the stream in order, a part at a
-		// time, and uploads up to uploadThreads parts at once (memory:
-		// uploadThreads × PartSize). The verifier fails the last read
-		// on a mismatch: the client then aborts the upload instead of
-		// completing it, so nothing appears under key.
-		opts.ConcurrentStreamParts, opts.NumThreads = true, uploadThreads
+		// Multipart, one part in flight: the client reads a part, uploads
+		// it, reads the next. The verifier fails the read that would end
+		// the stream on a mismatch, so the client aborts the upload
+		// instead of completing it, and no part upload is in flight at
+		// that moment: with several in flight, a part could land after
+		// the abort and leave an unfinished upload behind (seen with
+		// versitygw; AWS documents the same for its abort).
 		if size > 0 {
 			if ps := (size + maxParts - 1) / maxParts; ps > s.cfg.PartSize {
 				opts.PartSize = uint64((ps + 1<<20 - 1) &^ (1<<20 - 1))

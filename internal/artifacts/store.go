@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/airlock-sandbox/airlock/internal/artifacts/tree"
 )
 
 // Store is a Backend with a local cache of verified content:
@@ -110,7 +112,7 @@ func (s *Store) PutFile(ctx context.Context, path string) (Info, error) {
 	return s.b.Put(ctx, key, f, size, d)
 }
 
-// PutDir packs dir (see Pack) into a temporary file in the cache, then
+// PutDir packs dir (see tree.Pack) into a temporary file in the cache, then
 // stores it under its TreeKey (not again when it is there).
 func (s *Store) PutDir(ctx context.Context, dir string) (Info, error) {
 	tmp, err := os.CreateTemp(s.cache, ".tmp-pack-*")
@@ -120,7 +122,7 @@ func (s *Store) PutDir(ctx context.Context, dir string) (Info, error) {
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	h := sha256.New()
-	if err := Pack(ctx, io.MultiWriter(tmp, h), dir); err != nil {
+	if err := tree.Pack(ctx, io.MultiWriter(tmp, h), dir); err != nil {
 		return Info{}, fmt.Errorf("packing %s: %w", dir, err)
 	}
 	d := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil)))
@@ -206,7 +208,7 @@ func (s *Store) Get(ctx context.Context, key string) (string, error) {
 }
 
 // GetDir returns the path of a cached, verified, unpacked copy of the tree
-// under key (an object written by PutDir or Pack).
+// under key (an object written by PutDir or tree.Pack).
 func (s *Store) GetDir(ctx context.Context, key string) (string, error) {
 	d, err := s.digestOf(ctx, key)
 	if err != nil {
@@ -280,7 +282,7 @@ func (s *Store) fetchTree(ctx context.Context, key string, want Digest, dst stri
 	}()
 	h := sha256.New()
 	tee := io.TeeReader(ctxReader{ctx, rc}, h)
-	if err := Unpack(ctx, tee, filepath.Join(tmp, "t")); err != nil {
+	if err := tree.Unpack(ctx, tee, filepath.Join(tmp, "t")); err != nil {
 		return fmt.Errorf("unpacking %s: %w", key, err)
 	}
 	// Hash what the decoder did not need (padding, the end of the frame).

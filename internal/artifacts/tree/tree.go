@@ -1,4 +1,7 @@
-package artifacts
+// Package tree packs a directory into one stream and back: a PAX tar
+// compressed with zstd, keeping what root filesystems and snapshot
+// directories need (see Pack). internal/artifacts stores trees this way.
+package tree
 
 import (
 	"archive/tar"
@@ -342,6 +345,13 @@ func unpackTar(ctx context.Context, tr *tar.Reader, dst string) error {
 		}
 		if err != nil {
 			return fmt.Errorf("unpack: reading the archive: %w", err)
+		}
+		// GNU sparse entries (which Pack never writes) are expanded by
+		// the tar reader: a few bytes could claim terabytes of zeros.
+		for k := range hdr.PAXRecords {
+			if strings.HasPrefix(k, "GNU.sparse.") {
+				return fmt.Errorf("unpack: entry %q: GNU sparse entries are not accepted", hdr.Name)
+			}
 		}
 		name := strings.TrimSuffix(hdr.Name, "/")
 		if name == "" || path.Clean(name) != name || path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
