@@ -603,3 +603,69 @@ func canXattr(p string) bool {
 	}
 	return err == nil
 }
+
+// gatedBackend holds every download until release is closed.
+type gatedBackend struct {
+	artifacts.Backend
+	opens   atomic.Int32
+	release chan struct{}
+}
+
+type gatedReader struct {
+	io.ReadCloser
+	release chan struct{}
+}
+
+func (g gatedReader) Read(p []byte) (int, error) {
+	<-g.release
+	return g.ReadCloser.Read(p)
+}
+
+func (g *gatedBackend) Open(ctx context.Context, key string) (io.ReadCloser, artifacts.Info, error) {
+	g.opens.Add(1)
+	rc, info, err := g.Backend.Open(ctx, key)
+	if err != nil {
+		return nil, info, err
+	}
+	return gatedReader{rc, g.release}, info, nil
+}
+
+// A caller that gives up does not fail the others waiting for the same
+// download, and the download is made once.
+func TestGetCallerGivingUpLeavesOthers(t *testing.T) {
+	e := newLocalEnv(t)
+	gb := &gatedBackend{Backend: e.backend, release: make(chan struct{})}
+	s := newStore(t, gb)
+	ctx := context.Background()
+	data := randBytes(t, 1<<20)
+	info, err := s.Put(ctx, "refs/gated", bytes.NewReader(data), int64(len(data)), artifacts.DigestOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stayer := make(chan error, 1)
+	go func() {
+		p, err := s.Get(ctx, info.Key)
+		if err == nil {
+			if b, _ := os.ReadFile(p); !bytes.Equal(b, data) {
+				err = errors.New("wrong bytes")
+			}
+		}
+		stayer <- err
+	}()
+	for gb.opens.Load() == 0 { // the download started, for the caller that stays
+		time.Sleep(time.Millisecond)
+	}
+	quitter, quit := context.WithCancel(ctx)
+	quit()
+	if _, err := s.Get(quitter, info.Key); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that gave up got %v, want context.Canceled", err)
+	}
+	close(gb.release)
+	if err := <-stayer; err != nil {
+		t.Fatalf("the caller that stayed: %v", err)
+	}
+	if n := gb.opens.Load(); n != 1 {
+		t.Fatalf("%d downloads, want 1", n)
+	}
+	assertCacheClean(t, s, []string{info.Digest.Hex()})
+}
