@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Local is a backend in a directory (the single-host default). An object is
@@ -21,6 +22,11 @@ import (
 // operation answer an *UnavailableError.
 type Local struct {
 	root string
+
+	// mu orders the two renames of a Put (digest, then object), so that
+	// concurrent Puts of one key in this process leave a digest that
+	// matches the object.
+	mu sync.Mutex
 }
 
 var _ Backend = (*Local)(nil)
@@ -96,10 +102,13 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64, wa
 	// The digest first: a crash between the two renames leaves a digest
 	// that does not match the old object, which Get reports, never a new
 	// object without its digest.
-	if err := writeFileAtomic(l.sumPath(key), []byte(want.String()+"\n"), filepath.Join(l.root, ".tmp")); err != nil {
-		return Info{}, l.wrap("put", key, err)
+	l.mu.Lock()
+	err = writeFileAtomic(l.sumPath(key), []byte(want.String()+"\n"), filepath.Join(l.root, ".tmp"))
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
 	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+	l.mu.Unlock()
+	if err != nil {
 		return Info{}, l.wrap("put", key, err)
 	}
 	syncDir(filepath.Dir(dst))
