@@ -123,6 +123,10 @@ type daemon struct {
 	// closers run in reverse order when Run returns.
 	closers []func()
 
+	// artifacts is the --artifacts store (nil without it): opened and
+	// checked at start; templates and snapshots do not use it yet.
+	artifacts *artifacts.Store
+
 	apiKey  string
 	st      *sqlite.DB
 	netMgr  *network.Manager
@@ -132,10 +136,6 @@ type daemon struct {
 	mgr     *sandbox.Manager
 	metrics *daemonMetrics
 	handler http.Handler
-
-	// artifacts is the --artifacts store (nil without it): opened and
-	// checked at start; templates and snapshots do not use it yet.
-	artifacts *artifacts.Store
 }
 
 func (d *daemon) defer_(f func()) { d.closers = append(d.closers, f) }
