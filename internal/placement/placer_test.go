@@ -414,6 +414,22 @@ func TestRefusalError(t *testing.T) {
 		short: []string{"label"},
 		want:  []string{"labels kvm)", "of 1 live nodes, 1 lack a required label: kvm (1); none matches (and 1 draining, 0 lost)"},
 	}, {
+		name: "mixed, as in ARCHITECTURE.md",
+		nodes: func() []Node {
+			var ns []Node
+			for i := range 4 {
+				ns = append(ns, mkNode(fmt.Sprintf("plain%d", i), 16, 16384))
+			}
+			for i := range 8 {
+				ns = append(ns, mkNode(fmt.Sprintf("kvm%d", i), 16, 16384, withLabels("kvm"), withReserved(4, 14336)))
+			}
+			return append(ns, mkNode("d", 16, 16384, withLabels("kvm"), withState(Draining)))
+		}(),
+		req:   Request{Template: "base", Resources: Resources{CPUCount: 2, MemoryMB: 4096}, Labels: []string{"kvm"}},
+		short: []string{"memory"},
+		want: []string{"no node can take the sandbox (2 CPUs, 4096 MiB memory, labels kvm, template base): of 12 live nodes, " +
+			"4 lack a required label: kvm (4); memory is short on 8 (most free: 2048 MiB) (and 1 draining, 0 lost)"},
+	}, {
 		name:  "no nodes",
 		req:   req(1, 512),
 		short: []string{"nodes"},
