@@ -266,6 +266,13 @@ func TestTyposFail(t *testing.T) {
 			t.Fatalf("template reading an undefined value: got %v", err)
 		}
 	})
+	t.Run("values key", func(t *testing.T) {
+		// values.schema.json allows no key values.yaml does not have.
+		_, err := Render(chartDir, map[string]any{"node": map[string]any{"hostNetwrok": false}})
+		if err == nil || !strings.Contains(err.Error(), "additional properties 'hostNetwrok' not allowed") {
+			t.Fatalf("misspelled values key: got %v", err)
+		}
+	})
 	t.Run("duplicate field", func(t *testing.T) {
 		_, err := Decode(map[string]string{"x/templates/svc.yaml": "apiVersion: v1\nkind: Service\nmetadata:\n  name: a\n  name: b\n"})
 		if err == nil || !strings.Contains(err.Error(), "strict decoding error") || !strings.Contains(err.Error(), `key "name" already set`) {
@@ -289,7 +296,7 @@ func TestRequiredValues(t *testing.T) {
 	}{
 		{"no store", map[string]any{"postgres": map[string]any{"enabled": false}}, "set store.dsn or store.existingSecret"},
 		{"s3 without credentials", map[string]any{"artifacts": map[string]any{"url": "s3://b/p"}}, "artifacts.accessKeyId"},
-		{"not s3", map[string]any{"artifacts": map[string]any{"url": "gs://b/p"}}, "want s3://bucket/prefix"},
+		{"not s3", map[string]any{"artifacts": map[string]any{"url": "gs://b/p"}}, "at '/artifacts/url': 'gs://b/p' does not match pattern"},
 		{"ingress without host", map[string]any{"api": map[string]any{"ingress": map[string]any{"enabled": true}}}, "set api.ingress.host"},
 		{"tls without secret", map[string]any{"api": map[string]any{"ingress": map[string]any{"enabled": true, "host": "a.example.com", "tls": map[string]any{"enabled": true}}}}, "set api.ingress.tls.secretName"},
 	}

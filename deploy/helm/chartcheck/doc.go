@@ -3,7 +3,8 @@
 // binary, no cluster) for default values and for values files that switch
 // every option on, and decode every rendered object strictly into the
 // Kubernetes API types (k8s.io/api), so an unknown or misspelled field
-// fails. They then check what decoding cannot: selectors match their pods,
+// fails (and values.schema.json refuses a values key values.yaml does not
+// have). They then check what decoding cannot: selectors match their pods,
 // every Secret a pod reads exists, every $(VAR) in args is defined, and
 // each part runs with the security context README.md gives it.
 //
