@@ -21,6 +21,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -61,7 +62,7 @@ func main() {
 	c.policies = strings.Split(policies, ",")
 
 	fmt.Printf("cluster bench: %d nodes, %d sandboxes, bursts of %d, churn %.2f/burst while filling, %d steady bursts, %.0f%% of creates fail, %.0f%% need kvm, K=%d, GOMAXPROCS=%d\n",
-		c.nodes, c.sandboxes, c.burst, c.endPerBurst, c.steady, 100*c.failRate, 100*c.kvmShare, c.k, gomaxprocs())
+		c.nodes, c.sandboxes, c.burst, c.endPerBurst, c.steady, 100*c.failRate, 100*c.kvmShare, c.k, runtime.GOMAXPROCS(0))
 	var results []result
 	for _, name := range c.policies {
 		pol, err := newPolicy(name, c)

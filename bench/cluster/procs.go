@@ -1,5 +1,0 @@
-package main
-
-import "runtime"
-
-func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
