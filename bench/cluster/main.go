@@ -73,7 +73,7 @@ func main() {
 		start := time.Now()
 		r := run(c, pol)
 		r.elapsed = time.Since(start)
-		fmt.Printf("  %s: %d creates in %d bursts, %.1fs\n", name, r.creates, r.bursts, r.elapsed.Seconds())
+		fmt.Printf("  %s: %d creates in %d bursts, %d sandboxes running after the fill, %.1fs\n", name, r.creates, r.bursts, r.runningAfterFill, r.elapsed.Seconds())
 		results = append(results, r)
 	}
 	printTable(results)
@@ -584,8 +584,8 @@ func run(c config, pol policy) result {
 	// Steady, after 10 nodes start draining and 5 are lost (their
 	// sandboxes are gone).
 	for i := range min(15, len(nodes)) {
-		n := nodes[i*len(nodes)/15]
 		idx := i * len(nodes) / 15
+		n := nodes[idx]
 		if i < 10 {
 			n.stated.State = placement.Draining
 		} else {
