@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one command to set up and run every Airlock test (CI runs it via .ci/run):
-#   setup → gofmt → go vet → staticcheck → go test (unit + root) → build →
+#   setup → gofmt → go vet → staticcheck → go test (unit + root) → Helm chart
+#   check → build →
 #   start `airlock serve` → Go raw-HTTP e2e tests → E2B JS SDK e2e tests.
 # Needs root (gVisor, network namespaces, nftables).
 #
@@ -150,6 +151,13 @@ if [ "${AIRLOCK_TEST_SKIP_UNIT:-0}" != 1 ]; then
 	stage "go test ./... (unit and root tests)"
 	go test -count=1 -p 1 -timeout 25m ./... 2>&1 | tee "$WORK/go-test.out"
 	record go-test "${PIPESTATUS[0]}"
+
+	# ------------------------------------------------------------ Helm chart (its own Go module)
+	stage "helm chart (deploy/helm/chartcheck: render, decode strictly into k8s.io/api)"
+	(cd deploy/helm/chartcheck && go vet ./... &&
+		go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./... &&
+		go test -count=1 ./...)
+	record helm-chart $?
 
 	# ------------------------------------------------------------ fuzz (short)
 	stage "go test -fuzz (each target ${AIRLOCK_FUZZ_TIME:-5s})"

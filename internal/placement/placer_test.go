@@ -1,0 +1,574 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func mkNode(id string, cpus int, memMB int64, opts ...func(*Node)) Node {
+	n := Node{ID: id, Runtime: "gvisor", Capacity: Resources{CPUCount: cpus, MemoryMB: memMB}}
+	for _, o := range opts {
+		o(&n)
+	}
+	return n
+}
+
+func withLabels(l ...string) func(*Node) { return func(n *Node) { n.Labels = l } }
+func withState(s State) func(*Node)      { return func(n *Node) { n.State = s } }
+func withReserved(cpus int, memMB int64) func(*Node) {
+	return func(n *Node) { n.Reserved = Resources{CPUCount: cpus, MemoryMB: memMB} }
+}
+func withTemplates(t ...string) func(*Node) { return func(n *Node) { n.Templates = t } }
+func withWarm(t string, c int) func(*Node) {
+	return func(n *Node) { n.WarmPool = map[string]int{t: c} }
+}
+
+func newPlacer(t testing.TB, cfg Config, nodes ...Node) *Placer {
+	t.Helper()
+	if cfg.Seed == 0 {
+		cfg.Seed = 1
+	}
+	p := New(cfg)
+	for _, n := range nodes {
+		if err := p.Update(n); err != nil {
+			t.Fatalf("Update(%s): %v", n.ID, err)
+		}
+	}
+	return p
+}
+
+func req(cpus int, memMB int64) Request {
+	return Request{Template: "base", Resources: Resources{CPUCount: cpus, MemoryMB: memMB}}
+}
+
+func mustPlace(t testing.TB, p *Placer, r Request) *Reservation {
+	t.Helper()
+	res, err := p.Place(r)
+	if err != nil {
+		t.Fatalf("Place(%s): %v", r.describe(), err)
+	}
+	return res
+}
+
+func checkNoOverCommit(t *testing.T, p *Placer) {
+	t.Helper()
+	for _, s := range p.Status() {
+		c := s.Committed()
+		if c.CPUCount > s.Capacity.CPUCount || c.MemoryMB > s.Capacity.MemoryMB || (s.Capacity.DiskMB > 0 && c.DiskMB > s.Capacity.DiskMB) {
+			t.Errorf("node %s committed %+v past its capacity %+v", s.ID, c, s.Capacity)
+		}
+	}
+}
+
+// A burst of 1,000 concurrent creates against 80 CPUs of capacity: exactly
+// 80 are placed, none past any node's limits, the rest refused for CPU.
+func TestBurstNeverOverCommits(t *testing.T) {
+	var nodes []Node
+	for i := range 10 {
+		nodes = append(nodes, mkNode(fmt.Sprintf("n%d", i), 8, 16384))
+	}
+	p := newPlacer(t, Config{}, nodes...)
+	const burst = 1000
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		placed  []*Reservation
+		refused int
+		other   []error
+	)
+	start := make(chan struct{})
+	for range burst {
+		wg.Go(func() {
+			<-start
+			r, err := p.Place(req(1, 1024))
+			mu.Lock()
+			defer mu.Unlock()
+			var re *RefusedError
+			switch {
+			case err == nil:
+				placed = append(placed, r)
+			case errors.As(err, &re) && slices.Equal(re.Short(), []string{"cpu"}):
+				refused++
+			default:
+				other = append(other, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(other) > 0 {
+		t.Fatalf("unexpected errors: %v", other[0])
+	}
+	if len(placed) != 80 || refused != burst-80 {
+		t.Fatalf("placed %d, refused %d; want 80 placed (10 nodes × 8 CPUs), %d refused", len(placed), refused, burst-80)
+	}
+	checkNoOverCommit(t, p)
+	for _, s := range p.Status() {
+		if s.InFlightCreates != 8 {
+			t.Errorf("node %s has %d creates in flight, want 8 (full)", s.ID, s.InFlightCreates)
+		}
+	}
+
+	// Churn: creates end (half confirmed, half released), heartbeats report
+	// what the confirmed ones hold, and new creates of mixed sizes race them;
+	// never past a limit. (truth is what each node runs; a create confirmed
+	// and the heartbeat that reports it are ordered by truthMu, as a node's
+	// own heartbeat follows the creates it finished.)
+	var (
+		truthMu sync.Mutex
+		truth   = map[string]Resources{}
+	)
+	confirm := func(r *Reservation) {
+		truthMu.Lock()
+		defer truthMu.Unlock()
+		r.Confirm()
+		truth[r.NodeID()] = truth[r.NodeID()].Add(r.req.Resources)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	sizes := make([]Request, burst)
+	for i := range sizes {
+		sizes[i] = req(1+rng.IntN(4), int64(512*(1+rng.IntN(8))))
+	}
+	var more []*Reservation
+	for i, r := range placed {
+		wg.Go(func() {
+			if i%2 == 0 {
+				confirm(r)
+			} else {
+				r.Release()
+			}
+		})
+	}
+	for i := range burst {
+		wg.Go(func() {
+			if i%50 == 0 {
+				truthMu.Lock()
+				defer truthMu.Unlock()
+				n := nodes[(i/50)%len(nodes)]
+				n.Reserved = truth[n.ID]
+				if err := p.Update(n); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			r, err := p.Place(sizes[i])
+			if err != nil {
+				if !errors.Is(err, ErrNoCapacity) {
+					t.Errorf("Place: %v", err)
+				}
+				return
+			}
+			if i%3 == 0 {
+				confirm(r)
+				return
+			}
+			mu.Lock()
+			more = append(more, r)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	checkNoOverCommit(t, p)
+	for id, r := range truth {
+		if s, _ := p.NodeStatus(id); r.CPUCount > s.Capacity.CPUCount || r.MemoryMB > s.Capacity.MemoryMB {
+			t.Errorf("node %s runs %+v past its capacity %+v", id, r, s.Capacity)
+		}
+	}
+	if len(more) == 0 {
+		t.Fatal("no create placed after the churn")
+	}
+	for _, r := range more {
+		r.Release()
+	}
+	checkNoOverCommit(t, p)
+}
+
+// Creates placed before any of them ends spread over the nodes instead of
+// all going to the one that looked emptiest.
+func TestReservationsSpreadBurst(t *testing.T) {
+	t.Run("sequential, 100 nodes", func(t *testing.T) {
+		var nodes []Node
+		for i := range 100 {
+			nodes = append(nodes, mkNode(fmt.Sprintf("n%03d", i), 32, 65536))
+		}
+		p := newPlacer(t, Config{Seed: 3}, nodes...)
+		per := map[string]int{}
+		for range 100 {
+			per[mustPlace(t, p, req(1, 512)).NodeID()]++
+		}
+		most := 0
+		for _, c := range per {
+			most = max(most, c)
+		}
+		if most > 3 || len(per) < 50 {
+			t.Fatalf("100 creates on 100 nodes: %d nodes used, at most %d on one; want ≥ 50 nodes and ≤ 3 on one", len(per), most)
+		}
+	})
+	t.Run("concurrent, 1000 nodes", func(t *testing.T) {
+		var nodes []Node
+		for i := range 1000 {
+			nodes = append(nodes, mkNode(fmt.Sprintf("n%04d", i), 32, 65536))
+		}
+		p := newPlacer(t, Config{Seed: 4}, nodes...)
+		var wg sync.WaitGroup
+		for range 1000 {
+			wg.Go(func() {
+				if _, err := p.Place(req(2, 2048)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		most, used := 0, 0
+		for _, s := range p.Status() {
+			most = max(most, s.InFlightCreates)
+			if s.InFlightCreates > 0 {
+				used++
+			}
+		}
+		if most > 4 || used < 500 {
+			t.Fatalf("1000 concurrent creates on 1000 nodes: %d nodes used, at most %d on one; want ≥ 500 and ≤ 4", used, most)
+		}
+	})
+	t.Run("one empty node among busy ones", func(t *testing.T) {
+		nodes := []Node{mkNode("empty", 32, 65536)}
+		for i := range 9 {
+			nodes = append(nodes, mkNode(fmt.Sprintf("busy%d", i), 32, 65536, withReserved(8, 16384)))
+		}
+		p := newPlacer(t, Config{K: 10}, nodes...)
+		per := map[string]int{}
+		for range 10 {
+			per[mustPlace(t, p, req(4, 4096)).NodeID()]++
+		}
+		if per["empty"] == 0 || per["empty"] > 3 {
+			t.Fatalf("burst of 10 with one empty node: %v; want the empty node to take 1 to 3, not the whole burst", per)
+		}
+	})
+}
+
+func TestLabelsHonoured(t *testing.T) {
+	p := newPlacer(t, Config{},
+		mkNode("plain1", 16, 32768),
+		mkNode("plain2", 16, 32768),
+		mkNode("kvm1", 32, 65536, withLabels("kvm"), withReserved(8, 16384)),
+		mkNode("kvm2", 32, 65536, withLabels("kvm", "gpu")),
+	)
+	r := req(2, 2048)
+	r.Labels = []string{"kvm"}
+	for range 10 {
+		if id := mustPlace(t, p, r).NodeID(); !strings.HasPrefix(id, "kvm") {
+			t.Fatalf("request with label kvm placed on %s", id)
+		}
+	}
+	r.Labels = []string{"kvm", "gpu"}
+	for range 3 {
+		if id := mustPlace(t, p, r).NodeID(); id != "kvm2" {
+			t.Fatalf("request with labels kvm,gpu placed on %s, want kvm2", id)
+		}
+	}
+	r.Labels = []string{"tpu"}
+	_, err := p.Place(r)
+	var re *RefusedError
+	if !errors.As(err, &re) {
+		t.Fatalf("label nobody has: got %v, want a *RefusedError", err)
+	}
+	if !slices.Equal(re.Short(), []string{"label"}) || re.MissingLabel["tpu"] != 4 {
+		t.Fatalf("short %v, missing %v; want [label] and tpu missing on 4", re.Short(), re.MissingLabel)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "4 lack a required label: tpu (4)") {
+		t.Fatalf("message %q does not name the missing label", msg)
+	}
+
+	rt := req(1, 512)
+	rt.Runtime = "microvm"
+	if _, err := p.Place(rt); !errors.Is(err, ErrNoCapacity) || !strings.Contains(err.Error(), "4 run another runtime than microvm") {
+		t.Fatalf("runtime nobody runs: %v", err)
+	}
+}
+
+func TestDrainingAndLostNeverChosen(t *testing.T) {
+	p := newPlacer(t, Config{},
+		mkNode("draining", 64, 131072, withState(Draining)),
+		mkNode("lost", 64, 131072, withState(Lost)),
+		mkNode("live", 64, 131072, withReserved(32, 65536)),
+	)
+	for range 30 {
+		if id := mustPlace(t, p, req(1, 1024)).NodeID(); id != "live" {
+			t.Fatalf("placed on %s", id)
+		}
+	}
+	if err := p.SetState("live", Draining); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Place(req(1, 1024))
+	if !errors.Is(err, ErrNoCapacity) || !strings.Contains(err.Error(), "no live node (2 draining, 1 lost)") {
+		t.Fatalf("all nodes draining or lost: got %v", err)
+	}
+	var re *RefusedError
+	if errors.As(err, &re); !slices.Equal(re.Short(), []string{"nodes"}) {
+		t.Fatalf("short %v, want [nodes]", re.Short())
+	}
+	// The lost node heartbeats again: it is live.
+	if err := p.Update(mkNode("lost", 64, 131072)); err != nil {
+		t.Fatal(err)
+	}
+	if id := mustPlace(t, p, req(1, 1024)).NodeID(); id != "lost" {
+		t.Fatalf("placed on %s, want the node that came back", id)
+	}
+	if err := p.SetState("nope", Live); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("SetState of an unknown node: %v", err)
+	}
+}
+
+func TestPrefersTemplateAndWarmPool(t *testing.T) {
+	var nodes []Node
+	for i := range 50 {
+		nodes = append(nodes, mkNode(fmt.Sprintf("n%02d", i), 32, 65536, withReserved(8, 16384), withTemplates("base")))
+	}
+	nodes[17].Templates = []string{"base", "python"}
+	nodes[33].Templates = []string{"base", "python"}
+	nodes[33].Reserved = Resources{CPUCount: 10, MemoryMB: 20480} // busier, but a warm sandbox is ready
+	nodes[33].WarmPool = map[string]int{"python": 1}
+	p := newPlacer(t, Config{}, nodes...)
+
+	r := req(1, 1024)
+	r.Template = "python"
+	first := mustPlace(t, p, r)
+	if first.NodeID() != "n33" || !first.Warm() {
+		t.Fatalf("first python create on %s (warm %v), want n33 with its warm sandbox", first.NodeID(), first.Warm())
+	}
+	second := mustPlace(t, p, r) // n33's one warm sandbox is taken in flight
+	if second.NodeID() != "n17" || second.Warm() {
+		t.Fatalf("second python create on %s (warm %v), want n17, the other holder, without a warm sandbox", second.NodeID(), second.Warm())
+	}
+	first.Confirm()
+	if s, _ := p.NodeStatus("n33"); s.WarmPool["python"] != 0 {
+		t.Fatalf("n33 still offers %d warm python sandboxes after a claim", s.WarmPool["python"])
+	}
+	second.Release()
+
+	// The preference does not outweigh a large load difference.
+	busy := mkNode("n17", 32, 65536, withReserved(30, 60000), withTemplates("base", "python"))
+	if err := p.Update(busy); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if id := mustPlace(t, p, r).NodeID(); id == "n17" {
+			t.Fatal("placed on n17 at 94% load for its template over nodes at 25%")
+		}
+	}
+
+	// A node that pulled the template on a confirmed create holds it.
+	r.Template = "node20"
+	res := mustPlace(t, p, r)
+	res.Confirm()
+	if s, _ := p.NodeStatus(res.NodeID()); !slices.Contains(s.Templates, "node20") {
+		t.Fatalf("node %s does not hold node20 after a create of it: %v", res.NodeID(), s.Templates)
+	}
+	if id := mustPlace(t, p, r).NodeID(); id != res.NodeID() {
+		t.Fatalf("second node20 create on %s, want %s which holds it now", id, res.NodeID())
+	}
+}
+
+func TestRefusalError(t *testing.T) {
+	disk := func(n *Node) { n.Capacity.DiskMB = 10240; n.Reserved.DiskMB = 8192 }
+	cases := []struct {
+		name  string
+		nodes []Node
+		req   Request
+		short []string
+		want  []string
+	}{{
+		name:  "memory",
+		nodes: []Node{mkNode("a", 16, 8192, withReserved(2, 6144)), mkNode("b", 16, 8192, withReserved(2, 7168))},
+		req:   req(2, 4096),
+		short: []string{"memory"},
+		want:  []string{"(2 CPUs, 4096 MiB memory, template base)", "of 2 live nodes, memory is short on 2 (most free: 2048 MiB)"},
+	}, {
+		name:  "cpu and memory",
+		nodes: []Node{mkNode("a", 4, 8192, withReserved(3, 0)), mkNode("b", 16, 8192, withReserved(0, 8000))},
+		req:   req(2, 1024),
+		short: []string{"memory", "cpu"},
+		want:  []string{"memory is short on 1 (most free: 8192 MiB)", "CPU is short on 1 (most free: 16)"},
+	}, {
+		name:  "disk",
+		nodes: []Node{mkNode("a", 4, 8192, disk)},
+		req:   Request{Resources: Resources{CPUCount: 1, MemoryMB: 512, DiskMB: 4096}},
+		short: []string{"disk"},
+		want:  []string{"disk is short on 1 (most free: 2048 MiB)"},
+	}, {
+		name:  "sandbox count",
+		nodes: []Node{mkNode("a", 4, 8192, func(n *Node) { n.MaxSandboxes, n.Sandboxes = 2, 2 })},
+		req:   req(1, 512),
+		short: []string{"sandboxes"},
+		want:  []string{"1 are at their sandbox limit"},
+	}, {
+		name:  "label, with others draining",
+		nodes: []Node{mkNode("a", 4, 8192), mkNode("b", 4, 8192, withLabels("kvm"), withState(Draining))},
+		req:   Request{Resources: Resources{CPUCount: 1, MemoryMB: 512}, Labels: []string{"kvm"}},
+		short: []string{"label"},
+		want:  []string{"labels kvm)", "of 1 live nodes, 1 lack a required label: kvm (1); none matches (and 1 draining, 0 lost)"},
+	}, {
+		name: "mixed, as in ARCHITECTURE.md",
+		nodes: func() []Node {
+			var ns []Node
+			for i := range 4 {
+				ns = append(ns, mkNode(fmt.Sprintf("plain%d", i), 16, 16384))
+			}
+			for i := range 8 {
+				ns = append(ns, mkNode(fmt.Sprintf("kvm%d", i), 16, 16384, withLabels("kvm"), withReserved(4, 14336)))
+			}
+			return append(ns, mkNode("d", 16, 16384, withLabels("kvm"), withState(Draining)))
+		}(),
+		req:   Request{Template: "base", Resources: Resources{CPUCount: 2, MemoryMB: 4096}, Labels: []string{"kvm"}},
+		short: []string{"memory"},
+		want: []string{"no node can take the sandbox (2 CPUs, 4096 MiB memory, labels kvm, template base): of 12 live nodes, " +
+			"4 lack a required label: kvm (4); memory is short on 8 (most free: 2048 MiB) (and 1 draining, 0 lost)"},
+	}, {
+		name:  "no nodes",
+		req:   req(1, 512),
+		short: []string{"nodes"},
+		want:  []string{"no nodes are registered"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPlacer(t, Config{}, tc.nodes...)
+			_, err := p.Place(tc.req)
+			if !errors.Is(err, ErrNoCapacity) {
+				t.Fatalf("got %v, want ErrNoCapacity", err)
+			}
+			var re *RefusedError
+			if !errors.As(err, &re) {
+				t.Fatalf("got %T, want *RefusedError", err)
+			}
+			if !slices.Equal(re.Short(), tc.short) {
+				t.Errorf("Short() = %v, want %v", re.Short(), tc.short)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message %q lacks %q", err.Error(), w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfirmReleaseBookkeeping(t *testing.T) {
+	n := mkNode("a", 4, 8192, withReserved(0, 0))
+	p := newPlacer(t, Config{}, n)
+	status := func() NodeStatus { s, _ := p.NodeStatus("a"); return s }
+
+	r := mustPlace(t, p, req(2, 2048))
+	if s := status(); s.InFlight != (Resources{CPUCount: 2, MemoryMB: 2048}) || s.InFlightCreates != 1 {
+		t.Fatalf("after Place: in flight %+v (%d)", s.InFlight, s.InFlightCreates)
+	}
+	r.Release()
+	r.Release()
+	r.Confirm() // ended already: no effect
+	if s := status(); s.Committed() != (Resources{}) || s.InFlightCreates != 0 || s.ConfirmedCreates != 0 {
+		t.Fatalf("after Release: %+v", s)
+	}
+
+	r = mustPlace(t, p, req(2, 2048))
+	r.Confirm()
+	r.Confirm()
+	if s := status(); s.InFlightCreates != 0 || s.Confirmed != (Resources{CPUCount: 2, MemoryMB: 2048}) || s.ConfirmedCreates != 1 {
+		t.Fatalf("after Confirm: %+v", s)
+	}
+	mustPlace(t, p, req(2, 2048)) // in flight: the node is full
+	if _, err := p.Place(req(1, 512)); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("full node (2 confirmed + 2 in flight of 4 CPUs): %v", err)
+	}
+	// The next heartbeat reports the confirmed sandbox itself: the confirmed
+	// share is dropped, the in-flight one stays.
+	n.Reserved, n.Sandboxes = Resources{CPUCount: 2, MemoryMB: 2048}, 1
+	if err := p.Update(n); err != nil {
+		t.Fatal(err)
+	}
+	if s := status(); s.Confirmed != (Resources{}) || s.InFlightCreates != 1 || s.Committed() != (Resources{CPUCount: 4, MemoryMB: 4096}) {
+		t.Fatalf("after the heartbeat: %+v", s)
+	}
+	// The sandbox ended: the heartbeat frees its share.
+	n.Reserved, n.Sandboxes = Resources{}, 0
+	if err := p.Update(n); err != nil {
+		t.Fatal(err)
+	}
+	mustPlace(t, p, req(2, 2048))
+}
+
+func TestMaxSandboxes(t *testing.T) {
+	p := newPlacer(t, Config{}, mkNode("a", 64, 65536, func(n *Node) { n.MaxSandboxes, n.Sandboxes = 3, 1 }))
+	mustPlace(t, p, req(1, 128)).Confirm()
+	mustPlace(t, p, req(1, 128))
+	if _, err := p.Place(req(1, 128)); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("1 running + 1 confirmed + 1 in flight of 3: %v", err)
+	}
+}
+
+func TestRemoveWithReservationsInFlight(t *testing.T) {
+	p := newPlacer(t, Config{}, mkNode("a", 4, 4096, withTemplates("base"), withWarm("base", 1)))
+	r1, r2 := mustPlace(t, p, req(2, 2048)), mustPlace(t, p, req(2, 2048))
+	p.Remove("a")
+	r1.Confirm()
+	r2.Release()
+	if len(p.Status()) != 0 {
+		t.Fatalf("status after Remove: %+v", p.Status())
+	}
+	if err := p.Update(mkNode("a", 4, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := p.NodeStatus("a"); s.Committed() != (Resources{}) || s.InFlightCreates != 0 {
+		t.Fatalf("a node added again starts clean: %+v", s)
+	}
+	mustPlace(t, p, req(4, 4096))
+}
+
+func TestInvalid(t *testing.T) {
+	p := newPlacer(t, Config{}, mkNode("a", 4, 4096))
+	for _, r := range []Request{req(0, 512), req(1, 0), {Resources: Resources{CPUCount: 1, MemoryMB: 1, DiskMB: -1}}} {
+		if _, err := p.Place(r); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("Place(%+v): %v, want ErrInvalidRequest", r, err)
+		}
+	}
+	for _, n := range []Node{{}, mkNode("b", -1, 1), mkNode("c", 1, 1, withState(State(9)))} {
+		if err := p.Update(n); !errors.Is(err, ErrInvalidNode) {
+			t.Errorf("Update(%+v): %v, want ErrInvalidNode", n, err)
+		}
+	}
+}
+
+// The same seed, nodes and calls give the same placements.
+func TestDeterministic(t *testing.T) {
+	run := func() []string {
+		var nodes []Node
+		for i := range 200 {
+			nodes = append(nodes, mkNode(fmt.Sprintf("n%03d", i), 16+i%3*16, 65536, withReserved(i%7, int64(i%5)*1024)))
+		}
+		p := newPlacer(t, Config{Seed: 42}, nodes...)
+		var got []string
+		for i := range 300 {
+			r := mustPlace(t, p, req(1+i%4, 1024))
+			got = append(got, r.NodeID())
+			if i%3 == 0 {
+				r.Confirm()
+			}
+		}
+		return got
+	}
+	if a, b := run(), run(); !slices.Equal(a, b) {
+		t.Fatal("two runs with seed 42 placed differently")
+	}
+}
+
+func TestStateString(t *testing.T) {
+	for s, want := range map[State]string{Live: "live", Draining: "draining", Lost: "lost", State(7): "state(7)"} {
+		if s.String() != want {
+			t.Errorf("%d: %q, want %q", int(s), s.String(), want)
+		}
+	}
+}
