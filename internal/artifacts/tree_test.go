@@ -82,6 +82,15 @@ func makeTree(t *testing.T, root string) (xattrs bool) {
 	} else {
 		t.Logf("%s does not take user xattrs: the tree has none", root)
 	}
+	// Other owners, as in a root filesystem (restored when unpacking as
+	// root, which CI is).
+	if os.Geteuid() == 0 {
+		for _, p := range []string{"etc/shadow", "usr/bin/rel-link", "var/empty"} {
+			if err := os.Lchown(filepath.Join(root, p), 1234, 5678); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	// Read-only directory, set last (nothing can be created in it after).
 	if err := os.Chmod(filepath.Join(root, "var/empty/nested"), 0o555); err != nil {
 		t.Fatal(err)
