@@ -121,6 +121,9 @@ stage "setup"
 # The microVM root tests and the microVM stage need the guest kernel, on
 # every host (setup.sh alone builds it only where microVMs are the default).
 AIRLOCK_BUILD_KERNEL=1 bash scripts/setup.sh || { FAILED+=(setup); exit 1; }
+# The S3-compatible server the artifact tests run against (tests only; cached
+# per version like runsc).
+bash scripts/build-s3-server.sh >/dev/null || { FAILED+=(setup); exit 1; }
 
 if [ "${AIRLOCK_TEST_SKIP_UNIT:-0}" != 1 ]; then
 	# ------------------------------------------------------------ lint

@@ -65,6 +65,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.KillOnExit, "kill-on-exit", false, "kill all sandboxes when the daemon shuts down")
+	f.StringVar(&o.Artifacts, "artifacts", "", "artifact store for templates and snapshots shared by several hosts: s3://bucket/prefix (any S3-compatible store; endpoint, credentials and region from $AIRLOCK_S3_ENDPOINT, $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY, $AWS_REGION) or a directory; checked at start (default: none, everything stays in --data-dir)")
 	f.BoolVar(&o.BootSnapshots, "boot-snapshots", true, "boot each default template once, snapshot it (with warm interpreter contexts) and serve creates by restoring that snapshot (runtimes that can checkpoint; falls back to a cold boot)")
 	f.StringToIntVar(&o.WarmPool, "warm-pool", nil, "keep N restored, unclaimed sandboxes per template for the fastest creates, e.g. code-interpreter-v1=2 (needs --boot-snapshots); default: code-interpreter-v1 gets an automatic pool sized from the last minute's creates (1 to 4) while the host has memory to spare; code-interpreter-v1=0 turns it off")
 	f.StringSliceVar(&o.Templates, "templates", []string{"base", "code-interpreter-v1"}, "built-in templates to build (once, cached) before the daemon reports ready")

@@ -4,7 +4,7 @@ import "testing"
 
 func TestServeFlags(t *testing.T) {
 	cmd := newServeCmd()
-	for _, name := range []string{"listen", "data-dir", "envd-path", "runtime", "domain", "subnet", "log-level", "kill-on-exit"} {
+	for _, name := range []string{"listen", "data-dir", "envd-path", "runtime", "domain", "subnet", "log-level", "kill-on-exit", "artifacts"} {
 		if cmd.Flags().Lookup(name) == nil {
 			t.Errorf("flag --%s missing", name)
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/agentbin"
 	"github.com/airlock-sandbox/airlock/internal/api"
+	"github.com/airlock-sandbox/airlock/internal/artifacts"
 	"github.com/airlock-sandbox/airlock/internal/console"
 	"github.com/airlock-sandbox/airlock/internal/daemonlock"
 	"github.com/airlock-sandbox/airlock/internal/guest"
@@ -60,6 +61,9 @@ type Config struct {
 	LogLevel      string // --log-level
 	LogFormat     string // --log-format: text or json
 	KillOnExit    bool   // --kill-on-exit
+	// Artifacts is --artifacts: "" (none), s3://bucket/prefix or a
+	// directory; opened and checked at start (openArtifacts).
+	Artifacts string
 	// Templates are the built-in templates built before the daemon is ready.
 	Templates []string
 	// BootSnapshots serves creates of the default templates from a
@@ -119,6 +123,10 @@ type daemon struct {
 	// closers run in reverse order when Run returns.
 	closers []func()
 
+	// artifacts is the --artifacts store (nil without it): opened and
+	// checked at start; templates and snapshots do not use it yet.
+	artifacts *artifacts.Store
+
 	apiKey  string
 	st      *sqlite.DB
 	netMgr  *network.Manager
@@ -143,10 +151,13 @@ func (d *daemon) open(ctx context.Context) error {
 	if err := d.lock(); err != nil {
 		return err
 	}
+	var err error
+	if d.artifacts, err = openArtifacts(ctx, d.cfg.Artifacts, d.dataDir, os.Getenv, d.log); err != nil {
+		return err
+	}
 	// Sandboxes run (and restores map) an immutable, content-addressed copy
 	// of the agent, so a new build of airlock-envd never replaces the code
 	// under paused sandboxes and snapshots (internal/agentbin).
-	var err error
 	if d.envdPath, err = agentbin.Install(d.agentsDir(), d.envdPath); err != nil {
 		return fmt.Errorf("installing the agent binary: %w", err)
 	}

@@ -1,0 +1,378 @@
+package artifacts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/airlock-sandbox/airlock/internal/artifacts/tree"
+)
+
+// Store is a Backend with a local cache of verified content:
+//
+//	<cache>/sha256/<hex>   a file fetched by Get (read-only)
+//	<cache>/trees/<hex>/   a directory fetched by GetDir (the unpacked tree)
+//	<cache>/.tmp-*         downloads, unpacks and packs in progress (removed by New)
+//
+// Cache entries are named by digest and appear only by a rename after their
+// bytes were checked, so a crash or an unreachable backend leaves nothing
+// half-written under a cache name. Concurrent Gets of one digest download
+// once. Callers must not modify what Get and GetDir return.
+type Store struct {
+	b     Backend
+	cache string
+	log   *slog.Logger
+
+	// mu guards flights: the downloads in progress, by cache name.
+	mu      sync.Mutex
+	flights map[string]*flight
+}
+
+// NewStore opens a store over b with its cache in cacheDir (created; left
+// overs of a crash removed).
+func NewStore(b Backend, cacheDir string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	abs, err := filepath.Abs(cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{abs, filepath.Join(abs, "sha256"), filepath.Join(abs, "trees")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("artifacts: creating cache %s: %w", d, err)
+		}
+	}
+	ents, err := os.ReadDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".tmp-") {
+			if err := removeAll(filepath.Join(abs, e.Name())); err != nil {
+				log.Warn("artifacts: removing a partial cache entry", "path", e.Name(), "err", err)
+			}
+		}
+	}
+	return &Store{b: b, cache: abs, log: log, flights: map[string]*flight{}}, nil
+}
+
+// Backend is the store's backend.
+func (s *Store) Backend() Backend { return s.b }
+
+// CacheDir is the store's cache directory.
+func (s *Store) CacheDir() string { return s.cache }
+
+func (s *Store) String() string { return s.b.String() }
+
+// Put stores r (size bytes, or -1 when unknown) under key, if it hashes to
+// want; see Backend.Put.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, want Digest) (Info, error) {
+	if err := ValidKey(key); err != nil {
+		return Info{}, err
+	}
+	if err := want.Validate(); err != nil {
+		return Info{}, err
+	}
+	if d, ok := KeyDigest(key); ok && d != want {
+		return Info{}, fmt.Errorf("%w: key %s names %s, %s was given", ErrDigestMismatch, key, d, want)
+	}
+	return s.b.Put(ctx, key, r, size, want)
+}
+
+// PutFile stores a file under its BlobKey (not again when it is there).
+func (s *Store) PutFile(ctx context.Context, path string) (Info, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Info{}, err
+	}
+	defer f.Close()
+	d, size, err := DigestReader(f)
+	if err != nil {
+		return Info{}, fmt.Errorf("hashing %s: %w", path, err)
+	}
+	key := BlobKey(d)
+	if info, err := s.b.Stat(ctx, key); err == nil && info.Digest == d {
+		return info, nil
+	} else if !errors.Is(err, ErrNotFound) && err != nil {
+		return Info{}, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return Info{}, err
+	}
+	return s.b.Put(ctx, key, f, size, d)
+}
+
+// PutDir packs dir (see tree.Pack) into a temporary file in the cache, then
+// stores it under its TreeKey (not again when it is there).
+func (s *Store) PutDir(ctx context.Context, dir string) (Info, error) {
+	tmp, err := os.CreateTemp(s.cache, ".tmp-pack-*")
+	if err != nil {
+		return Info{}, err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	h := sha256.New()
+	if err := tree.Pack(ctx, io.MultiWriter(tmp, h), dir); err != nil {
+		return Info{}, fmt.Errorf("packing %s: %w", dir, err)
+	}
+	d := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil)))
+	size, err := tmp.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return Info{}, err
+	}
+	key := TreeKey(d)
+	if info, err := s.b.Stat(ctx, key); err == nil && info.Digest == d {
+		return info, nil
+	} else if !errors.Is(err, ErrNotFound) && err != nil {
+		return Info{}, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return Info{}, err
+	}
+	return s.b.Put(ctx, key, tmp, size, d)
+}
+
+// Exists reports whether key holds an object.
+func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
+	if err := ValidKey(key); err != nil {
+		return false, err
+	}
+	_, err := s.b.Stat(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Stat describes the object under key.
+func (s *Store) Stat(ctx context.Context, key string) (Info, error) {
+	if err := ValidKey(key); err != nil {
+		return Info{}, err
+	}
+	return s.b.Stat(ctx, key)
+}
+
+// Delete removes key (a missing key is not an error). Cached copies stay:
+// they are named by digest and may serve other keys.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := ValidKey(key); err != nil {
+		return err
+	}
+	return s.b.Delete(ctx, key)
+}
+
+// List returns the objects whose keys start with prefix, sorted by key.
+func (s *Store) List(ctx context.Context, prefix string) ([]Info, error) {
+	if err := validPrefix(prefix); err != nil {
+		return nil, err
+	}
+	return s.b.List(ctx, prefix)
+}
+
+// digestOf returns the digest key holds: named by a content-addressed key
+// (no request), else the object's recorded digest.
+func (s *Store) digestOf(ctx context.Context, key string) (Digest, error) {
+	if err := ValidKey(key); err != nil {
+		return "", err
+	}
+	if d, ok := KeyDigest(key); ok {
+		return d, nil
+	}
+	info, err := s.b.Stat(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	return info.Digest, nil
+}
+
+// Get returns the path of a cached, verified copy of the object under key,
+// downloading it when the cache does not hold its digest yet. A
+// content-addressed key that is cached needs no request to the backend.
+func (s *Store) Get(ctx context.Context, key string) (string, error) {
+	d, err := s.digestOf(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	dst := filepath.Join(s.cache, "sha256", d.Hex())
+	return s.once(ctx, dst, func(ctx context.Context) error { return s.fetchFile(ctx, key, d, dst) })
+}
+
+// GetDir returns the path of a cached, verified, unpacked copy of the tree
+// under key (an object written by PutDir or tree.Pack).
+func (s *Store) GetDir(ctx context.Context, key string) (string, error) {
+	d, err := s.digestOf(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	dst := filepath.Join(s.cache, "trees", d.Hex())
+	return s.once(ctx, dst, func(ctx context.Context) error { return s.fetchTree(ctx, key, d, dst) })
+}
+
+func (s *Store) fetchFile(ctx context.Context, key string, want Digest, dst string) (err error) {
+	rc, info, err := s.b.Open(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if info.Digest != want {
+		return fmt.Errorf("%w: %s is stored with digest %s, want %s", ErrDigestMismatch, key, info.Digest, want)
+	}
+	tmp, err := os.CreateTemp(s.cache, ".tmp-get-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx, rc}); err != nil {
+		return fmt.Errorf("downloading %s: %w", key, err)
+	}
+	if got := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil))); got != want {
+		return fmt.Errorf("%w: %s downloaded as %s, want %s", ErrDigestMismatch, key, got, want)
+	}
+	if err := tmp.Chmod(0o444); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return err
+	}
+	syncDir(filepath.Dir(dst))
+	return nil
+}
+
+func (s *Store) fetchTree(ctx context.Context, key string, want Digest, dst string) (err error) {
+	rc, info, err := s.b.Open(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if info.Digest != want {
+		return fmt.Errorf("%w: %s is stored with digest %s, want %s", ErrDigestMismatch, key, info.Digest, want)
+	}
+	tmp, err := os.MkdirTemp(s.cache, ".tmp-tree-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if rerr := removeAll(tmp); rerr != nil {
+				s.log.Warn("artifacts: removing a partial tree", "path", tmp, "err", rerr)
+			}
+		}
+	}()
+	h := sha256.New()
+	tee := io.TeeReader(ctxReader{ctx, rc}, h)
+	if err := tree.Unpack(ctx, tee, filepath.Join(tmp, "t")); err != nil {
+		return fmt.Errorf("unpacking %s: %w", key, err)
+	}
+	// Hash what the decoder did not need (padding, the end of the frame).
+	if _, err := io.Copy(io.Discard, tee); err != nil {
+		return fmt.Errorf("downloading %s: %w", key, err)
+	}
+	if got := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil))); got != want {
+		return fmt.Errorf("%w: %s downloaded as %s, want %s", ErrDigestMismatch, key, got, want)
+	}
+	if err := os.Rename(filepath.Join(tmp, "t"), dst); err != nil {
+		return err
+	}
+	syncDir(filepath.Dir(dst))
+	return os.Remove(tmp)
+}
+
+// flight is one download in progress; waiters share it. It is cancelled
+// when every waiter has gone.
+type flight struct {
+	done    chan struct{}
+	err     error
+	waiters int
+	cancel  context.CancelFunc
+}
+
+// once runs fetch to create dst unless dst exists, with at most one fetch
+// per dst at a time; every caller waits for that one.
+func (s *Store) once(ctx context.Context, dst string, fetch func(context.Context) error) (string, error) {
+	for {
+		if _, err := os.Lstat(dst); err == nil {
+			return dst, nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		s.mu.Lock()
+		f, ok := s.flights[dst]
+		if !ok {
+			fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			f = &flight{done: make(chan struct{}), cancel: cancel}
+			s.flights[dst] = f
+			go func() {
+				err := fetch(fctx)
+				cancel()
+				s.mu.Lock()
+				f.err = err
+				delete(s.flights, dst)
+				s.mu.Unlock()
+				close(f.done)
+			}()
+		}
+		f.waiters++
+		s.mu.Unlock()
+		select {
+		case <-f.done:
+			s.leave(f)
+			if f.err != nil {
+				// A fetch cancelled because its other waiters left is
+				// not this caller's failure: try again.
+				if errors.Is(f.err, context.Canceled) && ctx.Err() == nil {
+					continue
+				}
+				return "", f.err
+			}
+			return dst, nil
+		case <-ctx.Done():
+			s.leave(f)
+			return "", ctx.Err()
+		}
+	}
+}
+
+func (s *Store) leave(f *flight) {
+	s.mu.Lock()
+	f.waiters--
+	if f.waiters == 0 {
+		f.cancel()
+	}
+	s.mu.Unlock()
+}
+
+// removeAll removes a tree, making read-only directories writable first.
+func removeAll(p string) error {
+	if err := os.RemoveAll(p); err == nil {
+		return nil
+	}
+	filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(p)
+}
