@@ -34,11 +34,15 @@ func (m *Manager) resumeInterrupted(ctx context.Context, row *store.Sandbox, ip 
 	log := m.log.With("sandbox", row.ID)
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := m.Resume(rctx, row.ID, left.Truncate(time.Second)); err != nil {
+	e, err := m.Lookup(row.ID)
+	if err == nil {
+		_, err = e.Resume(rctx, left.Truncate(time.Second))
+	}
+	if err != nil {
 		log.Warn("sandbox interrupted mid-checkpoint does not resume; removing it", "err", err)
-		m.mu.Lock()
-		delete(m.sandboxes, row.ID)
-		m.mu.Unlock()
+		if e != nil {
+			m.unindex(e)
+		}
 		return false
 	}
 	log.Info("sandbox interrupted mid-checkpoint resumed from its image", "left", left.Round(time.Second))
