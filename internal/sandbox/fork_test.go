@@ -21,6 +21,13 @@ type cloneRuntime struct {
 	fail   bool
 }
 
+// Caps states what cloneRuntime adds to ckRuntime.
+func (r *cloneRuntime) Caps() runtime.Caps {
+	c := r.ckRuntime.Caps()
+	c.Checkpointer, c.Cloner = r, r
+	return c
+}
+
 func (r *cloneRuntime) Clone(ctx context.Context, parentDir string, spec runtime.Spec) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -49,13 +49,6 @@ func (m *Manager) resumeInterrupted(ctx context.Context, row *store.Sandbox, ip 
 	return true
 }
 
-// CheckpointWatcher is implemented by runtimes that can tell whether a
-// checkpoint of a sandbox is still being written, or a restore from one is
-// still running (by a process that outlived the daemon that started it).
-type CheckpointWatcher interface {
-	CheckpointInProgress(id string) bool
-}
-
 // maxCheckpointWait bounds the wait for a checkpoint left running by a
 // killed daemon.
 const maxCheckpointWait = 5 * time.Minute
@@ -66,8 +59,8 @@ const maxCheckpointWait = 5 * time.Minute
 // and stops the sandbox when it ends). It does nothing when id has no
 // checkpoint directory.
 func (m *Manager) waitCheckpoint(ctx context.Context, id string) {
-	cw, ok := m.cfg.Runtime.(CheckpointWatcher)
-	if !ok {
+	cw := m.caps.CheckpointWatcher
+	if cw == nil {
 		return
 	}
 	if _, err := os.Stat(m.imageDir(id)); err != nil {

@@ -269,7 +269,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg:       cfg,
 		log:       slog.New(events.handler(cfg.Logger.Handler())), // keeps sandbox events (events.go)
 		events:    events,
-		caps:      runtime.CapsOf(cfg.Runtime),
+		caps:      cfg.Runtime.Caps(),
 		agent:     &guest.Client{HTTP: cfg.HTTPClient, Port: cfg.AgentPort},
 		sandboxes: map[string]*Live{},
 		slots:     map[int]string{},

@@ -33,6 +33,13 @@ type ckRuntime struct {
 	restoreHook func(id string) error
 }
 
+// Caps states what ckRuntime adds to the fake runtime.
+func (r *ckRuntime) Caps() runtime.Caps {
+	c := r.Runtime.Caps()
+	c.Checkpointer = r
+	return c
+}
+
 func (r *ckRuntime) Checkpoint(ctx context.Context, id, dir, imageDir string) error {
 	r.mu.Lock()
 	hook := r.ckHook

@@ -21,6 +21,13 @@ type rbRuntime struct {
 	shutdowns, boots int
 }
 
+// Caps states what rbRuntime adds to the fake runtime.
+func (r *rbRuntime) Caps() runtime.Caps {
+	c := r.Runtime.Caps()
+	c.Rebooter = r
+	return c
+}
+
 func (r *rbRuntime) Shutdown(ctx context.Context, id, dir string) error {
 	r.mu.Lock()
 	r.shutdowns++

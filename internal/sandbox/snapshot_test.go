@@ -30,6 +30,13 @@ type snapRuntime struct {
 	build string
 }
 
+// Caps states what snapRuntime adds to cloneRuntime.
+func (r *snapRuntime) Caps() runtime.Caps {
+	c := r.cloneRuntime.Caps()
+	c.Checkpointer, c.Cloner, c.LayerSaver, c.ImageBuilder = r, r, r, r
+	return c
+}
+
 func (r *snapRuntime) ImageBuild() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
