@@ -303,33 +303,6 @@ func (m *Manager) reserveSlot(id string) (int, error) {
 	return 0, userErrorf(http.StatusServiceUnavailable, "no free sandbox slots (limit %d)", m.cfg.MaxSlots)
 }
 
-// release destroys the runtime sandbox, tears the network down and deletes
-// the store row. The slot is freed only when the network is gone, and the row
-// only when everything else is, so a failed release is retried by Restore.
-func (m *Manager) release(ctx context.Context, id string, slot int, dir string) error {
-	var errs []error
-	if err := m.cfg.Runtime.Destroy(ctx, id, dir); err != nil {
-		errs = append(errs, fmt.Errorf("destroying runtime sandbox: %w", err))
-	}
-	netErr := m.cfg.Network.Teardown(ctx, id, slot)
-	if netErr != nil {
-		errs = append(errs, fmt.Errorf("tearing down network: %w", netErr))
-	} else if slot >= 0 {
-		m.mu.Lock()
-		if m.slots[slot] == id {
-			delete(m.slots, slot)
-		}
-		m.mu.Unlock()
-	}
-	if len(errs) == 0 {
-		if err := m.cfg.Store.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("deleting sandbox row: %w", err))
-		}
-	}
-	m.observer().Removed(id)
-	return errors.Join(errs...)
-}
-
 // List returns all live sandboxes (unordered).
 func (m *Manager) List() []*Sandbox {
 	m.mu.Lock()
