@@ -12,22 +12,10 @@
 // Environment: E2B_API_URL/E2B_API_KEY (or AIRLOCK_URL/AIRLOCK_API_KEY);
 // BENCH_N (default 50), BENCH_C (default 10), BENCH_ROUNDS for the
 // concurrent case (default 3, 20 s apart so the pool refills).
-import { createRequire } from 'node:module'
-import { join, dirname } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { daemon, loadSDK } from './sdk.mjs'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const apiURL = process.env.E2B_API_URL || process.env.AIRLOCK_URL
-const apiKey = process.env.E2B_API_KEY || process.env.AIRLOCK_API_KEY
-if (!apiURL || !apiKey) {
-  console.error('burst bench: set E2B_API_URL and E2B_API_KEY (or AIRLOCK_URL and AIRLOCK_API_KEY)')
-  process.exit(2)
-}
-process.env.E2B_API_URL = apiURL
-process.env.E2B_API_KEY = apiKey
-process.env.E2B_SANDBOX_URL ||= apiURL
-const sdkPath = createRequire(join(here, '..', 'test', 'e2e', 'package.json')).resolve('@e2b/code-interpreter')
-const { Sandbox } = await import(pathToFileURL(sdkPath).href)
+daemon('burst')
+const { Sandbox } = await loadSDK('@e2b/code-interpreter')
 
 const N = Number(process.env.BENCH_N || 50)
 const C = Number(process.env.BENCH_C || 10)

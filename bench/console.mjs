@@ -10,24 +10,16 @@
 // Run: node --experimental-websocket bench/console.mjs (Node 20; Node ≥ 22 has
 // WebSocket built in). Environment: E2B_API_URL/E2B_API_KEY (or
 // AIRLOCK_URL/AIRLOCK_API_KEY); BENCH_N iterations per case (default 100).
-import { createRequire } from 'node:module'
-import { join, dirname } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { join } from 'node:path'
+import { daemon, loadSDK } from './sdk.mjs'
 
-const apiURL = (process.env.E2B_API_URL || process.env.AIRLOCK_URL || '').replace(/\/$/, '')
-const apiKey = process.env.E2B_API_KEY || process.env.AIRLOCK_API_KEY
-if (!apiURL || !apiKey) {
-  console.error('console bench: set E2B_API_URL and E2B_API_KEY (or AIRLOCK_URL and AIRLOCK_API_KEY)')
-  process.exit(2)
-}
+const { apiURL, apiKey } = daemon('console', { exportEnv: false, trimSlash: true })
 if (typeof WebSocket === 'undefined') {
   console.error('console bench: no WebSocket in this Node; run with --experimental-websocket (Node 20) or Node ≥ 22')
   process.exit(2)
 }
 const N = Number(process.env.BENCH_N || 100)
-const here = dirname(fileURLToPath(import.meta.url))
-const sdkPath = createRequire(join(here, '..', 'web', 'console', 'package.json')).resolve('e2b') // installed by scripts/setup.sh
-const { Sandbox } = await import(pathToFileURL(sdkPath).href)
+const { Sandbox } = await loadSDK('e2b', join('web', 'console')) // installed by scripts/setup.sh
 const opts = { apiKey, apiUrl: apiURL, sandboxUrl: process.env.E2B_SANDBOX_URL || apiURL }
 
 function pct (xs, p) {

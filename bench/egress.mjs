@@ -6,12 +6,9 @@
 //
 // Environment: E2B_API_URL/E2B_API_KEY (or AIRLOCK_URL/AIRLOCK_API_KEY);
 // BENCH_N iterations per case (default 100).
-const apiURL = (process.env.E2B_API_URL || process.env.AIRLOCK_URL || '').replace(/\/$/, '')
-const apiKey = process.env.E2B_API_KEY || process.env.AIRLOCK_API_KEY
-if (!apiURL || !apiKey) {
-  console.error('egress bench: set E2B_API_URL and E2B_API_KEY (or AIRLOCK_URL and AIRLOCK_API_KEY)')
-  process.exit(2)
-}
+import { daemon } from './sdk.mjs'
+
+const { apiURL, apiKey } = daemon('egress', { exportEnv: false, trimSlash: true })
 const N = Number(process.env.BENCH_N || 100)
 
 async function call (method, path, body) {

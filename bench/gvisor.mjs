@@ -16,16 +16,13 @@
 //
 // BENCH_TARGETS: name=url=daemonRunsc=bareRunsc=platform=dataDir,...
 // E2B_API_KEY: the daemons' key. BENCH_N (default 20), BENCH_N_SLOW (default 3).
-import { createRequire } from 'node:module'
 import { execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync, existsSync, rmSync, mkdirSync, openSync, closeSync } from 'node:fs'
-import { join, dirname } from 'node:path'
+import { join } from 'node:path'
 import { tmpdir } from 'node:os'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { loadSDK } from './sdk.mjs'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const req = createRequire(join(here, '..', 'test', 'e2e', 'package.json'))
-const { Sandbox } = await import(pathToFileURL(req.resolve('@e2b/code-interpreter')).href)
+const { Sandbox } = await loadSDK('@e2b/code-interpreter')
 const apiKey = process.env.E2B_API_KEY
 const N = Number(process.env.BENCH_N || 20)
 const NSLOW = Number(process.env.BENCH_N_SLOW || 3)

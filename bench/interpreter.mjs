@@ -7,27 +7,15 @@
 // E2B_SANDBOX_URL defaults to the API URL. The SDK is loaded from
 // test/e2e/node_modules (run `npm ci` there first; bench/run.sh does).
 // Optional: BENCH_HOST_PYTHON (default /usr/bin/python3, needs pandas).
-import { createRequire } from 'node:module'
 import { spawnSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, dirname } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
+import { daemon, loadSDK } from './sdk.mjs'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const apiURL = process.env.E2B_API_URL || process.env.AIRLOCK_URL
-const apiKey = process.env.E2B_API_KEY || process.env.AIRLOCK_API_KEY
-if (!apiURL || !apiKey) {
-  console.error('interpreter bench: set E2B_API_URL and E2B_API_KEY (or AIRLOCK_URL and AIRLOCK_API_KEY)')
-  process.exit(2)
-}
-process.env.E2B_API_URL = apiURL
-process.env.E2B_API_KEY = apiKey
-process.env.E2B_SANDBOX_URL ||= apiURL
-
-const sdkPath = createRequire(join(here, '..', 'test', 'e2e', 'package.json')).resolve('@e2b/code-interpreter')
-const { Sandbox } = await import(pathToFileURL(sdkPath).href)
+const { apiURL, apiKey } = daemon('interpreter')
+const { Sandbox } = await loadSDK('@e2b/code-interpreter')
 
 const hostPython = process.env.BENCH_HOST_PYTHON || '/usr/bin/python3'
 const N = {

@@ -24,24 +24,12 @@
 // Environment: E2B_API_URL/E2B_API_KEY (or AIRLOCK_URL/AIRLOCK_API_KEY);
 // BENCH_N (samples per create mode, default 10), BENCH_N_MEM (default 20),
 // BENCH_TARGETS (see above).
-import { createRequire } from 'node:module'
 import { readdirSync, readFileSync } from 'node:fs'
-import { join, dirname } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
 import { randomBytes } from 'node:crypto'
+import { daemon, loadSDK } from './sdk.mjs'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const apiURL = process.env.E2B_API_URL || process.env.AIRLOCK_URL
-const apiKey = process.env.E2B_API_KEY || process.env.AIRLOCK_API_KEY
-if (!apiURL || !apiKey) {
-  console.error('snapshots bench: set E2B_API_URL and E2B_API_KEY (or AIRLOCK_URL and AIRLOCK_API_KEY)')
-  process.exit(2)
-}
-process.env.E2B_API_URL = apiURL
-process.env.E2B_API_KEY = apiKey
-process.env.E2B_SANDBOX_URL ||= apiURL
-const req = createRequire(join(here, '..', 'test', 'e2e', 'package.json'))
-const { Sandbox } = await import(pathToFileURL(req.resolve('@e2b/code-interpreter')).href)
+const { apiURL, apiKey } = daemon('snapshots')
+const { Sandbox } = await loadSDK('@e2b/code-interpreter')
 
 const N = Number(process.env.BENCH_N || 10)
 const NMEM = Number(process.env.BENCH_N_MEM || 20)

@@ -12,25 +12,15 @@
 //
 // Environment: E2B_API_URL/E2B_API_KEY (or AIRLOCK_URL/AIRLOCK_API_KEY);
 // BENCH_N (samples per row, default 3).
-import { createRequire } from 'node:module'
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, dirname } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
+import { daemon, loadSDK } from './sdk.mjs'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const apiURL = process.env.E2B_API_URL || process.env.AIRLOCK_URL
-const apiKey = process.env.E2B_API_KEY || process.env.AIRLOCK_API_KEY
-if (!apiURL || !apiKey) {
-  console.error('templates-sdk bench: set E2B_API_URL and E2B_API_KEY (or AIRLOCK_URL and AIRLOCK_API_KEY)')
-  process.exit(2)
-}
-process.env.E2B_API_URL = apiURL
-process.env.E2B_API_KEY = apiKey
-const req = createRequire(join(here, '..', 'test', 'e2e', 'package.json'))
-const { Template } = await import(pathToFileURL(req.resolve('e2b')).href)
+const { apiURL, apiKey } = daemon('templates-sdk', { sandboxURL: false })
+const { Template } = await loadSDK('e2b')
 
 const N = Number(process.env.BENCH_N || 3)
 const tag = randomBytes(4).toString('hex')

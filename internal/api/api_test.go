@@ -197,7 +197,7 @@ func TestCreateV2Defaults(t *testing.T) {
 		t.Fatalf("unexpected body %s", body)
 	}
 	id := raw["sandboxID"].(string)
-	sb, err := h.env.Manager.Get(id)
+	sb, err := viewOf(h.env.Manager, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestCreateV1Defaults(t *testing.T) {
 	if raw["domain"] != "sbx.example" {
 		t.Fatalf("domain = %v", raw["domain"])
 	}
-	sb, _ := h.env.Manager.Get(raw["sandboxID"].(string))
+	sb, _ := viewOf(h.env.Manager, raw["sandboxID"].(string))
 	if d := time.Until(sb.EndAt); d < 10*time.Second || d > 15*time.Second {
 		t.Fatalf("v1 default timeout gave %v", d)
 	}
@@ -232,7 +232,7 @@ func TestCreateV1Defaults(t *testing.T) {
 		t.Fatalf("create = %d %s", st, body)
 	}
 	raw = decode[map[string]any](t, body)
-	sb, _ = h.env.Manager.Get(raw["sandboxID"].(string))
+	sb, _ = viewOf(h.env.Manager, raw["sandboxID"].(string))
 	if raw["envdAccessToken"] == nil || raw["envdAccessToken"] != sb.AccessToken || sb.AllowInternet {
 		t.Fatalf("secure v1: %s / %+v", body, sb)
 	}
@@ -297,7 +297,7 @@ func TestGetKillTimeoutConnect(t *testing.T) {
 	if st != 204 {
 		t.Fatalf("timeout = %d %s", st, body)
 	}
-	sb, _ := h.env.Manager.Get(id)
+	sb, _ := viewOf(h.env.Manager, id)
 	if time.Until(sb.EndAt) < 3500*time.Second {
 		t.Fatal("timeout not applied")
 	}
@@ -606,4 +606,13 @@ func TestTemplateReads(t *testing.T) {
 			t.Errorf("%s = %d %s", p, st, body)
 		}
 	}
+}
+
+// viewOf is the state of live sandbox id (Manager.Lookup, Live.View).
+func viewOf(m *sandbox.Manager, id string) (*sandbox.Sandbox, error) {
+	e, err := m.Lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	return e.View(), nil
 }

@@ -63,11 +63,11 @@ func unixParam(r *http.Request, name string) (t time.Time, set bool, err error) 
 // sandboxMetrics serves GET /sandboxes/{id}/metrics?start=&end= (unix
 // seconds; default: the sandbox's start until now).
 func (a *api) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
-	sb, err := a.m.Get(pathID(r))
-	if err != nil {
-		a.fail(w, r, err)
+	e, ok := a.live(w, r)
+	if !ok {
 		return
 	}
+	sb := e.View()
 	start, startSet, err := unixParam(r, "start")
 	if err != nil {
 		middleware.WriteError(w, http.StatusBadRequest, err.Error())
@@ -123,10 +123,11 @@ func (a *api) sandboxesMetrics(w http.ResponseWriter, r *http.Request) {
 		if i := strings.IndexByte(id, '-'); i >= 0 {
 			id = id[:i]
 		}
-		sb, err := a.m.Get(id)
+		e, err := a.m.Lookup(id)
 		if err != nil || a.opts.Metrics == nil {
 			continue
 		}
+		sb := e.View()
 		samples := a.opts.Metrics.Query(sb.ID, sb.StartedAt.Add(-time.Second), time.Now())
 		if len(samples) > 0 {
 			out[sb.ID] = toMetricJSON(samples[len(samples)-1])

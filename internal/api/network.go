@@ -56,7 +56,11 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	allow := body.AllowInternetAccess == nil || *body.AllowInternetAccess
-	if err := a.m.SetNetwork(r.Context(), pathID(r), allow, eg); err != nil {
+	sb, ok := a.live(w, r)
+	if !ok {
+		return
+	}
+	if err := sb.SetNetwork(r.Context(), allow, eg); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -76,11 +80,14 @@ func (a *api) networkLog(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	id := pathID(r)
-	entries, err := a.m.EgressLog(id, limit)
+	sb, ok := a.live(w, r)
+	if !ok {
+		return
+	}
+	entries, err := sb.EgressLog(limit)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	middleware.WriteJSON(w, http.StatusOK, airlock.NetworkLog{SandboxID: id, Entries: entries, Dropped: a.m.EgressDropped(id)})
+	middleware.WriteJSON(w, http.StatusOK, airlock.NetworkLog{SandboxID: sb.ID(), Entries: entries, Dropped: sb.EgressDropped()})
 }

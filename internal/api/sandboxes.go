@@ -191,17 +191,40 @@ func pathID(r *http.Request) string {
 	return id
 }
 
-func (a *api) getSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := a.m.Get(pathID(r))
+// live looks the path's sandbox up, or answers 404 and returns false.
+func (a *api) live(w http.ResponseWriter, r *http.Request) (*sandbox.Live, bool) {
+	sb, err := a.m.Lookup(pathID(r))
 	if err != nil {
 		a.fail(w, r, err)
+		return nil, false
+	}
+	return sb, true
+}
+
+// timeoutOK checks a client-supplied timeout against the daemon's bounds
+// (400), before the sandbox is looked up.
+func (a *api) timeoutOK(w http.ResponseWriter, r *http.Request, d time.Duration) bool {
+	if err := a.m.CheckTimeout(d); err != nil {
+		a.fail(w, r, err)
+		return false
+	}
+	return true
+}
+
+func (a *api) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, ok := a.live(w, r)
+	if !ok {
 		return
 	}
-	middleware.WriteJSON(w, http.StatusOK, a.toDetail(sb))
+	middleware.WriteJSON(w, http.StatusOK, a.toDetail(sb.View()))
 }
 
 func (a *api) killSandbox(w http.ResponseWriter, r *http.Request) {
-	if err := a.m.Kill(r.Context(), pathID(r)); err != nil {
+	sb, ok := a.live(w, r)
+	if !ok {
+		return
+	}
+	if err := sb.Kill(r.Context()); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -220,7 +243,15 @@ func (a *api) setTimeout(w http.ResponseWriter, r *http.Request) {
 		middleware.WriteError(w, http.StatusBadRequest, "timeout is required")
 		return
 	}
-	if err := a.m.SetTimeout(r.Context(), pathID(r), seconds(*body.Timeout)); err != nil {
+	d := seconds(*body.Timeout)
+	if !a.timeoutOK(w, r, d) {
+		return
+	}
+	sb, ok := a.live(w, r)
+	if !ok {
+		return
+	}
+	if err := sb.SetTimeout(r.Context(), d); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -242,7 +273,14 @@ func (a *api) refresh(w http.ResponseWriter, r *http.Request) {
 		}
 		d = seconds(*body.Duration)
 	}
-	if err := a.m.Refresh(r.Context(), pathID(r), d); err != nil {
+	if !a.timeoutOK(w, r, d) {
+		return
+	}
+	sb, ok := a.live(w, r)
+	if !ok {
+		return
+	}
+	if err := sb.Refresh(r.Context(), d); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -267,7 +305,14 @@ func (a *api) connect(w http.ResponseWriter, r *http.Request, v2 bool) {
 	case body.Timeout != nil:
 		d = seconds(*body.Timeout)
 	}
-	sb, resumed, err := a.m.Connect(r.Context(), pathID(r), d)
+	if !a.timeoutOK(w, r, d) {
+		return
+	}
+	e, ok := a.live(w, r)
+	if !ok {
+		return
+	}
+	sb, resumed, err := e.Connect(r.Context(), d)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -290,7 +335,14 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) {
 	if body.Timeout != nil {
 		d = seconds(*body.Timeout)
 	}
-	sb, err := a.m.Resume(r.Context(), pathID(r), d)
+	if !a.timeoutOK(w, r, d) {
+		return
+	}
+	e, ok := a.live(w, r)
+	if !ok {
+		return
+	}
+	sb, err := e.Resume(r.Context(), d)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -306,11 +358,15 @@ func (a *api) pause(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
-	pause := a.m.Pause
-	if body.Memory != nil && !*body.Memory {
-		pause = a.m.PauseFilesystem // keep the disk only; resume boots fresh
+	sb, ok := a.live(w, r)
+	if !ok {
+		return
 	}
-	if err := pause(r.Context(), pathID(r)); err != nil {
+	pause := sb.Pause
+	if body.Memory != nil && !*body.Memory {
+		pause = sb.PauseFilesystem // keep the disk only; resume boots fresh
+	}
+	if err := pause(r.Context()); err != nil {
 		a.fail(w, r, err)
 		return
 	}

@@ -67,7 +67,11 @@ func target(sb *sandbox.Sandbox) metrics.Target {
 
 // Stats implements metrics.Source.
 func (d *daemonMetrics) Stats(ctx context.Context, id string) (runtime.Stats, error) {
-	st, err := d.m.Stats(ctx, id)
+	e, err := d.m.Lookup(id)
+	var st runtime.Stats
+	if err == nil {
+		st, err = e.Stats(ctx)
+	}
 	if sandbox.IsNotFound(err) {
 		return st, runtime.ErrNotFound
 	}

@@ -281,7 +281,11 @@ type managerResolver struct{ m *sandbox.Manager }
 func (mr managerResolver) Lookup(id string) (Target, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sb, err := mr.m.EnsureRunning(ctx, id)
+	e, err := mr.m.Lookup(id)
+	if err != nil {
+		return Target{}, false
+	}
+	sb, err := e.EnsureRunning(ctx)
 	if err != nil {
 		return Target{}, false
 	}
@@ -291,7 +295,7 @@ func (mr managerResolver) Lookup(id string) (Target, bool) {
 // GoneReason implements GoneReasoner with the manager's not-found message,
 // which says why a sandbox stopped on its own (memory limit, agent killed).
 func (mr managerResolver) GoneReason(id string) string {
-	if _, err := mr.m.Get(id); err != nil {
+	if _, err := mr.m.Lookup(id); err != nil {
 		return err.Error()
 	}
 	return ""

@@ -92,11 +92,14 @@ type Runtime interface {
 	// List returns the ids of all sandboxes this runtime currently holds
 	// (used after a daemon restart to re-attach or clean up).
 	List(ctx context.Context) ([]string, error)
+	// Caps returns the runtime's optional abilities (pause, fork,
+	// snapshots…): the one way callers discover them.
+	Caps() Caps
 }
 
 // Checkpointer is implemented by runtimes that can save a running sandbox
 // (memory and processes) and start it again later from that image. Callers
-// detect it with CapsOf; runtimes without it cannot pause or fork.
+// find it in Caps; runtimes without it cannot pause or fork.
 type Checkpointer interface {
 	// Checkpoint saves the sandbox's memory and process state to imageDir
 	// and stops it. Everything else in dir (writable layer, mounts, bundle)
@@ -178,30 +181,23 @@ type LayerSaver interface {
 	CloneSaved(ctx context.Context, src string, spec Spec) error
 }
 
-// Caps are a runtime's optional abilities: each field is the runtime
-// itself when it implements that interface, else nil.
-type Caps struct {
-	Checkpointer Checkpointer
-	Cloner       Cloner
-	LayerSaver   LayerSaver
-	StateLister  StateLister
-	AgentLogger  AgentLogger
-	Rebooter     Rebooter
-	StopReasoner StopReasoner
-	ImageBuilder ImageBuilder
+// CheckpointWatcher is implemented by runtimes that can tell whether a
+// checkpoint of a sandbox is still being written, or a restore from one is
+// still running (by a process that outlived the daemon that started it).
+type CheckpointWatcher interface {
+	CheckpointInProgress(id string) bool
 }
 
-// CapsOf discovers rt's optional abilities (the one place that looks for
-// them; callers keep the result).
-func CapsOf(rt Runtime) Caps {
-	var c Caps
-	c.Checkpointer, _ = rt.(Checkpointer)
-	c.Cloner, _ = rt.(Cloner)
-	c.LayerSaver, _ = rt.(LayerSaver)
-	c.StateLister, _ = rt.(StateLister)
-	c.AgentLogger, _ = rt.(AgentLogger)
-	c.Rebooter, _ = rt.(Rebooter)
-	c.StopReasoner, _ = rt.(StopReasoner)
-	c.ImageBuilder, _ = rt.(ImageBuilder)
-	return c
+// Caps are a runtime's optional abilities, as its Caps method states them:
+// each field is the runtime itself when it has that ability, else nil.
+type Caps struct {
+	Checkpointer      Checkpointer
+	Cloner            Cloner
+	LayerSaver        LayerSaver
+	StateLister       StateLister
+	AgentLogger       AgentLogger
+	Rebooter          Rebooter
+	StopReasoner      StopReasoner
+	ImageBuilder      ImageBuilder
+	CheckpointWatcher CheckpointWatcher
 }

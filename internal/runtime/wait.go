@@ -78,7 +78,7 @@ func WaitReady(ctx context.Context, rt Runtime, id, logPath string, interval tim
 			cancel()
 			<-done
 			se := &StoppedError{ID: id, After: time.Since(start), LogTail: oneLine(LogTail(logPath, 1024))}
-			if sr, ok := rt.(StopReasoner); ok {
+			if sr := rt.Caps().StopReasoner; sr != nil {
 				se.Reason = sr.StopReason(id)
 			}
 			return se

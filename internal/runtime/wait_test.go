@@ -28,6 +28,8 @@ func (r *stateRT) State(context.Context, string) (State, error) {
 
 func (r *stateRT) StopReason(string) string { return r.reason }
 
+func (r *stateRT) Caps() Caps { return Caps{StopReasoner: r} }
+
 func (r *stateRT) set(st State, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

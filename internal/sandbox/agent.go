@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/guest"
@@ -36,7 +35,7 @@ func newInitRequest(tpl *Template, envVars map[string]string, id, templateID, to
 	return body
 }
 
-// freezeGuest prepares the sandbox at ip for a checkpoint: it resets the
+// freeze prepares e for a checkpoint: it resets the
 // host's connections into the guest (internal/guestconn), asks the agent to
 // close its listeners and drain its connections (POST /freeze,
 // internal/envd/freeze) and resets the /freeze connection too. It returns
@@ -45,7 +44,8 @@ func newInitRequest(tpl *Template, envVars map[string]string, id, templateID, to
 // 30 ms more for the agent to close its side: that runsc stopped a sandbox
 // whose TCP endpoints were still watched by epoll. The pinned runsc saves
 // such endpoints.)
-func (m *Manager) freezeGuest(ctx context.Context, ip netip.Addr) (int, error) {
+func (e *Live) freeze(ctx context.Context) (int, error) {
+	m, ip := e.m, e.addr()
 	aborted := m.cfg.Conns.Abort(ip)
 	err := m.agent.Freeze(ctx, ip.String())
 	m.cfg.Conns.Abort(ip)

@@ -197,7 +197,10 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 	if err != nil {
 		return tpl.Hash, fmt.Errorf("waiting for the interpreter's warm contexts: %w", err)
 	}
-	e, err := m.beginOp(ctx, sb.ID, opSnapshotting, false)
+	e, err := m.Lookup(sb.ID)
+	if err == nil {
+		err = e.beginOp(ctx, opSnapshotting, false)
+	}
 	if err != nil {
 		return tpl.Hash, err
 	}

@@ -66,14 +66,14 @@ type checkpointStats struct {
 // with its error: at checkpointStop the error is the runtime's, unwrapped,
 // and the sandbox is gone (a refused checkpoint stops a gVisor sandbox, also
 // when its image could not be written).
-func (e *sandbox) checkpointLive(ctx context.Context, cp runtime.Checkpointer, purpose string) (st checkpointStats, step checkpointStep, err error) {
-	m, id, ip := e.m, e.rec.ID, e.addr()
+func (e *Live) checkpointLive(ctx context.Context, cp runtime.Checkpointer, purpose string) (st checkpointStats, step checkpointStep, err error) {
+	m, id := e.m, e.rec.ID
 	start := time.Now()
 	img := m.imageDir(id)
 	if err := os.RemoveAll(img); err != nil {
 		return st, checkpointClear, fmt.Errorf("clearing old checkpoint: %w", err)
 	}
-	st.aborted, err = m.freezeGuest(ctx, ip)
+	st.aborted, err = e.freeze(ctx)
 	if err != nil {
 		return st, checkpointFreeze, fmt.Errorf("preparing sandbox %s for %s: %w", id, purpose, err)
 	}
@@ -88,17 +88,12 @@ func (e *sandbox) checkpointLive(ctx context.Context, cp runtime.Checkpointer, p
 
 // dropStopped forgets and releases a sandbox that the runtime stopped (a
 // refused checkpoint or shutdown) or that a capture used up.
-func (e *sandbox) dropStopped(ctx context.Context) {
+func (e *Live) dropStopped(ctx context.Context) {
 	m, id := e.m, e.rec.ID
-	m.mu.Lock()
-	if e.indexed() {
-		delete(m.sandboxes, id)
-		e.stopTimer()
-	}
-	m.mu.Unlock()
+	m.unindex(e)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := m.release(cctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
+	if err := e.release(cctx); err != nil {
 		m.log.Error("cleaning up a stopped sandbox", "sandbox", id, "err", err)
 	}
 }
@@ -107,18 +102,17 @@ func (e *sandbox) dropStopped(ctx context.Context) {
 // imageDir(id) in its own directory and network
 // namespace, lets its agent listen again and waits for its /health. It
 // returns how long the runtime's restore took.
-func (e *sandbox) restoreInPlace(ctx context.Context, cp runtime.Checkpointer) (time.Duration, error) {
+func (e *Live) restoreInPlace(ctx context.Context, cp runtime.Checkpointer) (time.Duration, error) {
 	m, id := e.m, e.rec.ID
 	start := time.Now()
-	m.mu.Lock()
+	e.mu.Lock()
 	ip := e.guestIP
 	slot := e.rec.Slot
-	nsPath := e.netNSPath()
-	m.mu.Unlock()
-	if err := m.readdress(ctx, id, slot); err != nil {
+	e.mu.Unlock()
+	if err := e.readdress(ctx, slot); err != nil {
 		return 0, err
 	}
-	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: nsPath}
+	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: e.netNSPath()}
 	if err := cp.Restore(ctx, spec, m.imageDir(id)); err != nil {
 		return 0, fmt.Errorf("resuming sandbox %s: %w", id, err)
 	}
@@ -140,7 +134,7 @@ func (e *sandbox) restoreInPlace(ctx context.Context, cp runtime.Checkpointer) (
 // once the operation ends and writes a new image to the same place. A sandbox
 // that cannot be restored is left paused (its image is its checkpoint) so
 // that a later resume can retry.
-func (e *sandbox) bringBack(ctx context.Context, cp runtime.Checkpointer, done func(error)) {
+func (e *Live) bringBack(ctx context.Context, cp runtime.Checkpointer, done func(error)) {
 	m := e.m
 	m.bg.Add(1)
 	go func() {
@@ -155,18 +149,18 @@ func (e *sandbox) bringBack(ctx context.Context, cp runtime.Checkpointer, done f
 
 // restoreParent restarts a forked or snapshotted sandbox from its
 // checkpoint. If that fails it is left paused.
-func (e *sandbox) restoreParent(ctx context.Context, cp runtime.Checkpointer) error {
+func (e *Live) restoreParent(ctx context.Context, cp runtime.Checkpointer) error {
 	m, id := e.m, e.rec.ID
 	_, err := e.restoreInPlace(ctx, cp)
 	if err == nil {
 		return nil
 	}
-	m.mu.Lock()
-	if !e.indexed() {
+	e.mu.Lock()
+	if e.gone {
 		// Killed while it was being restored (Kill removes the entry and
 		// then the runtime state under this restore): nothing to keep, and
 		// its store row must not come back.
-		m.mu.Unlock()
+		e.mu.Unlock()
 		m.log.Info("fork parent killed while it was being restored", "sandbox", id, "restore_err", err)
 		return err
 	}
@@ -174,7 +168,7 @@ func (e *sandbox) restoreParent(ctx context.Context, cp runtime.Checkpointer) er
 	e.rec.State = StatePaused
 	e.stopTimer()
 	rec := e.rec
-	m.mu.Unlock()
+	e.mu.Unlock()
 	if perr := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &rec); perr != nil {
 		m.log.Error("saving paused state of fork parent", "sandbox", id, "err", perr)
 	}
@@ -187,8 +181,11 @@ type Readdresser interface {
 	Readdress(ctx context.Context, id string, slot int) error
 }
 
-func (m *Manager) readdress(ctx context.Context, id string, slot int) error {
-	if r, ok := m.cfg.Network.(Readdresser); ok {
+// readdress puts e's guest address back into its namespace before a
+// restore or a boot from its disk (when the network needs it).
+func (e *Live) readdress(ctx context.Context, slot int) error {
+	id := e.rec.ID
+	if r, ok := e.m.cfg.Network.(Readdresser); ok {
 		if err := r.Readdress(ctx, id, slot); err != nil {
 			return fmt.Errorf("restoring the guest address of %s: %w", id, err)
 		}

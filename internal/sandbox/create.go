@@ -95,8 +95,10 @@ func (m *Manager) register(ctx context.Context, rec *store.Sandbox, ip netip.Add
 	if m.closed {
 		return nil, userErrorf(http.StatusServiceUnavailable, "server is shutting down")
 	}
-	e := &sandbox{m: m, rec: *rec, guestIP: ip, hidden: hidden}
+	e := m.newLive(rec, ip, hidden)
 	m.sandboxes[rec.ID] = e
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.armLocked()
 	return e.view(), nil
 }

@@ -41,15 +41,15 @@ func (m *Manager) createCold(ctx context.Context, tpl *Template, req CreateReque
 	log := m.log.With("sandbox", id, "template", req.TemplateID, "slot", slot)
 	dir := m.sandboxDir(id)
 	var undo undo
-	undo.push(func(ctx context.Context) {
-		if rerr := m.release(ctx, id, slot, dir); rerr != nil {
+	gb := giveBack{m: m, id: id, slot: slot, dir: dir}
+	gb.record(&undo)
+	gb.slotStep(&undo)
+
+	sb, err := m.bootCold(ctx, log, gb, &undo, tpl, req, allowInternet, token)
+	if err != nil {
+		if rerr := undo.run(ctx); rerr != nil {
 			log.Error("cleaning up failed create", "err", rerr)
 		}
-	})
-
-	sb, err := m.bootCold(ctx, log, id, slot, dir, tpl, req, allowInternet, token)
-	if err != nil {
-		undo.run(ctx)
 		log.Warn("sandbox create failed", "err", err, "elapsed", time.Since(start))
 		return nil, hostDiskFull(err, "creating the sandbox failed")
 	}
@@ -57,11 +57,18 @@ func (m *Manager) createCold(ctx context.Context, tpl *Template, req CreateReque
 	return sb, nil
 }
 
-// bootCold runs the steps of a cold boot after the slot is reserved; the
-// caller undoes them on error.
-func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, id string, slot int, dir string, tpl *Template,
+// bootCold runs the steps of a cold boot of gb's sandbox after the slot is
+// reserved, pushing onto undo what each takes; the caller runs undo on
+// error.
+func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, gb giveBack, undo *undo, tpl *Template,
 	req CreateRequest, allowInternet bool, token string) (*Sandbox, error) {
-	// prepare: the network namespace and the runtime spec.
+	id, slot, dir := gb.id, gb.slot, gb.dir
+	// prepare: the network namespace and the runtime spec. The runtime
+	// instance's step goes on the stack with the network's: a failed create
+	// destroys both, whichever step failed (Destroy of a sandbox that never
+	// started is a no-op).
+	gb.network(undo)
+	gb.runtime(undo)
 	ep, err := m.cfg.Network.Setup(ctx, id, slot, network.Options{AllowInternet: allowInternet, Egress: req.Egress})
 	if err != nil {
 		return nil, fmt.Errorf("setting up network: %w", err)

@@ -158,15 +158,15 @@ func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *
 	if k.slot, err = m.reserveSlot(id); err != nil {
 		return nil, err
 	}
-	k.undo.push(func(ctx context.Context) {
-		if rerr := m.release(ctx, id, k.slot, m.sandboxDir(id)); rerr != nil {
-			m.log.Error("cleaning up failed fork child", "sandbox", id, "err", rerr)
-		}
-	})
+	gb := giveBack{m: m, id: id, slot: k.slot, dir: m.sandboxDir(id)}
+	gb.record(&k.undo)
+	gb.slotStep(&k.undo)
 	fail := func(err error) (*child, error) {
-		k.undo.run(ctx)
+		m.releaseChild(ctx, k)
 		return nil, err
 	}
+	gb.network(&k.undo)
+	gb.runtime(&k.undo) // with the network's, as in a cold create
 	k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent)})
 	if err != nil {
 		return fail(fmt.Errorf("setting up network: %w", err))
@@ -212,7 +212,11 @@ func (m *Manager) startChild(ctx context.Context, cp runtime.Checkpointer, k *ch
 }
 
 // releaseChild undoes prepareChild (and a restore): k's cleanup stack.
-func (m *Manager) releaseChild(ctx context.Context, k *child) { k.undo.run(ctx) }
+func (m *Manager) releaseChild(ctx context.Context, k *child) {
+	if err := k.undo.run(ctx); err != nil {
+		m.log.Error("cleaning up failed fork child", "sandbox", k.id, "err", err)
+	}
+}
 
 // wakeChild restores a prepared child from img, lets its agent listen again
 // and waits for its /health. The caller cleans up on error.

@@ -58,7 +58,8 @@ func (m *Manager) checkHostDisk(extra uint64, what string) error {
 // checkPauseSpace refuses a pause or fork of id whose memory image would not
 // fit: a gVisor checkpoint that cannot write its image stops the sandbox, so
 // the image (about the memory the sandbox uses) must fit next to the reserve.
-func (m *Manager) checkPauseSpace(ctx context.Context, id string) error {
+func (e *Live) checkPauseSpace(ctx context.Context) error {
+	m, id := e.m, e.rec.ID
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var need uint64

@@ -192,7 +192,7 @@ func levelName(lv slog.Level) string {
 // Of a sandbox that is still here (running or paused), the process start
 // and exit events its agent logged are merged in (agentlog.go).
 func (m *Manager) Logs(id string) ([]LogEntry, error) {
-	_, err := m.Get(id)
+	_, err := m.Lookup(id)
 	if err == nil {
 		m.events.load(id) // a sandbox re-attached after a restart
 		m.events.sync(id) // what is shown is on disk

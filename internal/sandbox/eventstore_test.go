@@ -28,7 +28,7 @@ func TestEventsSurviveRestart(t *testing.T) {
 	}
 	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) { c.Logs = logs1 })
 	sb := create(t, env, sandbox.CreateRequest{})
-	if err := env.Manager.SetTimeout(ctx, sb.ID, 30*time.Minute); err != nil {
+	if err := setTimeout(env.Manager, ctx, sb.ID, 30*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	before, err := env.Manager.Logs(sb.ID)

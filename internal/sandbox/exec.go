@@ -23,32 +23,18 @@ type ExecRequest struct {
 }
 
 // Dir returns the runtime's private directory of sandbox id (it exists
-// while the sandbox does).
+// while the sandbox does); the template builder's imagebuild.Sandboxes
+// needs it on the manager.
 func (m *Manager) Dir(id string) string { return m.sandboxDir(id) }
 
-func (m *Manager) processClient(host, token, user string) processpbconnect.ProcessClient {
-	return m.agent.Process(host, token, user)
-}
-
-// agentAddr returns the guest address and access token of live sandbox id.
-func (m *Manager) agentAddr(id string) (string, string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.sandboxes[id]
-	if !ok {
-		return "", "", notFound(id)
-	}
-	return e.guestIP.String(), e.rec.AccessToken, nil
-}
-
-// Exec runs req in sandbox id, copies its stdout and stderr to out (may be
-// nil) and returns its exit code once it ended.
+// Exec runs req in sandbox id (Lookup, then Live.Exec); the template
+// builder's imagebuild.Sandboxes needs it on the manager.
 func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest, out io.Writer) (int, error) {
-	host, token, err := m.agentAddr(id)
+	e, err := m.Lookup(id)
 	if err != nil {
 		return -1, err
 	}
-	return execOn(ctx, m.processClient(host, token, req.User), req, out)
+	return e.Exec(ctx, req, out)
 }
 
 func processConfig(req ExecRequest) (*processpb.ProcessConfig, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
 	"strconv"
@@ -52,11 +51,14 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	if timeout <= 0 {
 		return nil, userErrorf(http.StatusBadRequest, "timeout must be positive")
 	}
-	if err := m.checkTimeout(timeout); err != nil {
+	if err := m.CheckTimeout(timeout); err != nil {
 		return nil, err
 	}
-	e, err := m.beginOp(ctx, id, opForking, false)
+	e, err := m.Lookup(id)
 	if err != nil {
+		return nil, notFound(id)
+	}
+	if err := e.beginOp(ctx, opForking, false); err != nil {
 		return nil, err
 	}
 	// Until the parent runs again (possibly after Fork returned) the
@@ -71,18 +73,14 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	if err != nil {
 		return nil, err
 	}
-	if err := m.checkPauseSpace(ctx, id); err != nil {
+	if err := e.checkPauseSpace(ctx); err != nil {
 		return nil, err
 	}
 	cl := m.caps.Cloner
 	if cl == nil {
 		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot fork sandboxes", m.cfg.Runtime.Name())
 	}
-	m.mu.Lock()
-	parent := e.rec
-	parent.Metadata = maps.Clone(e.rec.Metadata)
-	parent.EnvVars = maps.Clone(e.rec.EnvVars)
-	m.mu.Unlock()
+	parent := e.record()
 	tpl, err := m.unchangedTemplate(ctx, &parent, "forked")
 	if err != nil {
 		return nil, err

@@ -21,6 +21,13 @@ type cloneRuntime struct {
 	fail   bool
 }
 
+// Caps states what cloneRuntime adds to ckRuntime.
+func (r *cloneRuntime) Caps() runtime.Caps {
+	c := r.ckRuntime.Caps()
+	c.Checkpointer, c.Cloner = r, r
+	return c
+}
+
 func (r *cloneRuntime) Clone(ctx context.Context, parentDir string, spec runtime.Spec) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -80,7 +87,7 @@ func TestFork(t *testing.T) {
 	// and the fork image is removed.
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		got, err := env2.Manager.Get(parent.ID)
+		got, err := get(env2.Manager, parent.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +110,7 @@ func TestFork(t *testing.T) {
 	wantCode(t, err, http.StatusBadRequest, "count")
 	_, err = env2.Manager.Fork(ctx, "inope", 1, time.Minute)
 	wantCode(t, err, http.StatusNotFound, "inope")
-	if err := env2.Manager.Pause(ctx, parent.ID); err != nil {
+	if err := pause(env2.Manager, ctx, parent.ID); err != nil {
 		t.Fatal(err)
 	}
 	_, err = env2.Manager.Fork(ctx, parent.ID, 1, time.Minute)
@@ -126,7 +133,7 @@ func TestForkChildFailureIsPerChild(t *testing.T) {
 	if len(env2.Manager.List()) != 1 {
 		t.Fatalf("leftover sandboxes: %d", len(env2.Manager.List()))
 	}
-	if got, _ := env2.Manager.Get(parent.ID); got.State != sandbox.StateRunning {
+	if got, _ := get(env2.Manager, parent.ID); got.State != sandbox.StateRunning {
 		t.Fatalf("parent state %q", got.State)
 	}
 }
@@ -242,7 +249,7 @@ func TestForkParentOperationLastsUntilChildrenRestored(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // the parent's agent answers: it runs again
 	paused := make(chan error, 1)
-	go func() { paused <- env.Manager.Pause(ctx, parent.ID) }()
+	go func() { paused <- pause(env.Manager, ctx, parent.ID) }()
 	select {
 	case err := <-paused:
 		close(gate)

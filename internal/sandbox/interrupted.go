@@ -34,22 +34,19 @@ func (m *Manager) resumeInterrupted(ctx context.Context, row *store.Sandbox, ip 
 	log := m.log.With("sandbox", row.ID)
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := m.Resume(rctx, row.ID, left.Truncate(time.Second)); err != nil {
+	e, err := m.Lookup(row.ID)
+	if err == nil {
+		_, err = e.Resume(rctx, left.Truncate(time.Second))
+	}
+	if err != nil {
 		log.Warn("sandbox interrupted mid-checkpoint does not resume; removing it", "err", err)
-		m.mu.Lock()
-		delete(m.sandboxes, row.ID)
-		m.mu.Unlock()
+		if e != nil {
+			m.unindex(e)
+		}
 		return false
 	}
 	log.Info("sandbox interrupted mid-checkpoint resumed from its image", "left", left.Round(time.Second))
 	return true
-}
-
-// CheckpointWatcher is implemented by runtimes that can tell whether a
-// checkpoint of a sandbox is still being written, or a restore from one is
-// still running (by a process that outlived the daemon that started it).
-type CheckpointWatcher interface {
-	CheckpointInProgress(id string) bool
 }
 
 // maxCheckpointWait bounds the wait for a checkpoint left running by a
@@ -62,8 +59,8 @@ const maxCheckpointWait = 5 * time.Minute
 // and stops the sandbox when it ends). It does nothing when id has no
 // checkpoint directory.
 func (m *Manager) waitCheckpoint(ctx context.Context, id string) {
-	cw, ok := m.cfg.Runtime.(CheckpointWatcher)
-	if !ok {
+	cw := m.caps.CheckpointWatcher
+	if cw == nil {
 		return
 	}
 	if _, err := os.Stat(m.imageDir(id)); err != nil {

@@ -204,10 +204,11 @@ type Manager struct {
 	// pool holds restored, unclaimed sandboxes (pool.go).
 	pool poolState
 
-	// mu guards sandboxes, slots and closed.
+	// mu guards sandboxes, slots and closed (the index), not the sandboxes'
+	// fields: each Live has its own mu, taken after this one (live.go).
 	mu        sync.Mutex
-	sandboxes map[string]*sandbox // live (running) sandboxes by id
-	slots     map[int]string      // network slot → id, including sandboxes being created or released
+	sandboxes map[string]*Live // live (running) sandboxes by id
+	slots     map[int]string   // network slot → id, including sandboxes being created or released
 	closed    bool
 
 	events *eventLog // per-sandbox lifecycle events (GET /sandboxes/{id}/logs)
@@ -268,9 +269,9 @@ func New(cfg Config) (*Manager, error) {
 		cfg:       cfg,
 		log:       slog.New(events.handler(cfg.Logger.Handler())), // keeps sandbox events (events.go)
 		events:    events,
-		caps:      runtime.CapsOf(cfg.Runtime),
+		caps:      cfg.Runtime.Caps(),
 		agent:     &guest.Client{HTTP: cfg.HTTPClient, Port: cfg.AgentPort},
-		sandboxes: map[string]*sandbox{},
+		sandboxes: map[string]*Live{},
 		slots:     map[int]string{},
 	}, nil
 }
@@ -302,77 +303,6 @@ func (m *Manager) reserveSlot(id string) (int, error) {
 	return 0, userErrorf(http.StatusServiceUnavailable, "no free sandbox slots (limit %d)", m.cfg.MaxSlots)
 }
 
-// release destroys the runtime sandbox, tears the network down and deletes
-// the store row. The slot is freed only when the network is gone, and the row
-// only when everything else is, so a failed release is retried by Restore.
-func (m *Manager) release(ctx context.Context, id string, slot int, dir string) error {
-	var errs []error
-	if err := m.cfg.Runtime.Destroy(ctx, id, dir); err != nil {
-		errs = append(errs, fmt.Errorf("destroying runtime sandbox: %w", err))
-	}
-	netErr := m.cfg.Network.Teardown(ctx, id, slot)
-	if netErr != nil {
-		errs = append(errs, fmt.Errorf("tearing down network: %w", netErr))
-	} else if slot >= 0 {
-		m.mu.Lock()
-		if m.slots[slot] == id {
-			delete(m.slots, slot)
-		}
-		m.mu.Unlock()
-	}
-	if len(errs) == 0 {
-		if err := m.cfg.Store.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("deleting sandbox row: %w", err))
-		}
-	}
-	m.observer().Removed(id)
-	return errors.Join(errs...)
-}
-
-// expire kills id if its timer generation is still current.
-func (m *Manager) expire(id string, gen uint64) {
-	m.mu.Lock()
-	e, ok := m.sandboxes[id]
-	if !ok || e.gen != gen || m.closed {
-		m.mu.Unlock()
-		return
-	}
-	if e.op != "" {
-		// A pause/resume/fork is in progress: look again shortly.
-		e.timer = time.AfterFunc(time.Second, func() { m.expire(id, gen) })
-		m.mu.Unlock()
-		return
-	}
-	if e.rec.OnTimeout == OnTimeoutPause {
-		m.bg.Add(1)
-		m.mu.Unlock()
-		defer m.bg.Done()
-		m.pauseOnTimeout(id)
-		return
-	}
-	delete(m.sandboxes, id)
-	m.bg.Add(1)
-	m.mu.Unlock()
-	defer m.bg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	m.log.Info("sandbox timed out", "sandbox", id)
-	if err := m.release(ctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
-		m.log.Error("killing timed-out sandbox", "sandbox", id, "err", err)
-	}
-}
-
-// Get returns the live sandbox id or a 404 user error.
-func (m *Manager) Get(id string) (*Sandbox, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.sandboxes[id]
-	if !ok {
-		return nil, m.notFound(id)
-	}
-	return e.view(), nil
-}
-
 // List returns all live sandboxes (unordered).
 func (m *Manager) List() []*Sandbox {
 	m.mu.Lock()
@@ -380,34 +310,25 @@ func (m *Manager) List() []*Sandbox {
 	out := make([]*Sandbox, 0, len(m.sandboxes))
 	for _, e := range m.sandboxes {
 		if !e.hidden {
-			out = append(out, e.view())
+			out = append(out, e.View())
 		}
 	}
 	return out
 }
 
-// Kill destroys the sandbox and releases everything it holds. Killing an
-// unknown (or already killed) sandbox returns a 404 user error.
+// Kill kills the live sandbox id (Lookup, then Live.Kill); the template
+// builder's imagebuild.Sandboxes needs it on the manager.
 func (m *Manager) Kill(ctx context.Context, id string) error {
-	m.mu.Lock()
-	e, ok := m.sandboxes[id]
-	if ok {
-		delete(m.sandboxes, id)
-		e.stopTimer()
+	e, err := m.Lookup(id)
+	if err != nil {
+		return err
 	}
-	m.mu.Unlock()
-	if !ok {
-		return m.notFound(id)
-	}
-	if err := m.release(ctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
-		return fmt.Errorf("killing sandbox %s: %w", id, err)
-	}
-	m.log.Info("sandbox killed", "sandbox", id)
-	return nil
+	return e.Kill(ctx)
 }
 
-// checkTimeout validates a client-supplied timeout.
-func (m *Manager) checkTimeout(d time.Duration) error {
+// CheckTimeout validates a client-supplied timeout against the daemon's
+// bounds (0 ≤ d ≤ MaxTimeout).
+func (m *Manager) CheckTimeout(d time.Duration) error {
 	if d < 0 {
 		return userErrorf(http.StatusBadRequest, "timeout must not be negative")
 	}
@@ -415,67 +336,6 @@ func (m *Manager) checkTimeout(d time.Duration) error {
 		return userErrorf(http.StatusBadRequest, "timeout cannot be greater than %d seconds", int(m.cfg.MaxTimeout.Seconds()))
 	}
 	return nil
-}
-
-// updateEnd sets the sandbox's end time to now+d (only if later when
-// extendOnly), re-arms its timer and persists the change.
-func (m *Manager) updateEnd(ctx context.Context, id string, d time.Duration, extendOnly bool) (*Sandbox, error) {
-	if err := m.checkTimeout(d); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.sandboxes[id]
-	if !ok {
-		return nil, m.notFound(id)
-	}
-	end := time.Now().UTC().Add(d)
-	if extendOnly && !end.After(e.rec.EndAt) {
-		return e.view(), nil
-	}
-	e.rec.EndAt = end
-	e.armLocked()
-	rec := e.rec
-	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
-		return nil, fmt.Errorf("saving sandbox timeout: %w", err)
-	}
-	return e.view(), nil
-}
-
-// SetTimeout makes the sandbox expire d from now (shorter or longer).
-func (m *Manager) SetTimeout(ctx context.Context, id string, d time.Duration) error {
-	_, err := m.updateEnd(ctx, id, d, false)
-	if err == nil {
-		m.log.Info("sandbox timeout changed", "sandbox", id, "timeout", d)
-	}
-	return err
-}
-
-// Refresh extends the sandbox's life to at least d from now.
-func (m *Manager) Refresh(ctx context.Context, id string, d time.Duration) error {
-	_, err := m.updateEnd(ctx, id, d, true)
-	return err
-}
-
-// Connect returns a running sandbox, extending its timeout to at least
-// timeout from now; a paused sandbox is resumed first (resumed = true).
-func (m *Manager) Connect(ctx context.Context, id string, timeout time.Duration) (sb *Sandbox, resumed bool, err error) {
-	if err := m.checkTimeout(timeout); err != nil {
-		return nil, false, err
-	}
-	m.mu.Lock()
-	e, ok := m.sandboxes[id]
-	paused := ok && e.rec.State == StatePaused
-	m.mu.Unlock()
-	if paused {
-		sb, err = m.Resume(ctx, id, timeout)
-		if err == nil || !isConflictRunning(err, id) {
-			return sb, err == nil, err
-		}
-		// Resumed concurrently by someone else: fall through.
-	}
-	sb, err = m.updateEnd(ctx, id, timeout, true)
-	return sb, false, err
 }
 
 // Close stops all timers, refuses new sandboxes and waits (bounded by ctx)
@@ -486,7 +346,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
 	for _, e := range m.sandboxes {
+		e.mu.Lock()
 		e.stopTimer()
+		e.mu.Unlock()
 	}
 	m.mu.Unlock()
 	done := make(chan struct{})

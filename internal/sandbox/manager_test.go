@@ -72,7 +72,7 @@ func TestCreateGetListKill(t *testing.T) {
 	if !env.Store.Has(sb.ID) {
 		t.Fatal("sandbox not persisted")
 	}
-	got, err := env.Manager.Get(sb.ID)
+	got, err := get(env.Manager, sb.ID)
 	if err != nil || got.Metadata["k"] != "v" {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
@@ -85,7 +85,7 @@ func TestCreateGetListKill(t *testing.T) {
 	if !env.Runtime.WasDestroyed(sb.ID) || env.Network.SlotOf(sb.ID) != -1 || env.Store.Has(sb.ID) {
 		t.Fatal("kill did not release runtime, network and row")
 	}
-	if _, err := env.Manager.Get(sb.ID); !sandbox.IsNotFound(err) {
+	if _, err := get(env.Manager, sb.ID); !sandbox.IsNotFound(err) {
 		t.Fatalf("Get after kill: %v, want 404", err)
 	}
 	err = env.Manager.Kill(ctx, sb.ID)
@@ -141,7 +141,7 @@ func TestConcurrentCreatesGetDistinctSlots(t *testing.T) {
 func waitGone(m *sandbox.Manager, id string, within time.Duration) bool {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		if _, err := m.Get(id); sandbox.IsNotFound(err) {
+		if _, err := get(m, id); sandbox.IsNotFound(err) {
 			return true
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -153,7 +153,7 @@ func TestTimeoutExpiry(t *testing.T) {
 	t.Parallel()
 	env := sandboxtest.NewEnv(t, nil)
 	sb := create(t, env, sandbox.CreateRequest{Timeout: 300 * time.Millisecond})
-	if _, err := env.Manager.Get(sb.ID); err != nil {
+	if _, err := get(env.Manager, sb.ID); err != nil {
 		t.Fatal("gone too early")
 	}
 	if !waitGone(env.Manager, sb.ID, 2*time.Second) {
@@ -173,11 +173,11 @@ func TestSetTimeoutExtendsAndShortens(t *testing.T) {
 	env := sandboxtest.NewEnv(t, nil)
 	ctx := context.Background()
 	sb := create(t, env, sandbox.CreateRequest{Timeout: 300 * time.Millisecond})
-	if err := env.Manager.SetTimeout(ctx, sb.ID, 5*time.Second); err != nil {
+	if err := setTimeout(env.Manager, ctx, sb.ID, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(600 * time.Millisecond)
-	got, err := env.Manager.Get(sb.ID)
+	got, err := get(env.Manager, sb.ID)
 	if err != nil {
 		t.Fatal("extended sandbox expired early")
 	}
@@ -185,17 +185,17 @@ func TestSetTimeoutExtendsAndShortens(t *testing.T) {
 	if !row.EndAt.Equal(got.EndAt) || time.Until(got.EndAt) < 3*time.Second {
 		t.Fatalf("end not persisted/extended: row %v mem %v", row.EndAt, got.EndAt)
 	}
-	if err := env.Manager.SetTimeout(ctx, sb.ID, 200*time.Millisecond); err != nil {
+	if err := setTimeout(env.Manager, ctx, sb.ID, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if !waitGone(env.Manager, sb.ID, 2*time.Second) {
 		t.Fatal("shortened timeout did not fire")
 	}
-	err = env.Manager.SetTimeout(ctx, "inope", time.Second)
+	err = setTimeout(env.Manager, ctx, "inope", time.Second)
 	if !sandbox.IsNotFound(err) {
 		t.Fatalf("SetTimeout unknown = %v", err)
 	}
-	if err := env.Manager.SetTimeout(ctx, sb.ID, -time.Second); err == nil {
+	if err := setTimeout(env.Manager, ctx, sb.ID, -time.Second); err == nil {
 		t.Fatal("negative timeout accepted")
 	}
 }
@@ -205,25 +205,25 @@ func TestConnectAndRefreshOnlyExtend(t *testing.T) {
 	env := sandboxtest.NewEnv(t, nil)
 	ctx := context.Background()
 	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
-	got, resumed, err := env.Manager.Connect(ctx, sb.ID, time.Second)
+	got, resumed, err := connectTo(env.Manager, ctx, sb.ID, time.Second)
 	if err != nil || resumed {
 		t.Fatalf("Connect = %v, %v", resumed, err)
 	}
 	if !got.EndAt.Equal(sb.EndAt) {
 		t.Fatalf("connect shortened the timeout: %v → %v", sb.EndAt, got.EndAt)
 	}
-	if err := env.Manager.Refresh(ctx, sb.ID, time.Second); err != nil {
+	if err := refresh(env.Manager, ctx, sb.ID, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	got, _ = env.Manager.Get(sb.ID)
+	got, _ = get(env.Manager, sb.ID)
 	if !got.EndAt.Equal(sb.EndAt) {
 		t.Fatal("refresh shortened the timeout")
 	}
-	got, _, err = env.Manager.Connect(ctx, sb.ID, 2*time.Hour)
+	got, _, err = connectTo(env.Manager, ctx, sb.ID, 2*time.Hour)
 	if err != nil || time.Until(got.EndAt) < 110*time.Minute {
 		t.Fatalf("connect did not extend: %v %v", got.EndAt, err)
 	}
-	if _, _, err := env.Manager.Connect(ctx, "inope", time.Second); !sandbox.IsNotFound(err) {
+	if _, _, err := connectTo(env.Manager, ctx, "inope", time.Second); !sandbox.IsNotFound(err) {
 		t.Fatalf("connect unknown = %v", err)
 	}
 }
@@ -270,7 +270,7 @@ func TestRestore(t *testing.T) {
 	if len(rep.Removed) != 3 || len(rep.Leaked) != 2 {
 		t.Fatalf("report = %+v", rep)
 	}
-	if _, err := env.Manager.Get("ialive"); err != nil {
+	if _, err := get(env.Manager, "ialive"); err != nil {
 		t.Fatalf("alive sandbox not managed: %v", err)
 	}
 	for _, id := range []string{"iexpired", "idead", "ibuild"} {
@@ -289,7 +289,7 @@ func TestRestore(t *testing.T) {
 		}
 	}
 	// The re-armed timer works.
-	if err := env.Manager.SetTimeout(ctx, "ialive", 100*time.Millisecond); err != nil {
+	if err := setTimeout(env.Manager, ctx, "ialive", 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if !waitGone(env.Manager, "ialive", 2*time.Second) {

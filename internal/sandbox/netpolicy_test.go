@@ -32,7 +32,7 @@ func TestRestoreReappliesEgress(t *testing.T) {
 		len(pol.Egress.Deny) != 1 || pol.Egress.Deny[0].String() != "0.0.0.0/0" {
 		t.Fatalf("policy after restore = %+v", pol)
 	}
-	sb, err := env.Manager.Get("ipolicy")
+	sb, err := get(env.Manager, "ipolicy")
 	if err != nil || len(sb.AllowOut) != 1 || len(sb.DenyOut) != 1 {
 		t.Fatalf("Get = %+v, %v", sb, err)
 	}
@@ -42,14 +42,14 @@ func TestRestoreReappliesEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Manager.SetNetwork(ctx, "ipolicy", true, eg); err != nil {
+	if err := setNetwork(env.Manager, ctx, "ipolicy", true, eg); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := env.Store.GetSandbox(ctx, "ipolicy")
 	if err != nil || !rec.AllowInternet || rec.Extra != `{"denyOut":["192.0.2.1"]}` {
 		t.Fatalf("stored = %+v, %v", rec, err)
 	}
-	if err := env.Manager.SetNetwork(ctx, "inope", true, eg); err == nil {
+	if err := setNetwork(env.Manager, ctx, "inope", true, eg); err == nil {
 		t.Fatal("SetNetwork on an unknown sandbox succeeded")
 	}
 	if _, err := sandbox.ParseEgress([]string{"exa mple.com"}, nil); err == nil {
@@ -60,7 +60,7 @@ func TestRestoreReappliesEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Manager.SetNetwork(ctx, "ipolicy", true, eg); err != nil {
+	if err := setNetwork(env.Manager, ctx, "ipolicy", true, eg); err != nil {
 		t.Fatal(err)
 	}
 	if rec, err := env.Store.GetSandbox(ctx, "ipolicy"); err != nil || rec.Extra != `{"allowOut":["*.x.test"],"denyOut":["0.0.0.0/0"]}` {

@@ -1,11 +1,7 @@
 package sandbox
 
 import (
-	"context"
-	"fmt"
 	"time"
-
-	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
 // Observer is told about sandbox lifecycle events (metrics, audit). Calls
@@ -64,17 +60,4 @@ func (m *Manager) observeCreate(start time.Time, sb *Sandbox, err error) {
 		return
 	}
 	m.observer().Created(sb, time.Since(start))
-}
-
-// Stats reads the resource usage of the live sandbox id (404 user error when
-// it is not live; runtime.ErrNotFound when the runtime lost it).
-func (m *Manager) Stats(ctx context.Context, id string) (runtime.Stats, error) {
-	if _, err := m.Get(id); err != nil {
-		return runtime.Stats{}, err
-	}
-	st, err := m.cfg.Runtime.Stats(ctx, id, m.sandboxDir(id))
-	if err != nil {
-		return runtime.Stats{}, fmt.Errorf("reading stats of sandbox %s: %w", id, err)
-	}
-	return st, nil
 }

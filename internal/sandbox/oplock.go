@@ -30,34 +30,30 @@ func isConflictRunning(err error, id string) bool {
 // sandbox (e.g. a fork parent still being restored) to finish.
 const opWait = 30 * time.Second
 
-// beginOp marks id busy with op and returns its entry, or a user error: 404
-// unknown, 409 when the state is wrong (wantPaused: the sandbox must be
-// paused; otherwise running) or another operation does not finish within
-// opWait.
-func (m *Manager) beginOp(ctx context.Context, id, op string, wantPaused bool) (*sandbox, error) {
+// beginOp marks e busy with op, or returns a user error: 404 when e is
+// gone, 409 when the state is wrong (wantPaused: the sandbox must be paused;
+// otherwise running) or another operation does not finish within opWait.
+func (e *Live) beginOp(ctx context.Context, op string, wantPaused bool) error {
+	id := e.rec.ID
 	deadline := time.Now().Add(opWait)
 	for {
-		m.mu.Lock()
-		e, ok := m.sandboxes[id]
-		if !ok {
-			m.mu.Unlock()
-			return nil, notFound(id)
+		e.mu.Lock()
+		if e.gone {
+			e.mu.Unlock()
+			return notFound(id)
 		}
 		if e.op == "" {
-			defer m.mu.Unlock()
-			if err := e.beginLocked(op, wantPaused); err != nil {
-				return nil, err
-			}
-			return e, nil
+			defer e.mu.Unlock()
+			return e.beginLocked(op, wantPaused)
 		}
 		busy := e.op
-		m.mu.Unlock()
+		e.mu.Unlock()
 		if time.Now().After(deadline) {
-			return nil, userErrorf(http.StatusConflict, "sandbox %q is %s", id, busy)
+			return userErrorf(http.StatusConflict, "sandbox %q is %s", id, busy)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for sandbox %s (%s): %w", id, busy, ctx.Err())
+			return fmt.Errorf("waiting for sandbox %s (%s): %w", id, busy, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -65,8 +61,8 @@ func (m *Manager) beginOp(ctx context.Context, id, op string, wantPaused bool) (
 
 // beginLocked marks the idle sandbox e busy with op, or answers 409 when
 // its state is wrong (wantPaused: it must be paused; otherwise running).
-// m.mu must be held.
-func (e *sandbox) beginLocked(op string, wantPaused bool) error {
+// e.mu must be held.
+func (e *Live) beginLocked(op string, wantPaused bool) error {
 	paused := e.rec.State == StatePaused
 	switch {
 	case wantPaused && !paused:
@@ -79,10 +75,18 @@ func (e *sandbox) beginLocked(op string, wantPaused bool) error {
 }
 
 // endOp marks e idle again.
-func (e *sandbox) endOp() {
-	e.m.mu.Lock()
+func (e *Live) endOp() {
+	e.mu.Lock()
 	e.op = ""
-	e.m.mu.Unlock()
+	e.mu.Unlock()
+}
+
+// inOp reports whether a pause, resume, fork or snapshot of e is in
+// progress.
+func (e *Live) inOp() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.op != ""
 }
 
 func isConflict(err error) bool {

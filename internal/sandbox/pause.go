@@ -12,22 +12,19 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
-// Pause checkpoints a running sandbox: its memory and processes are saved
-// to <dir>/checkpoint, its writable layer (disk.img) and network namespace are
-// kept, and it stops using CPU and memory. 409 when already paused or busy,
-// 404 unknown, 501 when the runtime cannot checkpoint.
-func (m *Manager) Pause(ctx context.Context, id string) error { return m.pauseOp(ctx, id, false) }
+// Pause checkpoints the running sandbox: its memory and processes are
+// saved to <dir>/checkpoint, its writable layer (disk.img) and network
+// namespace are kept, and it stops using CPU and memory. 409 when already
+// paused or busy, 404 gone, 501 when the runtime cannot checkpoint.
+func (e *Live) Pause(ctx context.Context) error { return e.pauseOp(ctx, false) }
 
-// PauseFilesystem pauses a running sandbox keeping only its disk
-// (pausedisk.go). 409 when already paused or busy, 404 unknown, 501 when
-// the runtime cannot.
-func (m *Manager) PauseFilesystem(ctx context.Context, id string) error {
-	return m.pauseOp(ctx, id, true)
-}
+// PauseFilesystem pauses the running sandbox keeping only its disk
+// (pausedisk.go). 409 when already paused or busy, 404 gone, 501 when the
+// runtime cannot.
+func (e *Live) PauseFilesystem(ctx context.Context) error { return e.pauseOp(ctx, true) }
 
-func (m *Manager) pauseOp(ctx context.Context, id string, diskOnly bool) error {
-	e, err := m.beginOp(ctx, id, opPausing, false)
-	if err != nil {
+func (e *Live) pauseOp(ctx context.Context, diskOnly bool) error {
+	if err := e.beginOp(ctx, opPausing, false); err != nil {
 		return err
 	}
 	defer e.endOp()
@@ -36,7 +33,7 @@ func (m *Manager) pauseOp(ctx context.Context, id string, diskOnly bool) error {
 
 // pauseKind pauses e, already marked busy, with its memory or (diskOnly)
 // without, or answers 501 when the runtime cannot.
-func (e *sandbox) pauseKind(ctx context.Context, diskOnly bool) error {
+func (e *Live) pauseKind(ctx context.Context, diskOnly bool) error {
 	m := e.m
 	if diskOnly {
 		rb, err := m.rebooter()
@@ -53,16 +50,16 @@ func (e *sandbox) pauseKind(ctx context.Context, diskOnly bool) error {
 }
 
 // pause does the work of Pause for e, already marked busy.
-func (e *sandbox) pause(ctx context.Context, cp runtime.Checkpointer) error {
+func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer) error {
 	m, id := e.m, e.rec.ID
-	if err := m.checkPauseSpace(ctx, id); err != nil {
+	if err := e.checkPauseSpace(ctx); err != nil {
 		return err // nothing done: the sandbox keeps running
 	}
 	start := time.Now()
-	m.mu.Lock()
+	e.mu.Lock()
 	e.stopTimer()
 	e.gen++ // a timer that already fired is ignored
-	m.mu.Unlock()
+	e.mu.Unlock()
 
 	st, step, err := e.checkpointLive(ctx, cp, "a checkpoint")
 	if err != nil {
@@ -75,10 +72,10 @@ func (e *sandbox) pause(ctx context.Context, cp runtime.Checkpointer) error {
 		}
 		return err
 	}
-	m.mu.Lock()
+	e.mu.Lock()
 	e.rec.State = StatePaused
 	rec := e.rec
-	m.mu.Unlock()
+	e.mu.Unlock()
 	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
 		return fmt.Errorf("saving paused state: %w", err)
 	}
@@ -88,52 +85,45 @@ func (e *sandbox) pause(ctx context.Context, cp runtime.Checkpointer) error {
 
 // pauseOnTimeout pauses a sandbox whose lifecycle says "pause" when its
 // timeout fires; if that fails the sandbox is removed.
-func (m *Manager) pauseOnTimeout(id string) {
+func (e *Live) pauseOnTimeout() {
+	m, id := e.m, e.rec.ID
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+opWait)
 	defer cancel()
-	e, err := m.beginOp(ctx, id, opPausing, false)
-	if err != nil {
+	if err := e.beginOp(ctx, opPausing, false); err != nil {
 		m.log.Info("timeout pause skipped", "sandbox", id, "reason", err)
 		return
 	}
 	defer e.endOp()
-	m.mu.Lock()
+	e.mu.Lock()
 	diskOnly := decodeExtra(e.rec.Extra).PauseDiskOnly
-	m.mu.Unlock()
+	e.mu.Unlock()
 	m.log.Info("sandbox timed out; pausing", "sandbox", id, "keep_memory", !diskOnly)
-	err = e.pauseKind(ctx, diskOnly)
+	err := e.pauseKind(ctx, diskOnly)
 	if err == nil {
 		return
 	}
 	m.log.Error("pausing timed-out sandbox; killing it", "sandbox", id, "err", err)
-	m.mu.Lock()
-	owned := m.sandboxes[id] == e
-	if owned {
-		delete(m.sandboxes, id)
-		e.stopTimer()
-	}
-	m.mu.Unlock()
-	if owned {
-		if err := m.release(ctx, id, e.rec.Slot, m.sandboxDir(id)); err != nil {
+	if m.unindex(e) {
+		if err := e.release(ctx); err != nil {
 			m.log.Error("killing sandbox after a failed timeout pause", "sandbox", id, "err", err)
 		}
 	}
 }
 
-// Resume restores a paused sandbox from its checkpoint and makes it expire
-// timeout from now. 409 when it is running, 404 unknown.
-func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) (*Sandbox, error) {
-	if err := m.checkTimeout(timeout); err != nil {
+// Resume restores the paused sandbox from its checkpoint and makes it
+// expire timeout from now. 409 when it is running, 404 gone.
+func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, error) {
+	m, id := e.m, e.rec.ID
+	if err := m.CheckTimeout(timeout); err != nil {
 		return nil, err
 	}
-	e, err := m.beginOp(ctx, id, opResuming, true)
-	if err != nil {
+	if err := e.beginOp(ctx, opResuming, true); err != nil {
 		return nil, err
 	}
 	defer e.endOp()
-	m.mu.Lock()
+	e.mu.Lock()
 	diskOnly := e.diskOnly()
-	m.mu.Unlock()
+	e.mu.Unlock()
 	if diskOnly {
 		return e.resumeDisk(ctx, timeout)
 	}
@@ -151,7 +141,7 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if err := os.RemoveAll(m.imageDir(id)); err != nil {
 		m.log.Warn("removing checkpoint after resume", "sandbox", id, "err", err)
 	}
-	m.mu.Lock()
+	e.mu.Lock()
 	e.rec.State = StateRunning
 	if timeout > 0 {
 		e.rec.EndAt = time.Now().UTC().Add(timeout)
@@ -159,7 +149,7 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	e.armLocked()
 	rec := e.rec
 	sb := e.view()
-	m.mu.Unlock()
+	e.mu.Unlock()
 	sb.Transition = ""
 	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
 		return nil, fmt.Errorf("saving resumed state: %w", err)
@@ -177,21 +167,24 @@ func (m *Manager) reattachPaused(row *store.Sandbox, ip netip.Addr) bool {
 		return false
 	}
 	m.slots[row.Slot] = row.ID
-	m.sandboxes[row.ID] = &sandbox{m: m, rec: *row, guestIP: ip}
+	m.sandboxes[row.ID] = m.newLive(row, ip, false)
 	return true
 }
 
 // AutoResumeTimeout is the timeout given to a sandbox resumed by traffic.
 const AutoResumeTimeout = 5 * time.Minute
 
-// EnsureRunning is used by the proxy: it returns id when running; a paused
-// sandbox created with autoResume is resumed (or, when a resume is already
-// in progress, waited for). Otherwise it returns a user error.
-func (m *Manager) EnsureRunning(ctx context.Context, id string) (*Sandbox, error) {
+// EnsureRunning is used by the proxy: it returns the sandbox when running;
+// a paused sandbox created with autoResume is resumed (or, when a resume is
+// already in progress, waited for). Otherwise it returns a user error.
+func (e *Live) EnsureRunning(ctx context.Context) (*Sandbox, error) {
+	id := e.rec.ID
 	for {
-		sb, err := m.Get(id)
-		if err != nil {
-			return nil, err
+		e.mu.Lock()
+		gone, sb := e.gone, e.view()
+		e.mu.Unlock()
+		if gone {
+			return nil, e.m.notFound(id)
 		}
 		switch {
 		case sb.State == StateRunning && sb.Transition == "":
@@ -199,7 +192,7 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (*Sandbox, error
 		case sb.State == StatePaused && !sb.AutoResume:
 			return nil, userErrorf(http.StatusBadGateway, "sandbox %q is paused and was not created with autoResume", id)
 		case sb.State == StatePaused && sb.Transition == "":
-			sb, err := m.Resume(ctx, id, AutoResumeTimeout)
+			sb, err := e.Resume(ctx, AutoResumeTimeout)
 			if err == nil || !isConflict(err) {
 				return sb, err
 			}

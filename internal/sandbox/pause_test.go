@@ -33,6 +33,13 @@ type ckRuntime struct {
 	restoreHook func(id string) error
 }
 
+// Caps states what ckRuntime adds to the fake runtime.
+func (r *ckRuntime) Caps() runtime.Caps {
+	c := r.Runtime.Caps()
+	c.Checkpointer = r
+	return c
+}
+
 func (r *ckRuntime) Checkpoint(ctx context.Context, id, dir, imageDir string) error {
 	r.mu.Lock()
 	hook := r.ckHook
@@ -119,20 +126,20 @@ func TestPauseResume(t *testing.T) {
 	ctx := context.Background()
 	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
 
-	if err := env.Manager.Pause(ctx, sb.ID); err != nil {
+	if err := pause(env.Manager, ctx, sb.ID); err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
-	got, _ := env.Manager.Get(sb.ID)
+	got, _ := get(env.Manager, sb.ID)
 	if got.State != sandbox.StatePaused {
 		t.Fatalf("state after pause = %q", got.State)
 	}
 	if rec, _ := env.Store.GetSandbox(ctx, sb.ID); rec.State != sandbox.StatePaused {
 		t.Fatalf("stored state = %q", rec.State)
 	}
-	wantCode(t, env.Manager.Pause(ctx, sb.ID), http.StatusConflict, "already paused")
-	wantCode(t, env.Manager.Pause(ctx, "inope"), http.StatusNotFound, "inope")
+	wantCode(t, pause(env.Manager, ctx, sb.ID), http.StatusConflict, "already paused")
+	wantCode(t, pause(env.Manager, ctx, "inope"), http.StatusNotFound, "inope")
 
-	resumed, err := env.Manager.Resume(ctx, sb.ID, time.Minute)
+	resumed, err := resume(env.Manager, ctx, sb.ID, time.Minute)
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
@@ -145,22 +152,22 @@ func TestPauseResume(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(env.DataDir, "sandboxes", sb.ID, "checkpoint")); !os.IsNotExist(err) {
 		t.Fatalf("checkpoint image kept after resume: %v", err)
 	}
-	_, err = env.Manager.Resume(ctx, sb.ID, time.Minute)
+	_, err = resume(env.Manager, ctx, sb.ID, time.Minute)
 	wantCode(t, err, http.StatusConflict, "already running")
 
 	// Connect resumes a paused sandbox and says so.
-	if err := env.Manager.Pause(ctx, sb.ID); err != nil {
+	if err := pause(env.Manager, ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, wasPaused, err := env.Manager.Connect(ctx, sb.ID, time.Minute); err != nil || !wasPaused {
+	if _, wasPaused, err := connectTo(env.Manager, ctx, sb.ID, time.Minute); err != nil || !wasPaused {
 		t.Fatalf("Connect on paused = %v, %v", wasPaused, err)
 	}
-	if _, wasPaused, err := env.Manager.Connect(ctx, sb.ID, time.Minute); err != nil || wasPaused {
+	if _, wasPaused, err := connectTo(env.Manager, ctx, sb.ID, time.Minute); err != nil || wasPaused {
 		t.Fatalf("Connect on running = %v, %v", wasPaused, err)
 	}
 
 	// Kill of a paused sandbox releases everything.
-	if err := env.Manager.Pause(ctx, sb.ID); err != nil {
+	if err := pause(env.Manager, ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Manager.Kill(ctx, sb.ID); err != nil {
@@ -175,8 +182,8 @@ func TestPauseRefusedByAgentKeepsSandbox(t *testing.T) {
 	t.Parallel()
 	env, rt := ckEnv(t, http.StatusConflict)
 	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
-	wantCode(t, env.Manager.Pause(context.Background(), sb.ID), http.StatusConflict, "port 8000")
-	got, err := env.Manager.Get(sb.ID)
+	wantCode(t, pause(env.Manager, context.Background(), sb.ID), http.StatusConflict, "port 8000")
+	got, err := get(env.Manager, sb.ID)
 	if err != nil || got.State != sandbox.StateRunning || got.Transition != "" {
 		t.Fatalf("after refused pause: %+v, %v", got, err)
 	}
@@ -190,10 +197,10 @@ func TestFailedCheckpointRemovesSandbox(t *testing.T) {
 	env, rt := ckEnv(t, http.StatusNoContent)
 	rt.failCk = true
 	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
-	if err := env.Manager.Pause(context.Background(), sb.ID); err == nil {
+	if err := pause(env.Manager, context.Background(), sb.ID); err == nil {
 		t.Fatal("Pause succeeded with a failing checkpoint")
 	}
-	if _, err := env.Manager.Get(sb.ID); !sandbox.IsNotFound(err) {
+	if _, err := get(env.Manager, sb.ID); !sandbox.IsNotFound(err) {
 		t.Fatalf("sandbox still listed after a failed checkpoint: %v", err)
 	}
 	if env.Store.Has(sb.ID) {
@@ -210,7 +217,7 @@ func TestAutoPauseOnTimeout(t *testing.T) {
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		got, err := env.Manager.Get(sb.ID)
+		got, err := get(env.Manager, sb.ID)
 		if err != nil {
 			t.Fatalf("auto-paused sandbox vanished: %v", err)
 		}
@@ -223,7 +230,7 @@ func TestAutoPauseOnTimeout(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Traffic (the proxy's EnsureRunning) resumes it.
-	got, err := env.Manager.EnsureRunning(context.Background(), sb.ID)
+	got, err := ensureRunning(env.Manager, context.Background(), sb.ID)
 	if err != nil || got.State != sandbox.StateRunning {
 		t.Fatalf("EnsureRunning = %+v, %v", got, err)
 	}
@@ -233,10 +240,10 @@ func TestEnsureRunningWithoutAutoResume(t *testing.T) {
 	t.Parallel()
 	env, _ := ckEnv(t, http.StatusNoContent)
 	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
-	if err := env.Manager.Pause(context.Background(), sb.ID); err != nil {
+	if err := pause(env.Manager, context.Background(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, err := env.Manager.EnsureRunning(context.Background(), sb.ID)
+	_, err := ensureRunning(env.Manager, context.Background(), sb.ID)
 	wantCode(t, err, http.StatusBadGateway, "autoResume")
 }
 
@@ -244,7 +251,7 @@ func TestNoCheckpointRuntime(t *testing.T) {
 	t.Parallel()
 	env := sandboxtest.NewEnv(t, nil)
 	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
-	wantCode(t, env.Manager.Pause(context.Background(), sb.ID), http.StatusNotImplemented, `"fake" runtime`)
+	wantCode(t, pause(env.Manager, context.Background(), sb.ID), http.StatusNotImplemented, `"fake" runtime`)
 	_, err := env.Manager.Create(context.Background(), sandbox.CreateRequest{Timeout: time.Hour, AutoPause: true})
 	wantCode(t, err, http.StatusNotImplemented, `"fake" runtime`)
 }
@@ -269,16 +276,16 @@ func TestRestoreKeepsPaused(t *testing.T) {
 	if err != nil || len(rep.Reattached) != 1 {
 		t.Fatalf("Restore = %+v, %v", rep, err)
 	}
-	got, err := env.Manager.Get(id)
+	got, err := get(env.Manager, id)
 	if err != nil || got.State != sandbox.StatePaused {
 		t.Fatalf("paused sandbox after restore: %+v, %v", got, err)
 	}
 	// Its past end time does not kill it: paused sandboxes do not expire.
 	time.Sleep(50 * time.Millisecond)
-	if _, err := env.Manager.Get(id); err != nil {
+	if _, err := get(env.Manager, id); err != nil {
 		t.Fatalf("paused sandbox expired: %v", err)
 	}
-	if _, err := env.Manager.Resume(ctx, id, time.Minute); err != nil {
+	if _, err := resume(env.Manager, ctx, id, time.Minute); err != nil {
 		t.Fatalf("Resume after restore: %v", err)
 	}
 }
@@ -323,7 +330,7 @@ func TestReaperSparesSandboxBeingCheckpointed(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("fork: %v", err)
 	}
-	got, err := env.Manager.Get(sb.ID)
+	got, err := get(env.Manager, sb.ID)
 	if err != nil {
 		t.Fatalf("fork parent was reaped while being checkpointed: %v", err)
 	}
@@ -376,7 +383,7 @@ func TestForkParentKilledDuringItsRestore(t *testing.T) {
 	if env.Store.Has(sb.ID) {
 		t.Fatal("the killed fork parent's store row came back (as paused)")
 	}
-	if _, err := env.Manager.Get(sb.ID); !sandbox.IsNotFound(err) {
+	if _, err := get(env.Manager, sb.ID); !sandbox.IsNotFound(err) {
 		t.Fatalf("killed parent: Get = %v, want not found", err)
 	}
 }

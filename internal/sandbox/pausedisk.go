@@ -29,16 +29,16 @@ func (m *Manager) rebooter() (runtime.Rebooter, error) {
 }
 
 // pauseDisk does the work of PauseFilesystem for e, marked busy.
-func (e *sandbox) pauseDisk(ctx context.Context, rb runtime.Rebooter) error {
+func (e *Live) pauseDisk(ctx context.Context, rb runtime.Rebooter) error {
 	m, id := e.m, e.rec.ID
 	start := time.Now()
-	m.mu.Lock()
+	e.mu.Lock()
 	e.stopTimer()
 	e.gen++ // a timer that already fired is ignored
-	m.mu.Unlock()
+	e.mu.Unlock()
 	// What the guest wrote must reach the disk before its memory goes.
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	code, err := m.Exec(sctx, id, ExecRequest{Args: []string{runtime.AgentGuestPath, "-sync"}, User: "root"}, nil)
+	code, err := e.Exec(sctx, ExecRequest{Args: []string{runtime.AgentGuestPath, "-sync"}, User: "root"}, nil)
 	cancel()
 	if err != nil || code != 0 {
 		e.rearm()
@@ -55,18 +55,18 @@ func (e *sandbox) pauseDisk(ctx context.Context, rb runtime.Rebooter) error {
 	}
 	// Connections to the old agent (the proxy's and the agent client's
 	// pooled keep-alives) would meet the rebooted guest as dead peers.
-	m.mu.Lock()
+	e.mu.Lock()
 	ip := e.guestIP
-	m.mu.Unlock()
+	e.mu.Unlock()
 	m.cfg.Conns.Abort(ip)
 	m.cfg.HTTPClient.CloseIdleConnections()
-	m.mu.Lock()
+	e.mu.Lock()
 	x := decodeExtra(e.rec.Extra)
 	x.DiskOnly = true
 	e.rec.Extra = encodeExtra(x)
 	e.rec.State = StatePaused
 	rec := e.rec
-	m.mu.Unlock()
+	e.mu.Unlock()
 	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
 		return fmt.Errorf("saving paused state: %w", err)
 	}
@@ -83,23 +83,22 @@ func (m *Manager) hasDisk(id string) bool {
 
 // resumeDisk boots a sandbox paused without memory again (Resume's other
 // half; e is marked busy).
-func (e *sandbox) resumeDisk(ctx context.Context, timeout time.Duration) (*Sandbox, error) {
+func (e *Live) resumeDisk(ctx context.Context, timeout time.Duration) (*Sandbox, error) {
 	m, id := e.m, e.rec.ID
 	rb, err := m.rebooter()
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	m.mu.Lock()
+	e.mu.Lock()
 	ip := e.guestIP
-	nsPath := e.netNSPath()
 	rec := e.rec
-	m.mu.Unlock()
+	e.mu.Unlock()
 	x := decodeExtra(rec.Extra)
-	if err := m.readdress(ctx, id, rec.Slot); err != nil {
+	if err := e.readdress(ctx, rec.Slot); err != nil {
 		return nil, err
 	}
-	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: nsPath}
+	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: e.netNSPath()}
 	if err := rb.Boot(ctx, spec); err != nil {
 		return nil, fmt.Errorf("booting sandbox %s from its disk: %w", id, err)
 	}
@@ -131,7 +130,7 @@ func (e *sandbox) resumeDisk(ctx context.Context, timeout time.Duration) (*Sandb
 	if err := m.startTemplateCommand(ctx, m.log.With("sandbox", id), ip.String(), rec.AccessToken, tpl); err != nil {
 		return fail(err)
 	}
-	m.mu.Lock()
+	e.mu.Lock()
 	x.DiskOnly = false
 	e.rec.Extra = encodeExtra(x)
 	e.rec.State = StateRunning
@@ -141,7 +140,7 @@ func (e *sandbox) resumeDisk(ctx context.Context, timeout time.Duration) (*Sandb
 	e.armLocked()
 	rec = e.rec
 	sb := e.view()
-	m.mu.Unlock()
+	e.mu.Unlock()
 	sb.Transition = ""
 	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
 		return nil, fmt.Errorf("saving resumed state: %w", err)

@@ -21,6 +21,13 @@ type rbRuntime struct {
 	shutdowns, boots int
 }
 
+// Caps states what rbRuntime adds to the fake runtime.
+func (r *rbRuntime) Caps() runtime.Caps {
+	c := r.Runtime.Caps()
+	c.Rebooter = r
+	return c
+}
+
 func (r *rbRuntime) Shutdown(ctx context.Context, id, dir string) error {
 	r.mu.Lock()
 	r.shutdowns++
@@ -46,7 +53,7 @@ func TestPauseFilesystemAndResume(t *testing.T) {
 	ctx := context.Background()
 	sb := create(t, env, sandbox.CreateRequest{Secure: true, EnvVars: map[string]string{"KEEP": "me"}})
 
-	if err := env.Manager.PauseFilesystem(ctx, sb.ID); err != nil {
+	if err := pauseFilesystem(env.Manager, ctx, sb.ID); err != nil {
 		t.Fatalf("PauseFilesystem: %v", err)
 	}
 	proc.mu.Lock()
@@ -55,7 +62,7 @@ func TestPauseFilesystemAndResume(t *testing.T) {
 	if !strings.Contains(started, "root||-sync") {
 		t.Errorf("the guest was not synced as root before the shutdown: %q", started)
 	}
-	got, err := env.Manager.Get(sb.ID)
+	got, err := get(env.Manager, sb.ID)
 	if err != nil || got.State != sandbox.StatePaused {
 		t.Fatalf("after the pause: %+v %v, want paused", got, err)
 	}
@@ -65,12 +72,12 @@ func TestPauseFilesystemAndResume(t *testing.T) {
 	if rt.Running(sb.ID) {
 		t.Error("the runtime sandbox still runs after a filesystem-only pause")
 	}
-	if err := env.Manager.PauseFilesystem(ctx, sb.ID); !isStatus(err, http.StatusConflict) {
+	if err := pauseFilesystem(env.Manager, ctx, sb.ID); !isStatus(err, http.StatusConflict) {
 		t.Errorf("second pause: %v, want 409", err)
 	}
 
 	inits := len(env.Agent.Inits)
-	res, err := env.Manager.Resume(ctx, sb.ID, time.Minute)
+	res, err := resume(env.Manager, ctx, sb.ID, time.Minute)
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
@@ -92,7 +99,7 @@ func TestFilesystemPauseNeedsRuntime(t *testing.T) {
 	t.Parallel()
 	env := sandboxtest.NewEnv(t, nil)
 	sb := create(t, env, sandbox.CreateRequest{})
-	if err := env.Manager.PauseFilesystem(context.Background(), sb.ID); !isStatus(err, http.StatusNotImplemented) {
+	if err := pauseFilesystem(env.Manager, context.Background(), sb.ID); !isStatus(err, http.StatusNotImplemented) {
 		t.Fatalf("PauseFilesystem on a runtime without Rebooter: %v, want 501", err)
 	}
 	_, err := env.Manager.Create(context.Background(), sandbox.CreateRequest{Timeout: time.Minute, AutoPause: true, AutoPauseDiskOnly: true})
@@ -114,7 +121,7 @@ func TestTimeoutPauseFilesystemOnly(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		got, err := env.Manager.Get(sb.ID)
+		got, err := get(env.Manager, sb.ID)
 		if err == nil && got.State == sandbox.StatePaused && got.Transition == "" {
 			break
 		}

@@ -56,7 +56,7 @@ func TestWarmPool(t *testing.T) {
 		if in.EnvVars["E2B_SANDBOX_ID"] != sb.ID || in.EnvVars["I"] != "x" || in.AccessToken == nil || *in.AccessToken != sb.AccessToken {
 			t.Fatalf("claimed sandbox %d: %+v, init %+v", i, sb, in)
 		}
-		if got, err := env.Manager.Get(sb.ID); err != nil || got.TemplateID != "base" {
+		if got, err := get(env.Manager, sb.ID); err != nil || got.TemplateID != "base" {
 			t.Fatalf("Get(%s) = %+v, %v", sb.ID, got, err)
 		}
 		waitPool(2, 3+i) // refilled

@@ -38,7 +38,7 @@ func TestReapReleasesStoppedSandboxes(t *testing.T) {
 	if !env.Runtime.WasDestroyed(dead.ID) {
 		t.Error("stopped sandbox not destroyed in the runtime")
 	}
-	if _, err := env.Manager.Get(alive.ID); err != nil {
+	if _, err := get(env.Manager, alive.ID); err != nil {
 		t.Fatalf("running sandbox reaped: %v", err)
 	}
 }
@@ -64,7 +64,7 @@ func TestReapDestroysOrphans(t *testing.T) {
 	if env.Runtime.WasDestroyed(live.ID) {
 		t.Fatal("live sandbox destroyed as an orphan")
 	}
-	if _, err := env.Manager.Get(live.ID); err != nil {
+	if _, err := get(env.Manager, live.ID); err != nil {
 		t.Fatalf("live sandbox gone: %v", err)
 	}
 }

@@ -85,9 +85,11 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 				alive = false
 			} else {
 				m.slots[row.Slot] = row.ID
-				e := &sandbox{m: m, rec: *row, guestIP: ip}
+				e := m.newLive(row, ip, false)
 				m.sandboxes[row.ID] = e
+				e.mu.Lock()
 				e.armLocked()
+				e.mu.Unlock()
 				m.mu.Unlock()
 				m.reapplyPolicy(ctx, row)
 				log.Info("sandbox re-attached", "end_at", row.EndAt)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -193,7 +192,10 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	if err != nil {
 		return nil, err
 	}
-	e, err := m.beginOp(ctx, id, opSnapshotting, false)
+	e, err := m.Lookup(id)
+	if err == nil {
+		err = e.beginOp(ctx, opSnapshotting, false)
+	}
 	if IsNotFound(err) {
 		return nil, m.notFound(id)
 	}
@@ -227,7 +229,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 // links to the memory image, a manifest, then an atomic rename. With
 // keepSource the sandbox is restored in the background (like a fork
 // parent); otherwise it is destroyed. capture ends the operation on e.
-func (e *sandbox) capture(ctx context.Context, cp runtime.Checkpointer, ls runtime.LayerSaver,
+func (e *Live) capture(ctx context.Context, cp runtime.Checkpointer, ls runtime.LayerSaver,
 	snapID, final string, keepSource bool) (snapshotSpec, error) {
 	m, id := e.m, e.rec.ID
 	var sp snapshotSpec
@@ -243,10 +245,7 @@ func (e *sandbox) capture(ctx context.Context, cp runtime.Checkpointer, ls runti
 		}
 		return sp, userErrorf(http.StatusConflict, "sandbox %q is not running (%v); it cannot be snapshotted", id, err)
 	}
-	m.mu.Lock()
-	src := e.rec
-	src.EnvVars = maps.Clone(e.rec.EnvVars)
-	m.mu.Unlock()
+	src := e.record()
 	tpl, err := m.unchangedTemplate(ctx, &src, "snapshotted")
 	if err != nil {
 		return sp, err

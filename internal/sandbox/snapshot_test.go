@@ -30,6 +30,13 @@ type snapRuntime struct {
 	build string
 }
 
+// Caps states what snapRuntime adds to cloneRuntime.
+func (r *snapRuntime) Caps() runtime.Caps {
+	c := r.cloneRuntime.Caps()
+	c.Checkpointer, c.Cloner, c.LayerSaver, c.ImageBuilder = r, r, r, r
+	return c
+}
+
 func (r *snapRuntime) ImageBuild() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -92,7 +99,7 @@ func waitIdle(t *testing.T, m *sandbox.Manager, id string) *sandbox.Sandbox {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		sb, err := m.Get(id)
+		sb, err := get(m, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +256,7 @@ func TestSnapshotBadInput(t *testing.T) {
 	_, err = env.Manager.CreateSnapshot(ctx, sb.ID, "")
 	wantCode(t, err, http.StatusConflict, "not running")
 	env.Runtime.SetState(sb.ID, runtime.StateRunning)
-	if err := env.Manager.Pause(ctx, sb.ID); err != nil {
+	if err := pause(env.Manager, ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	_, err = env.Manager.CreateSnapshot(ctx, sb.ID, "")

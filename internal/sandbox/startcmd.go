@@ -43,7 +43,7 @@ func (m *Manager) startTemplateCommand(ctx context.Context, log *slog.Logger, ho
 	}
 	user := orDefault(tpl.User, DefaultUser)
 	workdir := orDefault(tpl.Workdir, DefaultWorkdir)
-	pc := m.processClient(host, token, user)
+	pc := m.agent.Process(host, token, user)
 	start := time.Now()
 	if err := startBackground(ctx, pc, ExecRequest{Args: []string{"/bin/sh", "-c", tpl.StartCmd}, Cwd: workdir}); err != nil {
 		return userErrorf(http.StatusBadGateway, "template %s: start command failed: %v", tpl.Name, err)

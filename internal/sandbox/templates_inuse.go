@@ -8,9 +8,11 @@ func (m *Manager) TemplateHashes() map[string]bool {
 	defer m.mu.Unlock()
 	out := make(map[string]bool, len(m.sandboxes))
 	for _, e := range m.sandboxes {
+		e.mu.Lock()
 		if e.rec.TemplateHash != "" {
 			out[e.rec.TemplateHash] = true
 		}
+		e.mu.Unlock()
 	}
 	return out
 }

@@ -123,7 +123,11 @@ func (m *Manager) reapStopped(ctx context.Context, states map[string]runtime.Sta
 		if st, ok := states[sb.ID]; ok && st == runtime.StateRunning {
 			continue
 		}
-		if m.inOp(sb.ID) {
+		e, err := m.Lookup(sb.ID)
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if e.inOp() {
 			// Pause and fork stop the runtime sandbox on purpose while
 			// they checkpoint it; it is not a suspect.
 			continue
@@ -140,17 +144,9 @@ func (m *Manager) reapStopped(ctx context.Context, states map[string]runtime.Sta
 			m.log.Warn("confirming sandbox state", "sandbox", sb.ID, "err", err)
 			continue
 		}
-		m.reap(ctx, sb)
+		e.reap(ctx, sb)
 	}
 	m.dead.setSuspects(suspects)
-}
-
-// inOp reports whether a pause, resume or fork of id is in progress.
-func (m *Manager) inOp(id string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.sandboxes[id]
-	return ok && e.op != ""
 }
 
 // runtimeStates reads the state of every sandbox the runtime holds.
@@ -172,20 +168,25 @@ func (m *Manager) runtimeStates(ctx context.Context) (map[string]runtime.State, 
 	return out, nil
 }
 
-// reap removes sb, which stopped on its own, unless it was killed meanwhile.
-func (m *Manager) reap(ctx context.Context, sb *Sandbox) {
+// reap removes e, which stopped on its own (sb is its view), unless it was
+// killed, paused or taken by an operation meanwhile.
+func (e *Live) reap(ctx context.Context, sb *Sandbox) {
+	m := e.m
 	reason := ""
 	if sr := m.caps.StopReasoner; sr != nil {
 		reason = sr.StopReason(sb.ID)
 	}
 	m.mu.Lock()
-	e, ok := m.sandboxes[sb.ID]
-	if !ok || e.rec.State != StateRunning || e.op != "" {
+	e.mu.Lock()
+	if e.gone || e.rec.State != StateRunning || e.op != "" {
+		e.mu.Unlock()
 		m.mu.Unlock()
 		return
 	}
 	delete(m.sandboxes, sb.ID)
+	e.gone = true
 	e.stopTimer()
+	e.mu.Unlock()
 	m.mu.Unlock()
 
 	msg := fmt.Sprintf("sandbox %q stopped unexpectedly and was removed", sb.ID)
@@ -200,7 +201,7 @@ func (m *Manager) reap(ctx context.Context, sb *Sandbox) {
 	m.observer().Stopped(sb.ID, reason)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	if err := m.release(rctx, sb.ID, e.rec.Slot, m.sandboxDir(sb.ID)); err != nil {
+	if err := e.release(rctx); err != nil {
 		m.log.Error("releasing stopped sandbox", "sandbox", sb.ID, "err", err)
 	}
 }

@@ -79,7 +79,7 @@ func TestReapStoppedAndObserver(t *testing.T) {
 	if err := env.Manager.ReapStopped(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = env.Manager.Get(dead.ID)
+	_, err = get(env.Manager, dead.ID)
 	if !sandbox.IsNotFound(err) || !strings.Contains(err.Error(), "stopped unexpectedly") {
 		t.Fatalf("Get(dead) = %v, want a 404 saying it stopped unexpectedly", err)
 	}
@@ -89,7 +89,7 @@ func TestReapStoppedAndObserver(t *testing.T) {
 	if !env.Runtime.WasDestroyed(dead.ID) {
 		t.Fatal("the stopped sandbox's runtime state was not destroyed")
 	}
-	if _, err := env.Manager.Get(alive.ID); err != nil {
+	if _, err := get(env.Manager, alive.ID); err != nil {
 		t.Fatalf("neighbour: %v", err)
 	}
 

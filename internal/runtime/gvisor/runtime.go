@@ -381,6 +381,15 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 }
 
 // List implements runtime.Runtime.
+// Caps implements runtime.Runtime: gVisor checkpoints, clones, saves
+// layers, lists states in one call, keeps the agent's log, reboots from the
+// disk, says why a sandbox stopped, names its image build and watches
+// checkpoints left by a previous daemon.
+func (r *Runtime) Caps() runtime.Caps {
+	return runtime.Caps{Checkpointer: r, Cloner: r, LayerSaver: r, StateLister: r, AgentLogger: r,
+		Rebooter: r, StopReasoner: r, ImageBuilder: r, CheckpointWatcher: r}
+}
+
 func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	states, err := r.States(ctx)
 	if err != nil {

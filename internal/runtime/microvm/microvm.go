@@ -553,6 +553,13 @@ func (r *Runtime) State(_ context.Context, id string) (runtime.State, error) {
 }
 
 // List implements runtime.Runtime.
+// Caps implements runtime.Runtime: a microVM checkpoints, clones, saves
+// layers, keeps the agent's (console) log, reboots from the disk and says
+// why a VM stopped; its images do not depend on a runtime build.
+func (r *Runtime) Caps() runtime.Caps {
+	return runtime.Caps{Checkpointer: r, Cloner: r, LayerSaver: r, AgentLogger: r, Rebooter: r, StopReasoner: r}
+}
+
 func (r *Runtime) List(context.Context) ([]string, error) {
 	ents, err := os.ReadDir(r.runDir)
 	if err != nil {
