@@ -100,16 +100,7 @@ func (s *Store) PutFile(ctx context.Context, path string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("hashing %s: %w", path, err)
 	}
-	key := BlobKey(d)
-	if info, err := s.b.Stat(ctx, key); err == nil && info.Digest == d {
-		return info, nil
-	} else if !errors.Is(err, ErrNotFound) && err != nil {
-		return Info{}, err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return Info{}, err
-	}
-	return s.b.Put(ctx, key, f, size, d)
+	return s.putOnce(ctx, BlobKey(d), f, size, d)
 }
 
 // PutDir packs dir (see tree.Pack) into a temporary file in the cache, then
@@ -130,16 +121,21 @@ func (s *Store) PutDir(ctx context.Context, dir string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	key := TreeKey(d)
+	return s.putOnce(ctx, TreeKey(d), tmp, size, d)
+}
+
+// putOnce stores the content of f (size bytes, digest d) under key from its
+// start, unless key already holds that digest.
+func (s *Store) putOnce(ctx context.Context, key string, f io.ReadSeeker, size int64, d Digest) (Info, error) {
 	if info, err := s.b.Stat(ctx, key); err == nil && info.Digest == d {
 		return info, nil
 	} else if !errors.Is(err, ErrNotFound) && err != nil {
 		return Info{}, err
 	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return Info{}, err
 	}
-	return s.b.Put(ctx, key, tmp, size, d)
+	return s.b.Put(ctx, key, f, size, d)
 }
 
 // Exists reports whether key holds an object.
