@@ -35,7 +35,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
-	"github.com/airlock-sandbox/airlock/internal/store/sqlite"
+	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
 
@@ -45,8 +45,11 @@ const DefaultListen = "127.0.0.1:49982"
 // Config is everything `airlock serve` is told (its flags). Error messages
 // name the flags, as the operator wrote them.
 type Config struct {
-	Listen   string // --listen
-	DataDir  string // --data-dir
+	Listen  string // --listen
+	DataDir string // --data-dir
+	// Store is --store: "" keeps state in SQLite in the data dir, a
+	// postgres:// URL in PostgreSQL.
+	Store    string
 	EnvdPath string // --envd-path ("" = next to this executable, else $PATH)
 	// APIKey is --api-key ("" = $AIRLOCK_API_KEY, else the stored or a
 	// generated key).
@@ -120,7 +123,7 @@ type daemon struct {
 	closers []func()
 
 	apiKey  string
-	st      *sqlite.DB
+	st      store.Full
 	netMgr  *network.Manager
 	rt      runtime.Runtime
 	rtInfo  runtimeInfo
@@ -150,12 +153,13 @@ func (d *daemon) open(ctx context.Context) error {
 	if d.envdPath, err = agentbin.Install(d.agentsDir(), d.envdPath); err != nil {
 		return fmt.Errorf("installing the agent binary: %w", err)
 	}
-	st, err := sqlite.Open(filepath.Join(d.dataDir, "airlock.db"))
+	st, where, err := openStore(ctx, d.cfg.Store, d.dataDir, d.log)
 	if err != nil {
-		return fmt.Errorf("opening store: %w", err)
+		return err
 	}
 	d.defer_(func() { closeLogged(d.log, "store", st.Close) })
 	d.st = st
+	d.log.Info("store open", "store", where)
 	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
@@ -221,7 +225,7 @@ func (d *daemon) lock() error {
 func (d *daemon) agentsDir() string { return filepath.Join(d.dataDir, "agents") }
 
 // newManager builds the sandbox manager.
-func (d *daemon) newManager(st *sqlite.DB, logs *jsonlog.Store, conns *guestconn.Tracker) error {
+func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn.Tracker) error {
 	mgrCfg := sandbox.Config{
 		Conns:       conns,
 		Observer:    d.metrics,
