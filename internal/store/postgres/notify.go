@@ -43,15 +43,18 @@ func (d *DB) Listen(ctx context.Context, channel string) (<-chan Notification, e
 	if channel == "" {
 		return nil, errors.New("listen: empty channel")
 	}
-	select {
-	case <-d.done:
-		return nil, fmt.Errorf("listen %s: store closed", channel)
-	default:
-	}
 	conn, err := d.listenConn(ctx, channel)
 	if err != nil {
 		return nil, err
 	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		closeConn(conn)
+		return nil, fmt.Errorf("listen %s: store closed", channel)
+	}
+	d.listeners.Add(1)
+	d.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	go func() { // Close ends the listener too
 		select {
@@ -61,7 +64,6 @@ func (d *DB) Listen(ctx context.Context, channel string) (<-chan Notification, e
 		}
 	}()
 	out := make(chan Notification, 16)
-	d.listeners.Add(1)
 	go func() {
 		defer d.listeners.Done()
 		defer cancel()

@@ -34,8 +34,10 @@ type DB struct {
 	where string
 
 	// done is closed by Close; listeners (Listen) stop on it.
-	done      chan struct{}
-	closeOnce sync.Once
+	done chan struct{}
+	// mu guards closed, and orders listeners.Add before Close's Wait.
+	mu        sync.Mutex
+	closed    bool
 	listeners sync.WaitGroup
 }
 
@@ -75,11 +77,16 @@ func Open(ctx context.Context, connString string, log *slog.Logger) (*DB, error)
 // Close stops the listeners and closes the pool. Calling it again is a
 // no-op.
 func (d *DB) Close() error {
-	d.closeOnce.Do(func() {
-		close(d.done)
-		d.listeners.Wait()
-		d.pool.Close()
-	})
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.done)
+	d.mu.Unlock()
+	d.listeners.Wait()
+	d.pool.Close()
 	return nil
 }
 
