@@ -33,6 +33,9 @@ import (
 // BinDir holds the server binaries of Debian 12's postgresql package.
 const BinDir = "/usr/lib/postgresql/15/bin"
 
+// binDir is BinDir, replaced by the test of the missing-binaries message.
+var binDir = BinDir
+
 // Server is one running test server.
 type Server struct {
 	dir      string // root of the temporary tree, owned by the server's user
@@ -51,7 +54,7 @@ var dbSeq atomic.Int64
 func Start(t testing.TB) *Server {
 	t.Helper()
 	for _, bin := range []string{"initdb", "postgres"} {
-		if _, err := os.Stat(filepath.Join(BinDir, bin)); err != nil {
+		if _, err := os.Stat(filepath.Join(binDir, bin)); err != nil {
 			t.Fatalf("PostgreSQL 15 server binaries missing (%v): install Debian's postgresql package "+
 				"(apt-get install -y postgresql; scripts/test.sh does)", err)
 		}
@@ -92,7 +95,7 @@ func Start(t testing.TB) *Server {
 			t.Fatalf("pgtest: %v", err)
 		}
 	}
-	initdb := s.command(filepath.Join(BinDir, "initdb"), "-D", s.data, "-U", "postgres",
+	initdb := s.command(filepath.Join(binDir, "initdb"), "-D", s.data, "-U", "postgres",
 		"--auth-local=trust", "--auth-host=scram-sha-256", "--pwfile="+pwfile,
 		"--no-locale", "-E", "UTF8", "--no-sync")
 	if out, err := initdb.CombinedOutput(); err != nil {
@@ -159,7 +162,7 @@ func (s *Server) start() error {
 		return err
 	}
 	defer logf.Close()
-	cmd := s.command(filepath.Join(BinDir, "postgres"), "-D", s.data, "-p", strconv.Itoa(s.port),
+	cmd := s.command(filepath.Join(binDir, "postgres"), "-D", s.data, "-p", strconv.Itoa(s.port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+s.dir,
 		// Throwaway data: durability buys nothing here.
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
