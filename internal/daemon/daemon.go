@@ -45,11 +45,9 @@ const DefaultListen = "127.0.0.1:49982"
 // Config is everything `airlock serve` is told (its flags). Error messages
 // name the flags, as the operator wrote them.
 type Config struct {
-	Listen  string // --listen
-	DataDir string // --data-dir
-	// Store is --store: "" keeps state in SQLite in the data dir, a
-	// postgres:// URL in PostgreSQL.
-	Store    string
+	Listen   string // --listen
+	DataDir  string // --data-dir
+	Store    string // --store ("" = SQLite in the data dir, else a postgres:// URL)
 	EnvdPath string // --envd-path ("" = next to this executable, else $PATH)
 	// APIKey is --api-key ("" = $AIRLOCK_API_KEY, else the stored or a
 	// generated key).
