@@ -130,6 +130,15 @@ AIRLOCK_BUILD_KERNEL=1 bash scripts/setup.sh || { FAILED+=(setup); exit 1; }
 # The S3-compatible server the artifact tests run against (tests only; cached
 # per version like runsc).
 bash scripts/build-s3-server.sh >/dev/null || { FAILED+=(setup); exit 1; }
+# Only the tests need PostgreSQL (Debian's postgresql, 15): the store tests
+# start throwaway servers of their own (internal/store/postgres/pgtest), so
+# the package must not create and start its default cluster.
+if ! dpkg-query -W -f='${Status}' postgresql 2>/dev/null | grep -q 'install ok installed'; then
+	mkdir -p /etc/postgresql-common/createcluster.d
+	echo 'create_main_cluster = false' >/etc/postgresql-common/createcluster.d/airlock-tests.conf
+	{ DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql; } || { FAILED+=(setup); exit 1; }
+fi
 
 if [ "${AIRLOCK_TEST_SKIP_UNIT:-0}" != 1 ]; then
 	# ------------------------------------------------------------ lint

@@ -36,7 +36,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
-	"github.com/airlock-sandbox/airlock/internal/store/sqlite"
+	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
 
@@ -48,6 +48,7 @@ const DefaultListen = "127.0.0.1:49982"
 type Config struct {
 	Listen   string // --listen
 	DataDir  string // --data-dir
+	Store    string // --store ("" = SQLite in the data dir, else a postgres:// URL)
 	EnvdPath string // --envd-path ("" = next to this executable, else $PATH)
 	// APIKey is --api-key ("" = $AIRLOCK_API_KEY, else the stored or a
 	// generated key).
@@ -128,7 +129,7 @@ type daemon struct {
 	artifacts *artifacts.Store
 
 	apiKey  string
-	st      *sqlite.DB
+	st      store.Full
 	netMgr  *network.Manager
 	rt      runtime.Runtime
 	rtInfo  runtimeInfo
@@ -161,12 +162,13 @@ func (d *daemon) open(ctx context.Context) error {
 	if d.envdPath, err = agentbin.Install(d.agentsDir(), d.envdPath); err != nil {
 		return fmt.Errorf("installing the agent binary: %w", err)
 	}
-	st, err := sqlite.Open(filepath.Join(d.dataDir, "airlock.db"))
+	st, where, err := openStore(ctx, d.cfg.Store, d.dataDir, d.log)
 	if err != nil {
-		return fmt.Errorf("opening store: %w", err)
+		return err
 	}
 	d.defer_(func() { closeLogged(d.log, "store", st.Close) })
 	d.st = st
+	d.log.Info("store open", "store", where)
 	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
@@ -232,7 +234,7 @@ func (d *daemon) lock() error {
 func (d *daemon) agentsDir() string { return filepath.Join(d.dataDir, "agents") }
 
 // newManager builds the sandbox manager.
-func (d *daemon) newManager(st *sqlite.DB, logs *jsonlog.Store, conns *guestconn.Tracker) error {
+func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn.Tracker) error {
 	mgrCfg := sandbox.Config{
 		Conns:       conns,
 		Observer:    d.metrics,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
-	"github.com/airlock-sandbox/airlock/internal/store/sqlite"
+	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
 
@@ -40,18 +40,18 @@ var _ api.TemplateTagger = apiTemplates{}
 // sdkBuildStore keeps SDK template builds in the database and their
 // uploaded files under <data>/template-files.
 type sdkBuildStore struct {
-	*sqlite.DB
+	store.TemplateBuildStore
 	dir string
 }
 
 // newSDKBuildStore also removes uploads a killed daemon left half-written.
-func newSDKBuildStore(db *sqlite.DB, dataDir string) sdkBuildStore {
+func newSDKBuildStore(db store.TemplateBuildStore, dataDir string) sdkBuildStore {
 	dir := filepath.Join(dataDir, "template-files")
 	partial, _ := filepath.Glob(filepath.Join(dir, ".tmp-upload-*"))
 	for _, p := range partial {
 		_ = os.Remove(p)
 	}
-	return sdkBuildStore{DB: db, dir: dir}
+	return sdkBuildStore{TemplateBuildStore: db, dir: dir}
 }
 
 // UploadDir implements api.BuildStore.

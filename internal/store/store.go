@@ -1,6 +1,12 @@
-// Package store records sandboxes, templates and API keys. The Store
-// interface is small on purpose so that a PostgreSQL implementation can back a
-// multi-node deployment later; the default is embedded SQLite (pure Go).
+// Package store records sandboxes, templates and API keys. The interfaces are
+// small on purpose; two backends implement all of them (Full): embedded
+// SQLite (internal/store/sqlite, the single-host default) and PostgreSQL
+// (internal/store/postgres, shared by the hosts of a cluster). Their
+// behaviour is pinned by one conformance suite, internal/store/storetest.
+//
+// Times are kept to the microsecond (PostgreSQL's resolution) and come back
+// in UTC; the zero time round-trips. Spec, Extra and Logs fields are opaque
+// text (JSON by convention) and come back byte for byte.
 package store
 
 import (
@@ -104,4 +110,11 @@ type TemplateBuild struct {
 type TemplateBuildStore interface {
 	PutTemplateBuild(ctx context.Context, b *TemplateBuild) error // insert or replace
 	GetTemplateBuild(ctx context.Context, id string) (*TemplateBuild, error)
+}
+
+// Full is what both backends implement and what the daemon opens.
+type Full interface {
+	Store
+	SnapshotStore
+	TemplateBuildStore
 }

@@ -1,0 +1,48 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+const buildColumns = "id, template_id, status, created_at, updated_at, spec, logs"
+
+// PutTemplateBuild inserts or replaces a template build row (keyed by id).
+func (d *DB) PutTemplateBuild(ctx context.Context, b *store.TemplateBuild) error {
+	if b == nil || b.ID == "" {
+		return errors.New("put template build: empty id")
+	}
+	_, err := d.exec(ctx, `INSERT INTO template_builds (`+buildColumns+`) VALUES ($1,$2,$3,$4,$5,$6,$7)
+		ON CONFLICT (id) DO UPDATE SET template_id=excluded.template_id, status=excluded.status,
+		created_at=excluded.created_at, updated_at=excluded.updated_at, spec=excluded.spec, logs=excluded.logs`,
+		b.ID, b.TemplateID, b.Status, encodeTime(b.CreatedAt), encodeTime(b.UpdatedAt), b.Spec, b.Logs)
+	if err != nil {
+		return fmt.Errorf("put template build %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+// GetTemplateBuild returns one template build or store.ErrNotFound.
+func (d *DB) GetTemplateBuild(ctx context.Context, id string) (*store.TemplateBuild, error) {
+	var (
+		b                store.TemplateBuild
+		created, updated *time.Time
+	)
+	err := d.queryRow(ctx, func(r pgx.Row) error {
+		return r.Scan(&b.ID, &b.TemplateID, &b.Status, &created, &updated, &b.Spec, &b.Logs)
+	}, "SELECT "+buildColumns+" FROM template_builds WHERE id = $1", id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("template build %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get template build %s: %w", id, err)
+	}
+	b.CreatedAt, b.UpdatedAt = decodeTime(created), decodeTime(updated)
+	return &b, nil
+}

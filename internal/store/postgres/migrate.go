@@ -1,0 +1,187 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migration is one forward-only schema step. Versions are 1-based and equal
+// to the migration's position in migrations; never edit or reorder a
+// migration that has shipped, append a new one instead.
+type migration struct {
+	name string
+	sql  string
+}
+
+// migrations hold the same content as the SQLite schema (which got there
+// in three steps) in PostgreSQL's types: timestamptz (NULL for the zero
+// time), bigint sizes, boolean flags, jsonb for the maps the store encodes
+// itself. Spec, extra and logs stay text: they are documents owned by other
+// layers that must come back byte for byte, may be empty, and may carry
+// "\u0000" escapes that jsonb refuses.
+var migrations = []migration{
+	{
+		name: "initial schema",
+		sql: `
+CREATE TABLE sandboxes (
+	id             text PRIMARY KEY,
+	template_id    text NOT NULL DEFAULT '',
+	template_hash  text NOT NULL DEFAULT '',
+	alias          text NOT NULL DEFAULT '',
+	state          text NOT NULL DEFAULT '',
+	runtime        text NOT NULL DEFAULT '',
+	slot           integer NOT NULL DEFAULT 0,
+	guest_ip       text NOT NULL DEFAULT '',
+	access_token   text NOT NULL DEFAULT '',
+	traffic_token  text NOT NULL DEFAULT '',
+	metadata       jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(metadata) = 'object'),
+	env_vars       jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(env_vars) = 'object'),
+	allow_internet boolean NOT NULL DEFAULT false,
+	cpu_count      integer NOT NULL DEFAULT 0,
+	memory_mb      integer NOT NULL DEFAULT 0,
+	disk_size_mb   integer NOT NULL DEFAULT 0,
+	started_at     timestamptz,
+	end_at         timestamptz,
+	on_timeout     text NOT NULL DEFAULT 'kill',
+	extra          text NOT NULL DEFAULT ''
+);
+CREATE INDEX sandboxes_started_at ON sandboxes (started_at NULLS FIRST, id);
+CREATE TABLE templates (
+	name       text PRIMARY KEY, -- "name" or "name:tag"
+	hash       text NOT NULL DEFAULT '',
+	runtime    text NOT NULL DEFAULT '',
+	size_bytes bigint NOT NULL DEFAULT 0,
+	created_at timestamptz,
+	spec       text NOT NULL DEFAULT ''
+);
+CREATE TABLE settings (
+	key   text PRIMARY KEY,
+	value text NOT NULL
+);
+CREATE TABLE snapshots (
+	id         text PRIMARY KEY,
+	name       text NOT NULL DEFAULT '',
+	sandbox_id text NOT NULL DEFAULT '',
+	size_bytes bigint NOT NULL DEFAULT 0,
+	created_at timestamptz,
+	spec       text NOT NULL DEFAULT ''
+);
+CREATE INDEX snapshots_created_at ON snapshots (created_at NULLS FIRST, id);
+CREATE TABLE template_builds (
+	id          text PRIMARY KEY,
+	template_id text NOT NULL DEFAULT '',
+	status      text NOT NULL DEFAULT '',
+	created_at  timestamptz,
+	updated_at  timestamptz,
+	spec        text NOT NULL DEFAULT '',
+	logs        text NOT NULL DEFAULT ''
+);
+CREATE INDEX template_builds_template ON template_builds (template_id, created_at);`,
+	},
+}
+
+// SchemaVersionKey is the settings key mirroring the applied schema
+// version (as in the SQLite store).
+const SchemaVersionKey = "schema_version"
+
+// migrationLock is the advisory lock key held while migrating ("Airlock1"
+// in ASCII). Every daemon starting on the database takes it, so one of them
+// migrates and the others then find nothing left to do.
+const migrationLock int64 = 0x4169726c6f636b31
+
+// migrate applies every migration newer than the recorded schema version,
+// holding migrationLock.
+func (d *DB) migrate(ctx context.Context) error {
+	return d.migrateTo(ctx, migrations)
+}
+
+func (d *DB) migrateTo(ctx context.Context, list []migration) (err error) {
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLock); err != nil {
+		return fmt.Errorf("migrating: taking the migration lock: %w", err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, uerr := conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", migrationLock); uerr != nil {
+			// The lock belongs to the session: closing it releases the
+			// lock, and the pool drops a closed connection.
+			d.log.Warn("releasing the migration lock failed; closing its connection", "err", uerr)
+			_ = conn.Conn().Close(uctx)
+		}
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return fmt.Errorf("creating schema_migrations: %w", err)
+	}
+	if err := applyMigrations(ctx, conn, list); err != nil {
+		return err
+	}
+	// Mirror the version into settings for operators reading the database.
+	if _, err := conn.Exec(ctx, `INSERT INTO settings (key, value) VALUES ($1, $2)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, SchemaVersionKey, strconv.Itoa(len(list))); err != nil {
+		return fmt.Errorf("recording the schema version: %w", err)
+	}
+	return nil
+}
+
+// applyMigrations runs the missing migrations of list on conn, each in its
+// own transaction together with its schema_migrations row. The caller
+// holds migrationLock.
+func applyMigrations(ctx context.Context, conn *pgxpool.Conn, list []migration) error {
+	current, err := schemaVersion(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if current > len(list) {
+		return fmt.Errorf("database schema version %d is newer than this binary supports (%d)", current, len(list))
+	}
+	for i := current; i < len(list); i++ {
+		m, version := list[i], i+1
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("migration %d (%s): begin: %w", version, m.name, err)
+		}
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			_ = tx.Rollback(ctx)
+			return fmt.Errorf("migration %d (%s): %w", version, m.name, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, m.name); err != nil {
+			_ = tx.Rollback(ctx)
+			return fmt.Errorf("migration %d (%s): recording: %w", version, m.name, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("migration %d (%s): commit: %w", version, m.name, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion reports the number of applied migrations.
+func (d *DB) SchemaVersion(ctx context.Context) (int, error) {
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading schema version: %w", err)
+	}
+	defer conn.Release()
+	return schemaVersion(ctx, conn)
+}
+
+func schemaVersion(ctx context.Context, conn *pgxpool.Conn) (int, error) {
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&v); err != nil {
+		return 0, fmt.Errorf("reading schema version: %w", err)
+	}
+	return v, nil
+}

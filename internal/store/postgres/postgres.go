@@ -1,0 +1,346 @@
+// Package postgres implements store.Full on PostgreSQL with pgx (a pgxpool
+// pool), for hosts that share one database. Its schema is evolved by an
+// ordered list of migrations recorded in schema_migrations and applied at
+// Open under an advisory lock, so daemons starting together migrate once.
+// Besides the store it offers LISTEN/NOTIFY (notify.go).
+//
+// Lost connections are replaced by the pool: after the server restarts,
+// the next operations reconnect (a call in flight when it went away fails).
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// DB is a store.Full on one PostgreSQL database. It is safe for concurrent
+// use.
+type DB struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	// where names the database for messages: host, port, database and user,
+	// never the password.
+	where string
+
+	// done is closed by Close; listeners (Listen) stop on it.
+	done chan struct{}
+	// mu guards closed, and orders listeners.Add before Close's Wait.
+	mu        sync.Mutex
+	closed    bool
+	listeners sync.WaitGroup
+}
+
+var _ store.Full = (*DB)(nil)
+
+// Open connects to the database at connString (a postgres:// URL or a
+// key=value DSN) and brings its schema up to date. log may be nil.
+func Open(ctx context.Context, connString string, log *slog.Logger) (*DB, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		// pgx redacts the password in its parse errors.
+		return nil, fmt.Errorf("parsing the PostgreSQL connection string: %w", err)
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "airlock"
+	}
+	where := fmt.Sprintf("postgres %s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", where, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to %s: %w", where, err)
+	}
+	d := &DB{pool: pool, log: log, where: where, done: make(chan struct{})}
+	if err := d.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return d, nil
+}
+
+// Close stops the listeners and closes the pool. Calling it again is a
+// no-op.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.done)
+	d.mu.Unlock()
+	d.listeners.Wait()
+	d.pool.Close()
+	return nil
+}
+
+// String names the database (without the password).
+func (d *DB) String() string { return d.where }
+
+const sandboxColumns = `id, template_id, template_hash, alias, state, runtime, slot, guest_ip,
+	access_token, traffic_token, metadata, env_vars, allow_internet,
+	cpu_count, memory_mb, disk_size_mb, started_at, end_at, on_timeout, extra`
+
+// PutSandbox inserts or replaces a sandbox row.
+func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
+	if s == nil || s.ID == "" {
+		return errors.New("put sandbox: empty id")
+	}
+	meta, err := encodeMap(s.Metadata)
+	if err != nil {
+		return fmt.Errorf("put sandbox %s: metadata: %w", s.ID, err)
+	}
+	envs, err := encodeMap(s.EnvVars)
+	if err != nil {
+		return fmt.Errorf("put sandbox %s: env vars: %w", s.ID, err)
+	}
+	_, err = d.exec(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
+	VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)
+	ON CONFLICT (id) DO UPDATE SET
+		template_id=excluded.template_id, template_hash=excluded.template_hash,
+		alias=excluded.alias, state=excluded.state, runtime=excluded.runtime,
+		slot=excluded.slot, guest_ip=excluded.guest_ip,
+		access_token=excluded.access_token, traffic_token=excluded.traffic_token,
+		metadata=excluded.metadata, env_vars=excluded.env_vars,
+		allow_internet=excluded.allow_internet, cpu_count=excluded.cpu_count,
+		memory_mb=excluded.memory_mb, disk_size_mb=excluded.disk_size_mb,
+		started_at=excluded.started_at, end_at=excluded.end_at,
+		on_timeout=excluded.on_timeout, extra=excluded.extra`,
+		s.ID, s.TemplateID, s.TemplateHash, s.Alias, s.State, s.Runtime, s.Slot, s.GuestIP,
+		s.AccessToken, s.TrafficToken, meta, envs, s.AllowInternet,
+		s.CPUCount, s.MemoryMB, s.DiskSizeMB, encodeTime(s.StartedAt), encodeTime(s.EndAt), s.OnTimeout, s.Extra)
+	if err != nil {
+		return fmt.Errorf("put sandbox %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+func scanSandbox(r pgx.Row) (*store.Sandbox, error) {
+	var (
+		s               store.Sandbox
+		meta, envs      string
+		started, endsAt *time.Time
+	)
+	if err := r.Scan(&s.ID, &s.TemplateID, &s.TemplateHash, &s.Alias, &s.State, &s.Runtime, &s.Slot, &s.GuestIP,
+		&s.AccessToken, &s.TrafficToken, &meta, &envs, &s.AllowInternet,
+		&s.CPUCount, &s.MemoryMB, &s.DiskSizeMB, &started, &endsAt, &s.OnTimeout, &s.Extra); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.Metadata, err = decodeMap(meta); err != nil {
+		return nil, fmt.Errorf("sandbox %s: metadata: %w", s.ID, err)
+	}
+	if s.EnvVars, err = decodeMap(envs); err != nil {
+		return nil, fmt.Errorf("sandbox %s: env vars: %w", s.ID, err)
+	}
+	s.StartedAt, s.EndAt = decodeTime(started), decodeTime(endsAt)
+	return &s, nil
+}
+
+// GetSandbox returns one sandbox or store.ErrNotFound.
+func (d *DB) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) {
+	var s *store.Sandbox
+	err := d.queryRow(ctx, func(r pgx.Row) (err error) {
+		s, err = scanSandbox(r)
+		return err
+	}, "SELECT "+sandboxColumns+" FROM sandboxes WHERE id = $1", id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("sandbox %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get sandbox %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// ListSandboxes returns all sandboxes ordered by start time (unstarted
+// ones first, as the zero time sorts first in SQLite).
+func (d *DB) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
+	return list(ctx, d, "sandboxes", "SELECT "+sandboxColumns+" FROM sandboxes ORDER BY started_at NULLS FIRST, id", scanSandbox)
+}
+
+// DeleteSandbox removes a sandbox; store.ErrNotFound if it did not exist.
+func (d *DB) DeleteSandbox(ctx context.Context, id string) error {
+	return d.deleteRow(ctx, "DELETE FROM sandboxes WHERE id = $1", "sandbox", id)
+}
+
+const templateColumns = "name, hash, runtime, size_bytes, created_at, spec"
+
+// PutTemplate inserts or replaces a template row (keyed by name, which
+// includes the tag of a tagged template: "name:tag").
+func (d *DB) PutTemplate(ctx context.Context, t *store.Template) error {
+	if t == nil || t.Name == "" {
+		return errors.New("put template: empty name")
+	}
+	_, err := d.exec(ctx, `INSERT INTO templates (`+templateColumns+`) VALUES ($1,$2,$3,$4,$5,$6)
+		ON CONFLICT (name) DO UPDATE SET hash=excluded.hash, runtime=excluded.runtime,
+		size_bytes=excluded.size_bytes, created_at=excluded.created_at, spec=excluded.spec`,
+		t.Name, t.Hash, t.Runtime, t.SizeBytes, encodeTime(t.CreatedAt), t.Spec)
+	if err != nil {
+		return fmt.Errorf("put template %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+func scanTemplate(r pgx.Row) (*store.Template, error) {
+	var (
+		t       store.Template
+		created *time.Time
+	)
+	if err := r.Scan(&t.Name, &t.Hash, &t.Runtime, &t.SizeBytes, &created, &t.Spec); err != nil {
+		return nil, err
+	}
+	t.CreatedAt = decodeTime(created)
+	return &t, nil
+}
+
+// GetTemplate returns one template or store.ErrNotFound.
+func (d *DB) GetTemplate(ctx context.Context, name string) (*store.Template, error) {
+	var t *store.Template
+	err := d.queryRow(ctx, func(r pgx.Row) (err error) {
+		t, err = scanTemplate(r)
+		return err
+	}, "SELECT "+templateColumns+" FROM templates WHERE name = $1", name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("template %s: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get template %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// ListTemplates returns all templates ordered by name (bytewise, as
+// SQLite does).
+func (d *DB) ListTemplates(ctx context.Context) ([]*store.Template, error) {
+	return list(ctx, d, "templates", "SELECT "+templateColumns+` FROM templates ORDER BY name COLLATE "C"`, scanTemplate)
+}
+
+// DeleteTemplate removes a template; store.ErrNotFound if it did not exist.
+func (d *DB) DeleteTemplate(ctx context.Context, name string) error {
+	return d.deleteRow(ctx, "DELETE FROM templates WHERE name = $1", "template", name)
+}
+
+// GetSetting returns a setting's value or store.ErrNotFound.
+func (d *DB) GetSetting(ctx context.Context, key string) (string, error) {
+	var v string
+	err := d.queryRow(ctx, func(r pgx.Row) error { return r.Scan(&v) }, "SELECT value FROM settings WHERE key = $1", key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("setting %s: %w", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("get setting %s: %w", key, err)
+	}
+	return v, nil
+}
+
+// PutSetting sets a setting.
+func (d *DB) PutSetting(ctx context.Context, key, value string) error {
+	if key == "" {
+		return errors.New("put setting: empty key")
+	}
+	_, err := d.exec(ctx, `INSERT INTO settings (key, value) VALUES ($1, $2)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
+	if err != nil {
+		return fmt.Errorf("put setting %s: %w", key, err)
+	}
+	return nil
+}
+
+// list runs query and scans every row with scan.
+func list[T any](ctx context.Context, d *DB, what, query string, scan func(pgx.Row) (*T, error)) ([]*T, error) {
+	var out []*T
+	err := d.run(ctx, func(ctx context.Context) error {
+		out = nil
+		rows, err := d.pool.Query(ctx, query)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			v, err := scan(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	return out, nil
+}
+
+func (d *DB) deleteRow(ctx context.Context, query, kind, key string) error {
+	tag, err := d.exec(ctx, query, key)
+	if err != nil {
+		return fmt.Errorf("delete %s %s: %w", kind, key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s %s: %w", kind, key, store.ErrNotFound)
+	}
+	return nil
+}
+
+// encodeTime maps the zero time to NULL (timestamptz keeps microseconds).
+func encodeTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func decodeTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// encodeMap encodes a map as a JSON object for a jsonb column; nil and
+// empty maps both become "{}". jsonb cannot hold U+0000, so a map with a
+// NUL character is refused here with a clear message.
+func encodeMap(m map[string]string) (string, error) {
+	if len(m) == 0 {
+		return "{}", nil
+	}
+	for k, v := range m {
+		if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
+			return "", fmt.Errorf("key %q: a NUL character cannot be stored in PostgreSQL", k)
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// decodeMap returns nil for an empty object so that a nil map round-trips.
+func decodeMap(s string) (map[string]string, error) {
+	var m map[string]string
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		return nil, err
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return m, nil
+}

@@ -1,0 +1,67 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+const snapshotColumns = "id, name, sandbox_id, size_bytes, created_at, spec"
+
+// PutSnapshot inserts or replaces a snapshot row (keyed by id).
+func (d *DB) PutSnapshot(ctx context.Context, s *store.Snapshot) error {
+	if s == nil || s.ID == "" {
+		return errors.New("put snapshot: empty id")
+	}
+	_, err := d.exec(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES ($1,$2,$3,$4,$5,$6)
+		ON CONFLICT (id) DO UPDATE SET name=excluded.name, sandbox_id=excluded.sandbox_id,
+		size_bytes=excluded.size_bytes, created_at=excluded.created_at, spec=excluded.spec`,
+		s.ID, s.Name, s.SandboxID, s.SizeBytes, encodeTime(s.CreatedAt), s.Spec)
+	if err != nil {
+		return fmt.Errorf("put snapshot %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+func scanSnapshot(r pgx.Row) (*store.Snapshot, error) {
+	var (
+		s       store.Snapshot
+		created *time.Time
+	)
+	if err := r.Scan(&s.ID, &s.Name, &s.SandboxID, &s.SizeBytes, &created, &s.Spec); err != nil {
+		return nil, err
+	}
+	s.CreatedAt = decodeTime(created)
+	return &s, nil
+}
+
+// GetSnapshot returns one snapshot or store.ErrNotFound.
+func (d *DB) GetSnapshot(ctx context.Context, id string) (*store.Snapshot, error) {
+	var s *store.Snapshot
+	err := d.queryRow(ctx, func(r pgx.Row) (err error) {
+		s, err = scanSnapshot(r)
+		return err
+	}, "SELECT "+snapshotColumns+" FROM snapshots WHERE id = $1", id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("snapshot %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get snapshot %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// ListSnapshots returns all snapshots, oldest first (created, id).
+func (d *DB) ListSnapshots(ctx context.Context) ([]*store.Snapshot, error) {
+	return list(ctx, d, "snapshots", "SELECT "+snapshotColumns+" FROM snapshots ORDER BY created_at NULLS FIRST, id", scanSnapshot)
+}
+
+// DeleteSnapshot removes a snapshot; store.ErrNotFound if it did not exist.
+func (d *DB) DeleteSnapshot(ctx context.Context, id string) error {
+	return d.deleteRow(ctx, "DELETE FROM snapshots WHERE id = $1", "snapshot", id)
+}
