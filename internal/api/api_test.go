@@ -255,6 +255,10 @@ func TestCreateErrors(t *testing.T) {
 	assertError(t, st, body, 400, "allowOut entry")
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"rules":{"x.com":[{}]}}}`)
 	assertError(t, st, body, 501, "not supported")
+	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"metadata":{"k":"a\u0000b"}}`)
+	assertError(t, st, body, 400, "metadata: key \"k\": keys and values must not contain a NUL character")
+	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"envVars":{"A\u0000":"b"}}`)
+	assertError(t, st, body, 400, "envVars: key")
 	big := `{"metadata":{"k":"` + strings.Repeat("x", 2<<20) + `"}}`
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", big)
 	assertError(t, st, body, 413, "larger than")

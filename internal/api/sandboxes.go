@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -135,6 +136,10 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 	}
 	if len(body.VolumeMounts) > 0 {
 		middleware.WriteError(w, http.StatusNotImplemented, "volume mounts are not supported yet")
+		return
+	}
+	if msg := nulIn("metadata", body.Metadata) + nulIn("envVars", body.EnvVars); msg != "" {
+		middleware.WriteError(w, http.StatusBadRequest, msg)
 		return
 	}
 	req := sandbox.CreateRequest{
@@ -371,4 +376,17 @@ func (a *api) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// nulIn names the first key or value of m that holds a NUL character ("" if
+// none): no process environment can carry one, and PostgreSQL's jsonb, which
+// stores metadata in a cluster, refuses it, so it is refused at the door on
+// every backend alike.
+func nulIn(field string, m map[string]string) string {
+	for k, v := range m {
+		if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
+			return fmt.Sprintf("%s: key %q: keys and values must not contain a NUL character", field, k)
+		}
+	}
+	return ""
 }

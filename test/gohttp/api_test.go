@@ -195,6 +195,10 @@ func TestErrorShapes(t *testing.T) {
 		errorBody(t, e.api(t, http.MethodPost, "/v2/sandboxes", `{"templateID": "base",`), http.StatusBadRequest)
 		errorBody(t, e.api(t, http.MethodPost, "/sandboxes", `not json`), http.StatusBadRequest)
 	})
+	t.Run("NUL in metadata or envVars 400", func(t *testing.T) {
+		errorBody(t, e.api(t, http.MethodPost, "/v2/sandboxes", `{"templateID":"base","metadata":{"k":"a\u0000b"}}`), http.StatusBadRequest)
+		errorBody(t, e.api(t, http.MethodPost, "/v2/sandboxes", `{"templateID":"base","envVars":{"A":"\u0000"}}`), http.StatusBadRequest)
+	})
 	t.Run("missing API key 401", func(t *testing.T) {
 		errorBody(t, e.apiWithKey(t, "", http.MethodGet, "/v2/sandboxes", nil), http.StatusUnauthorized)
 		errorBody(t, e.apiWithKey(t, "", http.MethodPost, "/sandboxes",
