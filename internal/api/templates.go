@@ -57,6 +57,10 @@ type templateJSON struct {
 	UpdatedAt     time.Time  `json:"updatedAt"`
 	LastSpawnedAt *time.Time `json:"lastSpawnedAt"`
 	CreatedBy     *string    `json:"createdBy"`
+	// Tags are the template's tags ("default" for the bare name); an
+	// Airlock extension of E2B's Template, which lists them separately
+	// (GET /templates/{id}/tags).
+	Tags []string `json:"tags,omitempty"`
 	// Snapshot marks a named snapshot listed as a template.
 	Snapshot bool `json:"snapshot,omitempty"`
 }
@@ -80,17 +84,64 @@ func toTemplateJSON(t TemplateInfo) templateJSON {
 }
 
 // allTemplates is every template E2B's template reads see: the built
-// templates and the named snapshots.
+// templates, one entry per name with its tags (see groupTemplates), and the
+// named snapshots.
 func (a *api) allTemplates(r *http.Request) ([]templateJSON, error) {
 	ts, err := a.templates.List(r.Context())
 	if err != nil {
 		return nil, err
 	}
-	out := make([]templateJSON, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, toTemplateJSON(t))
+	return append(groupTemplates(ts), a.snapshotTemplates(r)...), nil
+}
+
+// groupTemplates turns template records into E2B's Template entries: the
+// records of one name (name for name:default, "name:tag" for its other
+// tags) are one template, as on E2B, whose build is the default tag's (else
+// the newest tag's) and whose tags are listed in Tags. Entries keep the
+// order in which their names first appear.
+func groupTemplates(ts []TemplateInfo) []templateJSON {
+	type group struct {
+		rep   TemplateInfo
+		def   bool
+		tags  []string
+		hash  map[string]bool
+		first time.Time
 	}
-	return append(out, a.snapshotTemplates(r)...), nil
+	var order []string
+	groups := map[string]*group{}
+	for _, t := range ts {
+		name, tag, _ := strings.Cut(t.Name, ":")
+		tag = cmp.Or(tag, defaultTag)
+		g := groups[name]
+		if g == nil {
+			g = &group{rep: t, hash: map[string]bool{}, first: t.CreatedAt}
+			groups[name] = g
+			order = append(order, name)
+		}
+		switch {
+		case tag == defaultTag:
+			g.rep, g.def = t, true
+		case !g.def && t.CreatedAt.After(g.rep.CreatedAt):
+			g.rep = t
+		}
+		if t.CreatedAt.Before(g.first) {
+			g.first = t.CreatedAt
+		}
+		g.tags = append(g.tags, tag)
+		g.hash[t.Hash] = true
+	}
+	out := make([]templateJSON, 0, len(order))
+	for _, name := range order {
+		g := groups[name]
+		tj := toTemplateJSON(g.rep)
+		tj.TemplateID, tj.Aliases, tj.Names = name, []string{name}, []string{name}
+		slices.Sort(g.tags)
+		tj.Tags = g.tags
+		tj.BuildCount = len(g.hash)
+		tj.CreatedAt = g.first.UTC()
+		out = append(out, tj)
+	}
+	return out
 }
 
 // listTemplates answers GET /templates and GET /v2/templates (Template[];
@@ -104,16 +155,33 @@ func (a *api) listTemplates(w http.ResponseWriter, r *http.Request) {
 	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
-// findTemplate returns the template whose id, alias or name is ref.
+// findTemplate returns the template whose id, alias or name is ref. ref
+// may name a tag, name:tag: then that tag must exist (404 otherwise, as on
+// E2B), and the template is returned.
 func (a *api) findTemplate(w http.ResponseWriter, r *http.Request, ref string) (templateJSON, bool) {
 	all, err := a.allTemplates(r)
 	if err != nil {
 		a.fail(w, r, err)
 		return templateJSON{}, false
 	}
-	for _, t := range all {
-		if t.TemplateID == ref || slices.Contains(t.Aliases, ref) || slices.Contains(t.Names, ref) {
-			return t, true
+	match := func(id string) (templateJSON, bool) {
+		for _, t := range all {
+			if t.TemplateID == id || slices.Contains(t.Aliases, id) || slices.Contains(t.Names, id) {
+				return t, true
+			}
+		}
+		return templateJSON{}, false
+	}
+	if t, ok := match(ref); ok {
+		return t, true
+	}
+	if name, tag, ok := strings.Cut(ref, ":"); ok {
+		if t, ok := match(name); ok && !t.Snapshot {
+			if slices.Contains(t.Tags, cmp.Or(tag, defaultTag)) {
+				return t, true
+			}
+			middleware.WriteError(w, http.StatusNotFound, fmt.Sprintf("tag '%s' does not exist for template '%s'", cmp.Or(tag, defaultTag), name))
+			return templateJSON{}, false
 		}
 	}
 	middleware.WriteError(w, http.StatusNotFound, fmt.Sprintf("template %q not found", ref))
@@ -181,16 +249,13 @@ func (a *api) getTemplate(w http.ResponseWriter, r *http.Request) {
 }
 
 // templateSubresource answers GET /templates/aliases/{alias} (E2B's
-// TemplateAliasResponse, 404 for an unknown alias: the SDK's
-// Template.exists) and GET /templates/{id}/tags (TemplateTag[]: every
+// TemplateAliasResponse, 404 for an unknown alias or, for name:tag, a tag
+// the template does not have: the SDK's Template.exists) and GET /templates/{id}/tags (TemplateTag[]: every
 // template has its current build under the tag "default").
 func (a *api) templateSubresource(w http.ResponseWriter, r *http.Request) {
 	id, sub := r.PathValue("id"), r.PathValue("sub")
 	switch {
 	case id == "aliases":
-		if a.aliasByTag(w, r, sub) {
-			return
-		}
 		t, ok := a.findTemplate(w, r, sub)
 		if !ok {
 			return
