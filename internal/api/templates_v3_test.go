@@ -30,6 +30,8 @@ type fakeEngine struct {
 	recs       map[string]TemplateInfo
 	dockerfile string
 	files      []string
+	// block, when set, holds BuildDockerfile until it is closed.
+	block chan struct{}
 }
 
 func (f *fakeEngine) List(context.Context) ([]TemplateInfo, error) {
@@ -47,6 +49,9 @@ func (f *fakeEngine) Build(context.Context, string, bool, func(airlock.Progress)
 }
 
 func (f *fakeEngine) BuildDockerfile(_ context.Context, name string, r io.Reader, o airlock.DockerfileBuild, progress func(airlock.Progress)) (*TemplateInfo, error) {
+	if f.block != nil {
+		<-f.block
+	}
 	tr := tar.NewReader(r)
 	var df string
 	var files []string
@@ -113,9 +118,9 @@ func (f *fakeEngine) Tag(_ context.Context, from, to string) (*TemplateInfo, err
 }
 
 type memBuilds struct {
-	mu  sync.Mutex
-	m   map[string]store.TemplateBuild
-	dir string
+	mu    sync.Mutex
+	m     map[string]store.TemplateBuild
+	files *FileSets
 }
 
 func (s *memBuilds) PutTemplateBuild(_ context.Context, b *store.TemplateBuild) error {
@@ -135,11 +140,11 @@ func (s *memBuilds) GetTemplateBuild(_ context.Context, id string) (*store.Templ
 	return &b, nil
 }
 
-func (s *memBuilds) UploadDir() string { return s.dir }
+func (s *memBuilds) Files() *FileSets { return s.files }
 
 func sdkHarness(t *testing.T) (*httptest.Server, *fakeEngine, *memBuilds) {
 	eng := &fakeEngine{recs: map[string]TemplateInfo{"base": {Name: "base", Hash: strings.Repeat("b", 64)}}}
-	bs := &memBuilds{m: map[string]store.TemplateBuild{}, dir: t.TempDir()}
+	bs := &memBuilds{m: map[string]store.TemplateBuild{}, files: NewFileSets(t.TempDir())}
 	env := sandboxtest.NewEnv(t, nil)
 	srv := httptest.NewServer(New(env.Manager, eng, Options{APIKey: "k", TemplateBuilds: bs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
