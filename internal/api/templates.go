@@ -206,15 +206,65 @@ func isHex(s string) bool {
 
 // templateBuildJSON is E2B's TemplateBuild.
 type templateBuildJSON struct {
-	BuildID     string    `json:"buildID"`
-	Status      string    `json:"status"`
-	CreatedAt   time.Time `json:"createdAt"`
-	UpdatedAt   time.Time `json:"updatedAt"`
-	FinishedAt  time.Time `json:"finishedAt"`
-	CPUCount    int       `json:"cpuCount"`
-	MemoryMB    int       `json:"memoryMB"`
-	DiskSizeMB  int       `json:"diskSizeMB"`
-	EnvdVersion string    `json:"envdVersion"`
+	BuildID     string     `json:"buildID"`
+	Status      string     `json:"status"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	UpdatedAt   time.Time  `json:"updatedAt"`
+	FinishedAt  *time.Time `json:"finishedAt,omitempty"`
+	CPUCount    int        `json:"cpuCount"`
+	MemoryMB    int        `json:"memoryMB"`
+	DiskSizeMB  int        `json:"diskSizeMB"`
+	EnvdVersion string     `json:"envdVersion"`
+	// Airlock extensions, for builds of E2B's build API (SDK builds): the
+	// tags the build was asked for, and why it failed.
+	Tags   []string `json:"tags,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+}
+
+// maxListedBuilds bounds the builds GET /templates/{id} returns.
+const maxListedBuilds = 100
+
+// sdkBuildsOf returns the SDK builds of template name (E2B's build API),
+// newest first; none when the server keeps no builds.
+func (a *api) sdkBuildsOf(r *http.Request, t templateJSON) ([]templateBuildJSON, error) {
+	bs := a.opts.TemplateBuilds
+	if bs == nil || t.Snapshot {
+		return nil, nil
+	}
+	list, err := bs.ListTemplateBuilds(r.Context(), t.TemplateID, maxListedBuilds)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]templateBuildJSON, 0, len(list))
+	for _, b := range list {
+		if b.Status == "building" && a.sdk.get(b.ID) == nil {
+			// It may have ended since the list was read: read it again.
+			if nb, err := bs.GetTemplateBuild(r.Context(), b.ID); err == nil {
+				b = nb
+			}
+		}
+		var spec buildSpec
+		_ = json.Unmarshal([]byte(b.Spec), &spec)
+		bj := templateBuildJSON{BuildID: b.ID, Status: b.Status, CreatedAt: b.CreatedAt.UTC(), UpdatedAt: b.UpdatedAt.UTC(),
+			CPUCount: cmp.Or(spec.CPUCount, sandbox.DefaultCPUCount), MemoryMB: cmp.Or(spec.MemoryMB, sandbox.DefaultMemoryMB),
+			DiskSizeMB: sandbox.DefaultDiskSizeMB, EnvdVersion: sandbox.EnvdVersion, Tags: spec.Tags}
+		switch running := a.sdk.get(b.ID) != nil; {
+		case running:
+			bj.Status = "building"
+		case b.Status == "building":
+			// Cut off by a restart (its status read marks it so).
+			bj.Status, bj.Reason = "error", "the build was interrupted: the daemon stopped while it ran"
+		}
+		if bj.Status == "ready" || bj.Status == "error" {
+			fin := bj.UpdatedAt
+			bj.FinishedAt = &fin
+		}
+		if spec.Reason != nil && bj.Reason == "" {
+			bj.Reason = spec.Reason.Message
+		}
+		out = append(out, bj)
+	}
+	return out, nil
 }
 
 // templateWithBuildsJSON is E2B's TemplateWithBuilds.
@@ -230,21 +280,31 @@ type templateWithBuildsJSON struct {
 	Builds        []templateBuildJSON `json:"builds"`
 }
 
-// getTemplate answers GET /templates/{id} with TemplateWithBuilds (one
-// build: the current one).
+// getTemplate answers GET /templates/{id} with TemplateWithBuilds: the
+// builds of E2B's build API (SDK builds, newest first, with their status
+// while they run), else one build: the current one.
 func (a *api) getTemplate(w http.ResponseWriter, r *http.Request) {
 	t, ok := a.findTemplate(w, r, r.PathValue("id"))
 	if !ok {
 		return
 	}
+	builds, err := a.sdkBuildsOf(r, t)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if len(builds) == 0 {
+		fin := t.UpdatedAt
+		builds = []templateBuildJSON{{
+			BuildID: buildUUID(t.BuildID), Status: t.BuildStatus, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+			FinishedAt: &fin, CPUCount: t.CPUCount, MemoryMB: t.MemoryMB, DiskSizeMB: t.DiskSizeMB,
+			EnvdVersion: t.EnvdVersion,
+		}}
+	}
 	middleware.WriteJSON(w, http.StatusOK, templateWithBuildsJSON{
 		TemplateID: t.TemplateID, Public: t.Public, Aliases: t.Aliases, Names: t.Names,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastSpawnedAt: t.LastSpawnedAt, SpawnCount: t.SpawnCount,
-		Builds: []templateBuildJSON{{
-			BuildID: buildUUID(t.BuildID), Status: t.BuildStatus, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-			FinishedAt: t.UpdatedAt, CPUCount: t.CPUCount, MemoryMB: t.MemoryMB, DiskSizeMB: t.DiskSizeMB,
-			EnvdVersion: t.EnvdVersion,
-		}},
+		Builds: builds,
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -142,6 +143,20 @@ func (s *memBuilds) GetTemplateBuild(_ context.Context, id string) (*store.Templ
 
 func (s *memBuilds) Files() *FileSets { return s.files }
 
+func (s *memBuilds) ListTemplateBuilds(_ context.Context, id string, limit int) ([]*store.TemplateBuild, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*store.TemplateBuild
+	for _, b := range s.m {
+		if b.TemplateID == id {
+			b.Logs = ""
+			out = append(out, &b)
+		}
+	}
+	slices.SortFunc(out, func(x, y *store.TemplateBuild) int { return y.CreatedAt.Compare(x.CreatedAt) })
+	return out[:min(limit, len(out))], nil
+}
+
 func sdkHarness(t *testing.T) (*httptest.Server, *fakeEngine, *memBuilds) {
 	eng := &fakeEngine{recs: map[string]TemplateInfo{"base": {Name: "base", Hash: strings.Repeat("b", 64)}}}
 	bs := &memBuilds{m: map[string]store.TemplateBuild{}, files: NewFileSets(t.TempDir())}
@@ -265,6 +280,16 @@ func TestSDKBuildFlow(t *testing.T) {
 	_, page := call(t, srv, "GET", "/templates/app/builds/"+buildID+"/status?logsOffset=2", nil)
 	if got := len(page["logEntries"].([]any)); got != len(msgs)-2 {
 		t.Errorf("logsOffset=2 gave %d entries of %d", got, len(msgs))
+	}
+	// GET /templates/{id} lists the SDK builds with their status and tags.
+	st, tpl := call(t, srv, "GET", "/templates/app", nil)
+	builds, _ := tpl["builds"].([]any)
+	if st != 200 || len(builds) != 1 {
+		t.Fatalf("GET /templates/app: %d %v", st, tpl)
+	}
+	b0 := builds[0].(map[string]any)
+	if b0["buildID"] != buildID || b0["status"] != "ready" || fmt.Sprint(b0["tags"]) != "[v1 stable]" || b0["finishedAt"] == nil {
+		t.Errorf("build: %v", b0)
 	}
 	// Tagged: the bare name may not be deleted while tags exist.
 	def := eng.recs["app:v1"]

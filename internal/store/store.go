@@ -104,4 +104,7 @@ type TemplateBuild struct {
 type TemplateBuildStore interface {
 	PutTemplateBuild(ctx context.Context, b *TemplateBuild) error // insert or replace
 	GetTemplateBuild(ctx context.Context, id string) (*TemplateBuild, error)
+	// ListTemplateBuilds returns the builds of template templateID, newest
+	// first (CreatedAt, then ID), at most limit of them, without their Logs.
+	ListTemplateBuilds(ctx context.Context, templateID string, limit int) ([]*TemplateBuild, error)
 }

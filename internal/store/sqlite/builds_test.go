@@ -35,3 +35,24 @@ func TestTemplateBuildsSurviveReopen(t *testing.T) {
 		t.Fatalf("unknown build: %v", err)
 	}
 }
+
+func TestListTemplateBuilds(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	t0 := time.Unix(1700000000, 0).UTC()
+	for i, id := range []string{"a1", "a2", "a3"} {
+		if err := db.PutTemplateBuild(ctx, &store.TemplateBuild{ID: id, TemplateID: "app", Status: "ready", CreatedAt: t0.Add(time.Duration(i) * time.Second), Logs: "[1]"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.PutTemplateBuild(ctx, &store.TemplateBuild{ID: "o1", TemplateID: "other", CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.ListTemplateBuilds(ctx, "app", 2)
+	if err != nil || len(got) != 2 || got[0].ID != "a3" || got[1].ID != "a2" || got[0].Logs != "" || !got[0].CreatedAt.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("ListTemplateBuilds = %+v, %v", got, err)
+	}
+	if got, err := db.ListTemplateBuilds(ctx, "none", 10); err != nil || len(got) != 0 {
+		t.Fatalf("unknown template: %+v, %v", got, err)
+	}
+}
