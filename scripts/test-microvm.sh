@@ -2,7 +2,8 @@
 # The microVM stage of scripts/test.sh (also runs alone after setup.sh): a
 # second daemon with --runtime microvm - emulated (TCG) on hosts without
 # hardware KVM - on its own data dir, network prefix, subnet and port, runs
-# test/e2e/microvm.test.mjs with the official e2b SDK and
+# test/e2e/microvm.test.mjs and test/e2e/microvm-templates-sdk.test.mjs (a
+# template built with the SDK's Template.build) with the official e2b SDK and
 # test/e2e/microvm-interpreter.test.mjs with @e2b/code-interpreter. The root Go tests of
 # internal/runtime/microvm run in test.sh's `go test ./...` stage.
 #
@@ -10,7 +11,8 @@
 # templates are shared by hard links; default /var/lib/airlock-test),
 # AIRLOCK_TEST_VM_DATA_DIR (default <that>-microvm), AIRLOCK_TEST_VM_NET_PREFIX
 # (default alvm), AIRLOCK_TEST_VM_SUBNET (default 10.80.0.0/16),
-# AIRLOCK_TEST_WORK (log dir).
+# AIRLOCK_TEST_WORK (log dir), AIRLOCK_TEST_VM_NODE_FILES (a subset of the test
+# files above).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$(pwd)
@@ -73,7 +75,7 @@ grep -m1 'isolation runtime' "$LOG"
 (cd test/e2e && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund --loglevel=error)
 (cd test/e2e && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
 	AIRLOCK_TEST_VM_DAEMON_LOG=$LOG node --test --test-concurrency=1 --test-reporter=spec \
-	microvm.test.mjs microvm-interpreter.test.mjs)
+	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs})
 rc=$?
 if [ "$rc" -ne 0 ]; then
 	echo "microVM daemon log (last 60 lines):"

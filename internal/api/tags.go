@@ -108,21 +108,6 @@ func (a *api) templateTags(w http.ResponseWriter, r *http.Request, id string) {
 	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
-// aliasExists answers GET /templates/aliases/{alias} for names that only
-// exist with tags (name:v1 built, no name:default); false when unknown.
-func (a *api) aliasByTag(w http.ResponseWriter, r *http.Request, alias string) bool {
-	name, _, _ := strings.Cut(alias, ":")
-	infos, _, err := a.tagsOf(r, name)
-	if err != nil || len(infos) == 0 {
-		return false
-	}
-	middleware.WriteJSON(w, http.StatusOK, struct {
-		TemplateID string `json:"templateID"`
-		Public     bool   `json:"public"`
-	}{name, false})
-	return true
-}
-
 // assignTags answers POST /templates/tags (AssignTemplateTagsRequest →
 // AssignedTemplateTags): the build target (name:tag) names gets tags.
 func (a *api) assignTags(w http.ResponseWriter, r *http.Request) {

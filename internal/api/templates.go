@@ -57,6 +57,10 @@ type templateJSON struct {
 	UpdatedAt     time.Time  `json:"updatedAt"`
 	LastSpawnedAt *time.Time `json:"lastSpawnedAt"`
 	CreatedBy     *string    `json:"createdBy"`
+	// Tags are the template's tags ("default" for the bare name); an
+	// Airlock extension of E2B's Template, which lists them separately
+	// (GET /templates/{id}/tags).
+	Tags []string `json:"tags,omitempty"`
 	// Snapshot marks a named snapshot listed as a template.
 	Snapshot bool `json:"snapshot,omitempty"`
 }
@@ -80,17 +84,64 @@ func toTemplateJSON(t TemplateInfo) templateJSON {
 }
 
 // allTemplates is every template E2B's template reads see: the built
-// templates and the named snapshots.
+// templates, one entry per name with its tags (see groupTemplates), and the
+// named snapshots.
 func (a *api) allTemplates(r *http.Request) ([]templateJSON, error) {
 	ts, err := a.templates.List(r.Context())
 	if err != nil {
 		return nil, err
 	}
-	out := make([]templateJSON, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, toTemplateJSON(t))
+	return append(groupTemplates(ts), a.snapshotTemplates(r)...), nil
+}
+
+// groupTemplates turns template records into E2B's Template entries: the
+// records of one name (name for name:default, "name:tag" for its other
+// tags) are one template, as on E2B, whose build is the default tag's (else
+// the newest tag's) and whose tags are listed in Tags. Entries keep the
+// order in which their names first appear.
+func groupTemplates(ts []TemplateInfo) []templateJSON {
+	type group struct {
+		rep   TemplateInfo
+		def   bool
+		tags  []string
+		hash  map[string]bool
+		first time.Time
 	}
-	return append(out, a.snapshotTemplates(r)...), nil
+	var order []string
+	groups := map[string]*group{}
+	for _, t := range ts {
+		name, tag, _ := strings.Cut(t.Name, ":")
+		tag = cmp.Or(tag, defaultTag)
+		g := groups[name]
+		if g == nil {
+			g = &group{rep: t, hash: map[string]bool{}, first: t.CreatedAt}
+			groups[name] = g
+			order = append(order, name)
+		}
+		switch {
+		case tag == defaultTag:
+			g.rep, g.def = t, true
+		case !g.def && t.CreatedAt.After(g.rep.CreatedAt):
+			g.rep = t
+		}
+		if t.CreatedAt.Before(g.first) {
+			g.first = t.CreatedAt
+		}
+		g.tags = append(g.tags, tag)
+		g.hash[t.Hash] = true
+	}
+	out := make([]templateJSON, 0, len(order))
+	for _, name := range order {
+		g := groups[name]
+		tj := toTemplateJSON(g.rep)
+		tj.TemplateID, tj.Aliases, tj.Names = name, []string{name}, []string{name}
+		slices.Sort(g.tags)
+		tj.Tags = g.tags
+		tj.BuildCount = len(g.hash)
+		tj.CreatedAt = g.first.UTC()
+		out = append(out, tj)
+	}
+	return out
 }
 
 // listTemplates answers GET /templates and GET /v2/templates (Template[];
@@ -104,16 +155,33 @@ func (a *api) listTemplates(w http.ResponseWriter, r *http.Request) {
 	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
-// findTemplate returns the template whose id, alias or name is ref.
+// findTemplate returns the template whose id, alias or name is ref. ref
+// may name a tag, name:tag: then that tag must exist (404 otherwise, as on
+// E2B), and the template is returned.
 func (a *api) findTemplate(w http.ResponseWriter, r *http.Request, ref string) (templateJSON, bool) {
 	all, err := a.allTemplates(r)
 	if err != nil {
 		a.fail(w, r, err)
 		return templateJSON{}, false
 	}
-	for _, t := range all {
-		if t.TemplateID == ref || slices.Contains(t.Aliases, ref) || slices.Contains(t.Names, ref) {
-			return t, true
+	match := func(id string) (templateJSON, bool) {
+		for _, t := range all {
+			if t.TemplateID == id || slices.Contains(t.Aliases, id) || slices.Contains(t.Names, id) {
+				return t, true
+			}
+		}
+		return templateJSON{}, false
+	}
+	if t, ok := match(ref); ok {
+		return t, true
+	}
+	if name, tag, ok := strings.Cut(ref, ":"); ok {
+		if t, ok := match(name); ok && !t.Snapshot {
+			if slices.Contains(t.Tags, cmp.Or(tag, defaultTag)) {
+				return t, true
+			}
+			middleware.WriteError(w, http.StatusNotFound, fmt.Sprintf("tag '%s' does not exist for template '%s'", cmp.Or(tag, defaultTag), name))
+			return templateJSON{}, false
 		}
 	}
 	middleware.WriteError(w, http.StatusNotFound, fmt.Sprintf("template %q not found", ref))
@@ -138,15 +206,65 @@ func isHex(s string) bool {
 
 // templateBuildJSON is E2B's TemplateBuild.
 type templateBuildJSON struct {
-	BuildID     string    `json:"buildID"`
-	Status      string    `json:"status"`
-	CreatedAt   time.Time `json:"createdAt"`
-	UpdatedAt   time.Time `json:"updatedAt"`
-	FinishedAt  time.Time `json:"finishedAt"`
-	CPUCount    int       `json:"cpuCount"`
-	MemoryMB    int       `json:"memoryMB"`
-	DiskSizeMB  int       `json:"diskSizeMB"`
-	EnvdVersion string    `json:"envdVersion"`
+	BuildID     string     `json:"buildID"`
+	Status      string     `json:"status"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	UpdatedAt   time.Time  `json:"updatedAt"`
+	FinishedAt  *time.Time `json:"finishedAt,omitempty"`
+	CPUCount    int        `json:"cpuCount"`
+	MemoryMB    int        `json:"memoryMB"`
+	DiskSizeMB  int        `json:"diskSizeMB"`
+	EnvdVersion string     `json:"envdVersion"`
+	// Airlock extensions, for builds of E2B's build API (SDK builds): the
+	// tags the build was asked for, and why it failed.
+	Tags   []string `json:"tags,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+}
+
+// maxListedBuilds bounds the builds GET /templates/{id} returns.
+const maxListedBuilds = 100
+
+// sdkBuildsOf returns the SDK builds of template name (E2B's build API),
+// newest first; none when the server keeps no builds.
+func (a *api) sdkBuildsOf(r *http.Request, t templateJSON) ([]templateBuildJSON, error) {
+	bs := a.opts.TemplateBuilds
+	if bs == nil || t.Snapshot {
+		return nil, nil
+	}
+	list, err := bs.ListTemplateBuilds(r.Context(), t.TemplateID, maxListedBuilds)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]templateBuildJSON, 0, len(list))
+	for _, b := range list {
+		if b.Status == "building" && a.sdk.get(b.ID) == nil {
+			// It may have ended since the list was read: read it again.
+			if nb, err := bs.GetTemplateBuild(r.Context(), b.ID); err == nil {
+				b = nb
+			}
+		}
+		var spec buildSpec
+		_ = json.Unmarshal([]byte(b.Spec), &spec)
+		bj := templateBuildJSON{BuildID: b.ID, Status: b.Status, CreatedAt: b.CreatedAt.UTC(), UpdatedAt: b.UpdatedAt.UTC(),
+			CPUCount: cmp.Or(spec.CPUCount, sandbox.DefaultCPUCount), MemoryMB: cmp.Or(spec.MemoryMB, sandbox.DefaultMemoryMB),
+			DiskSizeMB: sandbox.DefaultDiskSizeMB, EnvdVersion: sandbox.EnvdVersion, Tags: spec.Tags}
+		switch running := a.sdk.get(b.ID) != nil; {
+		case running:
+			bj.Status = "building"
+		case b.Status == "building":
+			// Cut off by a restart (its status read marks it so).
+			bj.Status, bj.Reason = "error", "the build was interrupted: the daemon stopped while it ran"
+		}
+		if bj.Status == "ready" || bj.Status == "error" {
+			fin := bj.UpdatedAt
+			bj.FinishedAt = &fin
+		}
+		if spec.Reason != nil && bj.Reason == "" {
+			bj.Reason = spec.Reason.Message
+		}
+		out = append(out, bj)
+	}
+	return out, nil
 }
 
 // templateWithBuildsJSON is E2B's TemplateWithBuilds.
@@ -162,35 +280,42 @@ type templateWithBuildsJSON struct {
 	Builds        []templateBuildJSON `json:"builds"`
 }
 
-// getTemplate answers GET /templates/{id} with TemplateWithBuilds (one
-// build: the current one).
+// getTemplate answers GET /templates/{id} with TemplateWithBuilds: the
+// builds of E2B's build API (SDK builds, newest first, with their status
+// while they run), else one build: the current one.
 func (a *api) getTemplate(w http.ResponseWriter, r *http.Request) {
 	t, ok := a.findTemplate(w, r, r.PathValue("id"))
 	if !ok {
 		return
 	}
+	builds, err := a.sdkBuildsOf(r, t)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if len(builds) == 0 {
+		fin := t.UpdatedAt
+		builds = []templateBuildJSON{{
+			BuildID: buildUUID(t.BuildID), Status: t.BuildStatus, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+			FinishedAt: &fin, CPUCount: t.CPUCount, MemoryMB: t.MemoryMB, DiskSizeMB: t.DiskSizeMB,
+			EnvdVersion: t.EnvdVersion,
+		}}
+	}
 	middleware.WriteJSON(w, http.StatusOK, templateWithBuildsJSON{
 		TemplateID: t.TemplateID, Public: t.Public, Aliases: t.Aliases, Names: t.Names,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastSpawnedAt: t.LastSpawnedAt, SpawnCount: t.SpawnCount,
-		Builds: []templateBuildJSON{{
-			BuildID: buildUUID(t.BuildID), Status: t.BuildStatus, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-			FinishedAt: t.UpdatedAt, CPUCount: t.CPUCount, MemoryMB: t.MemoryMB, DiskSizeMB: t.DiskSizeMB,
-			EnvdVersion: t.EnvdVersion,
-		}},
+		Builds: builds,
 	})
 }
 
 // templateSubresource answers GET /templates/aliases/{alias} (E2B's
-// TemplateAliasResponse, 404 for an unknown alias: the SDK's
-// Template.exists) and GET /templates/{id}/tags (TemplateTag[]: every
+// TemplateAliasResponse, 404 for an unknown alias or, for name:tag, a tag
+// the template does not have: the SDK's Template.exists) and GET /templates/{id}/tags (TemplateTag[]: every
 // template has its current build under the tag "default").
 func (a *api) templateSubresource(w http.ResponseWriter, r *http.Request) {
 	id, sub := r.PathValue("id"), r.PathValue("sub")
 	switch {
 	case id == "aliases":
-		if a.aliasByTag(w, r, sub) {
-			return
-		}
 		t, ok := a.findTemplate(w, r, sub)
 		if !ok {
 			return

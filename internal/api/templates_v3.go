@@ -15,7 +15,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,9 +35,9 @@ import (
 // BuildStore persists SDK template builds and keeps their uploaded files.
 type BuildStore interface {
 	store.TemplateBuildStore
-	// UploadDir is the directory holding uploaded file sets
-	// (<files hash>.tar, content-addressed by the SDK's files hash).
-	UploadDir() string
+	// Files holds the uploaded file sets (<files hash>.tar,
+	// content-addressed by the SDK's files hash).
+	Files() *FileSets
 }
 
 // TemplateTagger is implemented by template backends that can record a
@@ -206,11 +205,6 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// uploadPath is the uploaded file set of hash.
-func uploadPath(bs BuildStore, hash string) string {
-	return filepath.Join(bs.UploadDir(), hash+".tar")
-}
-
 // fileUploadLink answers GET /templates/{id}/files/{hash}
 // (TemplateBuildFileUpload): present, or where to PUT the files.
 func (a *api) fileUploadLink(w http.ResponseWriter, r *http.Request) {
@@ -223,7 +217,7 @@ func (a *api) fileUploadLink(w http.ResponseWriter, r *http.Request) {
 		middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("files hash %q is not a sha256 hex digest", hash))
 		return
 	}
-	if _, err := os.Stat(uploadPath(bs, hash)); err == nil {
+	if bs.Files().Present(hash) {
 		middleware.WriteJSON(w, http.StatusOK, map[string]any{"present": true})
 		return
 	}
@@ -286,12 +280,7 @@ func (a *api) uploadFiles(w http.ResponseWriter, r *http.Request) {
 		middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("files hash %q is not a sha256 hex digest", hash))
 		return
 	}
-	dir := bs.UploadDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	tmp, err := os.CreateTemp(dir, ".tmp-upload-")
+	tmp, err := bs.Files().CreateTemp()
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -316,7 +305,7 @@ func (a *api) uploadFiles(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if err := os.Rename(tmp.Name(), uploadPath(bs, hash)); err != nil {
+	if err := bs.Files().Commit(tmp.Name(), hash); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -462,12 +451,15 @@ func (a *api) startBuildV2(w http.ResponseWriter, r *http.Request) {
 	if slices.ContainsFunc(body.Steps, func(s sdkStep) bool { return s.Force }) {
 		salt = b.ID
 	}
-	df, err := translateSDKBuild(body, baseUser, baseWorkdir, func(h string) bool {
-		_, err := os.Stat(uploadPath(bs, h))
-		return err == nil
-	}, salt)
+	df, err := translateSDKBuild(body, baseUser, baseWorkdir, bs.Files().Present, salt)
 	if err != nil {
 		a.fail(w, r, err)
+		return
+	}
+	// The running build's file sets are kept from GC until it ends.
+	release, missing := bs.Files().Pin(df.hashes)
+	if missing != "" {
+		middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("the files of hash %s are no longer stored: upload them again (GET /templates/%s/files/%s)", missing, b.TemplateID, missing))
 		return
 	}
 	rb := &runningBuild{}
@@ -475,10 +467,14 @@ func (a *api) startBuildV2(w http.ResponseWriter, r *http.Request) {
 	b.Status, b.UpdatedAt = "building", time.Now().UTC()
 	if err := bs.PutTemplateBuild(r.Context(), b); err != nil {
 		a.sdk.set(b.ID, nil)
+		release()
 		a.fail(w, r, err)
 		return
 	}
-	go a.runSDKBuild(ad, bs, b, spec, body, df, rb)
+	go func() {
+		defer release()
+		a.runSDKBuild(ad, bs, b, spec, body, df, rb)
+	}()
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -601,7 +597,7 @@ func writeSDKContext(w io.Writer, bs BuildStore, df *sdkDockerfile) error {
 			continue
 		}
 		seen[h] = true
-		if err := appendTar(tw, uploadPath(bs, h), df.copyDirs[h]); err != nil {
+		if err := appendTar(tw, bs.Files().path(h), df.copyDirs[h]); err != nil {
 			return fmt.Errorf("files %s: %w", h, err)
 		}
 	}

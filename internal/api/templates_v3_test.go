@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,8 @@ type fakeEngine struct {
 	recs       map[string]TemplateInfo
 	dockerfile string
 	files      []string
+	// block, when set, holds BuildDockerfile until it is closed.
+	block chan struct{}
 }
 
 func (f *fakeEngine) List(context.Context) ([]TemplateInfo, error) {
@@ -47,6 +50,9 @@ func (f *fakeEngine) Build(context.Context, string, bool, func(airlock.Progress)
 }
 
 func (f *fakeEngine) BuildDockerfile(_ context.Context, name string, r io.Reader, o airlock.DockerfileBuild, progress func(airlock.Progress)) (*TemplateInfo, error) {
+	if f.block != nil {
+		<-f.block
+	}
 	tr := tar.NewReader(r)
 	var df string
 	var files []string
@@ -113,9 +119,9 @@ func (f *fakeEngine) Tag(_ context.Context, from, to string) (*TemplateInfo, err
 }
 
 type memBuilds struct {
-	mu  sync.Mutex
-	m   map[string]store.TemplateBuild
-	dir string
+	mu    sync.Mutex
+	m     map[string]store.TemplateBuild
+	files *FileSets
 }
 
 func (s *memBuilds) PutTemplateBuild(_ context.Context, b *store.TemplateBuild) error {
@@ -135,11 +141,25 @@ func (s *memBuilds) GetTemplateBuild(_ context.Context, id string) (*store.Templ
 	return &b, nil
 }
 
-func (s *memBuilds) UploadDir() string { return s.dir }
+func (s *memBuilds) Files() *FileSets { return s.files }
+
+func (s *memBuilds) ListTemplateBuilds(_ context.Context, id string, limit int) ([]*store.TemplateBuild, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*store.TemplateBuild
+	for _, b := range s.m {
+		if b.TemplateID == id {
+			b.Logs = ""
+			out = append(out, &b)
+		}
+	}
+	slices.SortFunc(out, func(x, y *store.TemplateBuild) int { return y.CreatedAt.Compare(x.CreatedAt) })
+	return out[:min(limit, len(out))], nil
+}
 
 func sdkHarness(t *testing.T) (*httptest.Server, *fakeEngine, *memBuilds) {
 	eng := &fakeEngine{recs: map[string]TemplateInfo{"base": {Name: "base", Hash: strings.Repeat("b", 64)}}}
-	bs := &memBuilds{m: map[string]store.TemplateBuild{}, dir: t.TempDir()}
+	bs := &memBuilds{m: map[string]store.TemplateBuild{}, files: NewFileSets(t.TempDir())}
 	env := sandboxtest.NewEnv(t, nil)
 	srv := httptest.NewServer(New(env.Manager, eng, Options{APIKey: "k", TemplateBuilds: bs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
@@ -260,6 +280,16 @@ func TestSDKBuildFlow(t *testing.T) {
 	_, page := call(t, srv, "GET", "/templates/app/builds/"+buildID+"/status?logsOffset=2", nil)
 	if got := len(page["logEntries"].([]any)); got != len(msgs)-2 {
 		t.Errorf("logsOffset=2 gave %d entries of %d", got, len(msgs))
+	}
+	// GET /templates/{id} lists the SDK builds with their status and tags.
+	st, tpl := call(t, srv, "GET", "/templates/app", nil)
+	builds, _ := tpl["builds"].([]any)
+	if st != 200 || len(builds) != 1 {
+		t.Fatalf("GET /templates/app: %d %v", st, tpl)
+	}
+	b0 := builds[0].(map[string]any)
+	if b0["buildID"] != buildID || b0["status"] != "ready" || fmt.Sprint(b0["tags"]) != "[v1 stable]" || b0["finishedAt"] == nil {
+		t.Errorf("build: %v", b0)
 	}
 	// Tagged: the bare name may not be deleted while tags exist.
 	def := eng.recs["app:v1"]

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -367,7 +368,7 @@ func keys(m map[string][]byte) []string {
 func TestTemplateCommands(t *testing.T) {
 	d := newFakeDaemon(t)
 	out := mustRun(t, d, "template", "ls")
-	if !strings.Contains(out, "TEMPLATE") || !strings.Contains(out, "base") || !strings.Contains(out, "700 MiB") || !strings.Contains(out, "code-interpreter-v1") {
+	if !strings.Contains(out, "TEMPLATE") || !regexp.MustCompile(`(?m)^base +default,v2 +base `).MatchString(out) || !strings.Contains(out, "700 MiB") || !strings.Contains(out, "code-interpreter-v1") {
 		t.Fatalf("template ls:\n%s", out)
 	}
 	var ts []airlock.Template

@@ -215,7 +215,7 @@ func (d *fakeDaemon) setTimeout(w http.ResponseWriter, r *http.Request) {
 
 func (d *fakeDaemon) templates(w http.ResponseWriter, r *http.Request) {
 	jsonReply(w, 200, []map[string]any{
-		{"templateID": "base", "buildID": "3f9a", "aliases": []string{"base"}, "sizeBytes": 734003200, "createdAt": "2026-11-22T09:00:00Z"},
+		{"templateID": "base", "buildID": "3f9a", "aliases": []string{"base"}, "sizeBytes": 734003200, "createdAt": "2026-11-22T09:00:00Z", "tags": []string{"default", "v2"}},
 		{"templateID": "code-interpreter-v1", "buildID": "77aa", "createdAt": "2026-11-22T09:30:00Z"},
 	})
 }

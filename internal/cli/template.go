@@ -48,7 +48,7 @@ func newTemplateListCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), ts)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TEMPLATE\tTAG\tALIASES\tBUILD\tSIZE\tCREATED")
+			fmt.Fprintln(tw, "TEMPLATE\tTAGS\tALIASES\tBUILD\tSIZE\tCREATED")
 			for _, t := range ts {
 				size := "-"
 				if t.SizeBytes > 0 {
@@ -58,9 +58,7 @@ func newTemplateListCmd() *cobra.Command {
 				if !t.CreatedAt.IsZero() {
 					created = t.CreatedAt.Local().Format(time.DateTime)
 				}
-				// A tag is recorded as name:tag, the default tag as the bare name.
-				name, tag, _ := strings.Cut(t.TemplateID, ":")
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, firstNonEmpty(tag, "default"), firstNonEmpty(strings.Join(t.Aliases, ","), "-"),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.TemplateID, firstNonEmpty(strings.Join(t.Tags, ","), "-"), firstNonEmpty(strings.Join(t.Aliases, ","), "-"),
 					firstNonEmpty(t.BuildID, "-"), size, created)
 			}
 			if err := tw.Flush(); err != nil {

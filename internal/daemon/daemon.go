@@ -137,6 +137,8 @@ type daemon struct {
 	mgr     *sandbox.Manager
 	metrics *daemonMetrics
 	handler http.Handler
+	// files are the uploaded file sets of SDK template builds.
+	files *api.FileSets
 }
 
 func (d *daemon) defer_(f func()) { d.closers = append(d.closers, f) }
@@ -295,10 +297,12 @@ func (d *daemon) restore(ctx context.Context) {
 // keeps the sandbox's own headers).
 func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	builder := imagebuild.New(d.mgr, d.tm, d.rtInfo.layers, d.log)
+	sdkStore := newSDKBuildStore(d.st, d.dataDir)
+	d.files = sdkStore.files
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
-		TemplateBuilds: newSDKBuildStore(d.st, d.dataDir)})
+		TemplateBuilds: sdkStore})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
@@ -382,6 +386,7 @@ func (d *daemon) ready(ctx context.Context, addr net.Addr) {
 	fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
 		displayURL(addr), displayURL(addr), d.apiKey)
 	d.log.Info("airlock ready", "addr", addr.String())
+	go gcTemplateFilesLoop(ctx, d.files, d.log.With("component", "template"))
 	if d.cfg.BootSnapshots && d.mgr.BootSnapshotsSupported() {
 		go func() {
 			d.mgr.PrepareBootSnapshots(ctx, d.cfg.Templates)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/agentbin"
+	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
@@ -50,5 +51,37 @@ func gcAgents(ctx context.Context, mgr *sandbox.Manager, dir string, log *slog.L
 	}
 	if n > 0 {
 		log.Info("agent gc: removed unreferenced agent builds", "count", n, "kept", len(keep))
+	}
+}
+
+// templateFilesGrace is how long an uploaded file set of an SDK build is
+// kept after its last use (upload, presence check by an SDK, build), and
+// templateFilesGCInterval how often they are collected.
+const (
+	templateFilesGrace      = 24 * time.Hour
+	templateFilesGCInterval = time.Hour
+)
+
+// gcTemplateFilesLoop collects unused uploaded file sets now and every
+// templateFilesGCInterval until ctx ends.
+func gcTemplateFilesLoop(ctx context.Context, files *api.FileSets, log *slog.Logger) {
+	if files == nil {
+		return
+	}
+	t := time.NewTicker(templateFilesGCInterval)
+	defer t.Stop()
+	for {
+		removed, err := files.GC(templateFilesGrace)
+		if err != nil {
+			log.Warn("template files gc", "err", err)
+		}
+		if len(removed) > 0 {
+			log.Info("template files gc: removed unused uploads", "count", len(removed), "grace", templateFilesGrace)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }

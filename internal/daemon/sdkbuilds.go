@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 
 	"github.com/airlock-sandbox/airlock/internal/api"
@@ -41,18 +40,13 @@ var _ api.TemplateTagger = apiTemplates{}
 // uploaded files under <data>/template-files.
 type sdkBuildStore struct {
 	store.TemplateBuildStore
-	dir string
+	files *api.FileSets
 }
 
-// newSDKBuildStore also removes uploads a killed daemon left half-written.
+// newSDKBuildStore keeps the uploaded files under <data>/template-files.
 func newSDKBuildStore(db store.TemplateBuildStore, dataDir string) sdkBuildStore {
-	dir := filepath.Join(dataDir, "template-files")
-	partial, _ := filepath.Glob(filepath.Join(dir, ".tmp-upload-*"))
-	for _, p := range partial {
-		_ = os.Remove(p)
-	}
-	return sdkBuildStore{TemplateBuildStore: db, dir: dir}
+	return sdkBuildStore{TemplateBuildStore: db, files: api.NewFileSets(filepath.Join(dataDir, "template-files"))}
 }
 
-// UploadDir implements api.BuildStore.
-func (s sdkBuildStore) UploadDir() string { return s.dir }
+// Files implements api.BuildStore.
+func (s sdkBuildStore) Files() *api.FileSets { return s.files }

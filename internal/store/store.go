@@ -110,6 +110,9 @@ type TemplateBuild struct {
 type TemplateBuildStore interface {
 	PutTemplateBuild(ctx context.Context, b *TemplateBuild) error // insert or replace
 	GetTemplateBuild(ctx context.Context, id string) (*TemplateBuild, error)
+	// ListTemplateBuilds returns the builds of template templateID, newest
+	// first (CreatedAt, then ID), at most limit of them, without their Logs.
+	ListTemplateBuilds(ctx context.Context, templateID string, limit int) ([]*TemplateBuild, error)
 }
 
 // Full is what both backends implement and what the daemon opens.

@@ -248,6 +248,62 @@ test('templates page lists templates with sizes and builds one from a pasted Doc
   }
 })
 
+/** A JSON REST call; resolves {status, body}. */
+async function restJSON (method, path, body) {
+  const res = await fetch(URL_ + path, {
+    method,
+    headers: { 'X-API-Key': KEY, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body)
+  })
+  const text = await res.text()
+  return { status: res.status, body: text ? JSON.parse(text) : undefined }
+}
+
+test('templates page shows a template built with E2B\'s build API once, with its tags, its builds and a build\'s log', { timeout: 10 * 60_000 }, async () => {
+  const name = `console-sdk-${Date.now().toString(36)}`
+  const token = Date.now().toString(36)
+  try {
+    // The SDK's Template.build flow: request (name:tag + tags), start, poll.
+    const req = await restJSON('POST', '/v3/templates', { name: `${name}:v1`, tags: ['stable'] })
+    assert.equal(req.status, 202, JSON.stringify(req.body))
+    const buildID = req.body.buildID
+    const start = await restJSON('POST', `/v2/templates/${name}/builds/${buildID}`, {
+      fromTemplate: 'base',
+      steps: [{ type: 'ENV', args: ['CONSOLE_SDK', token] }, { type: 'RUN', args: [`echo console-sdk-${token}`] }]
+    })
+    assert.equal(start.status, 202, JSON.stringify(start.body))
+    let st
+    for (let i = 0; i < 600; i++) {
+      st = await restJSON('GET', `/templates/${name}/builds/${buildID}/status`)
+      if (st.body.status === 'ready' || st.body.status === 'error') break
+      await new Promise((resolve) => setTimeout(resolve, 500))
+    }
+    assert.equal(st.body.status, 'ready', JSON.stringify(st.body))
+
+    await page.click('#nav-overview')
+    await page.click('#nav-templates')
+    const row = page.locator(`tr[data-template="${name}"]`)
+    await row.waitFor()
+    assert.equal(await page.locator(`tr[data-template^="${name}:"]`).count(), 0, 'tags are not listed as templates')
+    assert.deepEqual((await row.locator('.template-tags .tag').allInnerTexts()).sort(), ['stable', 'v1'])
+
+    await row.locator('.show-builds').click()
+    const build = page.locator(`tr[data-build="${buildID}"]`)
+    await build.waitFor()
+    assert.equal(await build.locator('.build-status').innerText(), 'ready')
+    assert.match(await build.innerText(), /v1[\s\S]*stable/)
+    await build.locator('.show-build-log').click()
+    const log = page.locator(`pre[data-build-log="${buildID}"]`)
+    await log.waitFor()
+    const text = await log.innerText()
+    assert.match(text, new RegExp(`RUN echo console-sdk-${token}`), text)
+    assert.match(text, /built \(tags v1, stable\)/, text)
+    await shot('07b-template-builds')
+  } finally {
+    await restJSON('DELETE', '/templates/tags', { name, tags: ['v1', 'stable'] })
+  }
+})
+
 test('sandboxes table: filter by metadata, pause and resume a sandbox', { timeout: 5 * 60_000 }, async () => {
   const tag = `console-${Date.now().toString(36)}`
   const res = await fetch(URL_ + '/sandboxes', {

@@ -54,7 +54,9 @@ describe('E2B CLI', { timeout: 600_000 }, () => {
     assert.equal(await Template.exists(name), true)
     const list = await e2b(['template', 'list', '--format', 'json'])
     assert.equal(list.code, 0, list.out)
-    assert.ok(list.out.includes(name), list.out)
+    const listed = JSON.parse(list.out.slice(list.out.search(/^\[/m))).filter((x) => x.templateID === name)
+    assert.equal(listed.length, 1, list.out)
+    assert.deepEqual(listed[0].aliases, [name])
 
     const sbx = await t.create({ template: name })
     const r = await sh(sbx, 'cat /opt/cli.txt hello.txt; echo "$CLI_MODE"; id -un; pwd')

@@ -70,11 +70,27 @@ describe('templates from code (SDK Template.build)', { timeout: 900_000 }, () =>
     assert.match(first.logs, /built \(tags v1, stable\)/)
   })
 
-  it('exists and lists its tags', async () => {
+  it('exists (per tag) and lists its tags', async () => {
     assert.equal(await Template.exists(name), true)
+    assert.equal(await Template.exists(`${name}:v1`), true)
+    assert.equal(await Template.exists(`${name}:stable`), true)
+    assert.equal(await Template.exists(`${name}:nope`), false)
+    assert.equal(await Template.exists(`${name}:default`), false, 'no default tag was built')
     assert.equal(await Template.exists(`${name}-missing`), false)
     const tags = (await Template.getTags(name)).map((x) => x.tag).sort()
     assert.deepEqual(tags, ['stable', 'v1'])
+  })
+
+  it('GET /templates lists the template once, with its tags', async () => {
+    const list = await api('GET', '/templates')
+    assert.equal(list.status, 200)
+    const mine = list.body.filter((x) => x.templateID === name || x.templateID.startsWith(`${name}:`))
+    assert.equal(mine.length, 1, JSON.stringify(mine))
+    assert.deepEqual(mine[0].names, [name])
+    assert.deepEqual(mine[0].aliases, [name])
+    assert.deepEqual(mine[0].tags, ['stable', 'v1'])
+    assert.equal(mine[0].buildStatus, 'ready')
+    assert.ok(!list.body.some((x) => x.templateID.includes(':')), 'no name:tag entries')
   })
 
   it('Sandbox.create(name:tag) has the files, env, user, workdir and the running server', { timeout: TEST_TIMEOUT }, async () => {

@@ -46,3 +46,21 @@ func (d *DB) GetTemplateBuild(ctx context.Context, id string) (*store.TemplateBu
 	b.CreatedAt, b.UpdatedAt = decodeTime(created), decodeTime(updated)
 	return &b, nil
 }
+
+// ListTemplateBuilds returns the builds of templateID, newest first, at
+// most limit, without their logs.
+func (d *DB) ListTemplateBuilds(ctx context.Context, templateID string, limit int) ([]*store.TemplateBuild, error) {
+	return list(ctx, d, "template builds of "+templateID, `SELECT id, template_id, status, created_at, updated_at, spec
+		FROM template_builds WHERE template_id = $1 ORDER BY created_at DESC NULLS LAST, id DESC LIMIT $2`,
+		func(r pgx.Row) (*store.TemplateBuild, error) {
+			var (
+				b                store.TemplateBuild
+				created, updated *time.Time
+			)
+			if err := r.Scan(&b.ID, &b.TemplateID, &b.Status, &created, &updated, &b.Spec); err != nil {
+				return nil, err
+			}
+			b.CreatedAt, b.UpdatedAt = decodeTime(created), decodeTime(updated)
+			return &b, nil
+		}, templateID, limit)
+}

@@ -264,11 +264,11 @@ func (d *DB) PutSetting(ctx context.Context, key, value string) error {
 }
 
 // list runs query and scans every row with scan.
-func list[T any](ctx context.Context, d *DB, what, query string, scan func(pgx.Row) (*T, error)) ([]*T, error) {
+func list[T any](ctx context.Context, d *DB, what, query string, scan func(pgx.Row) (*T, error), args ...any) ([]*T, error) {
 	var out []*T
 	err := d.run(ctx, func(ctx context.Context) error {
 		out = nil
-		rows, err := d.pool.Query(ctx, query)
+		rows, err := d.pool.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}

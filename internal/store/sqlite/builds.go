@@ -45,3 +45,30 @@ func (d *DB) GetTemplateBuild(ctx context.Context, id string) (*store.TemplateBu
 	b.CreatedAt, b.UpdatedAt = decodeTime(created), decodeTime(updated)
 	return &b, nil
 }
+
+// ListTemplateBuilds returns the builds of templateID, newest first, at
+// most limit, without their logs.
+func (d *DB) ListTemplateBuilds(ctx context.Context, templateID string, limit int) ([]*store.TemplateBuild, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT id, template_id, status, created_at, updated_at, spec FROM template_builds
+		WHERE template_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`, templateID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list template builds of %s: %w", templateID, err)
+	}
+	defer rows.Close()
+	var out []*store.TemplateBuild
+	for rows.Next() {
+		var (
+			b                store.TemplateBuild
+			created, updated int64
+		)
+		if err := rows.Scan(&b.ID, &b.TemplateID, &b.Status, &created, &updated, &b.Spec); err != nil {
+			return nil, fmt.Errorf("list template builds of %s: %w", templateID, err)
+		}
+		b.CreatedAt, b.UpdatedAt = decodeTime(created), decodeTime(updated)
+		out = append(out, &b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list template builds of %s: %w", templateID, err)
+	}
+	return out, nil
+}

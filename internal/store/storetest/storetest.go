@@ -41,6 +41,7 @@ func Run(t *testing.T, fresh func(t *testing.T) Opener) {
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"Snapshots", testSnapshots},
 		{"TemplateBuilds", testTemplateBuilds},
+		{"ListTemplateBuilds", testListTemplateBuilds},
 		{"EmptyKeysRejected", testEmptyKeysRejected},
 	}
 	for _, tc := range tests {
@@ -426,6 +427,27 @@ func testTemplateBuilds(t *testing.T, open Opener) {
 	}
 	if _, err := db.GetTemplateBuild(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown build: %v", err)
+	}
+}
+
+func testListTemplateBuilds(t *testing.T, open Opener) {
+	ctx := ctxFor(t)
+	db := open(t)
+	t0 := time.Unix(1700000000, 0).UTC()
+	for i, id := range []string{"a1", "a2", "a3"} {
+		if err := db.PutTemplateBuild(ctx, &store.TemplateBuild{ID: id, TemplateID: "app", Status: "ready", CreatedAt: t0.Add(time.Duration(i) * time.Second), Logs: "[1]"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.PutTemplateBuild(ctx, &store.TemplateBuild{ID: "o1", TemplateID: "other", CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.ListTemplateBuilds(ctx, "app", 2)
+	if err != nil || len(got) != 2 || got[0].ID != "a3" || got[1].ID != "a2" || got[0].Logs != "" || !sameInstant(got[0].CreatedAt, t0.Add(2*time.Second)) {
+		t.Fatalf("ListTemplateBuilds = %+v, %v", got, err)
+	}
+	if got, err := db.ListTemplateBuilds(ctx, "none", 10); err != nil || len(got) != 0 {
+		t.Fatalf("unknown template: %+v, %v", got, err)
 	}
 }
 

@@ -28,6 +28,8 @@ type Template struct {
 	CreatedAt   time.Time `json:"createdAt"`
 	UpdatedAt   time.Time `json:"updatedAt"`
 	SizeBytes   int64     `json:"sizeBytes,omitempty"`
+	// Tags are the template's tags ("default" for the bare name).
+	Tags []string `json:"tags,omitempty"`
 }
 
 // ListTemplates returns the daemon's templates (GET /templates).
