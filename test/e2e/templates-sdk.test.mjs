@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Sandbox, Template, waitForPort } from 'e2b'
+import { Sandbox, Template, waitForFile, waitForPort } from 'e2b'
 import { tracker, uniq, sh, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
 
 const t = tracker('templates-sdk')
@@ -53,6 +53,7 @@ before(() => {
 after(async () => {
   await t.killAll()
   await api('DELETE', '/templates/tags', { name, tags: ['stable', 'v1'] }).catch(() => {})
+  await api('DELETE', `/templates/${name}-helpers`).catch(() => {})
   rmSync(ctxDir, { recursive: true, force: true })
 })
 
@@ -113,6 +114,39 @@ describe('templates from code (SDK Template.build)', { timeout: 900_000 }, () =>
     assert.match(again.logs, /Skipping upload of 'app\/', already cached/)
     const forced = await build(appTemplate(), `${name}:v1`, { skipCache: true })
     assert.doesNotMatch(forced.logs, /CACHED/)
+  })
+
+  it('the builder helpers: aptInstall, makeDir, gitClone, makeSymlink, rename, remove, copy with mode and user, waitForFile', { timeout: 600_000 }, async () => {
+    const git = 'git -c user.email=e2e@airlock.test -c user.name=e2e'
+    const helpers = Template({ fileContextPath: ctxDir })
+      .fromTemplate('base')
+      .aptInstall(['git', 'cowsay'], { noInstallRecommends: true })
+      .makeDir(['/opt/h/data', '/opt/h/logs'], { mode: 0o750, user: 'root' })
+      .runCmd(`git init -q -b main /tmp/src && cd /tmp/src && echo cloned-${token} > f.txt && ${git} add f.txt && ${git} commit -qm one`, { user: 'root' })
+      .gitClone('file:///tmp/src', '/opt/h/repo', { branch: 'main', depth: 1, user: 'root' })
+      .makeSymlink('/opt/h/repo/f.txt', '/opt/h/link.txt', { user: 'root' })
+      .runCmd('echo old > /opt/h/old.txt && echo gone > /opt/h/gone.txt', { user: 'root' })
+      .rename('/opt/h/old.txt', '/opt/h/new.txt', { user: 'root' })
+      .remove(['/opt/h/gone.txt', '/tmp/src'], { recursive: true, force: true, user: 'root' })
+      .copy('app/index.html', '/opt/h/index.html', { mode: 0o640, user: 'user' })
+      .setStartCmd('sleep 1 && touch /tmp/started && sleep infinity', waitForFile('/tmp/started'))
+    await build(helpers, `${name}-helpers`)
+    const sbx = await t.create({ template: `${name}-helpers` })
+    const out = await sh(sbx, [
+      '/usr/games/cowsay moo >/dev/null && echo cowsay-ok',
+      'stat -c "%a %U" /opt/h/data /opt/h/logs',
+      'cat /opt/h/link.txt',
+      'readlink /opt/h/link.txt',
+      "git -c safe.directory='*' -C /opt/h/repo rev-list --count HEAD",
+      'cat /opt/h/new.txt',
+      'ls /opt/h/old.txt /opt/h/gone.txt /tmp/src 2>&1 | grep -c "No such file"',
+      'stat -c "%a %U" /opt/h/index.html',
+      'test -f /tmp/started && echo started'
+    ].join('; '))
+    assert.equal(out.exitCode, 0, out.stderr)
+    assert.deepEqual(out.stdout.trim().split('\n'), [
+      'cowsay-ok', '750 root', '750 root', `cloned-${token}`, '/opt/h/repo/f.txt', '1', 'old', '3', '640 user', 'started'
+    ])
   })
 
   it('a failing step fails the build naming the step and its output', { timeout: 600_000 }, async () => {
