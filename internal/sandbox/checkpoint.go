@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -155,22 +156,22 @@ func (e *Live) restoreParent(ctx context.Context, cp runtime.Checkpointer) error
 	if err == nil {
 		return nil
 	}
-	e.mu.Lock()
-	if e.gone {
-		// Killed while it was being restored (Kill removes the entry and
-		// then the runtime state under this restore): nothing to keep, and
-		// its store row must not come back.
-		e.mu.Unlock()
+	// Killed while it was being restored (Kill removes the entry and then
+	// the runtime state under this restore): nothing to keep, and its store
+	// row must not come back (commit leaves a sandbox that is gone alone).
+	perr := e.commit(context.WithoutCancel(ctx), "paused state of fork parent", func() {
+		e.rec.State = StatePaused
+		e.stopTimer()
+	})
+	var gone *Error
+	switch {
+	case errors.As(perr, &gone):
 		m.log.Info("fork parent killed while it was being restored", "sandbox", id, "restore_err", err)
-		return err
-	}
-	m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
-	e.rec.State = StatePaused
-	e.stopTimer()
-	rec := e.rec
-	e.mu.Unlock()
-	if perr := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &rec); perr != nil {
+	case perr != nil:
+		m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
 		m.log.Error("saving paused state of fork parent", "sandbox", id, "err", perr)
+	default:
+		m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
 	}
 	return err
 }

@@ -267,6 +267,25 @@ func (e *Live) updateEnd(ctx context.Context, d time.Duration, extendOnly bool) 
 	return e.view(), nil
 }
 
+// commit applies change to the sandbox's record and writes the record to the
+// store, both under e.mu. Kill marks the sandbox gone under e.mu before it
+// deletes the row, so a row is never written back after a Kill: a sandbox
+// that is gone is left alone and the caller gets its 404. what names the
+// state for the error ("paused state").
+func (e *Live) commit(ctx context.Context, what string, change func()) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gone {
+		return e.m.notFound(e.rec.ID)
+	}
+	change()
+	rec := e.rec
+	if err := e.m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
+		return fmt.Errorf("saving %s: %w", what, err)
+	}
+	return nil
+}
+
 // SetTimeout makes the sandbox expire d from now (shorter or longer).
 func (e *Live) SetTimeout(ctx context.Context, d time.Duration) error {
 	_, err := e.updateEnd(ctx, d, false)

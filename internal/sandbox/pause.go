@@ -72,12 +72,8 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer) error {
 		}
 		return err
 	}
-	e.mu.Lock()
-	e.rec.State = StatePaused
-	rec := e.rec
-	e.mu.Unlock()
-	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
-		return fmt.Errorf("saving paused state: %w", err)
+	if err := e.commit(ctx, "paused state", func() { e.rec.State = StatePaused }); err != nil {
+		return err
 	}
 	m.log.Info("sandbox paused", "sandbox", id, "freeze", st.freeze, "elapsed", time.Since(start), "aborted_conns", st.aborted)
 	return nil
@@ -141,19 +137,18 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 	if err := os.RemoveAll(m.imageDir(id)); err != nil {
 		m.log.Warn("removing checkpoint after resume", "sandbox", id, "err", err)
 	}
-	e.mu.Lock()
-	e.rec.State = StateRunning
-	if timeout > 0 {
-		e.rec.EndAt = time.Now().UTC().Add(timeout)
+	var sb *Sandbox
+	if err := e.commit(ctx, "resumed state", func() {
+		e.rec.State = StateRunning
+		if timeout > 0 {
+			e.rec.EndAt = time.Now().UTC().Add(timeout)
+		}
+		e.armLocked()
+		sb = e.view()
+	}); err != nil {
+		return nil, err
 	}
-	e.armLocked()
-	rec := e.rec
-	sb := e.view()
-	e.mu.Unlock()
 	sb.Transition = ""
-	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
-		return nil, fmt.Errorf("saving resumed state: %w", err)
-	}
 	m.log.Info("sandbox resumed", "sandbox", id, "restore", restored, "elapsed", time.Since(start))
 	return sb, nil
 }

@@ -387,3 +387,39 @@ func TestForkParentKilledDuringItsRestore(t *testing.T) {
 		t.Fatalf("killed parent: Get = %v, want not found", err)
 	}
 }
+
+// A Kill while a pause is checkpointing: the pause must not write the
+// killed sandbox's row back (it answers 404), and a Live held across the
+// Kill answers 404 to every later call.
+func TestKillDuringPauseLeavesNoRow(t *testing.T) {
+	env, rt := ckEnv(t, http.StatusNoContent)
+	ctx := context.Background()
+	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+	in, rel := make(chan struct{}), make(chan struct{})
+	rt.mu.Lock()
+	rt.ckHook = func(string) { close(in); <-rel }
+	rt.mu.Unlock()
+	e, err := env.Manager.Lookup(sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Pause(ctx) }()
+	<-in
+	if err := env.Manager.Kill(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(rel)
+	if err := <-done; !sandbox.IsNotFound(err) {
+		t.Errorf("pause of a sandbox killed under it = %v, want not found", err)
+	}
+	if env.Store.Has(sb.ID) {
+		t.Errorf("the killed sandbox's store row came back after its pause finished")
+	}
+	if err := e.SetTimeout(ctx, time.Minute); !sandbox.IsNotFound(err) {
+		t.Errorf("SetTimeout on a Live held across its Kill = %v, want not found", err)
+	}
+	if _, err := e.Resume(ctx, time.Minute); !sandbox.IsNotFound(err) {
+		t.Errorf("Resume on a Live held across its Kill = %v, want not found", err)
+	}
+}

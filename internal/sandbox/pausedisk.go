@@ -60,15 +60,13 @@ func (e *Live) pauseDisk(ctx context.Context, rb runtime.Rebooter) error {
 	e.mu.Unlock()
 	m.cfg.Conns.Abort(ip)
 	m.cfg.HTTPClient.CloseIdleConnections()
-	e.mu.Lock()
-	x := decodeExtra(e.rec.Extra)
-	x.DiskOnly = true
-	e.rec.Extra = encodeExtra(x)
-	e.rec.State = StatePaused
-	rec := e.rec
-	e.mu.Unlock()
-	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
-		return fmt.Errorf("saving paused state: %w", err)
+	if err := e.commit(ctx, "paused state", func() {
+		x := decodeExtra(e.rec.Extra)
+		x.DiskOnly = true
+		e.rec.Extra = encodeExtra(x)
+		e.rec.State = StatePaused
+	}); err != nil {
+		return err
 	}
 	m.log.Info("sandbox paused (filesystem only)", "sandbox", id, "elapsed", time.Since(start))
 	return nil
@@ -130,21 +128,20 @@ func (e *Live) resumeDisk(ctx context.Context, timeout time.Duration) (*Sandbox,
 	if err := m.startTemplateCommand(ctx, m.log.With("sandbox", id), ip.String(), rec.AccessToken, tpl); err != nil {
 		return fail(err)
 	}
-	e.mu.Lock()
-	x.DiskOnly = false
-	e.rec.Extra = encodeExtra(x)
-	e.rec.State = StateRunning
-	if timeout > 0 {
-		e.rec.EndAt = time.Now().UTC().Add(timeout)
+	var sb *Sandbox
+	if err := e.commit(ctx, "resumed state", func() {
+		x.DiskOnly = false
+		e.rec.Extra = encodeExtra(x)
+		e.rec.State = StateRunning
+		if timeout > 0 {
+			e.rec.EndAt = time.Now().UTC().Add(timeout)
+		}
+		e.armLocked()
+		sb = e.view()
+	}); err != nil {
+		return nil, err
 	}
-	e.armLocked()
-	rec = e.rec
-	sb := e.view()
-	e.mu.Unlock()
 	sb.Transition = ""
-	if err := m.cfg.Store.PutSandbox(ctx, &rec); err != nil {
-		return nil, fmt.Errorf("saving resumed state: %w", err)
-	}
 	m.log.Info("sandbox resumed from its disk (fresh boot)", "sandbox", id, "elapsed", time.Since(start))
 	return sb, nil
 }
