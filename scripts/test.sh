@@ -73,11 +73,13 @@ finish() {
 	local rc=$?
 	stop_daemon
 	# A stopped daemon keeps its nftables table (sandboxes it restores at the
-	# next start need it); the suite's daemons are gone for good, so are theirs
-	# (the disk-full test's second daemon runs with the prefix x<prefix>).
-	local p=${AIRLOCK_TEST_NET_PREFIX:-ale2e}
-	nft delete table inet "$p" 2>/dev/null
-	nft delete table inet "x$p" 2>/dev/null
+	# next start need it); the suite's daemons are gone for good, so are theirs:
+	# the main one's, the disk-full and warm-pool tests' second daemons'
+	# (prefixes x<prefix> and w<prefix>) and the microVM stage's.
+	local p
+	for p in "${AIRLOCK_TEST_NET_PREFIX:-ale2e}" "x${AIRLOCK_TEST_NET_PREFIX:-ale2e}" "w${AIRLOCK_TEST_NET_PREFIX:-ale2e}" "${AIRLOCK_TEST_VM_NET_PREFIX:-alvm}"; do
+		nft delete table inet "$p" 2>/dev/null
+	done
 	if [ "${#FAILED[@]}" -gt 0 ] || [ "$rc" -ne 0 ]; then
 		if [ -s "$DAEMON_LOG" ]; then
 			stage "daemon log (last 80 lines of $DAEMON_LOG)"

@@ -138,9 +138,11 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		middleware.WriteError(w, http.StatusNotImplemented, "volume mounts are not supported yet")
 		return
 	}
-	if msg := nulIn("metadata", body.Metadata) + nulIn("envVars", body.EnvVars); msg != "" {
-		middleware.WriteError(w, http.StatusBadRequest, msg)
-		return
+	for field, m := range map[string]map[string]string{"metadata": body.Metadata, "envVars": body.EnvVars} {
+		if msg := nulIn(field, m); msg != "" {
+			middleware.WriteError(w, http.StatusBadRequest, msg)
+			return
+		}
 	}
 	req := sandbox.CreateRequest{
 		TemplateID:    body.TemplateID,

@@ -69,11 +69,8 @@ func (a *api) tagsOf(r *http.Request, name string) ([]TemplateInfo, []string, er
 	var infos []TemplateInfo
 	var tags []string
 	for _, t := range ts {
-		switch {
-		case t.Name == name:
-			infos, tags = append(infos, t), append(tags, defaultTag)
-		case strings.HasPrefix(t.Name, name+":"):
-			infos, tags = append(infos, t), append(tags, strings.TrimPrefix(t.Name, name+":"))
+		if n, tag := splitRecord(t.Name); n == name {
+			infos, tags = append(infos, t), append(tags, tag)
 		}
 	}
 	return infos, tags, nil

@@ -110,8 +110,7 @@ func groupTemplates(ts []TemplateInfo) []templateJSON {
 	var order []string
 	groups := map[string]*group{}
 	for _, t := range ts {
-		name, tag, _ := strings.Cut(t.Name, ":")
-		tag = cmp.Or(tag, defaultTag)
+		name, tag := splitRecord(t.Name)
 		g := groups[name]
 		if g == nil {
 			g = &group{rep: t, hash: map[string]bool{}, first: t.CreatedAt}

@@ -3,6 +3,7 @@ package api
 import (
 	"archive/tar"
 	"bufio"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/hmac"
@@ -485,6 +486,13 @@ func recordName(name, tag string) string {
 		return name
 	}
 	return name + ":" + tag
+}
+
+// splitRecord is the inverse of recordName: the template name and tag of a
+// store record (the bare name is the default tag).
+func splitRecord(record string) (name, tag string) {
+	name, tag, _ = strings.Cut(record, ":")
+	return name, cmp.Or(tag, defaultTag)
 }
 
 func (a *api) runSDKBuild(ad TemplateAdmin, bs BuildStore, b *store.TemplateBuild, spec *buildSpec, body sdkBuildSpec, df *sdkDockerfile, rb *runningBuild) {

@@ -56,7 +56,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	}
 	e, err := m.Lookup(id)
 	if err != nil {
-		return nil, notFound(id)
+		return nil, err
 	}
 	if err := e.beginOp(ctx, opForking, false); err != nil {
 		return nil, err

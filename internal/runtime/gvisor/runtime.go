@@ -380,7 +380,6 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 	}
 }
 
-// List implements runtime.Runtime.
 // Caps implements runtime.Runtime: gVisor checkpoints, clones, saves
 // layers, lists states in one call, keeps the agent's log, reboots from the
 // disk, says why a sandbox stopped, names its image build and watches
@@ -390,6 +389,7 @@ func (r *Runtime) Caps() runtime.Caps {
 		Rebooter: r, StopReasoner: r, ImageBuilder: r, CheckpointWatcher: r}
 }
 
+// List implements runtime.Runtime.
 func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	states, err := r.States(ctx)
 	if err != nil {

@@ -552,7 +552,6 @@ func (r *Runtime) State(_ context.Context, id string) (runtime.State, error) {
 	return runtime.StateStopped, nil
 }
 
-// List implements runtime.Runtime.
 // Caps implements runtime.Runtime: a microVM checkpoints, clones, saves
 // layers, keeps the agent's (console) log, reboots from the disk and says
 // why a VM stopped; its images do not depend on a runtime build.
@@ -560,6 +559,7 @@ func (r *Runtime) Caps() runtime.Caps {
 	return runtime.Caps{Checkpointer: r, Cloner: r, LayerSaver: r, AgentLogger: r, Rebooter: r, StopReasoner: r}
 }
 
+// List implements runtime.Runtime.
 func (r *Runtime) List(context.Context) ([]string, error) {
 	ents, err := os.ReadDir(r.runDir)
 	if err != nil {

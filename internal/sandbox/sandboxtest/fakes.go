@@ -126,11 +126,11 @@ func (r *Runtime) Stats(ctx context.Context, id, dir string) (runtime.Stats, err
 	return runtime.Stats{Time: time.Now()}, nil
 }
 
-// List implements runtime.Runtime.
 // Caps implements runtime.Runtime: the fake only says why a sandbox
 // stopped; tests wrap it to add abilities (each wrapper states its own).
 func (r *Runtime) Caps() runtime.Caps { return runtime.Caps{StopReasoner: r} }
 
+// List implements runtime.Runtime.
 func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
