@@ -106,12 +106,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(filepath.Join(dataDir, "sandboxes"), 0o700); err != nil {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
-	d := &daemon{cfg: cfg, log: log, dataDir: dataDir, envdPath: envdPath, subnet: subnet}
+	// A lost store lease (another daemon took the database) cancels ctx
+	// with the reason: the daemon shuts down instead of fighting for it.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d := &daemon{cfg: cfg, log: log, dataDir: dataDir, envdPath: envdPath, subnet: subnet, stop: cancel}
 	defer d.close()
-	if err := d.open(ctx); err != nil {
-		return err
+	err = d.open(ctx)
+	if err == nil {
+		err = d.serve(ctx)
 	}
-	return d.serve(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, store.ErrLeaseLost) {
+		return errors.Join(cause, err)
+	}
+	return err
 }
 
 // daemon holds what Run built, in the order it was built.
@@ -123,6 +131,8 @@ type daemon struct {
 	subnet   netip.Prefix
 	// closers run in reverse order when Run returns.
 	closers []func()
+	// stop cancels Run's context with a cause (a lost store lease).
+	stop context.CancelCauseFunc
 
 	// artifacts is the --artifacts store (nil without it): opened and
 	// checked at start; templates and snapshots do not use it yet.
@@ -171,6 +181,7 @@ func (d *daemon) open(ctx context.Context) error {
 	d.defer_(func() { closeLogged(d.log, "store", st.Close) })
 	d.st = st
 	d.log.Info("store open", "store", where)
+	d.watchStoreLease(ctx)
 	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
@@ -231,6 +242,27 @@ func (d *daemon) lock() error {
 	}
 	d.defer_(func() { netLock.Close() })
 	return nil
+}
+
+// watchStoreLease stops the daemon when another daemon took the store's
+// lease (it was cut off from the database for longer than the lease's
+// staleness bound): the store refuses every operation from then on, and
+// two daemons acting on one database would remove each other's sandboxes.
+// The sandboxes stay as they are (with --kill-on-exit they are killed).
+func (d *daemon) watchStoreLease(ctx context.Context) {
+	lostc, lost := storeLeaseLost(d.st)
+	if lostc == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-lostc:
+			err := lost()
+			d.log.Error("store lease lost to another daemon; shutting down", "err", err)
+			d.stop(err)
+		case <-ctx.Done():
+		}
+	}()
 }
 
 func (d *daemon) agentsDir() string { return filepath.Join(d.dataDir, "agents") }
@@ -350,7 +382,11 @@ func (d *daemon) serve(ctx context.Context) error {
 			_ = d.shutdown(ctx, srv)
 			return fmt.Errorf("serving: %w", err)
 		case <-ctx.Done():
-			d.log.Info("signal received, shutting down")
+			if cause := context.Cause(ctx); errors.Is(cause, store.ErrLeaseLost) {
+				d.log.Error("shutting down: the store's lease was lost", "err", cause)
+			} else {
+				d.log.Info("signal received, shutting down")
+			}
 			return d.shutdown(ctx, srv)
 		}
 	}

@@ -17,9 +17,14 @@ import (
 // at start.
 const storeOpenTimeout = 60 * time.Second
 
+// storeLeaseOptions are the PostgreSQL daemon lease's (the defaults: 10 s
+// heartbeats, stale after 30 s); tests shorten them.
+var storeLeaseOptions postgres.LeaseOptions
+
 // openStore opens the store --store names: "" is SQLite in
 // <dataDir>/airlock.db (the single-host default), a postgres:// or
-// postgresql:// URL is PostgreSQL. It also returns a description for logs,
+// postgresql:// URL is PostgreSQL, whose daemon lease it takes (a second
+// daemon on the database is refused). It also returns a description for logs,
 // without any password.
 func openStore(ctx context.Context, spec, dataDir string, log *slog.Logger) (store.Full, string, error) {
 	if spec == "" {
@@ -41,5 +46,25 @@ func openStore(ctx context.Context, spec, dataDir string, log *slog.Logger) (sto
 	if err != nil {
 		return nil, "", fmt.Errorf("opening store (--store): %w", err)
 	}
+	// One daemon per database until the cluster roles exist: a second one
+	// would take the first's sandboxes for its own at restore and remove
+	// them. The lease is released when the store is closed.
+	if _, err := st.AcquireLease(ctx, storeLeaseOptions); err != nil {
+		st.Close()
+		return nil, "", fmt.Errorf("opening store (--store): %s: %w", st, err)
+	}
 	return st, st.String(), nil
+}
+
+// storeLeaseLost is closed when another daemon took the store's daemon
+// lease, and lost then says why (wrapping store.ErrLeaseLost). It is nil
+// for SQLite, which has no lease: the data-dir lock (internal/daemonlock)
+// already keeps a second daemon off its database file.
+func storeLeaseLost(st store.Full) (done <-chan struct{}, lost func() error) {
+	if db, ok := st.(*postgres.DB); ok {
+		if l := db.Lease(); l != nil {
+			return l.Lost(), l.Err
+		}
+	}
+	return nil, nil
 }

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	neturl "net/url"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/store/postgres"
@@ -48,9 +52,10 @@ func TestOpenStoreRefusesOtherURLsWithoutShowingThem(t *testing.T) {
 	}
 }
 
-// TestStoreWiringOnPostgres opens --store postgres://… as the daemon does
-// and runs what the daemon builds on the store before serving: the API key
-// (shared by two daemons with their own data dirs) and the SDK build store.
+// TestStoreWiringOnPostgres opens --store postgres://… as the daemon does:
+// a second daemon on the database is refused while the first runs, and
+// starts at once after it stopped, on the records the first left (the API
+// key, SDK builds), with its own data dir.
 func TestStoreWiringOnPostgres(t *testing.T) {
 	t.Setenv("AIRLOCK_API_KEY", "")
 	srv := pgtest.Start(t)
@@ -74,23 +79,106 @@ func TestStoreWiringOnPostgres(t *testing.T) {
 		}
 		return st
 	}
-	st1, st2 := open(), open()
+	st1 := open()
 	dir1, dir2 := t.TempDir(), t.TempDir()
 	key1, err := resolveAPIKey(ctx, "", dir1, st1)
 	if err != nil {
 		t.Fatalf("resolveAPIKey: %v", err)
 	}
-	key2, err := resolveAPIKey(ctx, "", dir2, st2)
-	if err != nil || key2 != key1 {
-		t.Fatalf("second daemon's API key = %q, %v; want the one the first stored, %q", key2, err, key1)
-	}
-
 	builds := newSDKBuildStore(st1, dir1)
 	b := &store.TemplateBuild{ID: "b1", TemplateID: "app", Status: "building", CreatedAt: time.Now()}
 	if err := builds.PutTemplateBuild(ctx, b); err != nil {
 		t.Fatalf("PutTemplateBuild: %v", err)
 	}
+
+	// A second daemon on the same database is refused, naming the first.
+	host, _ := os.Hostname()
+	st, _, err := openStore(ctx, url, t.TempDir(), testStoreLogger(t))
+	if err == nil {
+		st.Close()
+		t.Fatal("a second daemon's store opened on a database in use")
+	}
+	var held *postgres.LeaseHeldError
+	want := fmt.Sprintf("database already used by the airlock daemon on host %s (pid %d), last seen ", host, os.Getpid())
+	if !errors.As(err, &held) || !strings.Contains(err.Error(), want) ||
+		!strings.HasSuffix(err.Error(), "one daemon per database until cluster roles exist") || !strings.Contains(err.Error(), "--store") {
+		t.Fatalf("second openStore: %v; want %q…", err, want)
+	}
+
+	// The first stops (closing its store releases the lease): the next
+	// starts at once.
+	st1.Close()
+	st2 := open()
+	key2, err := resolveAPIKey(ctx, "", dir2, st2)
+	if err != nil || key2 != key1 {
+		t.Fatalf("next daemon's API key = %q, %v; want the one the first stored, %q", key2, err, key1)
+	}
 	if got, err := newSDKBuildStore(st2, dir2).GetTemplateBuild(ctx, "b1"); err != nil || got.Status != "building" {
-		t.Fatalf("GetTemplateBuild through the other daemon = %+v, %v", got, err)
+		t.Fatalf("GetTemplateBuild through the next daemon = %+v, %v", got, err)
+	}
+}
+
+// TestStoreLeaseLostStopsTheDaemon: when another daemon took the lease,
+// the daemon's context is cancelled with the reason, and its store refuses
+// to act.
+func TestStoreLeaseLostStopsTheDaemon(t *testing.T) {
+	old := storeLeaseOptions
+	storeLeaseOptions = postgres.LeaseOptions{StaleAfter: 2 * time.Second, Heartbeat: 100 * time.Millisecond}
+	t.Cleanup(func() { storeLeaseOptions = old })
+	srv := pgtest.Start(t)
+	url := srv.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	st, _, err := openStore(ctx, url, t.TempDir(), testStoreLogger(t))
+	if err != nil {
+		t.Fatalf("openStore: %v", err)
+	}
+	defer st.Close()
+	if lostc, _ := storeLeaseLost(st); lostc == nil {
+		t.Fatal("no lease on a PostgreSQL store")
+	}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	d := &daemon{log: testStoreLogger(t), st: st, stop: stop}
+	d.watchStoreLease(runCtx)
+
+	// Another daemon takes the lease (as after this one was cut off from
+	// the database for longer than the bound).
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "UPDATE daemon_lease SET owner = 'other', hostname = 'host-b', pid = 7, heartbeat_at = now()"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-runCtx.Done():
+	case <-ctx.Done():
+		t.Fatal("the daemon's context was not cancelled after its lease was taken")
+	}
+	if cause := context.Cause(runCtx); !errors.Is(cause, store.ErrLeaseLost) || !strings.Contains(cause.Error(), "host-b") {
+		t.Fatalf("cancelled with %v; want store.ErrLeaseLost naming host-b", cause)
+	}
+	if err := st.PutSetting(ctx, "k", "v"); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("PutSetting after the lease was lost: %v", err)
+	}
+	// Closing does not release the other daemon's lease.
+	st.Close()
+	var owner string
+	if err := conn.QueryRow(ctx, "SELECT owner FROM daemon_lease").Scan(&owner); err != nil || owner != "other" {
+		t.Fatalf("lease owner after close = %q, %v; want the other daemon's", owner, err)
+	}
+}
+
+func TestSQLiteStoreHasNoLease(t *testing.T) {
+	st, _, err := openStore(context.Background(), "", t.TempDir(), testStoreLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if lostc, lost := storeLeaseLost(st); lostc != nil || lost != nil {
+		t.Fatal("SQLite store reports a lease")
 	}
 }

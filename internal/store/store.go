@@ -18,6 +18,12 @@ import (
 // ErrNotFound is returned for unknown rows.
 var ErrNotFound = errors.New("store: not found")
 
+// ErrLeaseLost is returned (wrapped, with the new holder) by a store whose
+// daemon lease another daemon took: the store refuses every operation
+// after that, and the daemon shuts down. Only stores shared over the
+// network hold a lease (PostgreSQL); see docs/ARCHITECTURE.md, "Store".
+var ErrLeaseLost = errors.New("store: daemon lease lost")
+
 // Sandbox is the persisted record of one sandbox.
 type Sandbox struct {
 	ID            string

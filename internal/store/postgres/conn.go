@@ -40,9 +40,20 @@ func retryable(err error) bool {
 	return pgconn.SafeToRetry(err)
 }
 
-// run runs fn, resetting the pool when it meets a lost connection and
-// running fn once more when that is safe.
+// run runs a store operation: refused when the daemon lease is lost or
+// unconfirmed (lease.go), else through retry.
 func (d *DB) run(ctx context.Context, fn func(ctx context.Context) error) error {
+	if l := d.lease.Load(); l != nil {
+		if err := l.check(); err != nil {
+			return err
+		}
+	}
+	return d.retry(ctx, fn)
+}
+
+// retry runs fn, resetting the pool when it meets a lost connection and
+// running fn once more when that is safe.
+func (d *DB) retry(ctx context.Context, fn func(ctx context.Context) error) error {
 	err := fn(ctx)
 	if err == nil || !connLost(err) || ctx.Err() != nil {
 		return err

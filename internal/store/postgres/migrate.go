@@ -18,7 +18,7 @@ type migration struct {
 }
 
 // migrations hold the same content as the SQLite schema (which got there
-// in three steps) in PostgreSQL's types: timestamptz (NULL for the zero
+// in three steps), plus the daemon lease (SQLite has the data-dir lock) in PostgreSQL's types: timestamptz (NULL for the zero
 // time), bigint sizes, boolean flags, jsonb for the maps the store encodes
 // itself. Spec, extra and logs stay text: they are documents owned by other
 // layers that must come back byte for byte, may be empty, and may carry
@@ -81,6 +81,20 @@ CREATE TABLE template_builds (
 	logs        text NOT NULL DEFAULT ''
 );
 CREATE INDEX template_builds_template ON template_builds (template_id, created_at);`,
+	},
+	{
+		// One row at most (id is always true): the daemon that may act on
+		// the database (lease.go). Times are the server's clock.
+		name: "daemon lease",
+		sql: `
+CREATE TABLE daemon_lease (
+	id           boolean PRIMARY KEY DEFAULT true CHECK (id),
+	owner        text NOT NULL,
+	hostname     text NOT NULL,
+	pid          integer NOT NULL,
+	started_at   timestamptz NOT NULL,
+	heartbeat_at timestamptz NOT NULL
+);`,
 	},
 }
 

@@ -2,7 +2,8 @@
 // pool), for hosts that share one database. Its schema is evolved by an
 // ordered list of migrations recorded in schema_migrations and applied at
 // Open under an advisory lock, so daemons starting together migrate once.
-// Besides the store it offers LISTEN/NOTIFY (notify.go).
+// Besides the store it offers LISTEN/NOTIFY (notify.go) and the daemon
+// lease that keeps a second daemon off the database (lease.go).
 //
 // Lost connections are replaced by the pool: after the server restarts,
 // the next operations reconnect (a call in flight when it went away fails).
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,6 +41,9 @@ type DB struct {
 	mu        sync.Mutex
 	closed    bool
 	listeners sync.WaitGroup
+
+	// lease is the daemon lease once AcquireLease took it (lease.go).
+	lease atomic.Pointer[Lease]
 }
 
 var _ store.Full = (*DB)(nil)
@@ -74,8 +79,8 @@ func Open(ctx context.Context, connString string, log *slog.Logger) (*DB, error)
 	return d, nil
 }
 
-// Close stops the listeners and closes the pool. Calling it again is a
-// no-op.
+// Close stops the listeners, releases the daemon lease (if this DB holds
+// it) and closes the pool. Calling it again is a no-op.
 func (d *DB) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -86,6 +91,9 @@ func (d *DB) Close() error {
 	close(d.done)
 	d.mu.Unlock()
 	d.listeners.Wait()
+	if l := d.lease.Load(); l != nil {
+		l.release()
+	}
 	d.pool.Close()
 	return nil
 }
