@@ -102,6 +102,10 @@ func NewS3(cfg S3Config) (*S3, error) {
 		Region:     cfg.Region,
 		Transport:  tr,
 		MaxRetries: cfg.MaxRetries,
+		// Send a CRC32C of each unsigned body in an HTTP trailer, which
+		// the server checks; without this minio-go sends none and an
+		// unsigned upload (DisableContentSha256) has no in-transit check.
+		TrailingHeaders: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("artifacts: S3 client for %s: %w", host, err)
@@ -168,10 +172,14 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, want 
 		PartSize:     uint64(s.cfg.PartSize),
 		// No SigV4 payload hash (over plain HTTP the client would sign
 		// every 64 KiB chunk: half the upload rate on loopback). The
-		// body still carries a CRC32C checksum the server checks, and
-		// the SHA-256 in the signed metadata is checked end to end by
-		// every Get.
+		// body still carries a CRC32C checksum in a trailer the server
+		// checks (TrailingHeaders in NewS3), and the SHA-256 in the
+		// signed metadata is checked end to end by every Get.
 		DisableContentSha256: true,
+		// Asked for explicitly: minio-go v7.4.1's automatic CRC32C
+		// (TrailingHeaders) covers the parts of a multipart upload but
+		// not a single PUT, whose trailer it drops again.
+		Checksum: minio.ChecksumCRC32C,
 	}
 	vr := newVerifyReader(r, size, want)
 	var err error

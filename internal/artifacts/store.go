@@ -200,7 +200,7 @@ func (s *Store) Get(ctx context.Context, key string) (string, error) {
 		return "", err
 	}
 	dst := filepath.Join(s.cache, "sha256", d.Hex())
-	return s.once(ctx, dst, func(ctx context.Context) error { return s.fetchFile(ctx, key, d, dst) })
+	return s.once(ctx, dst, func(ctx context.Context) error { return s.dropCorrupt(ctx, key, s.fetchFile(ctx, key, d, dst)) })
 }
 
 // GetDir returns the path of a cached, verified, unpacked copy of the tree
@@ -211,7 +211,28 @@ func (s *Store) GetDir(ctx context.Context, key string) (string, error) {
 		return "", err
 	}
 	dst := filepath.Join(s.cache, "trees", d.Hex())
-	return s.once(ctx, dst, func(ctx context.Context) error { return s.fetchTree(ctx, key, d, dst) })
+	return s.once(ctx, dst, func(ctx context.Context) error { return s.dropCorrupt(ctx, key, s.fetchTree(ctx, key, d, dst)) })
+}
+
+// dropCorrupt removes a content-addressed object whose fetch failed with
+// ErrDigestMismatch: its bytes (or recorded digest) do not match its name,
+// and putOnce skips any upload to a key whose recorded digest is right, so
+// the object would stay corrupted forever. Once removed, the next PutFile or
+// PutDir of that content uploads it again. Other keys (refs, whose digest is
+// the recorded one) are left alone: their writer decides.
+func (s *Store) dropCorrupt(ctx context.Context, key string, err error) error {
+	if !errors.Is(err, ErrDigestMismatch) {
+		return err
+	}
+	if _, ok := KeyDigest(key); !ok {
+		return err
+	}
+	if derr := s.b.Delete(ctx, key); derr != nil {
+		s.log.Warn("artifacts: removing a corrupted object", "key", key, "store", s.b.String(), "err", derr)
+		return fmt.Errorf("%w (removing the corrupted object failed: %v)", err, derr)
+	}
+	s.log.Warn("artifacts: removed a corrupted object; the next put of its content uploads it again", "key", key, "store", s.b.String(), "err", err)
+	return fmt.Errorf("%w (the corrupted object was removed; the next put uploads it again)", err)
 }
 
 func (s *Store) fetchFile(ctx context.Context, key string, want Digest, dst string) (err error) {
