@@ -12,10 +12,13 @@ const (
 	// Live nodes heartbeat and take new sandboxes.
 	Live State = iota
 	// Draining nodes keep running what they have but take nothing new
-	// (`airlock node drain`, SIGTERM on a node).
+	// (`airlock node drain`, SIGTERM on a node). Set by the api side
+	// (Placer.SetState), it holds until SetState(id, Live), whatever the
+	// node's heartbeats say; a node's own heartbeat may say it too.
 	Draining
-	// Lost nodes stopped heartbeating; nothing is placed on them until a
-	// heartbeat says they are live again.
+	// Lost nodes stopped heartbeating; nothing is placed on them until
+	// SetState(id, Live) (the membership layer calls it when heartbeats
+	// resume).
 	Lost
 )
 

@@ -101,10 +101,14 @@ type Placer struct {
 
 type node struct {
 	Node
-	pos       int
-	templates map[string]struct{}
-	removed   bool
-	seen      uint64
+	pos int
+	// pinned is the state SetState set (Draining or Lost), which heartbeats
+	// do not undo; Live when none. hbState is the last heartbeat's own.
+	// Node.State is pinned when set, else hbState.
+	pinned, hbState State
+	templates       map[string]struct{}
+	removed         bool
+	seen            uint64
 
 	inFlight        Resources
 	inFlightCreates int
@@ -209,6 +213,10 @@ func (p *Placer) Update(n Node) error {
 		}
 	}
 	nd.Node = n
+	nd.hbState = n.State
+	if nd.pinned != Live {
+		nd.State = nd.pinned
+	}
 	kept := nd.confirms[:0]
 	for _, c := range nd.confirms {
 		if c.gen > n.Gen {
@@ -229,7 +237,10 @@ func (p *Placer) Update(n Node) error {
 }
 
 // SetState changes a node's state without a heartbeat (marking it lost when
-// its heartbeats stop, draining on `airlock node drain`).
+// its heartbeats stop, draining on `airlock node drain`). Draining and Lost
+// stay until SetState(id, Live), whatever the node's heartbeats say; then
+// the node's own state counts again (a node that says it drains is not
+// given sandboxes).
 func (p *Placer) SetState(id string, s State) error {
 	if s < Live || s > Lost {
 		return fmt.Errorf("%w: node %s: unknown state %d", ErrInvalidNode, id, int(s))
@@ -240,7 +251,11 @@ func (p *Placer) SetState(id string, s State) error {
 	if nd == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownNode, id)
 	}
+	nd.pinned = s
 	nd.State = s
+	if s == Live {
+		nd.State = nd.hbState
+	}
 	return nil
 }
 

@@ -752,3 +752,53 @@ func TestDelayedHeartbeatsNeverOverCommit(t *testing.T) {
 		t.Fatalf("only %d creates placed (%d refused): the test did not exercise much", creates.Load(), refused.Load())
 	}
 }
+
+// A drain (or loss) set by the api side holds until SetState(Live), whatever
+// the node's heartbeats say; a heartbeat's own Draining counts too (found in
+// review: the next heartbeat undid a drain).
+func TestSetStateSticky(t *testing.T) {
+	n := mkNode("a", 8, 8192)
+	p := newPlacer(t, Config{}, n)
+	heartbeat := func(s State) {
+		t.Helper()
+		n.Gen++
+		n.State = s
+		if err := p.Update(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func() State { s, _ := p.NodeStatus("a"); return s.State }
+	for _, pin := range []State{Draining, Lost} {
+		if err := p.SetState("a", pin); err != nil {
+			t.Fatal(err)
+		}
+		heartbeat(Live)
+		if got := state(); got != pin {
+			t.Fatalf("SetState(%s) then a live heartbeat: state %s", pin, got)
+		}
+		if _, err := p.Place(req(1, 512)); !errors.Is(err, ErrNoCapacity) {
+			t.Fatalf("placed on a node set %s: %v", pin, err)
+		}
+		if err := p.SetState("a", Live); err != nil {
+			t.Fatal(err)
+		}
+		if got := state(); got != Live {
+			t.Fatalf("SetState(live) after %s: state %s", pin, got)
+		}
+		mustPlace(t, p, req(1, 512)).Release()
+	}
+	// The node's own drain: its heartbeat says so; SetState(Live) does not
+	// override the node, its next live heartbeat does.
+	heartbeat(Draining)
+	if err := p.SetState("a", Live); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(); got != Draining {
+		t.Fatalf("a node draining by its own heartbeat after SetState(live): state %s", got)
+	}
+	heartbeat(Live)
+	if got := state(); got != Live {
+		t.Fatalf("after the node's live heartbeat: state %s", got)
+	}
+	mustPlace(t, p, req(1, 512))
+}
