@@ -380,6 +380,44 @@ func TestGetRejectsCorruptObject(t *testing.T) {
 	})
 }
 
+// A corrupted tree: GetDir refuses it as a digest mismatch (the decoder
+// fails first), leaves nothing in the cache, removes the object, and the
+// next PutDir stores it again.
+func TestGetDirRejectsCorruptTree(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		s := newStore(t, e.backend)
+		src := t.TempDir()
+		writeFile(t, filepath.Join(src, "a"), randBytes(t, 100<<10), 0o600)
+		writeFile(t, filepath.Join(src, "d", "b"), []byte("hello\n"), 0o644)
+		info, err := s.PutDir(ctx, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.corrupt(t, info.Key)
+		if _, err := s.GetDir(ctx, info.Key); !errors.Is(err, artifacts.ErrDigestMismatch) || !strings.Contains(err.Error(), "removed") {
+			t.Fatalf("GetDir of a corrupted tree = %v, want ErrDigestMismatch saying it was removed", err)
+		}
+		assertCacheClean(t, s, nil)
+		if ents, err := os.ReadDir(filepath.Join(s.CacheDir(), "trees")); err != nil || len(ents) != 0 {
+			t.Fatalf("cache trees after a failed GetDir: %v, %v", ents, err)
+		}
+		if ok, err := s.Exists(ctx, info.Key); ok || err != nil {
+			t.Fatalf("after the failed GetDir: Exists = %v, %v; want the corrupted tree removed", ok, err)
+		}
+		if _, err := s.PutDir(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		dir, err := s.GetDir(ctx, info.Key)
+		if err != nil {
+			t.Fatalf("GetDir after re-put: %v", err)
+		}
+		if got, err := os.ReadFile(filepath.Join(dir, "d", "b")); err != nil || string(got) != "hello\n" {
+			t.Fatalf("GetDir after re-put: d/b = %q, %v", got, err)
+		}
+	})
+}
+
 // TestS3SendsChecksumTrailer checks every unsigned upload request carries a
 // CRC32C the server checks (minio-go sends one only with TrailingHeaders).
 func TestS3SendsChecksumTrailer(t *testing.T) {

@@ -300,6 +300,14 @@ func (s *Store) fetchTree(ctx context.Context, key string, want Digest, dst stri
 	h := sha256.New()
 	tee := io.TeeReader(ctxReader{ctx, rc}, h)
 	if err := tree.Unpack(ctx, tee, filepath.Join(tmp, "t")); err != nil {
+		// Corrupted bytes usually fail the decoder before the digest
+		// can: hash the rest, and call a mismatch a mismatch (which
+		// dropCorrupt acts on) rather than a bad archive.
+		if _, cerr := io.Copy(io.Discard, tee); cerr == nil {
+			if got := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil))); got != want {
+				return fmt.Errorf("%w: %s downloaded as %s, want %s (unpacking: %v)", ErrDigestMismatch, key, got, want, err)
+			}
+		}
 		return fmt.Errorf("unpacking %s: %w", key, err)
 	}
 	// Hash what the decoder did not need (padding, the end of the frame).
