@@ -3,7 +3,6 @@ package artifacts
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -116,7 +115,7 @@ func (s *Store) PutDir(ctx context.Context, dir string) (Info, error) {
 	if err := tree.Pack(ctx, io.MultiWriter(tmp, h), dir); err != nil {
 		return Info{}, fmt.Errorf("packing %s: %w", dir, err)
 	}
-	d := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil)))
+	d := digestOf(h)
 	size, err := tmp.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return Info{}, err
@@ -235,30 +234,68 @@ func (s *Store) dropCorrupt(ctx context.Context, key string, err error) error {
 	return fmt.Errorf("%w (the corrupted object was removed; the next put uploads it again)", err)
 }
 
-func (s *Store) fetchFile(ctx context.Context, key string, want Digest, dst string) (err error) {
+// fetchStart begins a download of key into the cache: it opens the object,
+// checks its recorded digest is want, and makes a temporary cache entry of
+// kind (a directory when dir, else an empty file). The caller hashes what it
+// reads, closes rc, and calls cleanup unless it renamed the entry into
+// place.
+func (s *Store) fetchStart(ctx context.Context, key string, want Digest, kind string, dir bool) (rc io.ReadCloser, tmp string, cleanup func(), err error) {
 	rc, info, err := s.b.Open(ctx, key)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	defer func() {
+		if err != nil {
+			rc.Close()
+		}
+	}()
+	if info.Digest != want {
+		return nil, "", nil, fmt.Errorf("%w: %s is stored with digest %s, want %s", ErrDigestMismatch, key, info.Digest, want)
+	}
+	pattern := ".tmp-" + kind + "-*"
+	if dir {
+		if tmp, err = os.MkdirTemp(s.cache, pattern); err != nil {
+			return nil, "", nil, err
+		}
+		return rc, tmp, func() {
+			if err := removeAll(tmp); err != nil {
+				s.log.Warn("artifacts: removing a partial cache entry", "path", tmp, "err", err)
+			}
+		}, nil
+	}
+	f, err := os.CreateTemp(s.cache, pattern)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	tmp = f.Name()
+	if err = f.Close(); err != nil {
+		os.Remove(tmp)
+		return nil, "", nil, err
+	}
+	return rc, tmp, func() { os.Remove(tmp) }, nil
+}
+
+func (s *Store) fetchFile(ctx context.Context, key string, want Digest, dst string) (err error) {
+	rc, tmpPath, cleanup, err := s.fetchStart(ctx, key, want, "get", false)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if info.Digest != want {
-		return fmt.Errorf("%w: %s is stored with digest %s, want %s", ErrDigestMismatch, key, info.Digest, want)
-	}
-	tmp, err := os.CreateTemp(s.cache, ".tmp-get-*")
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	tmp, err := os.OpenFile(tmpPath, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.Close() // after the explicit Close below: an error, ignored
 	h := sha256.New()
 	if _, err := io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx, rc}); err != nil {
 		return fmt.Errorf("downloading %s: %w", key, err)
 	}
-	if got := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil))); got != want {
+	if got := digestOf(h); got != want {
 		return fmt.Errorf("%w: %s downloaded as %s, want %s", ErrDigestMismatch, key, got, want)
 	}
 	if err := tmp.Chmod(0o444); err != nil {
@@ -270,7 +307,7 @@ func (s *Store) fetchFile(ctx context.Context, key string, want Digest, dst stri
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+	if err := os.Rename(tmpPath, dst); err != nil {
 		return err
 	}
 	syncDir(filepath.Dir(dst))
@@ -278,23 +315,14 @@ func (s *Store) fetchFile(ctx context.Context, key string, want Digest, dst stri
 }
 
 func (s *Store) fetchTree(ctx context.Context, key string, want Digest, dst string) (err error) {
-	rc, info, err := s.b.Open(ctx, key)
+	rc, tmp, cleanup, err := s.fetchStart(ctx, key, want, "tree", true)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if info.Digest != want {
-		return fmt.Errorf("%w: %s is stored with digest %s, want %s", ErrDigestMismatch, key, info.Digest, want)
-	}
-	tmp, err := os.MkdirTemp(s.cache, ".tmp-tree-*")
-	if err != nil {
-		return err
-	}
 	defer func() {
 		if err != nil {
-			if rerr := removeAll(tmp); rerr != nil {
-				s.log.Warn("artifacts: removing a partial tree", "path", tmp, "err", rerr)
-			}
+			cleanup()
 		}
 	}()
 	h := sha256.New()
@@ -304,7 +332,7 @@ func (s *Store) fetchTree(ctx context.Context, key string, want Digest, dst stri
 		// can: hash the rest, and call a mismatch a mismatch (which
 		// dropCorrupt acts on) rather than a bad archive.
 		if _, cerr := io.Copy(io.Discard, tee); cerr == nil {
-			if got := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil))); got != want {
+			if got := digestOf(h); got != want {
 				return fmt.Errorf("%w: %s downloaded as %s, want %s (unpacking: %v)", ErrDigestMismatch, key, got, want, err)
 			}
 		}
@@ -314,7 +342,7 @@ func (s *Store) fetchTree(ctx context.Context, key string, want Digest, dst stri
 	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return fmt.Errorf("downloading %s: %w", key, err)
 	}
-	if got := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil))); got != want {
+	if got := digestOf(h); got != want {
 		return fmt.Errorf("%w: %s downloaded as %s, want %s", ErrDigestMismatch, key, got, want)
 	}
 	if err := os.Rename(filepath.Join(tmp, "t"), dst); err != nil {
