@@ -36,6 +36,7 @@ type config struct {
 	endPerBurst             float64 // fill phase: fraction of a burst that ends between bursts
 	steady                  int
 	failRate                float64
+	hbDelay                 float64
 	kvmShare                float64
 	k                       int
 	warmBonus, missCost     float64
@@ -52,6 +53,7 @@ func main() {
 	flag.Float64Var(&c.endPerBurst, "churn", 0.3, "fill phase: sandboxes ending between bursts, as a fraction of a burst")
 	flag.IntVar(&c.steady, "steady", 20, "bursts in the steady phase (as many sandboxes end as start)")
 	flag.Float64Var(&c.failRate, "fail", 0.01, "fraction of placed creates that fail on the node (reservation released)")
+	flag.Float64Var(&c.hbDelay, "hb-delay", 0.2, "fraction of nodes whose heartbeat after a burst was sampled before the burst's creates ended (delivered after their confirms)")
 	flag.Float64Var(&c.kvmShare, "kvm-requests", 0.1, "fraction of creates that need the kvm label")
 	flag.IntVar(&c.k, "k", 3, "best-of-K sample size")
 	flag.Float64Var(&c.warmBonus, "warm-bonus", 0, "bestofk: score bonus of a node with a warm sandbox (0: the placer's default)")
@@ -61,8 +63,8 @@ func main() {
 	flag.Parse()
 	c.policies = strings.Split(policies, ",")
 
-	fmt.Printf("cluster bench: %d nodes, %d sandboxes, bursts of %d, churn %.2f/burst while filling, %d steady bursts, %.0f%% of creates fail, %.0f%% need kvm, K=%d, GOMAXPROCS=%d\n",
-		c.nodes, c.sandboxes, c.burst, c.endPerBurst, c.steady, 100*c.failRate, 100*c.kvmShare, c.k, runtime.GOMAXPROCS(0))
+	fmt.Printf("cluster bench: %d nodes, %d sandboxes, bursts of %d, churn %.2f/burst while filling, %d steady bursts, %.0f%% of creates fail, %.0f%% need kvm, %.0f%% of heartbeats late, K=%d, GOMAXPROCS=%d\n",
+		c.nodes, c.sandboxes, c.burst, c.endPerBurst, c.steady, 100*c.failRate, 100*c.kvmShare, 100*c.hbDelay, c.k, runtime.GOMAXPROCS(0))
 	var results []result
 	for _, name := range c.policies {
 		pol, err := newPolicy(name, c)
@@ -132,7 +134,7 @@ func (w *workload) request() placement.Request {
 // ---------------------------------------------------------------- simulated cluster
 
 type simNode struct {
-	stated placement.Node // what its heartbeat says (capacity, labels, state)
+	stated placement.Node // what its heartbeat says (capacity, labels, state; Gen is the last heartbeat's)
 	used   placement.Resources
 	count  int
 	tpls   map[string]bool
@@ -145,7 +147,9 @@ func (n *simNode) load() float64 {
 	return max(float64(n.used.CPUCount)/float64(n.stated.Capacity.CPUCount), float64(n.used.MemoryMB)/float64(n.stated.Capacity.MemoryMB))
 }
 
+// heartbeat samples the node's next heartbeat.
 func (n *simNode) heartbeat() placement.Node {
+	n.stated.Gen++
 	s := n.stated
 	s.Reserved, s.Sandboxes = n.used, n.count
 	s.Templates = s.Templates[:0:0]
@@ -216,7 +220,7 @@ type ticket struct {
 type policy interface {
 	name() string
 	place(placement.Request) (ticket, error)
-	confirm(ticket)
+	confirm(t ticket, gen uint64) // gen: the node's create response's (placement.Node.Gen)
 	release(ticket)
 	heartbeat(i int, n placement.Node)
 }
@@ -243,8 +247,8 @@ func (b *bestOfK) place(r placement.Request) (ticket, error) {
 	}
 	return ticket{node: -1, res: r.Resources, rsv: rsv}, nil // node: resolved by the caller, outside the timing
 }
-func (b *bestOfK) confirm(t ticket) { t.rsv.Confirm() }
-func (b *bestOfK) release(t ticket) { t.rsv.Release() }
+func (b *bestOfK) confirm(t ticket, gen uint64) { t.rsv.Confirm(gen) }
+func (b *bestOfK) release(t ticket)             { t.rsv.Release() }
 func (b *bestOfK) heartbeat(_ int, n placement.Node) {
 	if err := b.p.Update(n); err != nil {
 		panic(err)
@@ -252,7 +256,8 @@ func (b *bestOfK) heartbeat(_ int, n placement.Node) {
 }
 
 // naive is the baselines, with the same bookkeeping as the placer (a
-// heartbeat's reservations, plus creates in flight and confirmed since):
+// heartbeat's reservations, plus creates in flight and those confirmed that
+// no heartbeat counts yet, by generation):
 // random picks one random live node with the labels and refuses when it
 // lacks room; leastloaded scans every node for the lowest load after the
 // create.
@@ -265,8 +270,13 @@ type naive struct {
 
 type naiveNode struct {
 	placement.Node
-	extra placement.Resources // in flight and confirmed since the heartbeat
-	confd placement.Resources // confirmed since the heartbeat
+	extra placement.Resources // in flight, and confirmed but not counted by a heartbeat
+	confd []naiveConfirm      // confirmed, not counted by a heartbeat
+}
+
+type naiveConfirm struct {
+	gen uint64
+	res placement.Resources
 }
 
 func (n *naive) name() string {
@@ -330,9 +340,14 @@ func (n *naive) place(r placement.Request) (ticket, error) {
 	return ticket{node: best, res: r.Resources}, nil
 }
 
-func (n *naive) confirm(t ticket) {
+func (n *naive) confirm(t ticket, gen uint64) {
 	n.mu.Lock()
-	n.nodes[t.node].confd = n.nodes[t.node].confd.Add(t.res)
+	nn := &n.nodes[t.node]
+	if gen > nn.Gen {
+		nn.confd = append(nn.confd, naiveConfirm{gen, t.res})
+	} else { // a heartbeat received counts it already
+		nn.extra = nn.extra.Sub(t.res)
+	}
 	n.mu.Unlock()
 }
 
@@ -349,9 +364,19 @@ func (n *naive) heartbeat(i int, node placement.Node) {
 		n.nodes = append(n.nodes, naiveNode{})
 	}
 	nn := &n.nodes[i]
+	if node.Gen < nn.Gen { // delivered out of order
+		return
+	}
 	nn.Node = node
-	nn.extra = nn.extra.Sub(nn.confd) // confirmed ones are in node.Reserved now
-	nn.confd = placement.Resources{}
+	kept := nn.confd[:0]
+	for _, c := range nn.confd {
+		if c.gen > node.Gen {
+			kept = append(kept, c)
+		} else {
+			nn.extra = nn.extra.Sub(c.res) // in node.Reserved now
+		}
+	}
+	nn.confd = kept
 }
 
 // ---------------------------------------------------------------- run
@@ -443,6 +468,7 @@ func run(c config, pol policy) result {
 	wl := newWorkload(c)
 	churn := rand.New(rand.NewPCG(c.seed, 4))
 	fail := rand.New(rand.NewPCG(c.seed, 5))
+	late := rand.New(rand.NewPCG(c.seed, 6))
 	left := &capacityLeft{node: make([]placement.Resources, len(nodes)), nodeKVM: make([]bool, len(nodes)), nodeLive: make([]bool, len(nodes))}
 	for i, n := range nodes {
 		left.nodeKVM[i] = slices.Contains(n.stated.Labels, "kvm")
@@ -517,6 +543,14 @@ func run(c config, pol policy) result {
 		for _, n := range nodes {
 			n.burst = 0
 		}
+		// Late heartbeats: some nodes sample theirs now, before the
+		// burst's creates end, and it arrives after their confirms.
+		early := map[int]placement.Node{}
+		for i, n := range nodes {
+			if late.Float64() < c.hbDelay {
+				early[i] = n.heartbeat()
+			}
+		}
 		// The creates end, in order: most start, a few fail on the node.
 		for _, o := range out {
 			res.creates++
@@ -559,13 +593,19 @@ func run(c config, pol policy) result {
 				n.tpls[o.req.Template] = true
 				res.pulls++
 			}
-			pol.confirm(o.t)
+			pol.confirm(o.t, n.stated.Gen+1) // the first heartbeat that counts it
 			running = append(running, sandbox{node: o.t.node, res: o.t.res})
 		}
-		// Heartbeats: every node reports; warm pools have refilled.
+		// Heartbeats: every node reports; warm pools have refilled. A
+		// late node's is the one it sampled before the creates ended (its
+		// current state arrives after the next burst).
 		for i, n := range nodes {
 			if len(n.warm) > 0 {
 				n.warm[templateName(0)], n.warm[templateName(1)] = 2, 2
+			}
+			if hb, ok := early[i]; ok {
+				pol.heartbeat(i, hb)
+				continue
 			}
 			pol.heartbeat(i, n.heartbeat())
 		}

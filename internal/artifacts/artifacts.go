@@ -94,6 +94,11 @@ func DigestOf(b []byte) Digest {
 	return Digest(digestPrefix + hex.EncodeToString(s[:]))
 }
 
+// digestOf is the digest of what was written to h, a SHA-256 hash.
+func digestOf(h interface{ Sum([]byte) []byte }) Digest {
+	return Digest(digestPrefix + hex.EncodeToString(h.Sum(nil)))
+}
+
 // DigestReader hashes everything read from r.
 func DigestReader(r io.Reader) (Digest, int64, error) {
 	h := sha256.New()
@@ -101,7 +106,7 @@ func DigestReader(r io.Reader) (Digest, int64, error) {
 	if err != nil {
 		return "", n, err
 	}
-	return Digest(digestPrefix + hex.EncodeToString(h.Sum(nil))), n, nil
+	return digestOf(h), n, nil
 }
 
 func isHex64(s string) bool {
@@ -243,5 +248,5 @@ func (v *verifyReader) Read(p []byte) (int, error) {
 }
 
 func (v *verifyReader) sum() Digest {
-	return Digest(digestPrefix + hex.EncodeToString(v.h.Sum(nil)))
+	return digestOf(v.h)
 }

@@ -8,6 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,16 +132,13 @@ func newS3Env(t *testing.T, srv *s3test.Server) *env {
 			}
 		},
 		corrupt: func(t *testing.T, key string) {
-			oi, err := client.StatObject(ctx, srv.Bucket, prefix+"/"+key, minio.StatObjectOptions{})
-			if err != nil {
+			// On the server's disk, in place: the recorded digest and
+			// the server's own checksums (xattrs) stay as they were.
+			p := srv.ObjectPath(prefix + "/" + key)
+			if _, err := os.Stat(p); err != nil {
 				t.Fatal(err)
 			}
-			data := []byte("corrupted")
-			meta := map[string]string{}
-			for k, v := range oi.UserMetadata {
-				meta[k] = v
-			}
-			if _, err := client.PutObject(ctx, srv.Bucket, prefix+"/"+key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{UserMetadata: meta}); err != nil {
+			if err := os.WriteFile(p, []byte("corrupted"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -356,11 +357,147 @@ func TestGetRejectsCorruptObject(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.corrupt(t, info.Key)
-		if _, err := s.Get(ctx, info.Key); !errors.Is(err, artifacts.ErrDigestMismatch) {
-			t.Fatalf("Get of a corrupted object = %v, want ErrDigestMismatch", err)
+		if _, err := s.Get(ctx, info.Key); !errors.Is(err, artifacts.ErrDigestMismatch) || !strings.Contains(err.Error(), "removed") {
+			t.Fatalf("Get of a corrupted object = %v, want ErrDigestMismatch saying it was removed", err)
 		}
 		assertCacheClean(t, s, nil)
+		// The corrupted object is gone, so a put uploads it again
+		// (instead of trusting its recorded digest) and Get works.
+		if ok, err := s.Exists(ctx, info.Key); ok || err != nil {
+			t.Fatalf("after the failed Get: Exists = %v, %v; want the corrupted object removed", ok, err)
+		}
+		if _, err := s.PutFile(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Get(ctx, info.Key)
+		if err != nil {
+			t.Fatalf("Get after re-put: %v", err)
+		}
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Get after re-put returned other bytes (%v)", err)
+		}
+		assertCacheClean(t, s, []string{info.Digest.Hex()})
 	})
+}
+
+// A corrupted tree: GetDir refuses it as a digest mismatch (the decoder
+// fails first), leaves nothing in the cache, removes the object, and the
+// next PutDir stores it again.
+func TestGetDirRejectsCorruptTree(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		s := newStore(t, e.backend)
+		src := t.TempDir()
+		writeFile(t, filepath.Join(src, "a"), randBytes(t, 100<<10), 0o600)
+		writeFile(t, filepath.Join(src, "d", "b"), []byte("hello\n"), 0o644)
+		info, err := s.PutDir(ctx, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.corrupt(t, info.Key)
+		if _, err := s.GetDir(ctx, info.Key); !errors.Is(err, artifacts.ErrDigestMismatch) || !strings.Contains(err.Error(), "removed") {
+			t.Fatalf("GetDir of a corrupted tree = %v, want ErrDigestMismatch saying it was removed", err)
+		}
+		assertCacheClean(t, s, nil)
+		if ents, err := os.ReadDir(filepath.Join(s.CacheDir(), "trees")); err != nil || len(ents) != 0 {
+			t.Fatalf("cache trees after a failed GetDir: %v, %v", ents, err)
+		}
+		if ok, err := s.Exists(ctx, info.Key); ok || err != nil {
+			t.Fatalf("after the failed GetDir: Exists = %v, %v; want the corrupted tree removed", ok, err)
+		}
+		if _, err := s.PutDir(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		dir, err := s.GetDir(ctx, info.Key)
+		if err != nil {
+			t.Fatalf("GetDir after re-put: %v", err)
+		}
+		if got, err := os.ReadFile(filepath.Join(dir, "d", "b")); err != nil || string(got) != "hello\n" {
+			t.Fatalf("GetDir after re-put: d/b = %q, %v", got, err)
+		}
+	})
+}
+
+// TestS3SendsChecksumTrailer checks every unsigned upload request carries a
+// CRC32C the server checks (minio-go sends one only with TrailingHeaders).
+func TestS3SendsChecksumTrailer(t *testing.T) {
+	srv := sharedS3(t)
+	target, err := url.Parse("http://" + srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var puts, missing []string
+	var flip atomic.Bool // damage a byte of each upload body on the way
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && r.ContentLength != 0 {
+			mu.Lock()
+			puts = append(puts, r.URL.Path)
+			// A streamed body carries it in a trailer, a buffered part
+			// in a header.
+			if !strings.EqualFold(r.Header.Get("X-Amz-Trailer"), "x-amz-checksum-crc32c") && r.Header.Get("X-Amz-Checksum-Crc32c") == "" {
+				missing = append(missing, r.URL.RequestURI())
+			}
+			if flip.Load() {
+				r.Body = &flipReader{r.Body, 100}
+			}
+			mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	b, err := artifacts.NewS3(artifacts.S3Config{
+		Endpoint: proxy.URL, Bucket: srv.Bucket, Prefix: "t/trailer", Region: srv.Region,
+		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, PartSize: 5 << 20, MaxRetries: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, n := range []int{4096, 11 << 20} { // one PUT; multipart
+		data := randBytes(t, n)
+		d := artifacts.DigestOf(data)
+		if _, err := b.Put(ctx, artifacts.BlobKey(d), bytes.NewReader(data), int64(n), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	if len(puts) < 4 {
+		t.Fatalf("saw %d upload requests, want at least 4: %v", len(puts), puts)
+	}
+	if len(missing) > 0 {
+		t.Fatalf("upload requests without a CRC32C: %v", missing)
+	}
+	mu.Unlock()
+	// A body damaged in transit is refused by the server (the recorded
+	// SHA-256 is right, so Put's own Stat would not notice).
+	flip.Store(true)
+	for _, n := range []int{4096, 11 << 20} {
+		data := randBytes(t, n)
+		d := artifacts.DigestOf(data)
+		if _, err := b.Put(ctx, artifacts.BlobKey(d), bytes.NewReader(data), int64(n), d); err == nil {
+			t.Fatalf("Put of %d bytes damaged in transit succeeded", n)
+		}
+		if _, err := b.Stat(ctx, artifacts.BlobKey(d)); !errors.Is(err, artifacts.ErrNotFound) {
+			t.Fatalf("after a Put damaged in transit: Stat = %v, want ErrNotFound", err)
+		}
+	}
+}
+
+// flipReader inverts the byte at offset at.
+type flipReader struct {
+	io.ReadCloser
+	at int64 // offset of the next Read's first byte, minus the target's
+}
+
+func (f *flipReader) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	if f.at >= 0 && f.at < int64(n) {
+		p[f.at] ^= 0xff
+	}
+	f.at -= int64(n)
+	return n, err
 }
 
 func TestConcurrentGetDownloadsOnce(t *testing.T) {

@@ -1,6 +1,7 @@
 package artifacts
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -217,16 +218,19 @@ func (l *Local) List(ctx context.Context, prefix string) ([]Info, error) {
 	return out, nil
 }
 
-func (l *Local) Check(ctx context.Context) error {
-	b := make([]byte, 8)
-	rand.Read(b)
+func (l *Local) Check(ctx context.Context) error { return checkRoundTrip(ctx, l) }
+
+// checkRoundTrip writes a small object of a random key to b and removes it.
+func checkRoundTrip(ctx context.Context, b Backend) error {
+	r := make([]byte, 8)
+	rand.Read(r)
 	data := []byte("airlock artifact store check\n")
-	key := "check-" + hex.EncodeToString(b)
-	if _, err := l.Put(ctx, key, strings.NewReader(string(data)), int64(len(data)), DigestOf(data)); err != nil {
-		return fmt.Errorf("artifact store %s: writing a test object: %w", l, err)
+	key := "check-" + hex.EncodeToString(r)
+	if _, err := b.Put(ctx, key, bytes.NewReader(data), int64(len(data)), DigestOf(data)); err != nil {
+		return fmt.Errorf("artifact store %s: writing a test object: %w", b, err)
 	}
-	if err := l.Delete(ctx, key); err != nil {
-		return fmt.Errorf("artifact store %s: removing the test object: %w", l, err)
+	if err := b.Delete(ctx, key); err != nil {
+		return fmt.Errorf("artifact store %s: removing the test object: %w", b, err)
 	}
 	return nil
 }

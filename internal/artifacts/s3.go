@@ -3,8 +3,6 @@ package artifacts
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -78,13 +76,9 @@ func NewS3(cfg S3Config) (*S3, error) {
 	}
 	host, secure := "s3.amazonaws.com", true
 	if cfg.Endpoint != "" {
-		host = cfg.Endpoint
-		if strings.Contains(cfg.Endpoint, "://") {
-			u, err := url.Parse(cfg.Endpoint)
-			if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || (u.Path != "" && u.Path != "/") {
-				return nil, fmt.Errorf("artifacts: S3 endpoint %q: want host[:port] or http(s)://host[:port]", cfg.Endpoint)
-			}
-			host, secure = u.Host, u.Scheme == "https"
+		var err error
+		if host, secure, err = parseEndpoint(cfg.Endpoint); err != nil {
+			return nil, fmt.Errorf("artifacts: S3 %w", err)
 		}
 	}
 	tr := &http.Transport{
@@ -102,6 +96,10 @@ func NewS3(cfg S3Config) (*S3, error) {
 		Region:     cfg.Region,
 		Transport:  tr,
 		MaxRetries: cfg.MaxRetries,
+		// Send a CRC32C of each unsigned body in an HTTP trailer, which
+		// the server checks; without this minio-go sends none and an
+		// unsigned upload (DisableContentSha256) has no in-transit check.
+		TrailingHeaders: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("artifacts: S3 client for %s: %w", host, err)
@@ -114,6 +112,23 @@ func NewS3(cfg S3Config) (*S3, error) {
 		name += " at " + host
 	}
 	return &S3{cfg: cfg, client: client, name: name}, nil
+}
+
+// parseEndpoint checks an S3 endpoint, host[:port] (HTTPS) or
+// http(s)://host[:port], and returns its host and whether it is HTTPS.
+func parseEndpoint(e string) (host string, secure bool, err error) {
+	bad := fmt.Errorf("endpoint %q: want host[:port] or http(s)://host[:port]", e)
+	if !strings.Contains(e, "://") {
+		if e == "" || strings.ContainsAny(e, "/?#@ ") {
+			return "", false, bad
+		}
+		return e, true, nil
+	}
+	u, err := url.Parse(e)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", false, bad
+	}
+	return u.Host, u.Scheme == "https", nil
 }
 
 func (s *S3) String() string { return s.name }
@@ -168,10 +183,14 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, want 
 		PartSize:     uint64(s.cfg.PartSize),
 		// No SigV4 payload hash (over plain HTTP the client would sign
 		// every 64 KiB chunk: half the upload rate on loopback). The
-		// body still carries a CRC32C checksum the server checks, and
-		// the SHA-256 in the signed metadata is checked end to end by
-		// every Get.
+		// body still carries a CRC32C checksum in a trailer the server
+		// checks (TrailingHeaders in NewS3), and the SHA-256 in the
+		// signed metadata is checked end to end by every Get.
 		DisableContentSha256: true,
+		// Asked for explicitly: minio-go v7.4.1's automatic CRC32C
+		// (TrailingHeaders) covers the parts of a multipart upload but
+		// not a single PUT, whose trailer it drops again.
+		Checksum: minio.ChecksumCRC32C,
 	}
 	vr := newVerifyReader(r, size, want)
 	var err error
@@ -324,15 +343,5 @@ func (s *S3) Check(ctx context.Context) error {
 	if !ok {
 		return fmt.Errorf("artifact store %s: bucket %q does not exist", s, s.cfg.Bucket)
 	}
-	b := make([]byte, 8)
-	rand.Read(b)
-	data := []byte("airlock artifact store check\n")
-	key := "check-" + hex.EncodeToString(b)
-	if _, err := s.Put(ctx, key, bytes.NewReader(data), int64(len(data)), DigestOf(data)); err != nil {
-		return fmt.Errorf("artifact store %s: writing a test object: %w", s, err)
-	}
-	if err := s.Delete(ctx, key); err != nil {
-		return fmt.Errorf("artifact store %s: removing the test object: %w", s, err)
-	}
-	return nil
+	return checkRoundTrip(ctx, s)
 }

@@ -86,13 +86,8 @@ func parseS3(spec string, getenv func(string) string) (Spec, error) {
 		return Spec{}, fmt.Errorf("artifact store %s: set %s and %s", spec, EnvAccessKey, EnvSecretKey)
 	}
 	if e := cfg.Endpoint; e != "" {
-		if strings.Contains(e, "://") {
-			eu, err := url.Parse(e)
-			if err != nil || eu.Host == "" || (eu.Scheme != "http" && eu.Scheme != "https") || (eu.Path != "" && eu.Path != "/") || eu.User != nil {
-				return Spec{}, fmt.Errorf("%s %q: want host[:port] or http(s)://host[:port]", EnvEndpoint, e)
-			}
-		} else if strings.ContainsAny(e, "/?#@ ") {
-			return Spec{}, fmt.Errorf("%s %q: want host[:port] or http(s)://host[:port]", EnvEndpoint, e)
+		if _, _, err := parseEndpoint(e); err != nil {
+			return Spec{}, fmt.Errorf("%s: %w", EnvEndpoint, err)
 		}
 	}
 	return Spec{S3: cfg}, nil

@@ -135,3 +135,23 @@ func TestSpecOpensAndChecks(t *testing.T) {
 		t.Fatalf("Check of a stopped server = %v, want ErrUnavailable", err)
 	}
 }
+
+// NewS3 and ParseSpec check an endpoint the same way (one parseEndpoint;
+// NewS3 used to accept what the spec refused).
+func TestEndpointCheckedOnce(t *testing.T) {
+	for _, e := range []string{"host/path", "user@host:9000", "http://user:pw@host:9000", "https://host?x=1", "ftp://host", "http://host/p", "host name"} {
+		cfg := artifacts.S3Config{Endpoint: e, Bucket: "bucket", AccessKey: "a", SecretKey: "s"}
+		if _, err := artifacts.NewS3(cfg); err == nil || !strings.Contains(err.Error(), "want host[:port] or http(s)://host[:port]") {
+			t.Errorf("NewS3 with endpoint %q: %v, want a refusal", e, err)
+		}
+		env := map[string]string{"AIRLOCK_S3_ENDPOINT": e, "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s"}
+		if _, err := artifacts.ParseSpec("s3://bucket/p", envOf(env)); err == nil || !strings.Contains(err.Error(), "AIRLOCK_S3_ENDPOINT") {
+			t.Errorf("ParseSpec with endpoint %q: %v, want a refusal naming AIRLOCK_S3_ENDPOINT", e, err)
+		}
+	}
+	for _, e := range []string{"127.0.0.1:9000", "http://127.0.0.1:9000", "https://s3.example/"} {
+		if _, err := artifacts.NewS3(artifacts.S3Config{Endpoint: e, Bucket: "bucket"}); err != nil {
+			t.Errorf("NewS3 with endpoint %q: %v", e, err)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package artifacts
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -116,7 +115,7 @@ func (s *Store) PutDir(ctx context.Context, dir string) (Info, error) {
 	if err := tree.Pack(ctx, io.MultiWriter(tmp, h), dir); err != nil {
 		return Info{}, fmt.Errorf("packing %s: %w", dir, err)
 	}
-	d := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil)))
+	d := digestOf(h)
 	size, err := tmp.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return Info{}, err
@@ -200,7 +199,7 @@ func (s *Store) Get(ctx context.Context, key string) (string, error) {
 		return "", err
 	}
 	dst := filepath.Join(s.cache, "sha256", d.Hex())
-	return s.once(ctx, dst, func(ctx context.Context) error { return s.fetchFile(ctx, key, d, dst) })
+	return s.once(ctx, dst, func(ctx context.Context) error { return s.dropCorrupt(ctx, key, s.fetchFile(ctx, key, d, dst)) })
 }
 
 // GetDir returns the path of a cached, verified, unpacked copy of the tree
@@ -211,33 +210,92 @@ func (s *Store) GetDir(ctx context.Context, key string) (string, error) {
 		return "", err
 	}
 	dst := filepath.Join(s.cache, "trees", d.Hex())
-	return s.once(ctx, dst, func(ctx context.Context) error { return s.fetchTree(ctx, key, d, dst) })
+	return s.once(ctx, dst, func(ctx context.Context) error { return s.dropCorrupt(ctx, key, s.fetchTree(ctx, key, d, dst)) })
+}
+
+// dropCorrupt removes a content-addressed object whose fetch failed with
+// ErrDigestMismatch: its bytes (or recorded digest) do not match its name,
+// and putOnce skips any upload to a key whose recorded digest is right, so
+// the object would stay corrupted forever. Once removed, the next PutFile or
+// PutDir of that content uploads it again. Other keys (refs, whose digest is
+// the recorded one) are left alone: their writer decides.
+func (s *Store) dropCorrupt(ctx context.Context, key string, err error) error {
+	if !errors.Is(err, ErrDigestMismatch) {
+		return err
+	}
+	if _, ok := KeyDigest(key); !ok {
+		return err
+	}
+	if derr := s.b.Delete(ctx, key); derr != nil {
+		s.log.Warn("artifacts: removing a corrupted object", "key", key, "store", s.b.String(), "err", derr)
+		return fmt.Errorf("%w (removing the corrupted object failed: %v)", err, derr)
+	}
+	s.log.Warn("artifacts: removed a corrupted object; the next put of its content uploads it again", "key", key, "store", s.b.String(), "err", err)
+	return fmt.Errorf("%w (the corrupted object was removed; the next put uploads it again)", err)
+}
+
+// fetchStart begins a download of key into the cache: it opens the object,
+// checks its recorded digest is want, and makes a temporary cache entry of
+// kind (a directory when dir, else an empty file). The caller hashes what it
+// reads, closes rc, and calls cleanup unless it renamed the entry into
+// place.
+func (s *Store) fetchStart(ctx context.Context, key string, want Digest, kind string, dir bool) (rc io.ReadCloser, tmp string, cleanup func(), err error) {
+	rc, info, err := s.b.Open(ctx, key)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	defer func() {
+		if err != nil {
+			rc.Close()
+		}
+	}()
+	if info.Digest != want {
+		return nil, "", nil, fmt.Errorf("%w: %s is stored with digest %s, want %s", ErrDigestMismatch, key, info.Digest, want)
+	}
+	pattern := ".tmp-" + kind + "-*"
+	if dir {
+		if tmp, err = os.MkdirTemp(s.cache, pattern); err != nil {
+			return nil, "", nil, err
+		}
+		return rc, tmp, func() {
+			if err := removeAll(tmp); err != nil {
+				s.log.Warn("artifacts: removing a partial cache entry", "path", tmp, "err", err)
+			}
+		}, nil
+	}
+	f, err := os.CreateTemp(s.cache, pattern)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	tmp = f.Name()
+	if err = f.Close(); err != nil {
+		os.Remove(tmp)
+		return nil, "", nil, err
+	}
+	return rc, tmp, func() { os.Remove(tmp) }, nil
 }
 
 func (s *Store) fetchFile(ctx context.Context, key string, want Digest, dst string) (err error) {
-	rc, info, err := s.b.Open(ctx, key)
+	rc, tmpPath, cleanup, err := s.fetchStart(ctx, key, want, "get", false)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if info.Digest != want {
-		return fmt.Errorf("%w: %s is stored with digest %s, want %s", ErrDigestMismatch, key, info.Digest, want)
-	}
-	tmp, err := os.CreateTemp(s.cache, ".tmp-get-*")
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	tmp, err := os.OpenFile(tmpPath, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.Close() // after the explicit Close below: an error, ignored
 	h := sha256.New()
 	if _, err := io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx, rc}); err != nil {
 		return fmt.Errorf("downloading %s: %w", key, err)
 	}
-	if got := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil))); got != want {
+	if got := digestOf(h); got != want {
 		return fmt.Errorf("%w: %s downloaded as %s, want %s", ErrDigestMismatch, key, got, want)
 	}
 	if err := tmp.Chmod(0o444); err != nil {
@@ -249,7 +307,7 @@ func (s *Store) fetchFile(ctx context.Context, key string, want Digest, dst stri
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+	if err := os.Rename(tmpPath, dst); err != nil {
 		return err
 	}
 	syncDir(filepath.Dir(dst))
@@ -257,35 +315,34 @@ func (s *Store) fetchFile(ctx context.Context, key string, want Digest, dst stri
 }
 
 func (s *Store) fetchTree(ctx context.Context, key string, want Digest, dst string) (err error) {
-	rc, info, err := s.b.Open(ctx, key)
+	rc, tmp, cleanup, err := s.fetchStart(ctx, key, want, "tree", true)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if info.Digest != want {
-		return fmt.Errorf("%w: %s is stored with digest %s, want %s", ErrDigestMismatch, key, info.Digest, want)
-	}
-	tmp, err := os.MkdirTemp(s.cache, ".tmp-tree-*")
-	if err != nil {
-		return err
-	}
 	defer func() {
 		if err != nil {
-			if rerr := removeAll(tmp); rerr != nil {
-				s.log.Warn("artifacts: removing a partial tree", "path", tmp, "err", rerr)
-			}
+			cleanup()
 		}
 	}()
 	h := sha256.New()
 	tee := io.TeeReader(ctxReader{ctx, rc}, h)
 	if err := tree.Unpack(ctx, tee, filepath.Join(tmp, "t")); err != nil {
+		// Corrupted bytes usually fail the decoder before the digest
+		// can: hash the rest, and call a mismatch a mismatch (which
+		// dropCorrupt acts on) rather than a bad archive.
+		if _, cerr := io.Copy(io.Discard, tee); cerr == nil {
+			if got := digestOf(h); got != want {
+				return fmt.Errorf("%w: %s downloaded as %s, want %s (unpacking: %v)", ErrDigestMismatch, key, got, want, err)
+			}
+		}
 		return fmt.Errorf("unpacking %s: %w", key, err)
 	}
 	// Hash what the decoder did not need (padding, the end of the frame).
 	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return fmt.Errorf("downloading %s: %w", key, err)
 	}
-	if got := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil))); got != want {
+	if got := digestOf(h); got != want {
 		return fmt.Errorf("%w: %s downloaded as %s, want %s", ErrDigestMismatch, key, got, want)
 	}
 	if err := os.Rename(filepath.Join(tmp, "t"), dst); err != nil {

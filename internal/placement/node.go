@@ -12,10 +12,13 @@ const (
 	// Live nodes heartbeat and take new sandboxes.
 	Live State = iota
 	// Draining nodes keep running what they have but take nothing new
-	// (`airlock node drain`, SIGTERM on a node).
+	// (`airlock node drain`, SIGTERM on a node). Set by the api side
+	// (Placer.SetState), it holds until SetState(id, Live), whatever the
+	// node's heartbeats say; a node's own heartbeat may say it too.
 	Draining
-	// Lost nodes stopped heartbeating; nothing is placed on them until a
-	// heartbeat says they are live again.
+	// Lost nodes stopped heartbeating; nothing is placed on them until
+	// SetState(id, Live) (the membership layer calls it when heartbeats
+	// resume).
 	Lost
 )
 
@@ -54,7 +57,17 @@ func (r Resources) Sub(o Resources) Resources {
 // hard limits: a node that over-commits its hardware (CPUs, say) states the
 // over-committed figure itself.
 type Node struct {
-	ID      string
+	ID string
+	// Gen is the heartbeat's generation: the node bumps it for every
+	// heartbeat it samples (from 1), and answers each create with the
+	// generation of the first heartbeat whose Reserved counts the new
+	// sandbox (the current one + 1); the api side passes that to
+	// Reservation.Confirm. The placer ignores a heartbeat older than one it
+	// has seen (delivered out of order), and a confirmed create stops
+	// counting on its own only once a heartbeat of its generation or later
+	// arrives, so a heartbeat sampled before a create ended but delivered
+	// after its Confirm does not free the create's resources.
+	Gen     uint64
 	State   State
 	Runtime string   // isolation runtime kind: "gvisor" or "microvm"
 	Labels  []string // e.g. "kvm"; a request's labels must all be here
@@ -93,6 +106,8 @@ func (n Node) validate() error {
 	switch {
 	case n.ID == "":
 		return fmt.Errorf("%w: node without an id", ErrInvalidNode)
+	case n.Gen == 0:
+		return fmt.Errorf("%w: node %s: heartbeat without a generation (Gen starts at 1)", ErrInvalidNode, n.ID)
 	case n.State < Live || n.State > Lost:
 		return fmt.Errorf("%w: node %s: unknown state %d", ErrInvalidNode, n.ID, int(n.State))
 	case n.Capacity.CPUCount < 0 || n.Capacity.MemoryMB < 0 || n.Capacity.DiskMB < 0 || n.MaxSandboxes < 0:
@@ -108,8 +123,8 @@ type NodeStatus struct {
 	// InFlight is held by creates placed here that have not ended.
 	InFlight        Resources
 	InFlightCreates int
-	// Confirmed is held by creates that succeeded here since the node's last
-	// heartbeat (which will include them from its next one).
+	// Confirmed is held by creates that succeeded here and that no
+	// heartbeat received so far counts (by generation, see Node.Gen).
 	Confirmed        Resources
 	ConfirmedCreates int
 }

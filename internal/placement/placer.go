@@ -16,8 +16,11 @@
 // create ends (Reservation.Confirm or Release), so a burst of creates placed
 // before any of them finishes spreads instead of landing on the node that
 // looked emptiest at the last heartbeat. The request's resources are counted
-// against the node's stated Capacity from the moment it is placed: the
-// placer never commits a node past its limits. (With several api instances,
+// against the node's stated Capacity from the moment it is placed, and a
+// confirmed create keeps counting until a heartbeat of the generation the
+// node gave it (Node.Gen) arrives: the placer never commits a node past its
+// limits (with Confirm(0), one heartbeat in transit at Confirm time can free
+// a create early; see Confirm). (With several api instances,
 // each placer counts only its own creates in flight; the node's own check
 // when the create reaches it is the cluster-wide bound.)
 package placement
@@ -98,18 +101,34 @@ type Placer struct {
 
 type node struct {
 	Node
-	pos       int
-	templates map[string]struct{}
-	removed   bool
-	seen      uint64
+	pos int
+	// pinned is the state SetState set (Draining or Lost), which heartbeats
+	// do not undo; Live when none. hbState is the last heartbeat's own.
+	// Node.State is pinned when set, else hbState.
+	pinned, hbState State
+	templates       map[string]struct{}
+	removed         bool
+	seen            uint64
 
 	inFlight        Resources
 	inFlightCreates int
 	inFlightWarm    map[string]int // template → creates placed here to claim a warm sandbox
 
-	confirmed        Resources // confirmed since the last heartbeat
+	// confirms are the confirmed creates no heartbeat received so far
+	// counts; confirmed, confirmedCreates and confirmedWarm are their sums.
+	confirms         []confirmation
+	confirmed        Resources
 	confirmedCreates int
 	confirmedWarm    map[string]int
+}
+
+// confirmation is a create that succeeded on a node, counted until a
+// heartbeat of generation gen or later arrives.
+type confirmation struct {
+	gen      uint64
+	res      Resources
+	template string
+	warm     bool // it claimed a warm-pool sandbox of template
 }
 
 // New returns an empty Placer.
@@ -145,9 +164,10 @@ func New(cfg Config) *Placer {
 
 // Update records a node's heartbeat, adding the node if it is new. The
 // heartbeat replaces what the node holds (Reserved, Sandboxes, Templates,
-// WarmPool); creates confirmed since the previous heartbeat stop counting
-// on their own, since the node now reports them. Creates in flight keep
-// counting until they end.
+// WarmPool); confirmed creates of its generation or earlier stop counting on
+// their own, since the node now reports them, and later ones keep counting.
+// Creates in flight keep counting until they end. A heartbeat older (by
+// Gen) than one already received is ignored: it was delivered out of order.
 func (p *Placer) Update(n Node) error {
 	if err := n.validate(); err != nil {
 		return err
@@ -156,13 +176,22 @@ func (p *Placer) Update(n Node) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	nd := p.byID[n.ID]
+	if nd != nil && n.Gen < nd.Gen {
+		return nil
+	}
 	if nd == nil {
 		nd = &node{pos: len(p.nodes), templates: map[string]struct{}{}, inFlightWarm: map[string]int{}, confirmedWarm: map[string]int{}}
 		p.nodes = append(p.nodes, nd)
 		p.byID[n.ID] = nd
 	}
+	pending := map[string]bool{} // templates of creates this heartbeat does not count yet
+	for _, c := range nd.confirms {
+		if c.gen > n.Gen && c.template != "" {
+			pending[c.template] = true
+		}
+	}
 	for t := range nd.templates { // held at the last heartbeat or pulled since, and not in this one
-		if !slices.Contains(n.Templates, t) {
+		if !slices.Contains(n.Templates, t) && !pending[t] {
 			delete(nd.templates, t)
 			p.holders[t].remove(nd)
 		}
@@ -184,13 +213,34 @@ func (p *Placer) Update(n Node) error {
 		}
 	}
 	nd.Node = n
-	nd.confirmed, nd.confirmedCreates = Resources{}, 0
-	clear(nd.confirmedWarm)
+	nd.hbState = n.State
+	if nd.pinned != Live {
+		nd.State = nd.pinned
+	}
+	kept := nd.confirms[:0]
+	for _, c := range nd.confirms {
+		if c.gen > n.Gen {
+			kept = append(kept, c)
+			continue
+		}
+		nd.confirmed = nd.confirmed.Sub(c.res)
+		nd.confirmedCreates--
+		if c.warm {
+			if nd.confirmedWarm[c.template]--; nd.confirmedWarm[c.template] == 0 {
+				delete(nd.confirmedWarm, c.template)
+			}
+		}
+	}
+	clear(nd.confirms[len(kept):])
+	nd.confirms = kept
 	return nil
 }
 
 // SetState changes a node's state without a heartbeat (marking it lost when
-// its heartbeats stop, draining on `airlock node drain`).
+// its heartbeats stop, draining on `airlock node drain`). Draining and Lost
+// stay until SetState(id, Live), whatever the node's heartbeats say; then
+// the node's own state counts again (a node that says it drains is not
+// given sandboxes).
 func (p *Placer) SetState(id string, s State) error {
 	if s < Live || s > Lost {
 		return fmt.Errorf("%w: node %s: unknown state %d", ErrInvalidNode, id, int(s))
@@ -201,7 +251,11 @@ func (p *Placer) SetState(id string, s State) error {
 	if nd == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownNode, id)
 	}
+	nd.pinned = s
 	nd.State = s
+	if s == Live {
+		nd.State = nd.hbState
+	}
 	return nil
 }
 
@@ -490,16 +544,22 @@ func (r *Reservation) NodeID() string { return r.id }
 func (r *Reservation) Warm() bool { return r.warm }
 
 // Confirm ends the reservation of a create that succeeded: its resources
-// move from in flight to confirmed, counted until the node's next
-// heartbeat reports the sandbox itself; the node now holds the template,
-// and a warm sandbox it claimed is no longer offered.
-func (r *Reservation) Confirm() { r.end(true) }
+// move from in flight to confirmed, counted until a heartbeat of generation
+// gen or later (one that reports the sandbox itself) arrives; the node now
+// holds the template, and a warm sandbox it claimed is no longer offered.
+//
+// gen is the generation the node's create response carries (see
+// Node.Gen). 0, for a node that gave none, stands for the generation after
+// the last heartbeat received: then a heartbeat sampled before the create
+// ended but delivered after this call, if it is the next one, frees the
+// create's resources too early; with the node's generation it cannot.
+func (r *Reservation) Confirm(gen uint64) { r.end(true, gen) }
 
 // Release ends the reservation of a create that failed: its resources are
 // free again.
-func (r *Reservation) Release() { r.end(false) }
+func (r *Reservation) Release() { r.end(false, 0) }
 
-func (r *Reservation) end(confirm bool) {
+func (r *Reservation) end(confirm bool, gen uint64) {
 	p := r.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -519,10 +579,16 @@ func (r *Reservation) end(confirm bool) {
 	if !confirm {
 		return
 	}
-	nd.confirmed = nd.confirmed.Add(r.req.Resources)
-	nd.confirmedCreates++
-	if r.warm {
-		nd.confirmedWarm[r.req.Template]++
+	if gen == 0 {
+		gen = nd.Gen + 1
+	}
+	if gen > nd.Gen { // else a heartbeat received already counts it
+		nd.confirms = append(nd.confirms, confirmation{gen: gen, res: r.req.Resources, template: r.req.Template, warm: r.warm})
+		nd.confirmed = nd.confirmed.Add(r.req.Resources)
+		nd.confirmedCreates++
+		if r.warm {
+			nd.confirmedWarm[r.req.Template]++
+		}
 	}
 	if t := r.req.Template; t != "" {
 		if _, ok := nd.templates[t]; !ok {

@@ -16,7 +16,7 @@ func benchPlacer(b *testing.B, load float64) *Placer {
 			cpus, mem = 384, 384*1024
 		}
 		n := Node{
-			ID: fmt.Sprintf("node-%04d", i), Runtime: "gvisor",
+			ID: fmt.Sprintf("node-%04d", i), Gen: 1, Runtime: "gvisor",
 			Capacity:  Resources{CPUCount: cpus, MemoryMB: mem},
 			Reserved:  Resources{CPUCount: int(float64(cpus) * load), MemoryMB: int64(float64(mem) * load)},
 			Templates: []string{"base"},
@@ -72,7 +72,7 @@ func BenchmarkPlaceParallel(b *testing.B) {
 // draws miss and it falls back to scanning all 1,000 nodes.
 func BenchmarkPlaceFullScan(b *testing.B) {
 	p := benchPlacer(b, 0.6)
-	empty := Node{ID: "node-0001", Runtime: "gvisor", Capacity: Resources{CPUCount: 384, MemoryMB: 384 * 1024}}
+	empty := Node{ID: "node-0001", Gen: 2, Runtime: "gvisor", Capacity: Resources{CPUCount: 384, MemoryMB: 384 * 1024}}
 	if err := p.Update(empty); err != nil {
 		b.Fatal(err)
 	}

@@ -4,14 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func mkNode(id string, cpus int, memMB int64, opts ...func(*Node)) Node {
-	n := Node{ID: id, Runtime: "gvisor", Capacity: Resources{CPUCount: cpus, MemoryMB: memMB}}
+	n := Node{ID: id, Gen: 1, Runtime: "gvisor", Capacity: Resources{CPUCount: cpus, MemoryMB: memMB}}
 	for _, o := range opts {
 		o(&n)
 	}
@@ -126,7 +129,7 @@ func TestBurstNeverOverCommits(t *testing.T) {
 	confirm := func(r *Reservation) {
 		truthMu.Lock()
 		defer truthMu.Unlock()
-		r.Confirm()
+		r.Confirm(0)
 		truth[r.NodeID()] = truth[r.NodeID()].Add(r.req.Resources)
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -149,6 +152,7 @@ func TestBurstNeverOverCommits(t *testing.T) {
 			if i%50 == 0 {
 				truthMu.Lock()
 				defer truthMu.Unlock()
+				nodes[(i/50)%len(nodes)].Gen++
 				n := nodes[(i/50)%len(nodes)]
 				n.Reserved = truth[n.ID]
 				if err := p.Update(n); err != nil {
@@ -346,7 +350,7 @@ func TestPrefersTemplateAndWarmPool(t *testing.T) {
 	if second.NodeID() != "n17" || second.Warm() {
 		t.Fatalf("second python create on %s (warm %v), want n17, the other holder, without a warm sandbox", second.NodeID(), second.Warm())
 	}
-	first.Confirm()
+	first.Confirm(0)
 	if s, _ := p.NodeStatus("n33"); s.WarmPool["python"] != 0 {
 		t.Fatalf("n33 still offers %d warm python sandboxes after a claim", s.WarmPool["python"])
 	}
@@ -366,7 +370,7 @@ func TestPrefersTemplateAndWarmPool(t *testing.T) {
 	// A node that pulled the template on a confirmed create holds it.
 	r.Template = "node20"
 	res := mustPlace(t, p, r)
-	res.Confirm()
+	res.Confirm(0)
 	if s, _ := p.NodeStatus(res.NodeID()); !slices.Contains(s.Templates, "node20") {
 		t.Fatalf("node %s does not hold node20 after a create of it: %v", res.NodeID(), s.Templates)
 	}
@@ -469,14 +473,14 @@ func TestConfirmReleaseBookkeeping(t *testing.T) {
 	}
 	r.Release()
 	r.Release()
-	r.Confirm() // ended already: no effect
+	r.Confirm(0) // ended already: no effect
 	if s := status(); s.Committed() != (Resources{}) || s.InFlightCreates != 0 || s.ConfirmedCreates != 0 {
 		t.Fatalf("after Release: %+v", s)
 	}
 
 	r = mustPlace(t, p, req(2, 2048))
-	r.Confirm()
-	r.Confirm()
+	r.Confirm(0)
+	r.Confirm(0)
 	if s := status(); s.InFlightCreates != 0 || s.Confirmed != (Resources{CPUCount: 2, MemoryMB: 2048}) || s.ConfirmedCreates != 1 {
 		t.Fatalf("after Confirm: %+v", s)
 	}
@@ -486,7 +490,7 @@ func TestConfirmReleaseBookkeeping(t *testing.T) {
 	}
 	// The next heartbeat reports the confirmed sandbox itself: the confirmed
 	// share is dropped, the in-flight one stays.
-	n.Reserved, n.Sandboxes = Resources{CPUCount: 2, MemoryMB: 2048}, 1
+	n.Reserved, n.Sandboxes, n.Gen = Resources{CPUCount: 2, MemoryMB: 2048}, 1, n.Gen+1
 	if err := p.Update(n); err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +498,7 @@ func TestConfirmReleaseBookkeeping(t *testing.T) {
 		t.Fatalf("after the heartbeat: %+v", s)
 	}
 	// The sandbox ended: the heartbeat frees its share.
-	n.Reserved, n.Sandboxes = Resources{}, 0
+	n.Reserved, n.Sandboxes, n.Gen = Resources{}, 0, n.Gen+1
 	if err := p.Update(n); err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +507,7 @@ func TestConfirmReleaseBookkeeping(t *testing.T) {
 
 func TestMaxSandboxes(t *testing.T) {
 	p := newPlacer(t, Config{}, mkNode("a", 64, 65536, func(n *Node) { n.MaxSandboxes, n.Sandboxes = 3, 1 }))
-	mustPlace(t, p, req(1, 128)).Confirm()
+	mustPlace(t, p, req(1, 128)).Confirm(0)
 	mustPlace(t, p, req(1, 128))
 	if _, err := p.Place(req(1, 128)); !errors.Is(err, ErrNoCapacity) {
 		t.Fatalf("1 running + 1 confirmed + 1 in flight of 3: %v", err)
@@ -514,7 +518,7 @@ func TestRemoveWithReservationsInFlight(t *testing.T) {
 	p := newPlacer(t, Config{}, mkNode("a", 4, 4096, withTemplates("base"), withWarm("base", 1)))
 	r1, r2 := mustPlace(t, p, req(2, 2048)), mustPlace(t, p, req(2, 2048))
 	p.Remove("a")
-	r1.Confirm()
+	r1.Confirm(0)
 	r2.Release()
 	if len(p.Status()) != 0 {
 		t.Fatalf("status after Remove: %+v", p.Status())
@@ -555,7 +559,7 @@ func TestDeterministic(t *testing.T) {
 			r := mustPlace(t, p, req(1+i%4, 1024))
 			got = append(got, r.NodeID())
 			if i%3 == 0 {
-				r.Confirm()
+				r.Confirm(0)
 			}
 		}
 		return got
@@ -571,4 +575,230 @@ func TestStateString(t *testing.T) {
 			t.Errorf("%d: %q, want %q", int(s), s.String(), want)
 		}
 	}
+}
+
+// A heartbeat sampled before a create ended but delivered after its Confirm
+// does not free the create's resources (found in review: the node was
+// filled twice).
+func TestStaleHeartbeatKeepsConfirmed(t *testing.T) {
+	// Without a generation from the node: counted until a heartbeat newer
+	// than the one the placer had at Confirm time.
+	n := mkNode("a", 4, 8192)
+	p := newPlacer(t, Config{}, n)
+	stale := n
+	mustPlace(t, p, req(4, 4096)).Confirm(0)
+	if err := p.Update(stale); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Place(req(4, 4096)); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("after a stale heartbeat: Place = %v, want ErrNoCapacity (4 of 4 CPUs confirmed)", err)
+	}
+	checkNoOverCommit(t, p)
+	n.Gen, n.Reserved = 2, Resources{CPUCount: 4, MemoryMB: 4096}
+	if err := p.Update(n); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := p.NodeStatus("a"); s.ConfirmedCreates != 0 || s.Committed() != n.Reserved {
+		t.Fatalf("after the heartbeat that counts it: %+v", s)
+	}
+
+	// With the node's generation: the create was admitted when the node's
+	// next heartbeat was generation 5; heartbeats 3 and 4, delivered after
+	// the Confirm, do not count it, and 5 does.
+	n = mkNode("b", 4, 8192, func(n *Node) { n.Gen = 2 })
+	p = newPlacer(t, Config{}, n)
+	mustPlace(t, p, req(3, 3072)).Confirm(5)
+	for _, g := range []uint64{3, 4} {
+		n.Gen = g
+		if err := p.Update(n); err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := p.NodeStatus("b"); s.Confirmed.CPUCount != 3 {
+			t.Fatalf("after heartbeat %d: confirmed %+v, want the create still counted", g, s.Confirmed)
+		}
+	}
+	// Out of order: a heartbeat older than one received is ignored.
+	n.Gen, n.Reserved = 5, Resources{CPUCount: 3, MemoryMB: 3072}
+	if err := p.Update(n); err != nil {
+		t.Fatal(err)
+	}
+	old := n
+	old.Gen, old.Reserved = 4, Resources{}
+	if err := p.Update(old); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := p.NodeStatus("b"); s.Gen != 5 || s.Committed().CPUCount != 3 {
+		t.Fatalf("after an out-of-order heartbeat: %+v, want generation 5 with 3 CPUs", s)
+	}
+	// A Confirm whose generation a received heartbeat already counts adds
+	// nothing.
+	r := mustPlace(t, p, req(1, 1024))
+	n.Gen, n.Reserved = 6, Resources{CPUCount: 4, MemoryMB: 4096}
+	if err := p.Update(n); err != nil {
+		t.Fatal(err)
+	}
+	r.Confirm(6)
+	if s, _ := p.NodeStatus("b"); s.ConfirmedCreates != 0 || s.Committed().CPUCount != 4 {
+		t.Fatalf("a Confirm already counted by a heartbeat: %+v", s)
+	}
+}
+
+// Nodes whose heartbeats are sampled before creates end and delivered after
+// their Confirm, some out of order, while creates and ends race them: no
+// node ever runs more than its capacity.
+func TestDelayedHeartbeatsNeverOverCommit(t *testing.T) {
+	type simNode struct {
+		mu       sync.Mutex
+		node     Node // the last heartbeat sampled
+		reserved Resources
+		running  []Resources
+	}
+	var sims []*simNode
+	var nodes []Node
+	for i := range 4 {
+		n := mkNode(fmt.Sprintf("n%d", i), 8, 16384)
+		sims = append(sims, &simNode{node: n})
+		nodes = append(nodes, n)
+	}
+	p := newPlacer(t, Config{}, nodes...)
+	byID := map[string]*simNode{}
+	for _, s := range sims {
+		byID[s.node.ID] = s
+	}
+	sample := func(s *simNode) Node {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.node.Gen++
+		s.node.Reserved = s.reserved
+		return s.node
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var overMu sync.Mutex
+	var over []string
+	// Two heartbeaters per node, each delivering its sample after a pause,
+	// so heartbeats arrive late and out of order.
+	for _, s := range sims {
+		for j := range 2 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(j), 1))
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					hb := sample(s)
+					for range rng.IntN(200) {
+						runtime.Gosched()
+					}
+					if err := p.Update(hb); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+	}
+	var creates, refused atomic.Int64
+	deadline := time.Now().Add(10 * time.Second)
+	var workers sync.WaitGroup
+	for w := range 8 {
+		workers.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 2))
+			for creates.Load() < 4000 && time.Now().Before(deadline) {
+				r, err := p.Place(req(1+rng.IntN(3), 1024))
+				if err != nil {
+					// Full: a sandbox somewhere ends (the node's
+					// next heartbeat says so).
+					refused.Add(1)
+					s := sims[rng.IntN(len(sims))]
+					s.mu.Lock()
+					if len(s.running) > 0 {
+						k := rng.IntN(len(s.running))
+						s.reserved = s.reserved.Sub(s.running[k])
+						s.running = slices.Delete(s.running, k, k+1)
+					}
+					s.mu.Unlock()
+					runtime.Gosched()
+					continue
+				}
+				s := byID[r.NodeID()]
+				s.mu.Lock()
+				s.reserved = s.reserved.Add(r.req.Resources)
+				if s.reserved.CPUCount > s.node.Capacity.CPUCount {
+					overMu.Lock()
+					over = append(over, fmt.Sprintf("%s runs %d of %d CPUs", s.node.ID, s.reserved.CPUCount, s.node.Capacity.CPUCount))
+					overMu.Unlock()
+				}
+				s.running = append(s.running, r.req.Resources)
+				gen := s.node.Gen + 1 // the first heartbeat that counts it
+				s.mu.Unlock()
+				for range rng.IntN(50) {
+					runtime.Gosched()
+				}
+				r.Confirm(gen)
+				creates.Add(1)
+			}
+		})
+	}
+	workers.Wait()
+	close(stop)
+	wg.Wait()
+	if len(over) > 0 {
+		t.Fatalf("%d creates ran a node past its capacity, first: %s", len(over), over[0])
+	}
+	if creates.Load() < 4000 {
+		t.Fatalf("only %d creates placed (%d refused): the test did not exercise much", creates.Load(), refused.Load())
+	}
+}
+
+// A drain (or loss) set by the api side holds until SetState(Live), whatever
+// the node's heartbeats say; a heartbeat's own Draining counts too (found in
+// review: the next heartbeat undid a drain).
+func TestSetStateSticky(t *testing.T) {
+	n := mkNode("a", 8, 8192)
+	p := newPlacer(t, Config{}, n)
+	heartbeat := func(s State) {
+		t.Helper()
+		n.Gen++
+		n.State = s
+		if err := p.Update(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func() State { s, _ := p.NodeStatus("a"); return s.State }
+	for _, pin := range []State{Draining, Lost} {
+		if err := p.SetState("a", pin); err != nil {
+			t.Fatal(err)
+		}
+		heartbeat(Live)
+		if got := state(); got != pin {
+			t.Fatalf("SetState(%s) then a live heartbeat: state %s", pin, got)
+		}
+		if _, err := p.Place(req(1, 512)); !errors.Is(err, ErrNoCapacity) {
+			t.Fatalf("placed on a node set %s: %v", pin, err)
+		}
+		if err := p.SetState("a", Live); err != nil {
+			t.Fatal(err)
+		}
+		if got := state(); got != Live {
+			t.Fatalf("SetState(live) after %s: state %s", pin, got)
+		}
+		mustPlace(t, p, req(1, 512)).Release()
+	}
+	// The node's own drain: its heartbeat says so; SetState(Live) does not
+	// override the node, its next live heartbeat does.
+	heartbeat(Draining)
+	if err := p.SetState("a", Live); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(); got != Draining {
+		t.Fatalf("a node draining by its own heartbeat after SetState(live): state %s", got)
+	}
+	heartbeat(Live)
+	if got := state(); got != Live {
+		t.Fatalf("after the node's live heartbeat: state %s", got)
+	}
+	mustPlace(t, p, req(1, 512))
 }

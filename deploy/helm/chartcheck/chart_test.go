@@ -184,9 +184,7 @@ func TestFlags(t *testing.T) {
 	}
 	want(api, "role", "api")
 	want(api, "listen", "0.0.0.0:8080")
-	want(api, "store", "$(AIRLOCK_STORE)")
 	want(api, "cluster-secret-file", "/etc/airlock/cluster/cluster-secret")
-	want(api, "api-key", "$(AIRLOCK_API_KEY)")
 	want(api, "artifacts", "s3://airlock-artifacts/prod")
 	want(api, "domain", "sandboxes.example.com")
 	want(api, "metrics-interval", "10s")
@@ -202,8 +200,27 @@ func TestFlags(t *testing.T) {
 	want(node, "node-labels", "fast-disk,gpu")
 	want(node, "deny-out", "10.0.0.0/8,172.16.0.0/12")
 	want(node, "dns-upstream", "1.1.1.1,9.9.9.9")
-	want(node, "store", "$(AIRLOCK_STORE)")
 	want(node, "artifacts", "s3://airlock-artifacts/prod")
+	// Secrets reach the binary through its environment only: AIRLOCK_STORE
+	// and AIRLOCK_API_KEY are read by `airlock serve` itself, so neither
+	// --store nor --api-key is in argv.
+	for _, c := range []*corev1.Container{api, node} {
+		for _, flag := range []string{"store", "api-key"} {
+			if v, ok := Arg(c, flag); ok {
+				t.Errorf("container %s: --%s=%s in argv; the binary reads it from the environment", c.Name, flag, v)
+			}
+		}
+		env := map[string]bool{}
+		for _, e := range c.Env {
+			env[e.Name] = e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
+		}
+		if !env["AIRLOCK_STORE"] {
+			t.Errorf("container %s: no AIRLOCK_STORE from a Secret", c.Name)
+		}
+		if c.Name == "api" && !env["AIRLOCK_API_KEY"] {
+			t.Error("api: no AIRLOCK_API_KEY from a Secret")
+		}
+	}
 	if !slices.Contains(node.Args, "--warm-pool=base=1") || !slices.Contains(node.Args, "--warm-pool=code-interpreter-v1=2") {
 		t.Errorf("node args %q lack the warm pools", node.Args)
 	}
@@ -277,6 +294,17 @@ func TestTyposFail(t *testing.T) {
 		_, err := Decode(map[string]string{"x/templates/svc.yaml": "apiVersion: v1\nkind: Service\nmetadata:\n  name: a\n  name: b\n"})
 		if err == nil || !strings.Contains(err.Error(), "strict decoding error") || !strings.Contains(err.Error(), `key "name" already set`) {
 			t.Fatalf("duplicate field: got %v", err)
+		}
+	})
+	t.Run("secret in argv", func(t *testing.T) {
+		dir := copyChart(t, "templates/api.yaml", "            - --data-dir=/var/lib/airlock\n", "            - --data-dir=/var/lib/airlock\n            - --api-key=$(AIRLOCK_API_KEY)\n")
+		r := render(t, dir)
+		var found bool
+		for _, err := range r.Check() {
+			found = found || strings.Contains(err.Error(), `argument "--api-key=$(AIRLOCK_API_KEY)" puts $(AIRLOCK_API_KEY), from a Secret, in the process's argv`)
+		}
+		if !found {
+			t.Fatalf("a Secret's env var expanded in args: Check = %v, want it refused", r.Check())
 		}
 	})
 	t.Run("unknown kind", func(t *testing.T) {

@@ -133,9 +133,11 @@ func (r *Rendered) Check(existingSecrets ...string) []error {
 				fail("%s: no securityContext", where)
 			}
 			defined := map[string]bool{}
+			secretEnv := map[string]bool{}
 			for _, e := range c.Env {
 				defined[e.Name] = true
 				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					secretEnv[e.Name] = true
 					ref := e.ValueFrom.SecretKeyRef
 					if !hasSecretKey(ref.Name, ref.Key) {
 						fail("%s: env %s reads key %q of Secret %s, which the chart does not render (nor is it declared existing)", where, e.Name, ref.Key, ref.Name)
@@ -146,6 +148,9 @@ func (r *Rendered) Check(existingSecrets ...string) []error {
 				for _, m := range varRef.FindAllStringSubmatch(a, -1) {
 					if !defined[m[1]] {
 						fail("%s: argument %q uses $(%s), which its env does not define", where, a, m[1])
+					}
+					if secretEnv[m[1]] {
+						fail("%s: argument %q puts $(%s), from a Secret, in the process's argv (read it from the environment instead)", where, a, m[1])
 					}
 				}
 			}

@@ -200,6 +200,13 @@ func (s *Server) Client() (*minio.Client, error) {
 	return minio.New(s.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), Region: s.Region})
 }
 
+// ObjectPath is the file holding object key of the bucket in the posix
+// backend's data directory (its metadata is in the file's xattrs), for tests
+// that change an object behind the server's back.
+func (s *Server) ObjectPath(key string) string {
+	return filepath.Join(s.dir, "root", s.Bucket, filepath.FromSlash(key))
+}
+
 // Pause stops the server process but keeps its data (the store becomes
 // unreachable); Resume starts it again on the same port and data.
 func (s *Server) Pause() error {

@@ -48,6 +48,14 @@ import (
 // and the data; only Unpack restores it. Sockets are skipped.
 const paxSparse = "AIRLOCK.sparse"
 
+// Limits on a sparse entry, which a few bytes of archive can describe: its
+// size (1 TiB; more is refused, not made as a huge sparse file) and its
+// number of data segments.
+const (
+	maxSparseSize     = 1 << 40
+	maxSparseSegments = 1 << 24
+)
+
 // xattrPrefix is the PAX record prefix of extended attributes (as GNU tar
 // and Go's archive/tar name them).
 const xattrPrefix = "SCHILY.xattr."
@@ -434,10 +442,16 @@ func unpackFile(tr *tar.Reader, hdr *tar.Header, p string, buf []byte) error {
 		if err != nil || real < 0 {
 			return fmt.Errorf("bad %s record %q", paxSparse, rs)
 		}
+		if real > maxSparseSize {
+			return fmt.Errorf("sparse file of %d bytes: larger than the 1 TiB limit", real)
+		}
 		br := bufio.NewReaderSize(tr, 64<<10)
 		n, err := binary.ReadUvarint(br)
-		if err != nil || n > 1<<24 {
-			return fmt.Errorf("bad sparse map: %v", err)
+		if err != nil {
+			return fmt.Errorf("bad sparse map: %w", err)
+		}
+		if n > maxSparseSegments {
+			return fmt.Errorf("bad sparse map: %d segments, more than the limit of %d", n, maxSparseSegments)
 		}
 		segs := make([]segment, 0, min(n, 1<<16))
 		var end int64

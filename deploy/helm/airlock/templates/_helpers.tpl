@@ -86,8 +86,9 @@ cluster (an upgrade keeps it), else a random one.
 {{- end -}}
 
 {{/*
-Env of both roles: the store URL, and the S3 settings when artifacts.url is
-set (the names internal/artifacts reads).
+Env of both roles: the store URL (AIRLOCK_STORE, which `airlock serve` reads
+as --store's default), and the S3 settings when artifacts.url is set (the
+names internal/artifacts reads).
 */}}
 {{- define "airlock.commonEnv" -}}
 - name: AIRLOCK_STORE
@@ -117,9 +118,11 @@ set (the names internal/artifacts reads).
 {{- end }}
 {{- end -}}
 
-{{/* Flags of both roles. */}}
+{{/*
+Flags of both roles. The store URL is not one: the binary reads
+$AIRLOCK_STORE (commonEnv) itself, so its password stays out of argv.
+*/}}
 {{- define "airlock.commonArgs" -}}
-- --store=$(AIRLOCK_STORE)
 - --cluster-secret-file=/etc/airlock/cluster/{{ .Values.clusterSecret.key }}
 {{- with .Values.artifacts.url }}
 - --artifacts={{ . }}
