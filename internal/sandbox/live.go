@@ -286,6 +286,26 @@ func (e *Live) commit(ctx context.Context, what string, change func()) error {
 	return nil
 }
 
+// commitRunning records a resumed sandbox as running (after change, under
+// the same lock), expiring timeout from now when timeout > 0, re-arms its
+// timer and returns its view.
+func (e *Live) commitRunning(ctx context.Context, timeout time.Duration, change func()) (*Sandbox, error) {
+	var sb *Sandbox
+	if err := e.commit(ctx, "resumed state", func() {
+		change()
+		e.rec.State = StateRunning
+		if timeout > 0 {
+			e.rec.EndAt = time.Now().UTC().Add(timeout)
+		}
+		e.armLocked()
+		sb = e.view()
+	}); err != nil {
+		return nil, err
+	}
+	sb.Transition = ""
+	return sb, nil
+}
+
 // SetTimeout makes the sandbox expire d from now (shorter or longer).
 func (e *Live) SetTimeout(ctx context.Context, d time.Duration) error {
 	_, err := e.updateEnd(ctx, d, false)

@@ -137,18 +137,10 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 	if err := os.RemoveAll(m.imageDir(id)); err != nil {
 		m.log.Warn("removing checkpoint after resume", "sandbox", id, "err", err)
 	}
-	var sb *Sandbox
-	if err := e.commit(ctx, "resumed state", func() {
-		e.rec.State = StateRunning
-		if timeout > 0 {
-			e.rec.EndAt = time.Now().UTC().Add(timeout)
-		}
-		e.armLocked()
-		sb = e.view()
-	}); err != nil {
+	sb, err := e.commitRunning(ctx, timeout, func() {})
+	if err != nil {
 		return nil, err
 	}
-	sb.Transition = ""
 	m.log.Info("sandbox resumed", "sandbox", id, "restore", restored, "elapsed", time.Since(start))
 	return sb, nil
 }

@@ -128,20 +128,13 @@ func (e *Live) resumeDisk(ctx context.Context, timeout time.Duration) (*Sandbox,
 	if err := m.startTemplateCommand(ctx, m.log.With("sandbox", id), ip.String(), rec.AccessToken, tpl); err != nil {
 		return fail(err)
 	}
-	var sb *Sandbox
-	if err := e.commit(ctx, "resumed state", func() {
+	sb, err := e.commitRunning(ctx, timeout, func() {
 		x.DiskOnly = false
 		e.rec.Extra = encodeExtra(x)
-		e.rec.State = StateRunning
-		if timeout > 0 {
-			e.rec.EndAt = time.Now().UTC().Add(timeout)
-		}
-		e.armLocked()
-		sb = e.view()
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
-	sb.Transition = ""
 	m.log.Info("sandbox resumed from its disk (fresh boot)", "sandbox", id, "elapsed", time.Since(start))
 	return sb, nil
 }
