@@ -200,6 +200,7 @@ func (m *Manager) Setup(ctx context.Context, id string, slot int, opts Options) 
 		}
 		undo = append(undo, func() error { return m.fw.clearEgress(ep.HostIf) })
 	}
+	m.noteDenyOutConflicts(id, opts.Egress)
 	if opts.Egress.HasDomains() {
 		if err := m.applyDNS(ep, opts); err != nil {
 			return nil, err
