@@ -45,6 +45,9 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 			}
 			o.APIKey = flagString(cmd, "api-key")
 			o.WarmPoolSet = cmd.Flags().Changed("warm-pool")
+			if o.Egress.DenyOut == nil { // --deny-out= given: off, not the defaults
+				o.Egress.DenyOut = []string{}
+			}
 			o.Stdout = cmd.OutOrStdout()
 			return daemon.Run(ctx, *o)
 		},

@@ -24,6 +24,14 @@ func TestServeDenyOutFlags(t *testing.T) {
 	if def != "[10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,198.18.0.0/15]" {
 		t.Errorf("--deny-out default %s", def)
 	}
+	// An empty value is "off": a non-nil, empty list (nil would mean the defaults).
+	off := newServeCmd()
+	if err := off.Flags().Parse([]string{"--deny-out="}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := off.Flags().GetStringSlice("deny-out"); v == nil || len(v) != 0 {
+		t.Errorf("--deny-out= parsed as %#v, want an empty list", v)
+	}
 	if cmd.Flags().Lookup("deny-out-except") == nil {
 		t.Error("flag --deny-out-except missing")
 	}
