@@ -202,6 +202,17 @@ func TestOperatorDenyOut(t *testing.T) {
 		}
 	}
 
+	// The same at create time (Setup).
+	epB, err := m.Setup(ctx, "do-b", 2, Options{AllowInternet: true, Egress: pol([]string{doLAN + "/32"}, nil)})
+	if err != nil {
+		t.Fatalf("Setup with allowOut into the deny list: %v (it must be accepted)", err)
+	}
+	mustFail(t, "LAN address with allowOut at Setup", epB.NetNSPath, lanDB)
+	if es := m.EgressLog("do-b", 0); len(es) == 0 || es[0].Kind != audit.KindPolicy ||
+		es[0].Rule != "allowOut "+doLAN+" does not open "+denyOutRulePrefix+doDenyRange {
+		t.Errorf("Setup's audit log starts with %+v, want the policy note", es)
+	}
+
 	// The ruleset: the jump after the always-blocked ranges and before the
 	// sandbox policies; in deny_out resolvers, exceptions, then drops.
 	out, err := exec.Command("nft", "list", "table", "inet", doPrefix).CombinedOutput()
