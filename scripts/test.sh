@@ -25,7 +25,8 @@
 #                           (default ale2e, 10.79.0.0/16); AIRLOCK_E2E_EXT_NET the first three
 #                           octets of the egress test's stand-in /30 (default 10.78.255) — change
 #                           all three to run two suites on one host at the same time (the
-#                           daemon resolves domain rules through <AIRLOCK_E2E_EXT_NET>.12)
+#                           daemon resolves domain rules through <AIRLOCK_E2E_EXT_NET>.12 and
+#                           opens <AIRLOCK_E2E_EXT_NET>.0/27 with --deny-out-except)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$(pwd)
@@ -193,10 +194,13 @@ mkdir -p "$DATA_DIR"
 PORT=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 API_KEY="e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
 LISTEN="127.0.0.1:$PORT"
+# --deny-out-except <ext>.0/27: the e2e tests' stand-in internet is a private
+# range, which the default --deny-out closes; the test daemon opens exactly the
+# part the tests serve it from (egress.test.mjs proves <ext>.66 stays closed).
 # --warm-pool code-interpreter-v1=0: the reliability suite's leak checks count
 # every runtime sandbox, and a pool refilling in the background would be one;
 # the default (automatic) pool has its own test (test/gohttp/warmpool_test.go).
-SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16} --dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.12 --warm-pool code-interpreter-v1=0"
+SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16} --dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.12 --deny-out-except ${AIRLOCK_E2E_EXT_NET:-10.78.255}.0/27 --warm-pool code-interpreter-v1=0"
 export AIRLOCK_E2E_NETNS_PREFIX=${AIRLOCK_TEST_NET_PREFIX:-ale2e}-
 echo "data dir $DATA_DIR, listen $LISTEN, log $DAEMON_LOG"
 # shellcheck disable=SC2086 # SERVE_CMD is split on purpose (no spaces in its parts)

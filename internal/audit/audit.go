@@ -18,6 +18,9 @@ const DefaultSize = 1000
 const (
 	KindConn = "connection"
 	KindDNS  = "dns"
+	// KindPolicy notes a policy entry that has no effect (an allowOut
+	// inside the operator's deny list), recorded when the policy is set.
+	KindPolicy = "policy"
 )
 
 // Decisions.
@@ -29,7 +32,7 @@ const (
 // Entry is one audited event.
 type Entry struct {
 	Time     time.Time `json:"timestamp"`
-	Kind     string    `json:"kind"`     // KindConn or KindDNS
+	Kind     string    `json:"kind"`     // KindConn, KindDNS or KindPolicy
 	Decision string    `json:"decision"` // Allowed or Denied
 	// Rule names what decided: "allowOut 10.0.0.0/8", "denyOut
 	// example.com", "internet", "no internet", "blocked range", ….

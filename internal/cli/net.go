@@ -82,6 +82,9 @@ func destination(e audit.Entry) string {
 		}
 		return s
 	}
+	if e.Kind == audit.KindPolicy {
+		return "-" // the rule says which entry
+	}
 	dst := e.Dst.String()
 	if e.Port != 0 {
 		dst = net.JoinHostPort(dst, strconv.Itoa(int(e.Port)))

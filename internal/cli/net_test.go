@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ func TestNetLog(t *testing.T) {
 		case "/sandboxes/isd/network/log":
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"sandboxID":"isd","dropped":1500,"entries":[
+				{"timestamp":"2026-01-02T03:04:05Z","kind":"policy","decision":"denied","rule":"allowOut 10.0.0.1 does not open operator deny 10.0.0.0/8"},
 				{"timestamp":"2026-01-02T03:04:06Z","kind":"connection","decision":"denied","rule":"host","protocol":"tcp","ip":"10.0.0.1","port":22}]}`))
 		default:
 			w.Header().Set("Content-Type", "application/json")
@@ -54,6 +56,11 @@ func TestNetLog(t *testing.T) {
 	out, err := cli("net", "log", "isd")
 	if err != nil || !strings.Contains(out, "(1500 older entries dropped") || !strings.Contains(out, "10.0.0.1:22") {
 		t.Errorf("dropped: %v\n%s", err, out)
+	}
+	// A policy note (an allowOut the operator's deny list keeps closed) has
+	// no destination of its own: its rule says it all.
+	if !regexp.MustCompile(`policy\s+denied\s+-\s+allowOut 10.0.0.1 does not open operator deny 10.0.0.0/8`).MatchString(out) {
+		t.Errorf("policy entry not shown as such:\n%s", out)
 	}
 
 	out, err = cli("net", "log", "isb", "--limit", "5")

@@ -45,6 +45,9 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 			}
 			o.APIKey = flagString(cmd, "api-key")
 			o.WarmPoolSet = cmd.Flags().Changed("warm-pool")
+			if o.Egress.DenyOut == nil { // --deny-out= given: off, not the defaults
+				o.Egress.DenyOut = []string{}
+			}
 			o.Stdout = cmd.OutOrStdout()
 			return daemon.Run(ctx, *o)
 		},
@@ -91,6 +94,14 @@ func addLimitFlags(f *pflag.FlagSet, l *daemon.Limits) {
 }
 
 func addEgressFlags(f *pflag.FlagSet, e *daemon.Egress) {
+	var deny []string
+	for _, p := range network.DefaultDenyOut {
+		deny = append(deny, p.String())
+	}
+	f.StringSliceVar(&e.DenyOut, "deny-out", deny,
+		"IPv4 ranges no sandbox may reach, whatever its allowOut says (private networks by default); \"none\" or an empty value turns the list off")
+	f.StringSliceVar(&e.DenyOutExcept, "deny-out-except", nil,
+		"IPv4 ranges carved out of --deny-out for every sandbox (e.g. an internal package mirror); each sandbox's own network policy still applies there")
 	f.StringSliceVar(&e.DNSUpstreams, "dns-upstream", dnsfilter.HostResolvers("/etc/resolv.conf"),
 		"resolvers (ip or ip:port) that the DNS filter of sandboxes with domain rules forwards allowed queries to (default: the host's /etc/resolv.conf)")
 	f.IntVar(&e.AuditGroup, "audit-nflog-group", 0,

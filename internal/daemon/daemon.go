@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -95,6 +96,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil || !subnet.Addr().Is4() || subnet.Bits() > 30 {
 		return fmt.Errorf("invalid --subnet %q: want an IPv4 prefix of at most /30", cfg.Subnet)
 	}
+	denyOut, denyOutExcept, err := cfg.Egress.denyOut(log)
+	if err != nil {
+		return err
+	}
 	envdPath, err := findEnvd(cfg.EnvdPath)
 	if err != nil {
 		return err
@@ -110,7 +115,8 @@ func Run(ctx context.Context, cfg Config) error {
 	// with the reason: the daemon shuts down instead of fighting for it.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	d := &daemon{cfg: cfg, log: log, dataDir: dataDir, envdPath: envdPath, subnet: subnet, stop: cancel}
+	d := &daemon{cfg: cfg, log: log, dataDir: dataDir, envdPath: envdPath, subnet: subnet, stop: cancel,
+		denyOut: denyOut, denyOutExcept: denyOutExcept}
 	defer d.close()
 	err = d.open(ctx)
 	if err == nil {
@@ -129,6 +135,9 @@ type daemon struct {
 	dataDir  string
 	envdPath string
 	subnet   netip.Prefix
+	// denyOut and denyOutExcept are the parsed --deny-out and
+	// --deny-out-except.
+	denyOut, denyOutExcept []netip.Prefix
 	// closers run in reverse order when Run returns.
 	closers []func()
 	// stop cancels Run's context with a cause (a lost store lease).
@@ -196,10 +205,12 @@ func (d *daemon) open(ctx context.Context) error {
 	}
 	d.defer_(func() { closeLogged(d.log, "sandbox logs", logs.Close) })
 	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix,
-		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs}, d.log)
+		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs,
+		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: sandboxResolvers()}, d.log)
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
+	d.log.Info("operator deny list", "deny_out", prefixList(d.denyOut), "deny_out_except", prefixList(d.denyOutExcept))
 	d.rt, d.rtInfo, err = newRuntime(ctx, d.cfg.Runtime, d.cfg.MicrovmKernel, d.cfg.GVisor, d.dataDir, d.envdPath, d.log)
 	if err != nil {
 		return err
@@ -526,4 +537,30 @@ func closeLogged(log *slog.Logger, what string, f func() error) {
 	if err := f(); err != nil {
 		log.Warn("closing "+what, "err", err)
 	}
+}
+
+// sandboxResolvers are the nameservers sandboxes get in resolv.conf (the
+// sandbox manager's default, sandbox.HostNameservers): DNS to them passes
+// the operator deny list, so a host resolver at a private address (a
+// cloud VPC resolver, a home router, the cluster DNS) keeps working.
+func sandboxResolvers() []netip.Addr {
+	var out []netip.Addr
+	for _, s := range sandbox.HostNameservers("/etc/resolv.conf") {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// prefixList renders ps for a log line ("none" when empty).
+func prefixList(ps []netip.Prefix) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
 }

@@ -1,13 +1,18 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
 )
 
@@ -76,5 +81,30 @@ func TestFindEnvd(t *testing.T) {
 	t.Setenv("PATH", dir)
 	if got, err := findEnvd(""); err != nil || got != p {
 		t.Fatalf("from PATH: %q %v", got, err)
+	}
+}
+
+func TestEgressDenyOut(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	deny, except, err := Egress{}.denyOut(log)
+	if err != nil || !slices.Equal(deny, network.DefaultDenyOut) || len(except) != 0 {
+		t.Errorf("no flags: %v %v %v; want the defaults", deny, except, err)
+	}
+	deny, _, err = Egress{DenyOut: []string{}}.denyOut(log)
+	if err != nil || deny == nil || len(deny) != 0 {
+		t.Errorf("--deny-out '': %v %v; want an empty, non-nil list", deny, err)
+	}
+	deny, except, err = Egress{DenyOut: []string{"10.0.0.0/8"}, DenyOutExcept: []string{"10.1.2.3", "203.0.113.0/24", "169.254.169.254"}}.denyOut(log)
+	if err != nil || len(deny) != 1 || len(except) != 3 {
+		t.Fatalf("%v %v %v", deny, except, err)
+	}
+	for _, w := range []string{"outside every --deny-out range", "entry=203.0.113.0/24", "it stays blocked there", "blocked=169.254.0.0/16"} {
+		if !strings.Contains(buf.String(), w) {
+			t.Errorf("log lacks %q:\n%s", w, buf.String())
+		}
+	}
+	if _, _, err := (Egress{DenyOutExcept: []string{"10.0.0.0/40"}}).denyOut(log); err == nil || !strings.Contains(err.Error(), "--deny-out-except") {
+		t.Errorf("bad exception: %v", err)
 	}
 }

@@ -3,7 +3,10 @@ package daemon
 import (
 	"fmt"
 	"hash/fnv"
+	"log/slog"
+	"net/netip"
 
+	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -33,9 +36,17 @@ func (l Limits) apply(cfg *sandbox.Config) {
 	}
 }
 
-// Egress configures the DNS filter that enforces domain rules
-// (allowOut/denyOut names) and the egress audit log.
+// Egress configures the operator's deny list, the DNS filter that enforces
+// domain rules (allowOut/denyOut names) and the egress audit log.
 type Egress struct {
+	// DenyOut is --deny-out: IPv4 ranges no sandbox reaches, whatever its
+	// allowOut says ("none" or an empty value: no list). Nil means
+	// network.DefaultDenyOut.
+	DenyOut []string
+	// DenyOutExcept is --deny-out-except: holes in DenyOut for every
+	// sandbox (an internal package mirror); each sandbox's own policy still
+	// applies there.
+	DenyOutExcept []string
 	// DNSUpstreams are the resolvers allowed queries go to (--dns-upstream).
 	DNSUpstreams []string
 	// AuditGroup is --audit-nflog-group: 0 derives it from the net prefix,
@@ -62,4 +73,32 @@ func defaultAuditGroup(prefix string) uint16 {
 	h := fnv.New32a()
 	h.Write([]byte(prefix))
 	return uint16(1000 + h.Sum32()%60000)
+}
+
+// denyOut parses --deny-out and --deny-out-except. It warns (on log) about
+// exceptions that change nothing: outside every denied range, or inside a
+// range Airlock always blocks.
+func (e Egress) denyOut(log *slog.Logger) (deny, except []netip.Prefix, err error) {
+	deny = network.DefaultDenyOut
+	if e.DenyOut != nil {
+		if deny, err = network.ParseDenyOut("deny-out", e.DenyOut); err != nil {
+			return nil, nil, err
+		}
+	}
+	if except, err = network.ParseDenyOut("deny-out-except", e.DenyOutExcept); err != nil {
+		return nil, nil, err
+	}
+	for _, x := range except {
+		inside := false
+		for _, d := range deny {
+			inside = inside || x.Overlaps(d)
+		}
+		if !inside {
+			log.Warn("--deny-out-except entry is outside every --deny-out range: it changes nothing", "entry", x)
+		}
+		if b, ok := network.AlwaysBlocked(x); ok {
+			log.Warn("--deny-out-except entry overlaps a range sandboxes never reach: it stays blocked there", "entry", x, "blocked", b)
+		}
+	}
+	return deny, except, nil
 }

@@ -185,7 +185,11 @@ func (m *Manager) SetEgress(ctx context.Context, id string, slot int, e Egress) 
 		}
 		return fmt.Errorf("looking up veth %s: %w", ep.HostIf, err)
 	}
-	return m.fw.setEgress(ep.HostIf, e)
+	if err := m.fw.setEgress(ep.HostIf, e); err != nil {
+		return err
+	}
+	m.noteDenyOutConflicts(id, e)
+	return nil
 }
 
 // SetPolicy sets both the internet switch and the egress policy.

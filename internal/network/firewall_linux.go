@@ -24,16 +24,6 @@ const (
 	chainPostrouting = "postrouting"
 )
 
-// blockedDestinations are never reachable from a sandbox, even with internet
-// allowed (in addition to the sandbox pool itself).
-var blockedDestinations = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("127.0.0.0/8"),
-	netip.MustParsePrefix("169.254.0.0/16"), // link-local, cloud metadata
-	netip.MustParsePrefix("224.0.0.0/4"),    // multicast
-	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, broadcast
-}
-
 // firewall owns the nftables table "inet <NamePrefix>".
 type firewall struct {
 	table    *nftables.Table
@@ -44,6 +34,10 @@ type firewall struct {
 	logGroup uint16 // NFLOG group of the audit rules, 0 = none (audit_linux.go)
 	ifPrefix string
 	subnet   netip.Prefix
+	// The operator deny list, its exceptions and the sandboxes' resolvers
+	// (denyout_linux.go).
+	denyOut, denyOutExcept []netip.Prefix
+	resolvers              []netip.Addr
 }
 
 func newFirewall(cfg Config) *firewall {
@@ -57,6 +51,10 @@ func newFirewall(cfg Config) *firewall {
 		logGroup: cfg.AuditGroup,
 		ifPrefix: IfacePrefix(cfg.NamePrefix),
 		subnet:   cfg.Subnet,
+
+		denyOut:       cfg.DenyOut,
+		denyOutExcept: cfg.DenyOutExcept,
+		resolvers:     ipv4Resolvers(cfg.Resolvers),
 	}
 }
 
@@ -189,6 +187,10 @@ func (f *firewall) install(keep []string) error {
 	logged(forward, auditDenied, "sandbox pool "+f.subnet.String(), expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, f.subnet))
 	for _, p := range blockedDestinations {
 		logged(forward, auditDenied, "blocked range "+p.String(), expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p))
+	}
+	// The operator's deny list: no per-sandbox rule can open it.
+	if jump := f.installDenyOut(c); jump != nil {
+		rule(forward, fromUs, ipv4(), jump)
 	}
 	rule(forward, fromUs, egressLookup(&egress))
 	logged(forward, auditAllowed, "internet", expr.VerdictAccept, fromUs, ipv4(), inInternetSet(&set))

@@ -206,6 +206,7 @@ func (m *Manager) Setup(ctx context.Context, id string, slot int, opts Options) 
 		}
 		undo = append(undo, func() error { return m.stopDNS(ep) })
 	}
+	m.noteDenyOutConflicts(id, opts.Egress)
 	m.log.Debug("sandbox network up", "sandbox", id, "slot", slot, "iface", ep.HostIf,
 		"guest", ep.GuestIP, "internet", opts.AllowInternet)
 	return ep, nil

@@ -60,7 +60,10 @@ func newTestManager(t *testing.T) *Manager {
 	t.Helper()
 	needRoot(t)
 	ctx := testCtx(t)
-	cfg := Config{Subnet: netip.MustParsePrefix(testSubnet), NamePrefix: testPrefix}
+	// The stand-in outside is private: carve it out of the operator deny
+	// list (denyout_linux_test.go tests the list itself).
+	cfg := Config{Subnet: netip.MustParsePrefix(testSubnet), NamePrefix: testPrefix,
+		DenyOutExcept: []netip.Prefix{netip.MustParsePrefix(extIP + "/32")}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := NewManager(ctx, cfg, log)
 	if err != nil {

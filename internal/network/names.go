@@ -109,6 +109,16 @@ func (c Config) normalize() (Config, error) {
 	if c.DNSPort == 0 {
 		c.DNSPort = 53
 	}
+	if c.DenyOut == nil {
+		c.DenyOut = DefaultDenyOut
+	}
+	var err error
+	if c.DenyOut, err = masked4("deny list", c.DenyOut); err != nil {
+		return c, err
+	}
+	if c.DenyOutExcept, err = masked4("deny list exception", c.DenyOutExcept); err != nil {
+		return c, err
+	}
 	if err := validateNamePrefix(c.NamePrefix); err != nil {
 		return c, err
 	}
@@ -149,4 +159,17 @@ func idFromNetNSName(namePrefix, name string) (string, bool) {
 		return "", false
 	}
 	return id, true
+}
+
+// masked4 returns a copy of ps with every prefix masked, or an error when
+// one is not IPv4. The copy is never nil.
+func masked4(what string, ps []netip.Prefix) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(ps))
+	for _, p := range ps {
+		if !p.IsValid() || !p.Addr().Is4() {
+			return nil, fmt.Errorf("%w: operator %s entry %s: want an IPv4 prefix", ErrInvalid, what, p)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

@@ -35,6 +35,19 @@ type Config struct {
 	// AuditLogs, when set, keeps each sandbox's egress audit log on disk
 	// as well (jsonlog name "<id>.egress"), so it survives a restart.
 	AuditLogs *jsonlog.Store
+	// DenyOut is the operator's deny list (--deny-out, denyout.go):
+	// destinations no sandbox reaches, whatever its allowOut says. nil
+	// means DefaultDenyOut; an empty, non-nil list turns it off.
+	DenyOut []netip.Prefix
+	// DenyOutExcept are holes in DenyOut (--deny-out-except), e.g. an
+	// internal package mirror. They only lift the operator's deny: each
+	// sandbox's own policy (internet switch, allowOut/denyOut) still
+	// decides whether it reaches them.
+	DenyOutExcept []netip.Prefix
+	// Resolvers are the nameservers written into sandboxes' resolv.conf:
+	// DNS (UDP and TCP port 53) to them passes DenyOut, so a host whose
+	// resolver has a private address keeps name resolution working.
+	Resolvers []netip.Addr
 }
 
 // Options for one sandbox.

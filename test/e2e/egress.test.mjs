@@ -1,8 +1,12 @@
 // Egress policy: network.allowOut / network.denyOut (IPs, CIDRs and domain
 // names) at create and live through PUT /sandboxes/{id}/network
-// (sbx.updateNetwork). Needs root on the host: a network namespace we own
-// stands in for "the internet" with two servers on two addresses and a DNS
-// server (the test daemon runs with --dns-upstream <ext>.12, scripts/test.sh).
+// (sbx.updateNetwork), and the operator's deny list (airlock serve
+// --deny-out). Needs root on the host: a network namespace we own stands in
+// for "the internet" with two servers on two addresses and a DNS server (the
+// test daemon runs with --dns-upstream <ext>.12, scripts/test.sh), and for a
+// private LAN host at <ext>.66. The stand-in is a private range too: the test
+// daemon opens <ext>.0/27 for every sandbox with --deny-out-except, so
+// <ext>.66 stays behind the default deny list like any LAN address.
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
@@ -52,6 +56,10 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
   const ipA = `${extBase}.10`
   const ipB = `${extBase}.11`
   const ipDNS = `${extBase}.12`
+  // A "LAN host" outside the daemon's --deny-out-except <ext>.0/27.
+  const lanHostIP = `${extBase}.65`
+  const ipLAN = `${extBase}.66`
+  const urlLAN = `http://${ipLAN}:8080/`
   const urlA = `http://${ipA}:8080/`
   const urlB = `http://${ipB}:8080/`
   let server
@@ -67,10 +75,12 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
     run('link', 'add', hostIf, 'type', 'veth', 'peer', 'name', nsIf)
     run('link', 'set', nsIf, 'netns', ns)
     run('addr', 'add', `${hostIP}/29`, 'dev', hostIf)
+    run('addr', 'add', `${lanHostIP}/29`, 'dev', hostIf)
     run('link', 'set', hostIf, 'up')
     run('-n', ns, 'addr', 'add', `${ipA}/29`, 'dev', nsIf)
     run('-n', ns, 'addr', 'add', `${ipB}/29`, 'dev', nsIf)
     run('-n', ns, 'addr', 'add', `${ipDNS}/29`, 'dev', nsIf)
+    run('-n', ns, 'addr', 'add', `${ipLAN}/29`, 'dev', nsIf)
     run('-n', ns, 'link', 'set', nsIf, 'up')
     run('-n', ns, 'link', 'set', 'lo', 'up')
     run('-n', ns, 'route', 'add', 'default', 'via', hostIP)
@@ -80,11 +90,13 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
       const http = require('http')
       http.createServer((q, s) => s.end('A')).listen(8080, '${ipA}')
       http.createServer((q, s) => s.end('B')).listen(8080, '${ipB}')
+      http.createServer((q, s) => s.end('LAN')).listen(8080, '${ipLAN}')
       ${dnsServer.toString()}
-      dnsServer('${ipDNS}', { 'allowed.test': '${ipA}', 'denied.test': '${ipB}', '*.x.test': '${ipB}' })`], { stdio: 'ignore' })
+      dnsServer('${ipDNS}', { 'allowed.test': '${ipA}', 'denied.test': '${ipB}', '*.x.test': '${ipB}', 'lan.test': '${ipLAN}' })`], { stdio: 'ignore' })
     const up = await waitUntil(async () => {
       try {
         return (await (await fetch(urlA)).text()) === 'A' && (await (await fetch(urlB)).text()) === 'B' &&
+          (await (await fetch(urlLAN)).text()) === 'LAN' &&
           (await resolveA(ipDNS, 'allowed.test')) === ipA
       } catch { return false }
     }, 10_000)
@@ -184,6 +196,47 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
     assert.equal(await reaches(plain, urlA, 'A'), false)
     await plain.updateNetwork({ allowOut: ['allowed.test'], denyOut: ['0.0.0.0/0'] })
     assert.ok(await reaches(plain, urlName('allowed.test'), 'A'), 'allowed.test not reachable after a live update')
+  })
+
+  // Escape attempt: a sandbox with internet access reaching into the host's
+  // private network. The host reaches the LAN server (before() fetched it);
+  // no sandbox does, whatever its own policy says.
+  it('operator deny list: a private LAN address stays unreachable, whatever allowOut says', { timeout: TEST_TIMEOUT }, async () => {
+    const denyRule = (e) => e.kind === 'connection' && e.decision === 'denied' && e.ip === ipLAN && e.rule.startsWith('operator deny ')
+    const logHas = async (id, pred) => {
+      let entries = []
+      await waitUntil(async () => { entries = await egressLog(id); return entries.some(pred) }, 10_000)
+      assert.ok(entries.some(pred), `audit log lacks the entry: ${JSON.stringify(entries, null, 1)}`)
+    }
+
+    // Default sandbox: the stand-in internet (opened by --deny-out-except) yes, the LAN no.
+    const sbx = await t.create()
+    assert.ok(await reaches(sbx, urlA, 'A'), 'the excepted stand-in internet is unreachable')
+    const lan = await curl(sbx, urlLAN)
+    assert.equal(lan.ok, false, `reached the private LAN from a sandbox: ${JSON.stringify(lan)}`)
+    assert.equal(lan.body, '')
+    await logHas(sbx.sandboxId, denyRule)
+
+    // allowOut naming the LAN address: the create is accepted (E2B apps keep
+    // working), the info shows the policy as asked, the address stays closed,
+    // and the audit log says why.
+    const asks = await t.create({ network: { allowOut: [ipLAN, ipA], denyOut: ['0.0.0.0/0'] } })
+    assert.deepEqual((await asks.getInfo()).network?.allowOut, [ipLAN, ipA])
+    assert.ok(await reaches(asks, urlA, 'A'), 'allowOut A not reachable')
+    assert.equal(await reaches(asks, urlLAN, 'LAN'), false, 'allowOut opened an operator-denied address')
+    await logHas(asks.sandboxId, (e) => e.kind === 'policy' && e.decision === 'denied' &&
+      e.rule.startsWith(`allowOut ${ipLAN} does not open operator deny `))
+    await logHas(asks.sandboxId, denyRule)
+    // The same through a live update, and with internet off.
+    await sbx.updateNetwork({ allowInternetAccess: false, allowOut: [`${ipLAN}/32`] })
+    assert.equal(await reaches(sbx, urlLAN, 'LAN'), false, 'updateNetwork allowOut opened an operator-denied address')
+
+    // A domain rule resolving into the LAN: the name resolves, the connection is dropped.
+    const byName = await t.create({ network: { allowOut: ['lan.test'], denyOut: ['0.0.0.0/0'] } })
+    const r = await curl(byName, urlName('lan.test'))
+    assert.equal(r.ok, false, 'a domain rule opened an operator-denied address')
+    assert.doesNotMatch(r.stderr, /resolve/i, 'lan.test should resolve; the firewall drops the connection')
+    await logHas(byName.sandboxId, denyRule)
   })
 
   it('rejects junk names and bad CIDRs with 400', { timeout: TEST_TIMEOUT }, async () => {

@@ -6,12 +6,12 @@
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs'
-import { spawn } from 'node:child_process'
+import { spawn, execFileSync } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Sandbox, CommandExitError, TimeoutError } from 'e2b'
-import { tracker, uniq, waitUntil, sh } from './helpers.mjs'
+import { tracker, uniq, waitUntil, sh, sleep } from './helpers.mjs'
 
 const T = 300_000
 const t = tracker('microvm')
@@ -57,6 +57,56 @@ describe('microVM runtime', { timeout: T * 4 }, () => {
     assert.ok(names.includes('vm.txt'), JSON.stringify(names))
     const r = await sbx.commands.run('cat /home/user/vm.txt; df -m / | tail -1')
     assert.ok(r.stdout.startsWith(body), r.stdout)
+  })
+
+  // The microVM's TAP sits in the sandbox's network namespace behind the same
+  // veth and nftables table as gVisor: the operator deny list applies. The
+  // stage's daemon opens <ext>.16/29 with --deny-out-except
+  // (scripts/test-microvm.sh); <ext>.74 stands for a private LAN host.
+  it('network: the operator deny list closes a private LAN address, its exception stays open', { timeout: T }, async () => {
+    const ext = process.env.AIRLOCK_E2E_EXT_NET ?? '10.78.255'
+    const id = uniq().slice(0, 6)
+    const ns = `e2e-vmlan-${id}`
+    const hostIf = `e2vl${id}`
+    const nsIf = `e2vm${id}`
+    const open = `${ext}.18`
+    const lan = `${ext}.74`
+    const run = (...args) => execFileSync('ip', args, { stdio: 'pipe' })
+    let server
+    try {
+      run('netns', 'add', ns)
+      run('link', 'add', hostIf, 'type', 'veth', 'peer', 'name', nsIf)
+      run('link', 'set', nsIf, 'netns', ns)
+      run('addr', 'add', `${ext}.17/29`, 'dev', hostIf)
+      run('addr', 'add', `${ext}.73/29`, 'dev', hostIf)
+      run('link', 'set', hostIf, 'up')
+      run('-n', ns, 'addr', 'add', `${open}/29`, 'dev', nsIf)
+      run('-n', ns, 'addr', 'add', `${lan}/29`, 'dev', nsIf)
+      run('-n', ns, 'link', 'set', nsIf, 'up')
+      run('-n', ns, 'link', 'set', 'lo', 'up')
+      run('-n', ns, 'route', 'add', 'default', 'via', `${ext}.17`)
+      server = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', `
+        const http = require('http')
+        http.createServer((q, s) => s.end('OPEN')).listen(8080, '${open}')
+        http.createServer((q, s) => s.end('LAN')).listen(8080, '${lan}')`], { stdio: 'ignore' })
+      const up = await waitUntil(async () => {
+        try {
+          return (await (await fetch(`http://${open}:8080/`)).text()) === 'OPEN' && (await (await fetch(`http://${lan}:8080/`)).text()) === 'LAN'
+        } catch { return false }
+      }, 10_000)
+      assert.ok(up, 'test servers did not start')
+      const get = (ip) => sh(sbx, `curl -sS -m 5 http://${ip}:8080/`, { timeoutMs: 60_000 })
+      const o = await get(open)
+      assert.equal(o.stdout, 'OPEN', `the excepted address is unreachable from the microVM: ${JSON.stringify(o)}`)
+      const l = await get(lan)
+      assert.notEqual(l.exitCode, 0, `reached the private LAN from a microVM: ${JSON.stringify(l)}`)
+      assert.equal(l.stdout, '')
+    } finally {
+      server?.kill('SIGKILL')
+      await sleep(200)
+      try { run('link', 'del', hostIf) } catch {}
+      try { run('netns', 'del', ns) } catch {}
+    }
   })
 
   it('pty: input, output, exit', { timeout: T }, async () => {

@@ -167,6 +167,14 @@ func TestSecurityContexts(t *testing.T) {
 	if node.Template.Spec.HostNetwork || node.Template.Spec.DNSPolicy != "" || node.Container("node").Ports[0].HostPort != 0 {
 		t.Errorf("hostNetwork=false still uses the host network: %+v", node.Template.Spec)
 	}
+	// denyOut: [] turns the daemon's list off (--deny-out= with nothing);
+	// leaving the flag out would mean the daemon's defaults.
+	if v, ok := Arg(node.Container("node"), "deny-out"); !ok || v != "" {
+		t.Errorf("denyOut: [] gives --deny-out=%q (present %v), want an empty value", v, ok)
+	}
+	if _, ok := Arg(node.Container("node"), "deny-out-except"); ok {
+		t.Error("denyOutExcept unset still passes --deny-out-except")
+	}
 }
 
 // The flags and env each role gets (the names the lead aligns the binary with).
@@ -199,6 +207,7 @@ func TestFlags(t *testing.T) {
 	want(node, "net-prefix", "alnode")
 	want(node, "node-labels", "fast-disk,gpu")
 	want(node, "deny-out", "10.0.0.0/8,172.16.0.0/12")
+	want(node, "deny-out-except", "10.20.30.40/32")
 	want(node, "dns-upstream", "1.1.1.1,9.9.9.9")
 	want(node, "artifacts", "s3://airlock-artifacts/prod")
 	// Secrets reach the binary through its environment only: AIRLOCK_STORE
