@@ -72,6 +72,10 @@ func ipv4Resolvers(rs []netip.Addr) []netip.Addr {
 	return out
 }
 
+// recentPolicyNotes is how many of a sandbox's latest audit entries are
+// searched for a policy note before it is written again.
+const recentPolicyNotes = 500
+
 // noteDenyOutConflicts records, in the sandbox's egress audit log and the
 // daemon's log, each allowOut entry of e that the operator deny list keeps
 // closed: the create or update is accepted (E2B apps keep working) but the
@@ -80,6 +84,15 @@ func (m *Manager) noteDenyOutConflicts(id string, e Egress) {
 	conflicts := m.cfg.DenyOutConflicts(e.Allow)
 	if len(conflicts) == 0 {
 		return
+	}
+	// The same policy is set again at every daemon start (the firewall is
+	// rebuilt): a note still among the sandbox's recent entries is not
+	// written twice.
+	seen := map[string]bool{}
+	for _, en := range m.audit.Last(id, recentPolicyNotes) {
+		if en.Kind == audit.KindPolicy {
+			seen[en.Rule] = true
+		}
 	}
 	now := time.Now()
 	for _, a := range e.Allow { // in the order the user gave them
@@ -92,6 +105,9 @@ func (m *Manager) noteDenyOutConflicts(id string, e Egress) {
 			names[i] = d.String()
 		}
 		rule := "allowOut " + prefixString(a) + " does not open " + denyOutRulePrefix + strings.Join(names, ", ")
+		if seen[rule] {
+			continue
+		}
 		m.audit.Add(id, audit.Entry{Time: now, Kind: audit.KindPolicy, Decision: audit.Denied, Rule: rule})
 		m.log.Info("allowOut entry cannot open the operator's deny list (--deny-out)", "sandbox", id,
 			"allowOut", prefixString(a), "deny_out", strings.Join(names, ","))

@@ -212,6 +212,19 @@ func TestOperatorDenyOut(t *testing.T) {
 		es[0].Rule != "allowOut "+doLAN+" does not open "+denyOutRulePrefix+doDenyRange {
 		t.Errorf("Setup's audit log starts with %+v, want the policy note", es)
 	}
+	// A daemon restart sets the same policy again: the note is not repeated.
+	if err := m.SetPolicy(ctx, "do-b", 2, Options{AllowInternet: true, Egress: pol([]string{doLAN + "/32"}, nil)}); err != nil {
+		t.Fatalf("SetPolicy again: %v", err)
+	}
+	notes := 0
+	for _, e := range m.EgressLog("do-b", 0) {
+		if e.Kind == audit.KindPolicy {
+			notes++
+		}
+	}
+	if notes != 1 {
+		t.Errorf("policy notes after the same policy was set twice: %d, want 1: %+v", notes, m.EgressLog("do-b", 0))
+	}
 
 	// The ruleset: the jump after the always-blocked ranges and before the
 	// sandbox policies; in deny_out resolvers, exceptions, then drops.
