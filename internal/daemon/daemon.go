@@ -138,6 +138,10 @@ type daemon struct {
 	// denyOut and denyOutExcept are the parsed --deny-out and
 	// --deny-out-except.
 	denyOut, denyOutExcept []netip.Prefix
+	// nameservers are the sandboxes' resolv.conf servers, read once: the
+	// same list is given to the sandbox manager and, as the resolvers DNS
+	// may reach past the deny list, to the network manager.
+	nameservers []string
 	// closers run in reverse order when Run returns.
 	closers []func()
 	// stop cancels Run's context with a cause (a lost store lease).
@@ -204,9 +208,10 @@ func (d *daemon) open(ctx context.Context) error {
 		return err
 	}
 	d.defer_(func() { closeLogged(d.log, "sandbox logs", logs.Close) })
+	d.nameservers = sandbox.HostNameservers("/etc/resolv.conf")
 	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix,
 		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs,
-		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: sandboxResolvers()}, d.log)
+		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers)}, d.log)
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
@@ -281,6 +286,7 @@ func (d *daemon) agentsDir() string { return filepath.Join(d.dataDir, "agents") 
 // newManager builds the sandbox manager.
 func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn.Tracker) error {
 	mgrCfg := sandbox.Config{
+		Nameservers: d.nameservers,
 		Conns:       conns,
 		Observer:    d.metrics,
 		Runtime:     d.rt,
@@ -539,13 +545,13 @@ func closeLogged(log *slog.Logger, what string, f func() error) {
 	}
 }
 
-// sandboxResolvers are the nameservers sandboxes get in resolv.conf (the
-// sandbox manager's default, sandbox.HostNameservers): DNS to them passes
-// the operator deny list, so a host resolver at a private address (a
-// cloud VPC resolver, a home router, the cluster DNS) keeps working.
-func sandboxResolvers() []netip.Addr {
+// resolverAddrs are the addresses of the sandboxes' nameservers: DNS to
+// them passes the operator deny list, so a host resolver at a private
+// address (a cloud VPC resolver, a home router, the cluster DNS) keeps
+// working.
+func resolverAddrs(nameservers []string) []netip.Addr {
 	var out []netip.Addr
-	for _, s := range sandbox.HostNameservers("/etc/resolv.conf") {
+	for _, s := range nameservers {
 		if a, err := netip.ParseAddr(s); err == nil {
 			out = append(out, a)
 		}
