@@ -55,7 +55,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", DefaultListen, "address to serve the API and sandbox traffic on")
 	f.StringVar(&o.DataDir, "data-dir", firstNonEmpty(os.Getenv("AIRLOCK_DATA_DIR"), DefaultDataDir), "data directory (database, templates, sandboxes)")
-	f.StringVar(&o.Store, "store", os.Getenv("AIRLOCK_STORE"), "where state is kept: empty for SQLite in the data directory (the default), or postgres://user[:password]@host:port/database?sslmode=… for PostgreSQL (default $AIRLOCK_STORE; the password may come from $PGPASSWORD instead, out of sight of ps)")
+	f.StringVar(&o.Store, "store", os.Getenv("AIRLOCK_STORE"), "where state is kept: empty for SQLite in the data directory (the default), or postgres://user[:password]@host:port/database?sslmode=… for PostgreSQL (default $AIRLOCK_STORE; the password may come from $PGPASSWORD instead, out of sight of ps); one daemon per database: a second one is refused")
 	f.StringVar(&o.EnvdPath, "envd-path", "", "path of the airlock-envd agent binary (default: next to this executable, else $PATH)")
 	f.StringVar(&o.Runtime, "runtime", "auto", "isolation runtime: auto (a microVM on hardware KVM, else gvisor), microvm (emulated without KVM) or gvisor")
 	f.StringVar(&o.MicrovmKernel, "microvm-kernel", "", "guest kernel for microVMs (default: newest built by scripts/build-kernel.sh)")
