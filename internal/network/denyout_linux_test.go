@@ -9,13 +9,9 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/airlock-sandbox/airlock/internal/audit"
 )
@@ -46,47 +42,8 @@ const (
 // path.
 func makeLAN(t *testing.T) string {
 	t.Helper()
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	path := filepath.Join(NetNSDir, doExtNS)
-	_ = deleteLink(doExtIf)
-	_ = deleteNamedNetNS(path)
-	if err := createNamedNetNS(doExtNS); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := deleteLink(doExtIf); err != nil {
-			t.Error(err)
-		}
-		if err := deleteNamedNetNS(path); err != nil {
-			t.Error(err)
-		}
-	})
-	run("link", "add", doExtIf, "type", "veth", "peer", "name", "eth0", "netns", doExtNS)
-	run("addr", "add", doLANHost, "dev", doExtIf)
-	run("addr", "add", doPubHost, "dev", doExtIf)
-	run("link", "set", doExtIf, "up")
-	for _, a := range []string{doMirror + doLANPlen, doLAN + doLANPlen, doPublic + doPubPlen} {
-		run("-n", doExtNS, "addr", "add", a, "dev", "eth0")
-	}
-	run("-n", doExtNS, "link", "set", "eth0", "up")
-	run("-n", doExtNS, "link", "set", "lo", "up")
-	if err := waitOperUp(testCtx(t), netlink.LinkByName, doExtIf); err != nil {
-		t.Fatal(err)
-	}
-	nsh, err := netns.GetFromName(doExtNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nsh.Close()
-	if err := waitGuestUp(testCtx(t), nsh); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return makeOutsideNS(t, doExtNS, doExtIf, []string{doLANHost, doPubHost},
+		[]string{doMirror + doLANPlen, doLAN + doLANPlen, doPublic + doPubPlen})
 }
 
 // newDenyOutManager (re)installs this test's table with cfg's deny list.

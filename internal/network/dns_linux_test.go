@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,8 +16,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/airlock-sandbox/airlock/internal/audit"
 )
@@ -42,45 +39,8 @@ const (
 // A and B and a resolver on dnExtDNS:53.
 func makeDNSOutside(t *testing.T) string {
 	t.Helper()
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	path := filepath.Join(NetNSDir, dnExtNS)
-	_ = deleteLink(dnExtIf)
-	_ = deleteNamedNetNS(path)
-	if err := createNamedNetNS(dnExtNS); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := deleteLink(dnExtIf); err != nil {
-			t.Error(err)
-		}
-		if err := deleteNamedNetNS(path); err != nil {
-			t.Error(err)
-		}
-	})
-	run("link", "add", dnExtIf, "type", "veth", "peer", "name", "eth0", "netns", dnExtNS)
-	run("addr", "add", dnExtHost+dnExtPlen, "dev", dnExtIf)
-	run("link", "set", dnExtIf, "up")
-	for _, a := range []string{dnExtA, dnExtB, dnExtDNS} {
-		run("-n", dnExtNS, "addr", "add", a+dnExtPlen, "dev", "eth0")
-	}
-	run("-n", dnExtNS, "link", "set", "eth0", "up")
-	run("-n", dnExtNS, "link", "set", "lo", "up")
-	if err := waitOperUp(testCtx(t), netlink.LinkByName, dnExtIf); err != nil {
-		t.Fatal(err)
-	}
-	nsh, err := netns.GetFromName(dnExtNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nsh.Close()
-	if err := waitGuestUp(testCtx(t), nsh); err != nil {
-		t.Fatal(err)
-	}
+	path := makeOutsideNS(t, dnExtNS, dnExtIf, []string{dnExtHost + dnExtPlen},
+		[]string{dnExtA + dnExtPlen, dnExtB + dnExtPlen, dnExtDNS + dnExtPlen})
 
 	var pc net.PacketConn
 	if err := inNS(path, func() (err error) {

@@ -65,37 +65,49 @@ const (
 
 func makeEgressOutside(t *testing.T) string {
 	t.Helper()
+	return makeOutsideNS(t, egExtNS, egExtIf, []string{egExtHost + egExtPlen}, []string{egExtA + egExtPlen, egExtB + egExtPlen})
+}
+
+// makeOutsideNS creates the namespace ns, joined to the host by the veth
+// hostIf: the host end gets hostAddrs, the namespace's eth0 nsAddrs (each
+// with its prefix length). It waits until both ends are up, removes both at
+// the end of the test and returns the namespace's path.
+func makeOutsideNS(t *testing.T, ns, hostIf string, hostAddrs, nsAddrs []string) string {
+	t.Helper()
 	run := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %v: %v: %s", args, err, out)
 		}
 	}
-	path := filepath.Join(NetNSDir, egExtNS)
-	_ = deleteLink(egExtIf)
+	path := filepath.Join(NetNSDir, ns)
+	_ = deleteLink(hostIf)
 	_ = deleteNamedNetNS(path)
-	if err := createNamedNetNS(egExtNS); err != nil {
+	if err := createNamedNetNS(ns); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := deleteLink(egExtIf); err != nil {
+		if err := deleteLink(hostIf); err != nil {
 			t.Error(err)
 		}
 		if err := deleteNamedNetNS(path); err != nil {
 			t.Error(err)
 		}
 	})
-	run("link", "add", egExtIf, "type", "veth", "peer", "name", "eth0", "netns", egExtNS)
-	run("addr", "add", egExtHost+egExtPlen, "dev", egExtIf)
-	run("link", "set", egExtIf, "up")
-	run("-n", egExtNS, "addr", "add", egExtA+egExtPlen, "dev", "eth0")
-	run("-n", egExtNS, "addr", "add", egExtB+egExtPlen, "dev", "eth0")
-	run("-n", egExtNS, "link", "set", "eth0", "up")
-	run("-n", egExtNS, "link", "set", "lo", "up")
-	if err := waitOperUp(testCtx(t), netlink.LinkByName, egExtIf); err != nil {
+	run("link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	for _, a := range hostAddrs {
+		run("addr", "add", a, "dev", hostIf)
+	}
+	run("link", "set", hostIf, "up")
+	for _, a := range nsAddrs {
+		run("-n", ns, "addr", "add", a, "dev", "eth0")
+	}
+	run("-n", ns, "link", "set", "eth0", "up")
+	run("-n", ns, "link", "set", "lo", "up")
+	if err := waitOperUp(testCtx(t), netlink.LinkByName, hostIf); err != nil {
 		t.Fatal(err)
 	}
-	nsh, err := netns.GetFromName(egExtNS)
+	nsh, err := netns.GetFromName(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
