@@ -136,14 +136,15 @@ func (g giveBack) runtime(u *undo) {
 	})
 }
 
-// all is the whole stack of a sandbox that holds everything.
-func (g giveBack) all() *undo {
-	var u undo
-	g.record(&u)
-	g.slotStep(&u)
-	g.network(&u)
-	g.runtime(&u)
-	return &u
+// push puts the whole stack of a sandbox onto u: the runtime instance's
+// step goes on with the network's before either is set up, so a failed
+// create destroys both whichever step failed (Destroy of a sandbox that
+// never started is a no-op).
+func (g giveBack) push(u *undo) {
+	g.record(u)
+	g.slotStep(u)
+	g.network(u)
+	g.runtime(u)
 }
 
 // release destroys the runtime sandbox, tears the network down and deletes
@@ -151,5 +152,7 @@ func (g giveBack) all() *undo {
 // when the network is gone, and the row only when everything else is, so a
 // failed release is retried by Restore.
 func (m *Manager) release(ctx context.Context, id string, slot int, dir string) error {
-	return giveBack{m: m, id: id, slot: slot, dir: dir}.all().runOn(ctx)
+	var u undo
+	giveBack{m: m, id: id, slot: slot, dir: dir}.push(&u)
+	return u.runOn(ctx)
 }

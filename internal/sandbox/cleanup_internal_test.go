@@ -48,7 +48,8 @@ func TestGiveBackKeepsWhatAFailedStepNeeds(t *testing.T) {
 		{[]string{stepNetwork}, []string{stepRuntime, stepNetwork, stepObservers}},
 		{[]string{stepRuntime, stepNetwork}, []string{stepRuntime, stepNetwork, stepObservers}},
 	} {
-		u := giveBack{id: "iabc", slot: 3, dir: "/nonexistent"}.all()
+		u := &undo{}
+		giveBack{id: "iabc", slot: 3, dir: "/nonexistent"}.push(u)
 		var ran []string
 		for i := range u.steps { // the real names and order, recorded instead of done
 			name := u.steps[i].name

@@ -41,11 +41,9 @@ func (m *Manager) createCold(ctx context.Context, tpl *Template, req CreateReque
 	log := m.log.With("sandbox", id, "template", req.TemplateID, "slot", slot)
 	dir := m.sandboxDir(id)
 	var undo undo
-	gb := giveBack{m: m, id: id, slot: slot, dir: dir}
-	gb.record(&undo)
-	gb.slotStep(&undo)
+	giveBack{m: m, id: id, slot: slot, dir: dir}.push(&undo)
 
-	sb, err := m.bootCold(ctx, log, gb, &undo, tpl, req, allowInternet, token)
+	sb, err := m.bootCold(ctx, log, id, slot, dir, tpl, req, allowInternet, token)
 	if err != nil {
 		if rerr := undo.run(ctx); rerr != nil {
 			log.Error("cleaning up failed create", "err", rerr)
@@ -57,18 +55,11 @@ func (m *Manager) createCold(ctx context.Context, tpl *Template, req CreateReque
 	return sb, nil
 }
 
-// bootCold runs the steps of a cold boot of gb's sandbox after the slot is
-// reserved, pushing onto undo what each takes; the caller runs undo on
-// error.
-func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, gb giveBack, undo *undo, tpl *Template,
+// bootCold runs the steps of a cold boot after the slot is reserved; the
+// caller's cleanup stack (giveBack.push) undoes them on error.
+func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, id string, slot int, dir string, tpl *Template,
 	req CreateRequest, allowInternet bool, token string) (*Sandbox, error) {
-	id, slot, dir := gb.id, gb.slot, gb.dir
-	// prepare: the network namespace and the runtime spec. The runtime
-	// instance's step goes on the stack with the network's: a failed create
-	// destroys both, whichever step failed (Destroy of a sandbox that never
-	// started is a no-op).
-	gb.network(undo)
-	gb.runtime(undo)
+	// prepare: the network namespace and the runtime spec.
 	ep, err := m.cfg.Network.Setup(ctx, id, slot, network.Options{AllowInternet: allowInternet, Egress: req.Egress})
 	if err != nil {
 		return nil, fmt.Errorf("setting up network: %w", err)

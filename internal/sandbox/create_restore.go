@@ -158,15 +158,11 @@ func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *
 	if k.slot, err = m.reserveSlot(id); err != nil {
 		return nil, err
 	}
-	gb := giveBack{m: m, id: id, slot: k.slot, dir: m.sandboxDir(id)}
-	gb.record(&k.undo)
-	gb.slotStep(&k.undo)
+	giveBack{m: m, id: id, slot: k.slot, dir: m.sandboxDir(id)}.push(&k.undo)
 	fail := func(err error) (*child, error) {
 		m.releaseChild(ctx, k)
 		return nil, err
 	}
-	gb.network(&k.undo)
-	gb.runtime(&k.undo) // with the network's, as in a cold create
 	k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent)})
 	if err != nil {
 		return fail(fmt.Errorf("setting up network: %w", err))
