@@ -208,14 +208,15 @@ func (a *api) live(w http.ResponseWriter, r *http.Request) (*sandbox.Live, bool)
 	return sb, true
 }
 
-// timeoutOK checks a client-supplied timeout against the daemon's bounds
-// (400), before the sandbox is looked up.
-func (a *api) timeoutOK(w http.ResponseWriter, r *http.Request, d time.Duration) bool {
+// liveFor checks a client-supplied timeout against the daemon's bounds
+// (400) before it looks the path's sandbox up (404), so a bad timeout is a
+// 400 whether or not the sandbox exists.
+func (a *api) liveFor(w http.ResponseWriter, r *http.Request, d time.Duration) (*sandbox.Live, bool) {
 	if err := a.m.CheckTimeout(d); err != nil {
 		a.fail(w, r, err)
-		return false
+		return nil, false
 	}
-	return true
+	return a.live(w, r)
 }
 
 func (a *api) getSandbox(w http.ResponseWriter, r *http.Request) {
@@ -251,10 +252,7 @@ func (a *api) setTimeout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := seconds(*body.Timeout)
-	if !a.timeoutOK(w, r, d) {
-		return
-	}
-	sb, ok := a.live(w, r)
+	sb, ok := a.liveFor(w, r, d)
 	if !ok {
 		return
 	}
@@ -280,10 +278,7 @@ func (a *api) refresh(w http.ResponseWriter, r *http.Request) {
 		}
 		d = seconds(*body.Duration)
 	}
-	if !a.timeoutOK(w, r, d) {
-		return
-	}
-	sb, ok := a.live(w, r)
+	sb, ok := a.liveFor(w, r, d)
 	if !ok {
 		return
 	}
@@ -312,10 +307,7 @@ func (a *api) connect(w http.ResponseWriter, r *http.Request, v2 bool) {
 	case body.Timeout != nil:
 		d = seconds(*body.Timeout)
 	}
-	if !a.timeoutOK(w, r, d) {
-		return
-	}
-	e, ok := a.live(w, r)
+	e, ok := a.liveFor(w, r, d)
 	if !ok {
 		return
 	}
@@ -342,10 +334,7 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) {
 	if body.Timeout != nil {
 		d = seconds(*body.Timeout)
 	}
-	if !a.timeoutOK(w, r, d) {
-		return
-	}
-	e, ok := a.live(w, r)
+	e, ok := a.liveFor(w, r, d)
 	if !ok {
 		return
 	}
