@@ -206,16 +206,26 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// fileUploadLink answers GET /templates/{id}/files/{hash}
-// (TemplateBuildFileUpload): present, or where to PUT the files.
-func (a *api) fileUploadLink(w http.ResponseWriter, r *http.Request) {
+// filesOf returns the build store and the path's files hash, or answers
+// (501 without a build store, 400 for a hash that is no sha256 hex digest).
+func (a *api) filesOf(w http.ResponseWriter, r *http.Request) (BuildStore, string, bool) {
 	bs, ok := a.buildStore(w)
 	if !ok {
-		return
+		return nil, "", false
 	}
 	hash := r.PathValue("hash")
 	if !isSHA256(hash) {
 		middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("files hash %q is not a sha256 hex digest", hash))
+		return nil, "", false
+	}
+	return bs, hash, true
+}
+
+// fileUploadLink answers GET /templates/{id}/files/{hash}
+// (TemplateBuildFileUpload): present, or where to PUT the files.
+func (a *api) fileUploadLink(w http.ResponseWriter, r *http.Request) {
+	bs, hash, ok := a.filesOf(w, r)
+	if !ok {
 		return
 	}
 	if bs.Files().Present(hash) {
@@ -272,13 +282,8 @@ func isFileUpload(r *http.Request) bool {
 // (gzip-compressed) tar of a copy() step's files. It is checked to be a
 // readable tar and stored, decompressed, under its files hash.
 func (a *api) uploadFiles(w http.ResponseWriter, r *http.Request) {
-	bs, ok := a.buildStore(w)
+	bs, hash, ok := a.filesOf(w, r)
 	if !ok {
-		return
-	}
-	hash := r.PathValue("hash")
-	if !isSHA256(hash) {
-		middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("files hash %q is not a sha256 hex digest", hash))
 		return
 	}
 	tmp, err := bs.Files().CreateTemp()
