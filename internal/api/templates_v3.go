@@ -689,12 +689,13 @@ func (a *api) buildStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 // buildLogs returns the log of b: live while it runs, stored after.
+// Never nil: the SDK reads logEntries as an array, and a status read
+// before a running build's first entry must say [] rather than null.
 func (a *api) buildLogs(b *store.TemplateBuild) []buildLogEntry {
-	if rb := a.sdk.get(b.ID); rb != nil {
-		return rb.snapshot()
-	}
 	var logs []buildLogEntry
-	if b.Logs != "" {
+	if rb := a.sdk.get(b.ID); rb != nil {
+		logs = rb.snapshot()
+	} else if b.Logs != "" {
 		_ = json.Unmarshal([]byte(b.Logs), &logs)
 	}
 	if logs == nil {

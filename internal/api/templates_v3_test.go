@@ -341,3 +341,19 @@ func TestSDKBuildInterruptedByRestart(t *testing.T) {
 		t.Fatalf("foreign build: %d %v", st, resp)
 	}
 }
+
+// A status read while a build runs but before its first log entry (the
+// goroutine not yet scheduled), and one of a stored build without a log,
+// say "logEntries": [] — the SDK maps the array, and null threw
+// "Cannot read properties of null (reading 'map')" in its build poll.
+func TestBuildLogsNeverNull(t *testing.T) {
+	a := &api{}
+	a.sdk.set("b-running", &runningBuild{})
+	for _, b := range []*store.TemplateBuild{{ID: "b-running", Status: "building"}, {ID: "b-stored", Status: "ready"}} {
+		logs := a.buildLogs(b)
+		out, err := json.Marshal(map[string]any{"logEntries": logs[0:]})
+		if err != nil || string(out) != `{"logEntries":[]}` {
+			t.Errorf("%s: logEntries = %s, %v; want []", b.ID, out, err)
+		}
+	}
+}
