@@ -75,7 +75,7 @@ type Node struct {
 	// Gen numbers the node's heartbeats from 1 (placement.Node.Gen).
 	Gen uint64
 	// Capacity the node states, and what its sandboxes hold.
-	CPUs, MemoryMB, DiskMB, MaxSandboxes     int
+	CPUs, MemoryMB, DiskMB, MaxSandboxes      int
 	ReservedCPUs, ReservedMemoryMB, Sandboxes int
 	// Templates the node holds on disk (names, "name:tag" for tags), and
 	// ready warm-pool sandboxes per template.
