@@ -2,7 +2,8 @@
 # The one command to set up and run every Airlock test (CI runs it via .ci/run):
 #   setup → gofmt → go vet → staticcheck → go test (unit + root) → Helm chart
 #   check → build →
-#   start `airlock serve` → Go raw-HTTP e2e tests → E2B JS SDK e2e tests.
+#   start `airlock serve` → Go raw-HTTP e2e tests → E2B JS SDK e2e tests →
+#   console → microVM e2e → cluster e2e.
 # Needs root (gVisor, network namespaces, nftables).
 #
 # Environment knobs:
@@ -21,6 +22,11 @@
 #                           rewrites docs/RELIABILITY.md, instead of the e2e stages
 #   AIRLOCK_TEST_SKIP_MICROVM=1  skip the microVM stage (scripts/test-microvm.sh, a second
 #                           daemon with --runtime microvm; its own knobs are listed there)
+#   AIRLOCK_TEST_SKIP_CLUSTER=1  skip the cluster stage (scripts/run-cluster.sh: PostgreSQL,
+#                           3 --role node daemons with net prefixes acl1-acl3 and subnets in
+#                           10.84.0.0/16, 2 --role api instances behind haproxy; test/cluster
+#                           with the official SDKs); AIRLOCK_TEST_CLUSTER_FILES runs a subset
+#                           of test/cluster/*.test.mjs
 #   AIRLOCK_TEST_NET_PREFIX / AIRLOCK_TEST_SUBNET  the test daemon's --net-prefix and --subnet
 #                           (default ale2e, 10.79.0.0/16); AIRLOCK_E2E_EXT_NET the first three
 #                           octets of the egress test's stand-in /30 (default 10.78.255) — change
@@ -41,6 +47,7 @@ DAEMON_LOG=$WORK/daemon.log
 PID_FILE=$WORK/daemon.pid
 GO_E2E_OUT=$WORK/go-e2e.out
 NODE_OUT=$WORK/node.out
+CLUSTER_STATE=""
 FAILED=()
 PASSED=()
 
@@ -73,6 +80,11 @@ stop_daemon() {
 finish() {
 	local rc=$?
 	stop_daemon
+	# The cluster stage's daemons and database (it takes them down itself
+	# unless interrupted).
+	if [ -n "$CLUSTER_STATE" ] && [ -d "$CLUSTER_STATE" ]; then
+		bash scripts/run-cluster.sh down --state "$CLUSTER_STATE" --purge >/dev/null 2>&1
+	fi
 	# A stopped daemon keeps its nftables table (sandboxes it restores at the
 	# next start need it); the suite's daemons are gone for good, so are theirs:
 	# the main one's, the disk-full and warm-pool tests' second daemons'
@@ -110,7 +122,7 @@ finish() {
 # Go's "--- FAIL" lines with the messages logged before them.
 failure_digest() {
 	local f out
-	for f in "$NODE_OUT" "$WORK/console.out" "$WORK/microvm.out"; do
+	for f in "$NODE_OUT" "$WORK/console.out" "$WORK/microvm.out" "$WORK/cluster.out"; do
 		[ -s "$f" ] && grep -q '^✖ failing tests:' "$f" || continue
 		echo "-- failures in $(basename "$f") --"
 		sed -n '/^✖ failing tests:/,$p' "$f" | grep -vE '^[[:space:]]+at |^[[:space:]]*$|^ℹ |node:internal|^[[:space:]]*[{}]$|^test at |^[[:space:]]+(generatedMessage|code|operator):' |
@@ -141,6 +153,11 @@ if ! dpkg-query -W -f='${Status}' postgresql 2>/dev/null | grep -q 'install ok i
 	echo 'create_main_cluster = false' >/etc/postgresql-common/createcluster.d/airlock-tests.conf
 	{ DEBIAN_FRONTEND=noninteractive apt-get update -q &&
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql; } || { FAILED+=(setup); exit 1; }
+fi
+# The cluster stage's load balancer (scripts/run-cluster.sh).
+if ! dpkg-query -W -f='${Status}' haproxy 2>/dev/null | grep -q 'install ok installed'; then
+	{ DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends haproxy; } || { FAILED+=(setup); exit 1; }
 fi
 
 if [ "${AIRLOCK_TEST_SKIP_UNIT:-0}" != 1 ]; then
@@ -309,4 +326,42 @@ if [ "${AIRLOCK_TEST_SKIP_MICROVM:-0}" != 1 ]; then
 	stage "microvm e2e (second daemon, --runtime microvm)"
 	AIRLOCK_TEST_DATA_DIR=$DATA_DIR AIRLOCK_TEST_WORK=$WORK bash scripts/test-microvm.sh 2>&1 | tee "$WORK/microvm.out"
 	record microvm-e2e "${PIPESTATUS[0]}"
+fi
+
+# ---------------------------------------------------------------- cluster e2e
+if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
+	stage "cluster e2e (PostgreSQL, 3 nodes, 2 api instances behind haproxy; test/cluster)"
+	cluster_start=$(date +%s)
+	CLUSTER_STATE=$WORK/cluster
+	# The nodes share the suite's built templates (hard links). No boot
+	# snapshots or warm pools: each would cost every node a sandbox boot at
+	# start, and the tests count sandboxes.
+	if bash scripts/run-cluster.sh up --state "$CLUSTER_STATE" --seed-templates "$DATA_DIR" \
+		--node-args "--boot-snapshots=false --warm-pool code-interpreter-v1=0" 2>&1 | tee "$WORK/cluster-up.out"; then
+		echo "cluster up after $(($(date +%s) - cluster_start))s"
+		(cd test/cluster && npm ci --no-audit --no-fund --loglevel=error)
+		record cluster-npm-ci $?
+		cluster_flags=(--test --test-reporter=spec --test-concurrency=1)
+		if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then cluster_flags+=(--test-timeout=900000); fi
+		read -r -a cluster_files <<<"${AIRLOCK_TEST_CLUSTER_FILES:-placement.test.mjs routing.test.mjs cross-api.test.mjs templates.test.mjs faults-api.test.mjs faults-node.test.mjs faults-pg.test.mjs}"
+		(cd test/cluster && AIRLOCK_CLUSTER_STATE=$CLUSTER_STATE node "${cluster_flags[@]}" "${cluster_files[@]}") 2>&1 | tee "$WORK/cluster.out"
+		cluster_rc=${PIPESTATUS[0]}
+		record cluster-e2e "$cluster_rc"
+	else
+		cluster_rc=1
+		record cluster-up 1
+	fi
+	# Keep the daemons' logs: down --purge removes the state dir.
+	cp -rL "$CLUSTER_STATE/logs" "$WORK/cluster-logs" 2>/dev/null
+	if [ "$cluster_rc" -ne 0 ]; then
+		for f in "$WORK"/cluster-logs/*.log; do
+			[ -s "$f" ] || continue
+			stage "cluster log $(basename "$f") (last 25 lines)"
+			tail -n 25 "$f"
+		done
+	fi
+	bash scripts/run-cluster.sh down --state "$CLUSTER_STATE" --purge 2>&1 | tail -n 20
+	record cluster-down "${PIPESTATUS[0]}"
+	CLUSTER_STATE=""
+	echo "cluster stage: $(($(date +%s) - cluster_start))s (logs: $WORK/cluster-logs)"
 fi

@@ -1,0 +1,81 @@
+// Placement and the node list: creates through the balancer spread over the
+// nodes, the api tier lists every node live with its sandbox count, and a
+// node's own API refuses anyone without the cluster secret.
+import { describe, it, before as beforeAll, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { LB, API1, API2, NODE_IDS, api, nodes, nodeURL, clusterSecret, tracker, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
+
+const t = tracker('placement')
+// Sandbox counts per node before this file's creates (the cluster may hold
+// others, e.g. warm pools).
+const before = {}
+beforeAll(async () => {
+  for (const n of await nodes(LB)) before[n.id] = n.sandboxes ?? 0
+})
+after(() => t.killAll())
+
+describe('placement', { timeout: TEST_TIMEOUT * 3 }, () => {
+  it('GET /airlock/v1/nodes lists the 3 nodes live, through either api instance', { timeout: TEST_TIMEOUT }, async () => {
+    for (const base of [API1, API2, LB]) {
+      const list = await nodes(base)
+      assert.deepEqual(list.map((n) => n.id).sort(), [...NODE_IDS].sort(), `nodes through ${base}: ${JSON.stringify(list)}`)
+      for (const n of list) {
+        assert.equal(n.state, 'live', `node ${n.id} through ${base}: ${JSON.stringify(n)}`)
+        assert.ok(n.addr, `node ${n.id} has no addr`)
+        assert.ok(typeof n.heartbeatAgeMs === 'number' && n.heartbeatAgeMs < 10_000, `node ${n.id} heartbeat age ${n.heartbeatAgeMs}`)
+        assert.ok(Array.isArray(n.templates) && n.templates.includes('base'), `node ${n.id} templates ${JSON.stringify(n.templates)}`)
+      }
+    }
+  })
+
+  it('6 creates through the balancer land on at least 2 nodes, and the node list counts them', { timeout: TEST_TIMEOUT }, async () => {
+    const placed = []
+    for (let i = 0; i < 6; i++) placed.push(await t.createRaw(LB))
+    const byNode = {}
+    for (const s of placed) {
+      assert.ok(NODE_IDS.includes(s.node), `X-Airlock-Node ${s.node} is not a cluster node`)
+      byNode[s.node] = (byNode[s.node] ?? 0) + 1
+    }
+    assert.ok(Object.keys(byNode).length >= 2, `all 6 creates landed on one node: ${JSON.stringify(byNode)}`)
+
+    // Each sandbox is served by the node that created it.
+    for (const s of placed) {
+      const r = await api(LB, 'GET', `/sandboxes/${s.id}`)
+      assert.equal(r.status, 200, `GET /sandboxes/${s.id}: ${r.status} ${r.text}`)
+      assert.equal(r.node, s.node, `GET of ${s.id} answered by ${r.node}, created on ${s.node}`)
+    }
+
+    // Heartbeats carry the counts (every 2 s).
+    let last
+    const counted = await waitUntil(async () => {
+      last = await nodes(LB)
+      return Object.entries(byNode).every(([id, want]) => (last.find((n) => n.id === id)?.sandboxes ?? -1) >= (before[id] ?? 0) + want)
+    }, 15_000, 500)
+    assert.ok(counted, `node sandbox counts ${JSON.stringify(last?.map((n) => [n.id, n.sandboxes]))}, want at least ${JSON.stringify(byNode)} more than ${JSON.stringify(before)}`)
+    assert.equal(last.filter((n) => n.state === 'live').length, 3)
+
+    await t.killAll()
+    const back = await waitUntil(async () => {
+      last = await nodes(LB)
+      return Object.keys(byNode).every((id) => (last.find((n) => n.id === id)?.sandboxes ?? 99) <= (before[id] ?? 0))
+    }, 15_000, 500)
+    assert.ok(back, `node sandbox counts after the kills: ${JSON.stringify(last?.map((n) => [n.id, n.sandboxes]))}`)
+  })
+
+  it('a node refuses requests without the cluster secret (401), except /health', { timeout: TEST_TIMEOUT }, async () => {
+    for (const id of NODE_IDS) {
+      const url = nodeURL(id)
+      assert.ok(url, `no AIRLOCK_CLUSTER_NODE_${id.toUpperCase()}`)
+      const health = await fetch(url + '/health')
+      assert.equal(health.status, 200, `${id} /health`)
+      for (const headers of [{}, { 'X-API-Key': process.env.E2B_API_KEY }, { 'X-Airlock-Cluster-Secret': 'not-the-secret-0123456789' }]) {
+        const r = await fetch(url + '/sandboxes', { headers })
+        assert.equal(r.status, 401, `${id} GET /sandboxes with ${JSON.stringify(Object.keys(headers))}: ${r.status}`)
+        const c = await fetch(url + '/v2/sandboxes', { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: '{"templateID":"base"}' })
+        assert.equal(c.status, 401, `${id} POST /v2/sandboxes with ${JSON.stringify(Object.keys(headers))}: ${c.status}`)
+      }
+      const ok = await fetch(url + '/sandboxes', { headers: { 'X-Airlock-Cluster-Secret': clusterSecret() } })
+      assert.equal(ok.status, 200, `${id} GET /sandboxes with the secret: ${ok.status}`)
+    }
+  })
+})

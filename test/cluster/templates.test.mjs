@@ -1,0 +1,80 @@
+// A template built through api1 with the official SDK's Template builder
+// (E2B's v3 build API, run by one node) creates sandboxes through api2: they
+// are placed on a node holding the template, the one that built it.
+import { describe, it, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Sandbox, Template } from 'e2b'
+import { API1, API2, NODE_IDS, api, nodes, tracker, uniq, via, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
+
+const t = tracker('templates')
+const name = `cluster-tpl-${uniq()}`
+const token = uniq()
+const ctxDir = mkdtempSync(join(tmpdir(), 'airlock-cluster-tpl-'))
+writeFileSync(join(ctxDir, 'hello.txt'), `hello ${token}\n`)
+
+after(async () => {
+  await t.killAll()
+  await api(API1, 'DELETE', `/templates/${name}`).catch(() => {})
+  rmSync(ctxDir, { recursive: true, force: true })
+})
+
+const holds = (n) => (n.templates ?? []).some((x) => x === name || x.startsWith(`${name}:`))
+
+describe('templates across the cluster', { timeout: 900_000 }, () => {
+  let builder
+
+  it('builds through api1 with Template.build; one node holds it', { timeout: 600_000 }, async () => {
+    const logs = []
+    const template = Template({ fileContextPath: ctxDir })
+      .fromTemplate('base')
+      .copy('hello.txt', '/opt/hello.txt')
+      .runCmd(`echo built-${token} > /opt/marker`, { user: 'root' })
+    const info = await Template.build(template, name, { ...via(API1), cpuCount: 1, memoryMB: 512, onBuildLogs: (e) => logs.push(e.message) })
+    assert.equal(info.templateId ?? info.name, name, JSON.stringify(info))
+
+    let list
+    const held = await waitUntil(async () => {
+      list = await nodes(API2)
+      return list.some(holds)
+    }, 15_000, 500)
+    assert.ok(held, `no node lists ${name}: ${JSON.stringify(list.map((n) => [n.id, n.templates]))}\nbuild log:\n${logs.join('\n')}`)
+    const holders = list.filter(holds).map((n) => n.id)
+    assert.equal(holders.length, 1, `nodes holding ${name}: ${holders}`)
+    builder = holders[0]
+    assert.ok(NODE_IDS.includes(builder))
+  })
+
+  it('creates of it through api2 land on the node that built it and run the built image', { timeout: TEST_TIMEOUT }, async () => {
+    assert.ok(builder, 'the build test did not pass')
+    for (let i = 0; i < 3; i++) {
+      const s = await t.createRaw(API2, name)
+      assert.equal(s.node, builder, `create ${i + 1} of ${name} landed on ${s.node}, the template is on ${builder}`)
+    }
+    const sbx = await t.create({ ...via(API2), template: name })
+    const r = await sbx.commands.run('cat /opt/marker /opt/hello.txt')
+    assert.equal(r.stdout, `built-${token}\nhello ${token}\n`)
+    await t.killAll()
+  })
+
+  it('the template is listed through either api instance', { timeout: TEST_TIMEOUT }, async () => {
+    for (const base of [API1, API2]) {
+      const r = await api(base, 'GET', '/templates')
+      assert.equal(r.status, 200, r.text)
+      const mine = r.body.filter((x) => x.templateID === name || (x.aliases ?? []).includes(name) || x.names?.includes(name))
+      assert.equal(mine.length, 1, `templates through ${base}: ${JSON.stringify(r.body.map((x) => [x.templateID, x.aliases]))}`)
+    }
+    assert.equal(await Template.exists(name, via(API2)), true)
+  })
+})
+
+// A template nobody holds: a create is refused, not placed blindly.
+describe('placement by template', () => {
+  it('a create of an unknown template fails clearly through the balancer', { timeout: TEST_TIMEOUT }, async () => {
+    const r = await api(API2, 'POST', '/v2/sandboxes', { templateID: `no-such-${uniq()}`, timeout: 60 })
+    assert.ok(r.status === 404 || r.status === 400, `create of an unknown template: ${r.status} ${r.text}`)
+    assert.equal(await Sandbox.list({ ...via(API2), query: { metadata: t.metadata } }).nextItems().then((x) => x.length), 0)
+  })
+})
