@@ -360,8 +360,9 @@ defaults
 	option redispatch 1
 	retries 3
 	timeout connect 2s
-	timeout client 10m
-	timeout server 10m
+	# Inactivity bounds; a command's output stream may be quiet for long.
+	timeout client 1h
+	timeout server 1h
 	# Streams (commands, PTY, watchers) and WebSockets stay open for long.
 	timeout tunnel 2h
 	timeout http-keep-alive 30s
@@ -403,6 +404,7 @@ EOF
 		printf 'export AIRLOCK_CLUSTER_PIDS=%q\n' "$STATE/pids"
 		printf 'export AIRLOCK_CLUSTER_CMDS=%q\n' "$STATE/cmd"
 		printf 'export AIRLOCK_CLUSTER_LOGS=%q\n' "$STATE/logs"
+		printf 'export AIRLOCK_CLUSTER_BIN=%q\n' "$BIN"
 	} >"$STATE/env"
 	chmod 0600 "$STATE/env"
 

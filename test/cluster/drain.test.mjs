@@ -1,0 +1,73 @@
+// The CLI against the cluster (E2B_API_URL = haproxy): `airlock node ls`
+// lists the nodes, `airlock node drain` stops placement on one (its
+// sandboxes keep running), `airlock node undrain` lets placement use it again.
+import { describe, it, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { Sandbox } from 'e2b'
+import { LB, NODE_IDS, api, nodes, tracker, via, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
+
+const BIN = process.env.AIRLOCK_CLUSTER_BIN || new URL('../../bin/airlock', import.meta.url).pathname
+const t = tracker('drain')
+let drained
+after(async () => {
+  if (drained) await api(LB, 'POST', `/airlock/v1/nodes/${drained}/undrain`).catch(() => {})
+  await t.killAll()
+})
+
+function cli (...args) {
+  return execFileSync(BIN, args, {
+    env: { ...process.env, E2B_API_URL: LB, E2B_API_KEY: process.env.E2B_API_KEY },
+    encoding: 'utf8',
+    timeout: 30_000
+  })
+}
+
+describe('node CLI and drain', { timeout: TEST_TIMEOUT * 3 }, () => {
+  it('airlock node ls lists the 3 nodes live (table and --json)', { timeout: TEST_TIMEOUT }, async () => {
+    const table = cli('node', 'ls')
+    const lines = table.trim().split('\n')
+    assert.match(lines[0], /^NODE\s+STATE/)
+    for (const id of NODE_IDS) {
+      assert.ok(lines.some((l) => new RegExp(`^${id}\\s+live\\s`).test(l)), `no live ${id} in:\n${table}`)
+    }
+    const json = JSON.parse(cli('node', 'ls', '--json'))
+    assert.deepEqual(json.map((n) => n.id).sort(), [...NODE_IDS].sort())
+  })
+
+  it('airlock node drain: no new sandbox there, the ones there keep running; undrain: placed there again', { timeout: TEST_TIMEOUT }, async () => {
+    // A sandbox on the node we drain.
+    let onIt
+    for (let i = 0; i < 6 && !onIt; i++) {
+      const s = await t.createRaw(LB)
+      if (!drained) drained = s.node
+      if (s.node === drained) onIt = s
+    }
+    assert.ok(onIt)
+    assert.equal(cli('node', 'drain', drained).trim(), drained)
+    let ns
+    assert.ok(await waitUntil(async () => {
+      ns = await nodes(LB)
+      return ns.find((n) => n.id === drained)?.state === 'draining'
+    }, 10_000), `${drained} not draining: ${JSON.stringify(ns?.map((n) => [n.id, n.state]))}`)
+
+    for (let i = 0; i < 5; i++) {
+      const s = await t.createRaw(LB)
+      assert.notEqual(s.node, drained, `create ${i + 1} placed on the drained ${drained}`)
+    }
+    const sbx = await Sandbox.connect(onIt.id, via(LB))
+    assert.equal((await sbx.commands.run('echo still-running')).stdout, 'still-running\n')
+    await t.killAll()
+
+    assert.equal(cli('node', 'undrain', drained).trim(), drained)
+    assert.ok(await waitUntil(async () => {
+      ns = await nodes(LB)
+      return ns.find((n) => n.id === drained)?.state === 'live'
+    }, 10_000), `${drained} not live after undrain: ${JSON.stringify(ns?.map((n) => [n.id, n.state]))}`)
+    let back = false
+    for (let i = 0; i < 6 && !back; i++) back = (await t.createRaw(LB)).node === drained
+    assert.ok(back, `no create placed on ${drained} after undrain`)
+    drained = undefined
+    await t.killAll()
+  })
+})
