@@ -334,10 +334,10 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 	cluster_start=$(date +%s)
 	CLUSTER_STATE=$WORK/cluster
 	# The nodes share the suite's built templates (hard links). No boot
-	# snapshots or warm pools: each would cost every node a sandbox boot at
-	# start, and the tests count sandboxes.
+	# snapshots (and so no warm pools): each would cost every node sandbox
+	# boots at start, and the tests count sandboxes.
 	if bash scripts/run-cluster.sh up --state "$CLUSTER_STATE" --seed-templates "$DATA_DIR" \
-		--node-args "--boot-snapshots=false --warm-pool code-interpreter-v1=0" 2>&1 | tee "$WORK/cluster-up.out"; then
+		--node-args "--boot-snapshots=false" 2>&1 | tee "$WORK/cluster-up.out"; then
 		echo "cluster up after $(($(date +%s) - cluster_start))s"
 		(cd test/cluster && npm ci --no-audit --no-fund --loglevel=error)
 		record cluster-npm-ci $?

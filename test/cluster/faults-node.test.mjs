@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process'
 import { Sandbox } from 'e2b'
 import {
   LB, API1, API2, api, nodes, nodeURL, clusterSecret, tracker, via, waitUntil,
-  killDaemon, restartDaemon, waitHealthy, logTail, TEST_TIMEOUT
+  killDaemon, restartNode, waitHealthy, logTail, TEST_TIMEOUT
 } from './helpers.mjs'
 
 const LOST_BOUND_MS = 25_000
@@ -19,8 +19,7 @@ let victim
 after(async () => {
   if (victim) {
     try { await waitHealthy(nodeURL(victim), 1_000) } catch {
-      try { restartDaemon(victim) } catch {}
-      await waitHealthy(nodeURL(victim), 60_000).catch(() => {})
+      await restartNode(victim).catch(() => {})
     }
   }
   await t.killAll()
@@ -55,22 +54,22 @@ describe('node killed', { timeout: TEST_TIMEOUT * 4 }, () => {
     await killDaemon(victim)
     const killedAt = Date.now()
 
-    // Lost within the bound, through either api instance.
-    let last
-    const lost = await waitUntil(async () => {
-      last = await api(LB, 'GET', `/sandboxes/${lostIds[0]}`)
-      return last.status === 404 && /lost/i.test(last.text)
-    }, LOST_BOUND_MS + 5_000, 500)
-    const lostMs = Date.now() - killedAt
-    assert.ok(lost, `GET of ${lostIds[0]} (on ${victim}) ${LOST_BOUND_MS + 5_000} ms after the kill: ${last?.status} ${last?.text}`)
-    assert.ok(lostMs <= LOST_BOUND_MS, `reported lost after ${lostMs} ms (bound ${LOST_BOUND_MS} ms)`)
-    for (const base of [API1, API2]) {
+    // Lost within the bound, for every sandbox of the node, through the
+    // balancer and through each api instance (before the reaper marks the
+    // node, a request may still try it and answer 502).
+    const deadline = killedAt + LOST_BOUND_MS
+    for (const base of [LB, API1, API2]) {
       for (const id of lostIds) {
-        const r = await api(base, 'GET', `/sandboxes/${id}`)
-        assert.equal(r.status, 404, `GET ${id} through ${base}: ${r.status} ${r.text}`)
-        assert.match(r.text, /lost/i, `GET ${id} through ${base}`)
+        let last
+        const lost = await waitUntil(async () => {
+          last = await api(base, 'GET', `/sandboxes/${id}`)
+          return last.status === 404 && /lost/i.test(last.text)
+        }, Math.max(deadline - Date.now(), 0), 250)
+        assert.ok(lost, `GET ${id} (on ${victim}) through ${base} ${Date.now() - killedAt} ms after the kill: ${last?.status} ${last?.text}`)
       }
     }
+    const lostMs = Date.now() - killedAt
+    assert.ok(lostMs <= LOST_BOUND_MS + 1_000, `reported lost everywhere after ${lostMs} ms (bound ${LOST_BOUND_MS} ms)`)
     const listed = await Sandbox.list({ ...via(LB), query: { metadata: t.metadata } }).nextItems()
     const listedIds = listed.map((s) => s.sandboxId)
     for (const id of lostIds) assert.ok(!listedIds.includes(id), `lost sandbox ${id} still listed`)
@@ -95,10 +94,8 @@ describe('node killed', { timeout: TEST_TIMEOUT * 4 }, () => {
 
   it('the restarted node is live again and never serves the lost sandbox', { timeout: TEST_TIMEOUT }, async () => {
     assert.ok(victim, 'the kill test did not run')
-    restartDaemon(victim)
-    await waitHealthy(nodeURL(victim), 120_000).catch((err) => {
-      throw new Error(`${err.message}\n${logTail(victim)}`)
-    })
+    const restartMs = await restartNode(victim)
+    console.log(`# ${victim} restarted and healthy ${restartMs} ms after the first start attempt`)
     let ns
     const live = await waitUntil(async () => {
       ns = await nodes(LB)

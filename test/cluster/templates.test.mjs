@@ -24,38 +24,45 @@ after(async () => {
 const holds = (n) => (n.templates ?? []).some((x) => x === name || x.startsWith(`${name}:`))
 
 describe('templates across the cluster', { timeout: 900_000 }, () => {
-  let builder
+  let built = false
+  let first
 
-  it('builds through api1 with Template.build; one node holds it', { timeout: 600_000 }, async () => {
+  it('builds through api1 with Template.build', { timeout: 600_000 }, async () => {
     const logs = []
     const template = Template({ fileContextPath: ctxDir })
       .fromTemplate('base')
       .copy('hello.txt', '/opt/hello.txt')
       .runCmd(`echo built-${token} > /opt/marker`, { user: 'root' })
     const info = await Template.build(template, name, { ...via(API1), cpuCount: 1, memoryMB: 512, onBuildLogs: (e) => logs.push(e.message) })
-    assert.equal(info.templateId ?? info.name, name, JSON.stringify(info))
+    assert.equal(info.templateId ?? info.name, name, `${JSON.stringify(info)}\nbuild log:\n${logs.join('\n')}`)
+    built = true
+  })
 
+  it('a create right after the build (as SDK users do), through api2, runs the built image', { timeout: TEST_TIMEOUT }, async () => {
+    assert.ok(built, 'the build test did not pass')
+    first = await t.createRaw(API2, name)
+    const sbx = await Sandbox.connect(first.id, via(API2))
+    const r = await sbx.commands.run('cat /opt/marker /opt/hello.txt')
+    assert.equal(r.stdout, `built-${token}\nhello ${token}\n`)
+  })
+
+  it('one node holds it (the node list), and every create of it through api2 lands there', { timeout: TEST_TIMEOUT }, async () => {
+    assert.ok(built, 'the build test did not pass')
     let list
     const held = await waitUntil(async () => {
       list = await nodes(API2)
       return list.some(holds)
     }, 15_000, 500)
-    assert.ok(held, `no node lists ${name}: ${JSON.stringify(list.map((n) => [n.id, n.templates]))}\nbuild log:\n${logs.join('\n')}`)
+    assert.ok(held, `no node lists ${name}: ${JSON.stringify(list.map((n) => [n.id, n.templates]))}`)
     const holders = list.filter(holds).map((n) => n.id)
     assert.equal(holders.length, 1, `nodes holding ${name}: ${holders}`)
-    builder = holders[0]
+    const builder = holders[0]
     assert.ok(NODE_IDS.includes(builder))
-  })
-
-  it('creates of it through api2 land on the node that built it and run the built image', { timeout: TEST_TIMEOUT }, async () => {
-    assert.ok(builder, 'the build test did not pass')
+    if (first) assert.equal(first.node, builder, `the first create landed on ${first.node}, the template is on ${builder}`)
     for (let i = 0; i < 3; i++) {
       const s = await t.createRaw(API2, name)
       assert.equal(s.node, builder, `create ${i + 1} of ${name} landed on ${s.node}, the template is on ${builder}`)
     }
-    const sbx = await t.create({ ...via(API2), template: name })
-    const r = await sbx.commands.run('cat /opt/marker /opt/hello.txt')
-    assert.equal(r.stdout, `built-${token}\nhello ${token}\n`)
     await t.killAll()
   })
 
