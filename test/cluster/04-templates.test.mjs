@@ -59,6 +59,19 @@ describe('templates across the cluster', { timeout: 900_000 }, () => {
     const builder = holders[0]
     assert.ok(NODE_IDS.includes(builder))
     if (first) assert.equal(first.node, builder, `the first create landed on ${first.node}, the template is on ${builder}`)
+    // (Whether a create works at once after the build is the test above;
+    // here, where creates go once the api tier knows the template.)
+    let err
+    const placed = await waitUntil(async () => {
+      try {
+        return await t.createRaw(API2, name)
+      } catch (e) {
+        err = e
+        return undefined
+      }
+    }, 10_000, 500)
+    assert.ok(placed, `no create of ${name} through api2 within 10 s: ${err?.message}`)
+    assert.equal(placed.node, builder, `a create of ${name} landed on ${placed.node}, the template is on ${builder}`)
     for (let i = 0; i < 3; i++) {
       const s = await t.createRaw(API2, name)
       assert.equal(s.node, builder, `create ${i + 1} of ${name} landed on ${s.node}, the template is on ${builder}`)
