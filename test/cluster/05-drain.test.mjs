@@ -5,7 +5,7 @@ import { describe, it, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { Sandbox } from 'e2b'
-import { LB, NODE_IDS, api, nodes, tracker, via, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
+import { LB, NODE_IDS, api, nodes, tracker, via, waitUntil, sleep, TEST_TIMEOUT } from './helpers.mjs'
 
 const BIN = process.env.AIRLOCK_CLUSTER_BIN || new URL('../../bin/airlock', import.meta.url).pathname
 const t = tracker('drain')
@@ -50,6 +50,9 @@ describe('node CLI and drain', { timeout: TEST_TIMEOUT * 3 }, () => {
       ns = await nodes(LB)
       return ns.find((n) => n.id === drained)?.state === 'draining'
     }, 10_000), `${drained} not draining: ${JSON.stringify(ns?.map((n) => [n.id, n.state]))}`)
+    // The node list reads the store; each api instance's placement sees
+    // the nodes table again every second (cluster.HeartbeatInterval/2).
+    await sleep(2_000)
 
     for (let i = 0; i < 5; i++) {
       const s = await t.createRaw(LB)
