@@ -79,7 +79,6 @@ func (g *Gateway) merged(w http.ResponseWriter, r *http.Request, answers []nodeA
 			failed = append(failed, a.node.ID)
 			why = append(why, fmt.Sprintf("%s: %v", a.node.ID, a.err))
 		case a.status >= 400 && a.status < 500:
-			setCORS(w, r)
 			if ct := a.header.Get("Content-Type"); ct != "" {
 				w.Header().Set("Content-Type", ct)
 			}

@@ -133,6 +133,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 // ServeHTTP routes one request: sandbox traffic to its node, then (after
 // CORS, GET /health and the API key) the API by path.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.ensureSynced(r.Context())
 	if g.serveSandboxTraffic(w, r) {
 		return
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,16 +69,23 @@ func (g *Gateway) nodesIn(states ...string) []cluster.Node {
 		}
 	}
 	g.reg.mu.RUnlock()
-	slices.SortFunc(out, func(a, b cluster.Node) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b cluster.Node) int { return strings.Compare(a.ID, b.ID) })
 	return out
+}
+
+// ensureSynced reads the nodes table when it was never read (a request
+// that came before Run's first read).
+func (g *Gateway) ensureSynced(ctx context.Context) {
+	if !g.syncedAt().IsZero() {
+		return
+	}
+	g.refreshMu.Lock()
+	defer g.refreshMu.Unlock()
+	if g.syncedAt().IsZero() {
+		if err := g.refresh(ctx); err != nil {
+			g.log.Warn("reading the nodes", "err", err)
+		}
+	}
 }
 
 // refresh reads the nodes table and feeds the placer.

@@ -289,3 +289,36 @@ func TestRouteCache(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Run reads the nodes table (a node that registers is used), reaps, and
+// ends with its context.
+func TestRun(t *testing.T) {
+	c := newTestCluster(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.g.Run(ctx) }()
+	extra := newFakeNode(t, "n9")
+	c.store.mu.Lock()
+	c.store.nodes["n9"] = cluster.Node{ID: "n9", Addr: extra.addr(), State: cluster.StateLive, Gen: 1, CPUs: 8, MemoryMB: 8192}
+	delete(c.store.nodes, "n1")
+	c.store.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok := c.g.node("n9"); ok {
+			if _, ok := c.g.node("n1"); !ok {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the registry did not follow the nodes table")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok := c.g.placer.NodeStatus("n1"); ok {
+		t.Error("n1 left the table but not the placer")
+	}
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Errorf("Run: %v", err)
+	}
+}
