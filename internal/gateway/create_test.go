@@ -30,7 +30,7 @@ func TestCreatesSpreadThenFull(t *testing.T) {
 		if i%2 == 1 {
 			path = "/v2/sandboxes"
 		}
-		decode(t, c.do("POST", path, true, strings.NewReader(`{"templateID":"base"}`)), http.StatusCreated, nil)
+		decode(t, c.do("POST", path, true, strings.NewReader(`{"templateID":"base"}`), cluster.HeaderSecret, "client-sent-secret"), http.StatusCreated, nil)
 	}
 	for id, n := range c.creates() {
 		if n != 4 {

@@ -92,7 +92,7 @@ func TestListPartial(t *testing.T) {
 	c.nodes["n2"].handle = func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "boom", http.StatusInternalServerError)
 	}
-	resp := c.do("GET", "/v2/sandboxes", true, nil)
+	resp := c.do("GET", "/v2/sandboxes", true, nil, cluster.HeaderSecret, "client-sent-secret")
 	if got := resp.Header.Get(HeaderPartial); got != "n2" {
 		t.Errorf("%s = %q, want n2", HeaderPartial, got)
 	}

@@ -17,6 +17,7 @@ type registry struct {
 	mu     sync.RWMutex
 	nodes  map[string]cluster.Node
 	synced time.Time // of the last successful read
+	tried  time.Time // of the last read, successful or not
 }
 
 // effectiveState is a node's state as routing sees it: lost when its
@@ -43,14 +44,19 @@ func (g *Gateway) lookupNode(ctx context.Context, id string) (cluster.Node, bool
 		return n, true
 	}
 	g.refreshMu.Lock()
-	recent := time.Since(g.syncedAt()) < 100*time.Millisecond
-	if !recent {
+	if time.Since(g.triedAt()) >= 100*time.Millisecond {
 		if err := g.refresh(ctx); err != nil {
 			g.log.Warn("reading the nodes", "err", err)
 		}
 	}
 	g.refreshMu.Unlock()
 	return g.node(id)
+}
+
+func (g *Gateway) triedAt() time.Time {
+	g.reg.mu.RLock()
+	defer g.reg.mu.RUnlock()
+	return g.reg.tried
 }
 
 func (g *Gateway) syncedAt() time.Time {
@@ -74,14 +80,14 @@ func (g *Gateway) nodesIn(states ...string) []cluster.Node {
 }
 
 // ensureSynced reads the nodes table when it was never read (a request
-// that came before Run's first read).
+// that came before Run's first read), at most once a second.
 func (g *Gateway) ensureSynced(ctx context.Context) {
 	if !g.syncedAt().IsZero() {
 		return
 	}
 	g.refreshMu.Lock()
 	defer g.refreshMu.Unlock()
-	if g.syncedAt().IsZero() {
+	if g.syncedAt().IsZero() && time.Since(g.triedAt()) >= time.Second {
 		if err := g.refresh(ctx); err != nil {
 			g.log.Warn("reading the nodes", "err", err)
 		}
@@ -91,6 +97,9 @@ func (g *Gateway) ensureSynced(ctx context.Context) {
 // refresh reads the nodes table and feeds the placer.
 func (g *Gateway) refresh(ctx context.Context) error {
 	rows, err := g.store.Nodes(ctx)
+	g.reg.mu.Lock()
+	g.reg.tried = time.Now()
+	g.reg.mu.Unlock()
 	if err != nil {
 		return err
 	}
