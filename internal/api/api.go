@@ -43,6 +43,10 @@ type Options struct {
 	Platform, PlatformReason string
 	// TemplateBuilds enables E2B's template build API (SDK builds); nil: 501.
 	TemplateBuilds BuildStore
+	// Trusted serves every request without checking the API key: a cluster
+	// node, whose requests come only from the api tier, which checked the
+	// key (the node checks the cluster secret in front of this handler).
+	Trusted bool
 }
 
 // api holds the handler state.
@@ -133,7 +137,9 @@ func isHealth(r *http.Request) bool { return r.Method == http.MethodGet && r.URL
 
 // public reports whether r needs no key: GET /health, and a template file
 // upload carrying a valid signed URL (the E2B CLI PUTs with no headers).
-func (a *api) public(r *http.Request) bool { return isHealth(r) || a.signedUpload(r) }
+func (a *api) public(r *http.Request) bool {
+	return a.opts.Trusted || isHealth(r) || a.signedUpload(r)
+}
 
 // route applies the body cap and routes (after auth).
 func (a *api) route(w http.ResponseWriter, r *http.Request) {

@@ -23,10 +23,11 @@ var storeLeaseOptions postgres.LeaseOptions
 
 // openStore opens the store --store names: "" is SQLite in
 // <dataDir>/airlock.db (the single-host default), a postgres:// or
-// postgresql:// URL is PostgreSQL, whose daemon lease it takes (a second
-// daemon on the database is refused). It also returns a description for logs,
+// postgresql:// URL is PostgreSQL, scoped to node nodeID ("" for --role
+// all), whose daemon lease it takes (a second daemon of the same node is
+// refused). It also returns a description for logs,
 // without any password.
-func openStore(ctx context.Context, spec, dataDir string, log *slog.Logger) (store.Full, string, error) {
+func openStore(ctx context.Context, spec, nodeID, dataDir string, log *slog.Logger) (store.Full, string, error) {
 	if spec == "" {
 		path := filepath.Join(dataDir, "airlock.db")
 		st, err := sqlite.OpenContext(ctx, path)
@@ -42,13 +43,13 @@ func openStore(ctx context.Context, spec, dataDir string, log *slog.Logger) (sto
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
 	defer cancel()
-	st, err := postgres.Open(ctx, spec, log.With("component", "store"))
+	st, err := postgres.OpenWith(ctx, spec, postgres.Options{NodeID: nodeID}, log.With("component", "store"))
 	if err != nil {
 		return nil, "", fmt.Errorf("opening store (--store): %w", err)
 	}
-	// One daemon per database until the cluster roles exist: a second one
-	// would take the first's sandboxes for its own at restore and remove
-	// them. The lease is released when the store is closed.
+	// One daemon per node id (and one --role all daemon per database): a
+	// second one would take the first's sandboxes for its own at restore
+	// and remove them. The lease is released when the store is closed.
 	if _, err := st.AcquireLease(ctx, storeLeaseOptions); err != nil {
 		st.Close()
 		return nil, "", fmt.Errorf("opening store (--store): %s: %w", st, err)

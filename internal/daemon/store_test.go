@@ -26,7 +26,7 @@ func testStoreLogger(*testing.T) *slog.Logger {
 
 func TestOpenStoreDefaultIsSQLiteInTheDataDir(t *testing.T) {
 	dir := t.TempDir()
-	st, where, err := openStore(context.Background(), "", dir, testStoreLogger(t))
+	st, where, err := openStore(context.Background(), "", "", dir, testStoreLogger(t))
 	if err != nil {
 		t.Fatalf("openStore: %v", err)
 	}
@@ -41,7 +41,7 @@ func TestOpenStoreDefaultIsSQLiteInTheDataDir(t *testing.T) {
 
 func TestOpenStoreRefusesOtherURLsWithoutShowingThem(t *testing.T) {
 	for _, spec := range []string{"mysql://u:s3cret@h/db", "/var/lib/x.db", "sqlite://x"} {
-		st, _, err := openStore(context.Background(), spec, t.TempDir(), testStoreLogger(t))
+		st, _, err := openStore(context.Background(), spec, "", t.TempDir(), testStoreLogger(t))
 		if err == nil {
 			st.Close()
 			t.Fatalf("openStore(%q) succeeded", spec)
@@ -64,7 +64,7 @@ func TestStoreWiringOnPostgres(t *testing.T) {
 	defer cancel()
 
 	open := func() store.Full {
-		st, where, err := openStore(ctx, url, t.TempDir(), testStoreLogger(t))
+		st, where, err := openStore(ctx, url, "", t.TempDir(), testStoreLogger(t))
 		if err != nil {
 			t.Fatalf("openStore: %v", err)
 		}
@@ -93,7 +93,7 @@ func TestStoreWiringOnPostgres(t *testing.T) {
 
 	// A second daemon on the same database is refused, naming the first.
 	host, _ := os.Hostname()
-	st, _, err := openStore(ctx, url, t.TempDir(), testStoreLogger(t))
+	st, _, err := openStore(ctx, url, "", t.TempDir(), testStoreLogger(t))
 	if err == nil {
 		st.Close()
 		t.Fatal("a second daemon's store opened on a database in use")
@@ -130,7 +130,7 @@ func TestStoreLeaseLostStopsTheDaemon(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	st, _, err := openStore(ctx, url, t.TempDir(), testStoreLogger(t))
+	st, _, err := openStore(ctx, url, "", t.TempDir(), testStoreLogger(t))
 	if err != nil {
 		t.Fatalf("openStore: %v", err)
 	}
@@ -173,7 +173,7 @@ func TestStoreLeaseLostStopsTheDaemon(t *testing.T) {
 }
 
 func TestSQLiteStoreHasNoLease(t *testing.T) {
-	st, _, err := openStore(context.Background(), "", t.TempDir(), testStoreLogger(t))
+	st, _, err := openStore(context.Background(), "", "", t.TempDir(), testStoreLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,18 @@ type Manager struct {
 
 	// gcMu is held for reading by builds (Hold) and for writing by GC.
 	gcMu sync.RWMutex
+
+	// shared: the records are shared with other hosts (a cluster node), so
+	// a record whose files are not on this host is another node's template,
+	// not a stale record to remove (SetShared).
+	shared bool
 }
+
+// SetShared marks the store's template records as shared by several hosts
+// (the nodes of a cluster): Get then never removes a record whose files are
+// missing here, it only reports the template as not on this host. Call it
+// before the manager is used.
+func (m *Manager) SetShared(shared bool) { m.shared = shared }
 
 // NewManager returns a manager storing templates below
 // <dataDir>/templates. It removes leftovers of interrupted builds.
@@ -150,6 +161,9 @@ func (m *Manager) Get(ctx context.Context, name string) (*Template, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !m.present(rec.Hash) && m.shared {
+		return nil, fmt.Errorf("%w: %q is not on this node", ErrNotFound, name)
 	}
 	if !m.present(rec.Hash) {
 		m.log.Warn("template files missing; dropping record", "name", rec.Name, "hash", rec.Hash)
