@@ -251,8 +251,12 @@ func (d *daemon) open(ctx context.Context) error {
 	if c, ok := d.rt.(io.Closer); ok { // gvisor: runsc's mounts in its root dir
 		d.defer_(func() { c.Close() })
 	}
-	d.tm = template.NewManager(d.dataDir, st, d.log)
-	d.tm.SetShared(d.role.node)             // the templates table is the cluster's
+	var tmStore store.Store = st
+	if d.node != nil { // the templates table is the cluster's
+		tmStore = templateRecords{Store: st, changed: d.node.beatNow}
+	}
+	d.tm = template.NewManager(d.dataDir, tmStore, d.log)
+	d.tm.SetShared(d.role.node)
 	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
 	conns.OnAbort = func(ip netip.Addr, n int) { d.log.Debug("guest connections reset", "guest", ip, "count", n) }
 	d.metrics = newDaemonMetrics(ctx, d.cfg.MetricsInterval, d.log.With("component", "metrics"))

@@ -35,8 +35,12 @@ type nodeState struct {
 	// gen is the generation of the last heartbeat sampled (placement.Node.Gen).
 	gen     atomic.Uint64
 	started time.Time
-	// failing is set while heartbeats fail (logged once per outage).
+	// beatMu serialises heartbeats (the ticker's and beatNow's); failing,
+	// under it, is set while heartbeats fail (logged once per outage).
+	beatMu  sync.Mutex
 	failing bool
+	// registered is set once the node heartbeats (it is ready).
+	registered atomic.Bool
 
 	// admitMu guards admitting: the resources of creates admitted and not
 	// yet ended (admit).
@@ -46,7 +50,13 @@ type nodeState struct {
 
 func newNodeState(d *daemon) *nodeState {
 	cs, _ := d.st.(cluster.Store) // checkRole required a PostgreSQL store
-	return &nodeState{d: d, cs: cs, started: time.Now()}
+	n := &nodeState{d: d, cs: cs, started: time.Now()}
+	// Generations must grow across restarts too: the api tier ignores a
+	// heartbeat older than one it has seen. Counting from the start time
+	// in milliseconds does it (a node heartbeats far less than once a
+	// millisecond).
+	n.gen.Store(uint64(n.started.UnixMilli()))
+	return n
 }
 
 // capacity is what the node states it lets sandboxes hold.
@@ -173,6 +183,7 @@ func (n *nodeState) run(ctx context.Context) {
 	n.d.log.Info("cluster node: registering", "node", n.d.role.nodeID, "advertise", n.d.role.advertise, "labels", n.d.role.labels)
 	t := time.NewTicker(cluster.HeartbeatInterval)
 	defer t.Stop()
+	n.registered.Store(true)
 	for {
 		n.beat(ctx)
 		select {
@@ -186,6 +197,8 @@ func (n *nodeState) run(ctx context.Context) {
 // beat samples the node and writes one heartbeat; a node the api tier
 // marked lost reconciles first.
 func (n *nodeState) beat(ctx context.Context) {
+	n.beatMu.Lock()
+	defer n.beatMu.Unlock()
 	hb := n.sample(ctx)
 	bctx, cancel := context.WithTimeout(ctx, cluster.HeartbeatInterval*2)
 	defer cancel()
@@ -284,4 +297,39 @@ func nodeMemoryMB() int {
 		return 0
 	}
 	return int((total - reserve) >> 20)
+}
+
+// beatNow heartbeats at once, when the node's templates changed: a
+// template a build just recorded is in the nodes table before the build's
+// answer ends, so the create a client sends next is placed here.
+func (n *nodeState) beatNow() {
+	if !n.registered.Load() || n.cs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cluster.HeartbeatInterval)
+	defer cancel()
+	n.beat(ctx)
+}
+
+// templateRecords is the template manager's store on a node: a template
+// record written or removed is heartbeated at once (beatNow).
+type templateRecords struct {
+	store.Store
+	changed func()
+}
+
+func (t templateRecords) PutTemplate(ctx context.Context, rec *store.Template) error {
+	err := t.Store.PutTemplate(ctx, rec)
+	if err == nil {
+		t.changed()
+	}
+	return err
+}
+
+func (t templateRecords) DeleteTemplate(ctx context.Context, name string) error {
+	err := t.Store.DeleteTemplate(ctx, name)
+	if err == nil {
+		t.changed()
+	}
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
 	"github.com/airlock-sandbox/airlock/internal/placement"
@@ -73,7 +74,23 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 	preq := placement.Request{Template: tpl, TemplateRequired: true, Resources: g.templateResources(r, tpl)}
 	for i := range createAttempts {
 		res, err := g.placer.Place(preq)
+		if err != nil && !g.anyNodeHolds(tpl) && g.refresh(r.Context()) == nil {
+			// A node records a template it built with a heartbeat before the
+			// build's answer ends: read the nodes again before refusing.
+			res, err = g.placer.Place(preq)
+		}
 		if err != nil {
+			// A template built moments ago is on its build node before that
+			// node's next heartbeat says so: send the create there.
+			if n, ok := g.freshBuildNode(r, tpl); ok && errors.Is(err, placement.ErrNoCapacity) {
+				g.forward(w, withBody(), n, false)
+				return
+			}
+			if !g.anyNodeHolds(tpl) {
+				// No node, in any state, has it: the node's own answer.
+				writeError(w, r, http.StatusNotFound, fmt.Sprintf("template '%s' not found", tpl))
+				return
+			}
 			placementError(w, r, err)
 			return
 		}
@@ -118,4 +135,34 @@ func (g *Gateway) templateResources(r *http.Request, tpl string) placement.Resou
 		res.MemoryMB = int64(mem)
 	}
 	return res
+}
+
+// anyNodeHolds reports whether some registered node (live, draining or
+// lost) stated tpl among its templates: a create of a template no node
+// has is a 404, as on a single host, not a full cluster.
+func (g *Gateway) anyNodeHolds(tpl string) bool {
+	for _, n := range g.nodesIn(cluster.StateLive, cluster.StateDraining, cluster.StateLost) {
+		if slices.Contains(n.Templates, tpl) {
+			return true
+		}
+	}
+	return false
+}
+
+// freshBuildNode is the live node of tpl's newest build when no heartbeat
+// has listed tpl yet (a build that just ended), else false.
+func (g *Gateway) freshBuildNode(r *http.Request, tpl string) (cluster.Node, bool) {
+	if g.anyNodeHolds(tpl) {
+		return cluster.Node{}, false
+	}
+	name, _, _ := strings.Cut(tpl, ":")
+	id, err := g.store.TemplateBuildNode(r.Context(), name)
+	if err != nil {
+		return cluster.Node{}, false
+	}
+	n, ok := g.lookupNode(r.Context(), id)
+	if !ok || effectiveState(n) != cluster.StateLive {
+		return cluster.Node{}, false
+	}
+	return n, true
 }

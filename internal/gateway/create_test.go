@@ -66,9 +66,21 @@ func TestCreateTemplateAndSnapshot(t *testing.T) {
 	if !strings.Contains(e.Message, "4 CPUs, 1024 MiB memory") || !strings.Contains(e.Message, "2 do not hold the template big") {
 		t.Errorf("refusal: %q", e.Message)
 	}
-	decode(t, c.do("POST", "/v2/sandboxes", true, strings.NewReader(`{"templateID":"other"}`)), http.StatusServiceUnavailable, &e)
-	if !strings.Contains(e.Message, "3 do not hold the template other") {
-		t.Errorf("refusal: %q", e.Message)
+	// A template no node holds is not found, as on a single host.
+	decode(t, c.do("POST", "/v2/sandboxes", true, strings.NewReader(`{"templateID":"other"}`)), http.StatusNotFound, &e)
+	if e.Message != "template 'other' not found" {
+		t.Errorf("unknown template: %q", e.Message)
+	}
+
+	// A template whose build just ended on n1, before n1's heartbeat lists
+	// it: the create goes to the build node (name:tag by its name).
+	c.store.mu.Lock()
+	c.store.templateBuilds["fresh"] = "n1"
+	c.store.mu.Unlock()
+	before := c.creates()["n1"]
+	decode(t, c.do("POST", "/v2/sandboxes", true, strings.NewReader(`{"templateID":"fresh:v2"}`)), http.StatusCreated, nil)
+	if got := c.creates()["n1"]; got != before+1 {
+		t.Errorf("create of a just-built template: n1 got %d creates, want %d", got, before+1)
 	}
 
 	c.store.snapshots["snap"] = "n3"

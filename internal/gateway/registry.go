@@ -104,8 +104,16 @@ func (g *Gateway) refresh(ctx context.Context) error {
 		return err
 	}
 	seen := make(map[string]cluster.Node, len(rows))
+	g.reg.mu.RLock()
+	prev := g.reg.nodes
+	g.reg.mu.RUnlock()
 	for _, n := range rows {
 		seen[n.ID] = n
+		if old, ok := prev[n.ID]; ok && !old.StartedAt.Equal(n.StartedAt) {
+			// The node restarted: what placement counted there (creates in
+			// flight, confirmed ones, its generation) is void.
+			g.placer.Remove(n.ID)
+		}
 		if err := g.placer.Update(toPlacement(n)); err != nil {
 			g.log.Warn("node heartbeat refused by placement", "node", n.ID, "err", err)
 			continue

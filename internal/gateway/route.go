@@ -61,6 +61,18 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) {
 	case m == http.MethodPost && len(seg) == 5 && seg[0] == "airlock" && seg[1] == "v1" && seg[2] == "templates" && seg[4] == "build":
 		g.serveNewBuild(w, r)
 
+	// Templates: every node's list, merged; one template, a node holding it.
+	case m == http.MethodGet && (p == "/templates" || p == "/v2/templates"):
+		g.listTemplates(w, r)
+	case (m == http.MethodPost || m == http.MethodDelete) && p == "/templates/tags":
+		g.serveTags(w, r)
+	case seg[0] == "templates" && at(1) == "aliases" && at(2) != "":
+		g.serveTemplate(w, r, seg[2])
+	case seg[0] == "templates" && at(1) != "":
+		g.serveTemplate(w, r, seg[1])
+	case len(seg) == 4 && seg[0] == "airlock" && seg[1] == "v1" && seg[2] == "templates":
+		g.serveTemplate(w, r, seg[3])
+
 	default:
 		g.serveAnyNode(w, r)
 	}

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
@@ -149,6 +151,15 @@ func (g *Gateway) serveUpload(w http.ResponseWriter, r *http.Request) {
 // node (a placement released at once: the build's sandboxes count in the
 // node's heartbeats).
 func (g *Gateway) serveNewBuild(w http.ResponseWriter, r *http.Request) {
+	// A rebuild goes where the template is: that node has its layer cache.
+	if name := buildName(w, r); name != "" {
+		for _, n := range g.nodesIn(cluster.StateLive) {
+			if holdsName(n, name) {
+				g.forward(w, r, n, false)
+				return
+			}
+		}
+	}
 	res, err := g.placer.Place(placement.Request{Resources: placement.Resources{CPUCount: defaultCPUs, MemoryMB: defaultMemoryMB}})
 	if err != nil {
 		placementError(w, r, err)
@@ -188,4 +199,104 @@ func placementError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	writeError(w, r, http.StatusInternalServerError, err.Error())
+}
+
+// serveTemplate forwards a request about one template (info, aliases,
+// tags, delete) to a live node that holds it, else to the node of its
+// newest build, else to any node (which answers 404 for an unknown one).
+// Nodes list only the templates on their disk, so any node would not do.
+func (g *Gateway) serveTemplate(w http.ResponseWriter, r *http.Request, templateID string) {
+	name, _, _ := strings.Cut(templateID, ":")
+	nodes := g.nodesIn(cluster.StateLive, cluster.StateDraining)
+	for _, n := range nodes { // the exact tag first
+		if slices.Contains(n.Templates, templateID) {
+			g.forward(w, r, n, false)
+			return
+		}
+	}
+	for _, n := range nodes {
+		if holdsName(n, name) {
+			g.forward(w, r, n, false)
+			return
+		}
+	}
+	if n, ok := g.freshBuildNode(r, templateID); ok {
+		g.forward(w, r, n, false)
+		return
+	}
+	g.serveAnyNode(w, r)
+}
+
+// listTemplates merges every node's template list: a template held by
+// several nodes (the defaults are on all) is listed once.
+func (g *Gateway) listTemplates(w http.ResponseWriter, r *http.Request) {
+	good, ok := g.merged(w, r, g.fanOut(r))
+	if !ok {
+		return
+	}
+	its, err := items(good, "createdAt", "templateID")
+	if err != nil {
+		writeError(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	slices.SortFunc(its, compareItems)
+	writeJSON(w, r, http.StatusOK, raws(its))
+}
+
+// serveTags forwards POST and DELETE /templates/tags (the template is named
+// in the body: target "name:tag", or name) to a node holding the template:
+// a node resolves the tagged build from its own disk.
+func (g *Gateway) serveTags(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCreateBody))
+	if err != nil {
+		writeError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("reading the request body: %v", err))
+		return
+	}
+	var req struct{ Target, Name string }
+	_ = json.Unmarshal(body, &req) // a bad body: the node answers 400
+	tpl := req.Target
+	if tpl == "" {
+		tpl = req.Name
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	if tpl == "" {
+		g.serveAnyNode(w, r)
+		return
+	}
+	g.serveTemplate(w, r, tpl)
+}
+
+// buildName is the template a new build is for: /airlock/v1/templates/{name}/build
+// names it in the path, POST /v3/templates in its body ("name", or the
+// older "alias"; "name:tag" counts as name). The body is put back.
+func buildName(w http.ResponseWriter, r *http.Request) string {
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/airlock/v1/templates/"); ok {
+		name, _, _ := strings.Cut(rest, "/")
+		return name
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCreateBody))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	if err != nil {
+		return ""
+	}
+	var req struct{ Name, Alias string }
+	_ = json.Unmarshal(body, &req)
+	name := req.Name
+	if name == "" {
+		name = req.Alias
+	}
+	name, _, _ = strings.Cut(name, ":")
+	return name
+}
+
+// holdsName reports whether n holds a template called name, with any tag.
+func holdsName(n cluster.Node, name string) bool {
+	for _, t := range n.Templates {
+		if t == name || strings.HasPrefix(t, name+":") {
+			return true
+		}
+	}
+	return false
 }
