@@ -77,6 +77,8 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.AdvertiseAddr, "advertise-addr", "", "--role node: host:port where the api tier reaches this node (default: --listen, when it names an address)")
 	f.StringVar(&o.ClusterSecretFile, "cluster-secret-file", "", "--role api and node: file holding the cluster secret (at least 16 characters) the api tier authenticates to nodes with (default: $AIRLOCK_CLUSTER_SECRET)")
 	f.StringSliceVar(&o.NodeLabels, "node-labels", nil, "--role node: labels placement can require, e.g. gpu,ssd (\"kvm\" is added on a KVM host)")
+	f.IntVar(&o.NodeCPUs, "node-cpus", 0, "--role node: sandbox CPUs this node takes in total, for placement and its own admission (default: host CPUs × 4; a sandbox's CPUs are a share and a ceiling, and most idle)")
+	f.IntVar(&o.NodeMemoryMB, "node-memory", 0, "--role node: sandbox memory in MiB this node takes in total (default: host memory less the warm pool's reserve)")
 	f.StringSliceVar(&o.Templates, "templates", []string{"base", "code-interpreter-v1"}, "built-in templates to build (once, cached) before the daemon reports ready")
 	return cmd
 }

@@ -95,6 +95,10 @@ type Config struct {
 	ClusterSecretFile string
 	// NodeLabels is --node-labels (besides the detected "kvm").
 	NodeLabels []string
+	// NodeCPUs and NodeMemoryMB are --node-cpus and --node-memory: the
+	// capacity a node states (0 = host CPUs × 4, host memory less the warm
+	// pool's reserve).
+	NodeCPUs, NodeMemoryMB int
 }
 
 // Run starts the daemon and serves until ctx ends (a clean shutdown) or

@@ -61,7 +61,14 @@ func newNodeState(d *daemon) *nodeState {
 
 // capacity is what the node states it lets sandboxes hold.
 func (n *nodeState) capacity() (cpus, memoryMB, sandboxes int) {
-	return goruntime.NumCPU() * cpuOvercommit, nodeMemoryMB(), 1 << (32 - n.d.subnet.Bits() - 2)
+	cpus, memoryMB = n.d.cfg.NodeCPUs, n.d.cfg.NodeMemoryMB
+	if cpus <= 0 {
+		cpus = goruntime.NumCPU() * cpuOvercommit
+	}
+	if memoryMB <= 0 {
+		memoryMB = nodeMemoryMB()
+	}
+	return cpus, memoryMB, 1 << (32 - n.d.subnet.Bits() - 2)
 }
 
 // held sums what the node's sandboxes hold: CPUs and memory of the running

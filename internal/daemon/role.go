@@ -40,7 +40,8 @@ func checkRole(cfg *Config) (role, error) {
 	case "", cluster.RoleAll:
 		r.name = cluster.RoleAll
 		for flag, set := range map[string]bool{"--node-id": cfg.NodeID != "", "--advertise-addr": cfg.AdvertiseAddr != "",
-			"--cluster-secret-file": cfg.ClusterSecretFile != "", "--node-labels": len(cfg.NodeLabels) > 0} {
+			"--cluster-secret-file": cfg.ClusterSecretFile != "", "--node-labels": len(cfg.NodeLabels) > 0,
+			"--node-cpus": cfg.NodeCPUs != 0, "--node-memory": cfg.NodeMemoryMB != 0} {
 			if set {
 				return r, fmt.Errorf("%s is a cluster flag: it needs --role node (or api)", flag)
 			}
@@ -62,8 +63,8 @@ func checkRole(cfg *Config) (role, error) {
 	}
 	r.secret = secret
 	if r.api {
-		if cfg.NodeID != "" || cfg.AdvertiseAddr != "" || len(cfg.NodeLabels) > 0 {
-			return r, errors.New("--node-id, --advertise-addr and --node-labels are node flags: not for --role api")
+		if cfg.NodeID != "" || cfg.AdvertiseAddr != "" || len(cfg.NodeLabels) > 0 || cfg.NodeCPUs != 0 || cfg.NodeMemoryMB != 0 {
+			return r, errors.New("--node-id, --advertise-addr, --node-labels, --node-cpus and --node-memory are node flags: not for --role api")
 		}
 		return r, nil
 	}
@@ -76,6 +77,9 @@ func checkRole(cfg *Config) (role, error) {
 	}
 	if !nodeIDPattern.MatchString(r.nodeID) {
 		return r, fmt.Errorf("invalid node id %q: want lower-case letters, digits, '.', '_' or '-' (at most 63)", r.nodeID)
+	}
+	if cfg.NodeCPUs < 0 || cfg.NodeMemoryMB < 0 {
+		return r, errors.New("--node-cpus and --node-memory must not be negative")
 	}
 	if r.advertise, err = advertiseAddr(cfg.AdvertiseAddr, cfg.Listen); err != nil {
 		return r, err

@@ -34,6 +34,8 @@ func TestCheckRole(t *testing.T) {
 			}
 		}},
 		{name: "all refuses node flags", cfg: Config{Role: "all", NodeID: "n1"}, want: "--node-id is a cluster flag"},
+		{name: "all refuses capacity flags", cfg: Config{NodeCPUs: 8}, want: "--node-cpus is a cluster flag"},
+		{name: "negative capacity", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:1", NodeID: "n1", NodeMemoryMB: -1}, want: "must not be negative"},
 		{name: "unknown role", cfg: Config{Role: "worker"}, want: `invalid --role "worker"`},
 		{name: "api needs postgres", cfg: Config{Role: "api", ClusterSecretFile: secretFile}, want: "needs --store postgres://"},
 		{name: "node needs postgres not sqlite", cfg: Config{Role: "node", Store: "/tmp/x.db", ClusterSecretFile: secretFile}, want: "needs --store postgres://"},
