@@ -101,7 +101,7 @@ func TestStoreWiringOnPostgres(t *testing.T) {
 	var held *postgres.LeaseHeldError
 	want := fmt.Sprintf("database already used by the airlock daemon on host %s (pid %d), last seen ", host, os.Getpid())
 	if !errors.As(err, &held) || !strings.Contains(err.Error(), want) ||
-		!strings.HasSuffix(err.Error(), "one daemon per database until cluster roles exist") || !strings.Contains(err.Error(), "--store") {
+		!strings.HasSuffix(err.Error(), "one single-host daemon per database (several hosts share one as cluster nodes: --role node)") || !strings.Contains(err.Error(), "--store") {
 		t.Fatalf("second openStore: %v; want %q…", err, want)
 	}
 
@@ -180,5 +180,54 @@ func TestSQLiteStoreHasNoLease(t *testing.T) {
 	defer st.Close()
 	if lostc, lost := storeLeaseLost(st); lostc != nil || lost != nil {
 		t.Fatal("SQLite store reports a lease")
+	}
+}
+
+// TestNodeWaitsForItsPredecessorsLease: a node restarted after a crash
+// finds its previous daemon's lease (same host) and waits for it to go
+// stale instead of failing; a holder on another host is refused at once.
+func TestNodeWaitsForItsPredecessorsLease(t *testing.T) {
+	old := storeLeaseOptions
+	storeLeaseOptions = postgres.LeaseOptions{StaleAfter: 3 * time.Second, Heartbeat: 500 * time.Millisecond}
+	t.Cleanup(func() { storeLeaseOptions = old })
+	srv := pgtest.Start(t)
+	url := srv.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, _, err := openStore(ctx, url, "n1", t.TempDir(), testStoreLogger(t))
+	if err != nil {
+		t.Fatalf("openStore: %v", err)
+	}
+	st.Close() // releases the row; put back one as a killed daemon leaves it
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	host, _ := os.Hostname()
+	insert := func(h string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `INSERT INTO daemon_lease (node_id, owner, hostname, pid, started_at, heartbeat_at)
+			VALUES ('n1', 'dead', $1, 999999, now(), now()) ON CONFLICT (node_id) DO UPDATE SET owner = 'dead', hostname = $1, heartbeat_at = now()`, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(host)
+	start := time.Now()
+	st2, _, err := openStore(ctx, url, "n1", t.TempDir(), testStoreLogger(t))
+	if err != nil {
+		t.Fatalf("openStore after a crash: %v", err)
+	}
+	if waited := time.Since(start); waited < 2*time.Second {
+		t.Errorf("took the lease after %s, before it went stale", waited)
+	}
+	st2.Close()
+
+	insert("another-host")
+	if st3, _, err := openStore(ctx, url, "n1", t.TempDir(), testStoreLogger(t)); err == nil {
+		st3.Close()
+		t.Fatal("a node id held from another host was taken")
+	} else if !strings.Contains(err.Error(), "node id n1 already used by the airlock daemon on host another-host") {
+		t.Fatalf("err = %v", err)
 	}
 }

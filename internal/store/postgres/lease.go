@@ -79,7 +79,7 @@ func (e *LeaseHeldError) Error() string {
 			"one daemon per node id", e.Holder.NodeID, e.Holder.Hostname, e.Holder.PID, formatAgo(e.Holder.LastSeen))
 	}
 	return fmt.Sprintf("database already used by the airlock daemon on host %s (pid %d), last seen %s ago; "+
-		"one daemon per database until cluster roles exist", e.Holder.Hostname, e.Holder.PID, formatAgo(e.Holder.LastSeen))
+		"one single-host daemon per database (several hosts share one as cluster nodes: --role node)", e.Holder.Hostname, e.Holder.PID, formatAgo(e.Holder.LastSeen))
 }
 
 func formatAgo(d time.Duration) string {
