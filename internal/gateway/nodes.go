@@ -33,6 +33,10 @@ type NodeJSON struct {
 	HeartbeatAgeMs   int64          `json:"heartbeatAgeMs"`
 	StartedAt        time.Time      `json:"startedAt"`
 	LostAt           time.Time      `json:"lostAt,omitzero"`
+	// Placement is what the answering api instance counts on the node
+	// beyond its last heartbeat: creates in flight, and creates confirmed
+	// that no heartbeat counts yet.
+	Placement *PlacementJSON `json:"placement,omitempty"`
 }
 
 func toNodeJSON(n cluster.Node) NodeJSON {
@@ -91,7 +95,14 @@ func (g *Gateway) listNodes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]NodeJSON, 0, len(nodes))
 	for _, n := range nodes {
-		out = append(out, toNodeJSON(n))
+		j := toNodeJSON(n)
+		// What this api instance counts on the node beyond its heartbeat.
+		if st, ok := g.placer.NodeStatus(n.ID); ok {
+			j.Placement = &PlacementJSON{InFlightCPUs: st.InFlight.CPUCount, InFlightMemoryMB: st.InFlight.MemoryMB,
+				InFlightCreates: st.InFlightCreates, ConfirmedCPUs: st.Confirmed.CPUCount,
+				ConfirmedMemoryMB: st.Confirmed.MemoryMB, ConfirmedCreates: st.ConfirmedCreates}
+		}
+		out = append(out, j)
 	}
 	writeJSON(w, r, http.StatusOK, out)
 }
@@ -124,4 +135,14 @@ func (g *Gateway) setNodeState(w http.ResponseWriter, r *http.Request, id string
 	g.reg.mu.Unlock()
 	g.log.Info("node state set", "node", id, "state", state)
 	writeJSON(w, r, http.StatusOK, map[string]string{"id": id, "state": state})
+}
+
+// PlacementJSON is an api instance's own count on a node (NodeJSON).
+type PlacementJSON struct {
+	InFlightCPUs      int   `json:"inFlightCpus"`
+	InFlightMemoryMB  int64 `json:"inFlightMemoryMB"`
+	InFlightCreates   int   `json:"inFlightCreates"`
+	ConfirmedCPUs     int   `json:"confirmedCpus"`
+	ConfirmedMemoryMB int64 `json:"confirmedMemoryMB"`
+	ConfirmedCreates  int   `json:"confirmedCreates"`
 }
