@@ -391,7 +391,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
-		TemplateBuilds: sdkStore, Trusted: d.role.node})
+		TemplateBuilds: sdkStore, Trusted: d.trusted()})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
@@ -399,7 +399,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	sandboxTransport := proxy.DefaultTransport()
 	d.metrics.closeIdle = sandboxTransport.CloseIdleConnections
 	consoleHandler := console.New(console.Options{APIKey: d.apiKey, Next: apiHandler, Processes: d.mgr, Overview: d.metrics.overview,
-		Counts: func() map[string]int { return sandboxCounts(d.mgr) }, Logger: d.log.With("component", "console"), Trusted: d.role.node})
+		Counts: func() map[string]int { return sandboxCounts(d.mgr) }, Logger: d.log.With("component", "console"), Trusted: d.trusted()})
 	h := proxy.New(proxy.FromManager(d.mgr), middleware.RequestID(consoleHandler), proxy.Options{
 		APIHosts:        apiHosts,
 		VerifySignature: guest.VerifySignature,

@@ -340,3 +340,15 @@ func (t templateRecords) DeleteTemplate(ctx context.Context, name string) error 
 	}
 	return err
 }
+
+// trusted is, on a node, the check of a request the api tier authenticated
+// (api.Options.Trusted): the node's guard let only requests with the
+// cluster secret in, and the api tier sets cluster.HeaderAuthenticated on
+// those whose API key it checked (and removes it from all others). nil on a
+// single host: every request needs the key.
+func (d *daemon) trusted() func(*http.Request) bool {
+	if !d.role.node {
+		return nil
+	}
+	return func(r *http.Request) bool { return r.Header.Get(cluster.HeaderAuthenticated) != "" }
+}

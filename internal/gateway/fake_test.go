@@ -208,7 +208,8 @@ func (n *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/v2/sandboxes":
 		n.listV2(w, r)
 	default:
-		writeTestJSON(w, http.StatusOK, map[string]any{"node": n.id, "path": r.URL.Path, "host": r.Host, "query": r.URL.RawQuery})
+		writeTestJSON(w, http.StatusOK, map[string]any{"node": n.id, "path": r.URL.Path, "host": r.Host, "query": r.URL.RawQuery,
+			"auth": r.Header.Get(cluster.HeaderAuthenticated)})
 	}
 }
 

@@ -51,6 +51,7 @@ func (g *Gateway) ask(r *http.Request, n cluster.Node) nodeAnswer {
 	req.Header = r.Header.Clone()
 	req.Header.Del(cluster.HeaderSecret)
 	req.Header.Set(cluster.HeaderSecret, g.opts.Secret)
+	markAuthenticated(r, req.Header)
 	req.Header.Del("Accept-Encoding")
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		req.Header.Set("X-Forwarded-For", ip)

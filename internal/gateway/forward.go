@@ -85,6 +85,20 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.Header.Del(cluster.HeaderSecret)
 	pr.Out.Header.Set(cluster.HeaderSecret, f.g.opts.Secret)
+	markAuthenticated(pr.In, pr.Out.Header)
+}
+
+// keyCheckedKey marks a request context whose API key the gateway checked.
+type keyCheckedKey struct{}
+
+// markAuthenticated sets cluster.HeaderAuthenticated on a request to a
+// node when the gateway checked in's API key, and removes any the client
+// sent: a node trusts the header, so only the gateway may set it.
+func markAuthenticated(in *http.Request, out http.Header) {
+	out.Del(cluster.HeaderAuthenticated)
+	if in.Context().Value(keyCheckedKey{}) != nil {
+		out.Set(cluster.HeaderAuthenticated, "api-key")
+	}
 }
 
 func (f *forwarder) modifyResponse(resp *http.Response) error {

@@ -20,6 +20,7 @@ type echo struct {
 	Path  string `json:"path"`
 	Host  string `json:"host"`
 	Query string `json:"query"`
+	Auth  string `json:"auth"` // cluster.HeaderAuthenticated as the node saw it
 }
 
 // Sandbox traffic is routed by header and by host without an API key, API
@@ -29,7 +30,7 @@ func TestRouting(t *testing.T) {
 	c := newTestCluster(t, 3)
 	c.store.sandboxes["sb1"] = "n2"
 	c.store.sandboxes["sb3"] = "n3"
-	evil := []string{cluster.HeaderSecret, "client-sent-secret"}
+	evil := []string{cluster.HeaderSecret, "client-sent-secret", cluster.HeaderAuthenticated, "forged"}
 	cases := []struct {
 		name, method, path string
 		key                bool
@@ -57,6 +58,11 @@ func TestRouting(t *testing.T) {
 			decode(t, resp, http.StatusOK, &e)
 			if e.Node != tc.node || e.Path != tc.path {
 				t.Errorf("%s: reached %+v, want node %s path %s", tc.name, e, tc.node, tc.path)
+			}
+			// Only a request whose key the gateway checked is marked
+			// authenticated; a client's own mark never passes.
+			if want := map[bool]string{true: "api-key", false: ""}[tc.key]; e.Auth != want {
+				t.Errorf("%s: the node saw %s %q, want %q", tc.name, cluster.HeaderAuthenticated, e.Auth, want)
 			}
 			if tc.host != "" && e.Host != tc.host {
 				t.Errorf("%s: the node saw Host %q, want %q", tc.name, e.Host, tc.host)
@@ -96,7 +102,11 @@ func TestAPIKey(t *testing.T) {
 	}
 	decode(t, c.do("GET", "/health", false, nil), http.StatusOK, nil)
 	decode(t, c.do("GET", "/anything", false, nil, "E2b-Sandbox-Id", "sb1"), http.StatusOK, nil)
-	decode(t, c.do("PUT", "/airlock/v1/template-files/abc?expires=9&signature=x", false, nil), http.StatusOK, nil)
+	var up echo
+	decode(t, c.do("PUT", "/airlock/v1/template-files/abc?expires=9&signature=x", false, nil, cluster.HeaderAuthenticated, "forged"), http.StatusOK, &up)
+	if up.Auth != "" {
+		t.Errorf("a signed upload let through by its shape reached the node marked authenticated (%q): the node must check its signature", up.Auth)
+	}
 	resp := c.do("OPTIONS", "/sandboxes", false, nil, "Origin", "https://app")
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "https://app" {
