@@ -224,6 +224,7 @@ func (d *daemon) open(ctx context.Context) error {
 		d.defer_(func() { c.Close() })
 	}
 	d.tm = template.NewManager(d.dataDir, st, d.log)
+	d.tm.SetArtifacts(d.artifacts) // nil without --artifacts: templates stay in the data dir
 	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
 	conns.OnAbort = func(ip netip.Addr, n int) { d.log.Debug("guest connections reset", "guest", ip, "count", n) }
 	d.metrics = newDaemonMetrics(ctx, d.cfg.MetricsInterval, d.log.With("component", "metrics"))
