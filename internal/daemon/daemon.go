@@ -224,7 +224,8 @@ func (d *daemon) open(ctx context.Context) error {
 		d.defer_(func() { c.Close() })
 	}
 	d.tm = template.NewManager(d.dataDir, st, d.log)
-	d.tm.SetArtifacts(d.artifacts) // nil without --artifacts: templates stay in the data dir
+	// Templates are pushed to and pulled from --artifacts (nil: the data dir only).
+	d.tm.SetArtifacts(d.artifacts)
 	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
 	conns.OnAbort = func(ip netip.Addr, n int) { d.log.Debug("guest connections reset", "guest", ip, "count", n) }
 	d.metrics = newDaemonMetrics(ctx, d.cfg.MetricsInterval, d.log.With("component", "metrics"))
