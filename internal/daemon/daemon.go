@@ -426,6 +426,7 @@ func (d *daemon) prepareTemplates(ctx context.Context) chan error {
 		}
 		gcTemplates(ctx, d.tm, d.mgr, d.log) // old builds; before any create is accepted
 		ready <- nil
+		d.tm.PushMissing(ctx) // with --artifacts: templates recorded before it was given
 	}()
 	return ready
 }

@@ -97,6 +97,34 @@ func (m *Manager) push(ctx context.Context, hash string) error {
 	return nil
 }
 
+// PushMissing pushes every recorded template that is present here and not
+// in the artifact store yet (recorded before --artifacts was given, say), so
+// that other nodes can pull it. Failures are logged, not returned: the
+// daemon runs it in the background once it is ready.
+func (m *Manager) PushMissing(ctx context.Context) {
+	if m.art == nil {
+		return
+	}
+	recs, err := m.st.ListTemplates(ctx)
+	if err != nil {
+		m.log.Warn("pushing templates to the artifact store: listing templates", "err", err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if seen[r.Hash] || !m.present(r.Hash) {
+			continue
+		}
+		seen[r.Hash] = true
+		release := m.Hold() // not collected while it is packed
+		err := m.push(ctx, r.Hash)
+		release()
+		if err != nil {
+			m.log.Warn("pushing a template to the artifact store", "name", r.Name, "hash", r.Hash, "err", err)
+		}
+	}
+}
+
 // readManifest fetches and checks the manifest of hash.
 func (m *Manager) readManifest(ctx context.Context, hash string) (*manifest, error) {
 	p, err := m.art.Get(ctx, ManifestKey(hash))

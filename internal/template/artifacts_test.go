@@ -2,6 +2,7 @@ package template
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -448,4 +449,121 @@ func TestArtifactsS3(t *testing.T) {
 	}
 	sameTree(t, base.RootFS, got.RootFS)
 	noCachedTrees(t, bn)
+}
+
+// A real template directory (AIRLOCK_TEST_TEMPLATE_DIR=<data>/templates/<hash>,
+// cloned here with hard links, never changed) pushed by one node and pulled
+// by another, through the local backend and the S3 test server; the pulled
+// tree packs to the same digest (same names, bytes, owners, modes, times,
+// links and xattrs). It logs the timings (docs/ARCHITECTURE.md "Artifacts").
+func TestArtifactsRealTemplate(t *testing.T) {
+	src := os.Getenv("AIRLOCK_TEST_TEMPLATE_DIR")
+	if src == "" {
+		t.Skip("AIRLOCK_TEST_TEMPLATE_DIR not set")
+	}
+	hash := filepath.Base(src)
+	meta, err := os.ReadFile(filepath.Join(src, metaFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, backend := range []string{"local", "s3"} {
+		t.Run(backend, func(t *testing.T) {
+			var b artifacts.Backend
+			if backend == "local" {
+				b, _ = newLocalBackend(t)
+			} else {
+				srv := s3test.StartT(t)
+				if b, err = artifacts.NewS3(artifacts.S3Config{
+					Endpoint: "http://" + srv.Endpoint, Bucket: srv.Bucket, Region: srv.Region,
+					AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			st := newFakeStore()
+			a, bn := newNode(t, st, b), newNode(t, st, b)
+			if err := os.MkdirAll(filepath.Join(a.dir, "templates"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("cp", "-a", "-l", src, filepath.Join(a.dir, "templates", hash)).CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			var tm templateMeta
+			if err := json.Unmarshal(meta, &tm); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := a.m.Register(ctx, tm.Name, hash, tm.Spec); err != nil {
+				t.Fatal(err)
+			}
+			push := time.Since(start)
+			start = time.Now()
+			got, err := bn.m.Get(ctx, tm.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pull := time.Since(start)
+			start = time.Now()
+			if _, err := bn.m.Get(ctx, tm.Name); err != nil {
+				t.Fatal(err)
+			}
+			again := time.Since(start)
+			man, err := a.m.readManifest(ctx, hash)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start = time.Now()
+			if _, err := a.m.Register(ctx, tm.Name+"-tag", hash, tm.Spec); err != nil {
+				t.Fatal(err)
+			}
+			repush := time.Since(start)
+			t.Logf("%s: %s, %.1f MiB of files, tree %.1f MiB: push %v, pull %v, Get once pulled %v, record again (already pushed) %v",
+				backend, tm.Name, float64(tm.SizeBytes)/(1<<20), float64(man.PackedBytes)/(1<<20), push.Round(time.Millisecond),
+				pull.Round(time.Millisecond), again.Round(time.Microsecond), repush.Round(time.Millisecond))
+			// The pulled tree packs to the pushed digest.
+			info, err := bn.store.PutDir(ctx, got.RootFS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Digest != man.RootFS {
+				t.Fatalf("pulled tree packs to %s, pushed %s", info.Digest, man.RootFS)
+			}
+			noCachedTrees(t, bn)
+		})
+	}
+}
+
+// Templates recorded before the store was given are pushed by PushMissing
+// (the daemon runs it once ready), and then pulled by other nodes.
+func TestArtifactsPushMissing(t *testing.T) {
+	ctx := context.Background()
+	st := newFakeStore()
+	b, _ := newLocalBackend(t)
+	a := newNode(t, st, nil)
+	base, err := a.m.Build(ctx, "base", BuildOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.m.Register(ctx, "base-tag", base.Hash, base.Spec); err != nil {
+		t.Fatal(err)
+	}
+	// The same data dir, restarted with the store.
+	as, err := artifacts.NewStore(b, filepath.Join(a.dir, "artifacts-cache"), quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2 := NewManager(a.dir, st, quietLog())
+	a2.SetShared(true)
+	a2.SetArtifacts(as)
+	a2.PushMissing(ctx)
+	if ok, err := as.Exists(ctx, ManifestKey(base.Hash)); err != nil || !ok {
+		t.Fatalf("manifest after PushMissing: %v %v", ok, err)
+	}
+	bn := newNode(t, st, b)
+	got, err := bn.m.Get(ctx, "base-tag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, base.RootFS, got.RootFS)
 }
