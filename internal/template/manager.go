@@ -67,9 +67,13 @@ type Manager struct {
 	st    store.Store
 	log   *slog.Logger
 	build builderFunc // mmdebstrap in production; replaced in tests
+	// art is the artifact store templates are pushed to and pulled from
+	// (SetArtifacts); nil keeps them in the data dir only.
+	art *artifacts.Store
 
 	mu     sync.Mutex
 	builds map[string]*buildCall // in-flight builds by recipe name
+	pulls  map[string]*pullCall  // in-flight pulls by hash (artifacts.go)
 
 	// gcMu is held for reading by builds (Hold) and for writing by GC.
 	gcMu sync.RWMutex
@@ -78,11 +82,6 @@ type Manager struct {
 	// a record whose files are not on this host is another node's template,
 	// not a stale record to remove (SetShared).
 	shared bool
-
-	// art is the artifact store templates are pushed to and pulled from
-	// (SetArtifacts); nil keeps them in the data dir only.
-	art   *artifacts.Store
-	pulls map[string]*pullCall // in-flight pulls by hash, guarded by mu
 }
 
 // SetShared marks the store's template records as shared by several hosts
