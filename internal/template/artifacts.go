@@ -59,6 +59,11 @@ func ManifestKey(hash string) string { return "templates/" + hash }
 // used.
 func (m *Manager) SetArtifacts(st *artifacts.Store) { m.art = st }
 
+// OnPull sets f to be called after a template was pulled and installed
+// here (a cluster node heartbeats the templates it holds). Call it before
+// the manager is used.
+func (m *Manager) OnPull(f func()) { m.onPull = f }
+
 // push stores the template or layer hash (present here) in the artifact
 // store, unless its manifest is there and names a tree the store holds.
 func (m *Manager) push(ctx context.Context, hash string) error {
@@ -274,6 +279,9 @@ func (m *Manager) pullOnce(ctx context.Context, hash string) (err error) {
 			return nil
 		}
 		return fmt.Errorf("publishing template %s: %w", short(hash), err)
+	}
+	if m.onPull != nil {
+		m.onPull()
 	}
 	m.log.Info("pulled template from the artifact store", "hash", hash, "store", m.art.String(), "tree", man.RootFS,
 		"packed_bytes", man.PackedBytes, "fetch", fetched.Round(time.Millisecond), "duration", time.Since(start).Round(time.Millisecond))

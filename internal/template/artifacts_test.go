@@ -127,6 +127,8 @@ func TestArtifactsPushPull(t *testing.T) {
 	st := newFakeStore()
 	b, _ := newLocalBackend(t)
 	a, bn := newNode(t, st, b), newNode(t, st, b)
+	var pulled atomic.Int32
+	bn.m.OnPull(func() { pulled.Add(1) })
 
 	base, err := a.m.Build(ctx, "base", BuildOptions{}, nil)
 	if err != nil {
@@ -180,6 +182,9 @@ func TestArtifactsPushPull(t *testing.T) {
 	}
 	noCachedTrees(t, bn)
 	noTmpLeft(t, bn.dir)
+	if n := pulled.Load(); n != 2 {
+		t.Errorf("OnPull called %d times, want 2", n)
+	}
 
 	// B's Ensure finds the pulled base: no build on B.
 	if _, err := bn.m.Ensure(ctx, "base", nil); err != nil {

@@ -69,7 +69,8 @@ type Manager struct {
 	build builderFunc // mmdebstrap in production; replaced in tests
 	// art is the artifact store templates are pushed to and pulled from
 	// (SetArtifacts); nil keeps them in the data dir only.
-	art *artifacts.Store
+	art    *artifacts.Store
+	onPull func() // OnPull
 
 	mu     sync.Mutex
 	builds map[string]*buildCall // in-flight builds by recipe name
