@@ -45,7 +45,9 @@ func runAPI(ctx context.Context, cfg Config, r role, log *slog.Logger) error {
 	}
 	g, err := gateway.New(gateway.Options{
 		Store: st, Secret: r.secret, APIKey: apiKey, Domain: cfg.Domain,
-		Template:        templateResources(st),
+		Template: templateResources(st),
+		// With an artifact store every node can pull any template.
+		PullTemplates:   cfg.Artifacts != "",
 		VerifySignature: guest.VerifySignature,
 		Logger:          log.With("component", "gateway"),
 	})

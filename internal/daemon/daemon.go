@@ -261,6 +261,11 @@ func (d *daemon) open(ctx context.Context) error {
 	}
 	d.tm = template.NewManager(d.dataDir, tmStore, d.log)
 	d.tm.SetShared(d.role.node)
+	// Templates are pushed to and pulled from --artifacts (nil: the data dir only).
+	d.tm.SetArtifacts(d.artifacts)
+	if d.node != nil { // a pulled template is this node's at once
+		d.tm.OnPull(d.node.beatNow)
+	}
 	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
 	conns.OnAbort = func(ip netip.Addr, n int) { d.log.Debug("guest connections reset", "guest", ip, "count", n) }
 	d.metrics = newDaemonMetrics(ctx, d.cfg.MetricsInterval, d.log.With("component", "metrics"))
@@ -471,6 +476,7 @@ func (d *daemon) prepareTemplates(ctx context.Context) chan error {
 		}
 		gcTemplates(ctx, d.tm, d.mgr, d.log) // old builds; before any create is accepted
 		ready <- nil
+		d.tm.PushMissing(ctx) // with --artifacts: templates recorded before it was given
 	}()
 	return ready
 }

@@ -71,7 +71,7 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	preq := placement.Request{Template: tpl, TemplateRequired: true, Resources: g.templateResources(r, tpl)}
+	preq := placement.Request{Template: tpl, TemplateRequired: !g.opts.PullTemplates, Resources: g.templateResources(r, tpl)}
 	for i := range createAttempts {
 		res, err := g.placer.Place(preq)
 		if err != nil && !g.anyNodeHolds(tpl) && g.refresh(r.Context()) == nil {

@@ -43,6 +43,10 @@ type Options struct {
 	Transport http.RoundTripper
 	Logger    *slog.Logger
 	Placement placement.Config
+	// PullTemplates says the nodes share an artifact store (--artifacts) and
+	// pull a template they lack on first use: a create may then go to any
+	// node (holders are still preferred), not only to those holding it.
+	PullTemplates bool
 }
 
 // Default resources of a create whose template's are unknown.

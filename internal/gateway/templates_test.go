@@ -91,3 +91,21 @@ func TestNodeRestartResetsPlacement(t *testing.T) {
 		t.Errorf("creates on n1: %d, want 1", got)
 	}
 }
+
+// With an artifact store (PullTemplates) a template held by a drained node
+// is created on another node, which pulls it; without, it is refused.
+func TestPullTemplatesPlacesAnywhere(t *testing.T) {
+	for _, pull := range []bool{false, true} {
+		c := newTestCluster(t, 2, func(o *Options) { o.PullTemplates = pull })
+		c.setNode("n2", func(n *cluster.Node) {
+			n.Templates = []string{"base", "app"}
+			n.State = cluster.StateDraining
+		})
+		resp := c.do("POST", "/v2/sandboxes", true, strings.NewReader(`{"templateID":"app"}`))
+		want := map[bool]int{false: http.StatusServiceUnavailable, true: http.StatusCreated}[pull]
+		decode(t, resp, want, nil)
+		if pull && resp.Header.Get(cluster.HeaderNode) != "n1" {
+			t.Errorf("create went to %q, want n1", resp.Header.Get(cluster.HeaderNode))
+		}
+	}
+}
