@@ -43,6 +43,12 @@ type Options struct {
 	Platform, PlatformReason string
 	// TemplateBuilds enables E2B's template build API (SDK builds); nil: 501.
 	TemplateBuilds BuildStore
+	// Trusted, when set, reports a request whose API key was checked before
+	// it got here: a cluster node's, whose requests come only from the api
+	// tier (the node checks the cluster secret in front of this handler and
+	// the api tier marks what it authenticated). Other requests still need
+	// the key or, for uploads, a valid signature.
+	Trusted func(*http.Request) bool
 }
 
 // api holds the handler state.
@@ -133,7 +139,9 @@ func isHealth(r *http.Request) bool { return r.Method == http.MethodGet && r.URL
 
 // public reports whether r needs no key: GET /health, and a template file
 // upload carrying a valid signed URL (the E2B CLI PUTs with no headers).
-func (a *api) public(r *http.Request) bool { return isHealth(r) || a.signedUpload(r) }
+func (a *api) public(r *http.Request) bool {
+	return (a.opts.Trusted != nil && a.opts.Trusted(r)) || isHealth(r) || a.signedUpload(r)
+}
 
 // route applies the body cap and routes (after auth).
 func (a *api) route(w http.ResponseWriter, r *http.Request) {

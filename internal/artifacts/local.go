@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Local is a backend in a directory (the single-host default). An object is
@@ -32,6 +33,10 @@ type Local struct {
 
 var _ Backend = (*Local)(nil)
 
+// staleTmpAge is how old a partial write in .tmp must be before NewLocal
+// removes it.
+const staleTmpAge = time.Hour
+
 // NewLocal opens (and creates) a local backend at root.
 func NewLocal(root string) (*Local, error) {
 	abs, err := filepath.Abs(root)
@@ -43,10 +48,16 @@ func NewLocal(root string) (*Local, error) {
 			return nil, fmt.Errorf("artifacts: creating %s: %w", d, err)
 		}
 	}
-	// Partial writes of a crashed process.
+	// Partial writes of a crashed process. The directory may be shared by
+	// the daemons of several hosts (a cluster's nodes on one machine, or an
+	// NFS mount), so only what nobody touched for a while goes: removing a
+	// live process's write in progress failed its Put (found when a second
+	// node started while the first was writing).
 	if ents, err := os.ReadDir(filepath.Join(abs, ".tmp")); err == nil {
 		for _, e := range ents {
-			os.RemoveAll(filepath.Join(abs, ".tmp", e.Name()))
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleTmpAge {
+				os.RemoveAll(filepath.Join(abs, ".tmp", e.Name()))
+			}
 		}
 	}
 	return &Local{root: abs}, nil

@@ -55,7 +55,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", DefaultListen, "address to serve the API and sandbox traffic on")
 	f.StringVar(&o.DataDir, "data-dir", firstNonEmpty(os.Getenv("AIRLOCK_DATA_DIR"), DefaultDataDir), "data directory (database, templates, sandboxes)")
-	f.StringVar(&o.Store, "store", os.Getenv("AIRLOCK_STORE"), "where state is kept: empty for SQLite in the data directory (the default), or postgres://user[:password]@host:port/database?sslmode=… for PostgreSQL (default $AIRLOCK_STORE; the password may come from $PGPASSWORD instead, out of sight of ps); one daemon per database: a second one is refused")
+	f.StringVar(&o.Store, "store", os.Getenv("AIRLOCK_STORE"), "where state is kept: empty for SQLite in the data directory (the default), or postgres://user[:password]@host:port/database?sslmode=… for PostgreSQL (default $AIRLOCK_STORE; the password may come from $PGPASSWORD instead, out of sight of ps); one --role all daemon per database (a second one is refused); the cluster roles need it")
 	f.StringVar(&o.EnvdPath, "envd-path", "", "path of the airlock-envd agent binary (default: next to this executable, else $PATH)")
 	f.StringVar(&o.Runtime, "runtime", "auto", "isolation runtime: auto (a microVM on hardware KVM, else gvisor), microvm (emulated without KVM) or gvisor")
 	f.StringVar(&o.MicrovmKernel, "microvm-kernel", "", "guest kernel for microVMs (default: newest built by scripts/build-kernel.sh)")
@@ -72,6 +72,13 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.Artifacts, "artifacts", "", "artifact store for templates and snapshots shared by several hosts: s3://bucket/prefix (any S3-compatible store; endpoint, credentials and region from $AIRLOCK_S3_ENDPOINT, $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY, $AWS_REGION) or a directory; checked at start (default: none, everything stays in --data-dir)")
 	f.BoolVar(&o.BootSnapshots, "boot-snapshots", true, "boot each default template once, snapshot it (with warm interpreter contexts) and serve creates by restoring that snapshot (runtimes that can checkpoint; falls back to a cold boot)")
 	f.StringToIntVar(&o.WarmPool, "warm-pool", nil, "keep N restored, unclaimed sandboxes per template for the fastest creates, e.g. code-interpreter-v1=2 (needs --boot-snapshots); default: code-interpreter-v1 gets an automatic pool sized from the last minute's creates (1 to 4) while the host has memory to spare; code-interpreter-v1=0 turns it off")
+	f.StringVar(&o.Role, "role", "all", "cluster role: all (one host: API, proxy and sandboxes, the default), api (stateless api tier: the E2B API and sandbox proxy for every node, placement; needs --store postgres://… and the cluster secret) or node (runs sandboxes for the api tier; same needs)")
+	f.StringVar(&o.NodeID, "node-id", "", "--role node: this node's id in the cluster (default: the host name)")
+	f.StringVar(&o.AdvertiseAddr, "advertise-addr", "", "--role node: host:port where the api tier reaches this node (default: --listen, when it names an address)")
+	f.StringVar(&o.ClusterSecretFile, "cluster-secret-file", "", "--role api and node: file holding the cluster secret (at least 16 characters) the api tier authenticates to nodes with (default: $AIRLOCK_CLUSTER_SECRET)")
+	f.StringSliceVar(&o.NodeLabels, "node-labels", nil, "--role node: labels placement can require, e.g. gpu,ssd (\"kvm\" is added on a KVM host)")
+	f.IntVar(&o.NodeCPUs, "node-cpus", 0, "--role node: sandbox CPUs this node takes in total, for placement and its own admission (default: host CPUs × 4; a sandbox's CPUs are a share and a ceiling, and most idle)")
+	f.IntVar(&o.NodeMemoryMB, "node-memory", 0, "--role node: sandbox memory in MiB this node takes in total (default: host memory less the warm pool's reserve)")
 	f.StringSliceVar(&o.Templates, "templates", []string{"base", "code-interpreter-v1"}, "built-in templates to build (once, cached) before the daemon reports ready")
 	return cmd
 }

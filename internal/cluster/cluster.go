@@ -31,6 +31,11 @@ const (
 	// sends a node. A node refuses any request without it (GET /health
 	// excepted); the api tier removes it from what clients send.
 	HeaderSecret = "X-Airlock-Cluster-Secret"
+	// HeaderAuthenticated is set by the api tier on a request whose API key
+	// it checked (its value says how: "api-key"), and removed from every
+	// other request. A node serves its API only for requests that carry it
+	// (or that it authenticates itself, e.g. a signed upload URL).
+	HeaderAuthenticated = "X-Airlock-Authenticated"
 	// HeaderNode names the node that served a request: set by a node on
 	// its responses and passed on by the api tier.
 	HeaderNode = "X-Airlock-Node"

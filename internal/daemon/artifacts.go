@@ -20,8 +20,8 @@ const artifactCheckTimeout = 30 * time.Second
 // <data-dir>/artifacts-cache. A store that cannot be reached or written
 // stops the start with an error naming the flag.
 //
-// Templates and snapshots do not use the store yet; this only proves the
-// configuration at start.
+// The template manager pushes and pulls templates through it
+// (template.Manager.SetArtifacts); snapshots do not use it yet.
 func openArtifacts(ctx context.Context, spec, dataDir string, getenv func(string) string, log *slog.Logger) (*artifacts.Store, error) {
 	if spec == "" {
 		return nil, nil

@@ -82,6 +82,23 @@ type Config struct {
 	Egress          Egress
 	// Stdout receives the `export E2B_API_URL=...` line once ready.
 	Stdout io.Writer
+
+	// Role is --role: cluster.RoleAll ("" too), RoleAPI or RoleNode.
+	Role string
+	// NodeID is --node-id (a node's name in the cluster; default: the
+	// host name).
+	NodeID string
+	// AdvertiseAddr is --advertise-addr: where the api tier reaches this
+	// node (default: --listen, when it names a host).
+	AdvertiseAddr string
+	// ClusterSecretFile is --cluster-secret-file ("" = $AIRLOCK_CLUSTER_SECRET).
+	ClusterSecretFile string
+	// NodeLabels is --node-labels (besides the detected "kvm").
+	NodeLabels []string
+	// NodeCPUs and NodeMemoryMB are --node-cpus and --node-memory: the
+	// capacity a node states (0 = host CPUs × 4, host memory less the warm
+	// pool's reserve).
+	NodeCPUs, NodeMemoryMB int
 }
 
 // Run starts the daemon and serves until ctx ends (a clean shutdown) or
@@ -92,6 +109,13 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	slog.SetDefault(log)
+	role, err := checkRole(&cfg)
+	if err != nil {
+		return err
+	}
+	if role.api {
+		return runAPI(ctx, cfg, role, log)
+	}
 	subnet, err := netip.ParsePrefix(cfg.Subnet)
 	if err != nil || !subnet.Addr().Is4() || subnet.Bits() > 30 {
 		return fmt.Errorf("invalid --subnet %q: want an IPv4 prefix of at most /30", cfg.Subnet)
@@ -116,7 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	d := &daemon{cfg: cfg, log: log, dataDir: dataDir, envdPath: envdPath, subnet: subnet, stop: cancel,
-		denyOut: denyOut, denyOutExcept: denyOutExcept}
+		denyOut: denyOut, denyOutExcept: denyOutExcept, role: role}
 	defer d.close()
 	err = d.open(ctx)
 	if err == nil {
@@ -162,6 +186,11 @@ type daemon struct {
 	handler http.Handler
 	// files are the uploaded file sets of SDK template builds.
 	files *api.FileSets
+
+	// role is the cluster role (--role) and, for a node, its identity.
+	role role
+	// node is the node's heartbeat state (nil unless --role node).
+	node *nodeState
 }
 
 func (d *daemon) defer_(f func()) { d.closers = append(d.closers, f) }
@@ -187,7 +216,7 @@ func (d *daemon) open(ctx context.Context) error {
 	if d.envdPath, err = agentbin.Install(d.agentsDir(), d.envdPath); err != nil {
 		return fmt.Errorf("installing the agent binary: %w", err)
 	}
-	st, where, err := openStore(ctx, d.cfg.Store, d.dataDir, d.log)
+	st, where, err := openStore(ctx, d.cfg.Store, d.role.nodeID, d.dataDir, d.log)
 	if err != nil {
 		return err
 	}
@@ -195,6 +224,9 @@ func (d *daemon) open(ctx context.Context) error {
 	d.st = st
 	d.log.Info("store open", "store", where)
 	d.watchStoreLease(ctx)
+	if d.role.node {
+		d.node = newNodeState(d)
+	}
 	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
@@ -223,7 +255,17 @@ func (d *daemon) open(ctx context.Context) error {
 	if c, ok := d.rt.(io.Closer); ok { // gvisor: runsc's mounts in its root dir
 		d.defer_(func() { c.Close() })
 	}
-	d.tm = template.NewManager(d.dataDir, st, d.log)
+	var tmStore store.Store = st
+	if d.node != nil { // the templates table is the cluster's
+		tmStore = templateRecords{Store: st, changed: d.node.beatNow}
+	}
+	d.tm = template.NewManager(d.dataDir, tmStore, d.log)
+	d.tm.SetShared(d.role.node)
+	// Templates are pushed to and pulled from --artifacts (nil: the data dir only).
+	d.tm.SetArtifacts(d.artifacts)
+	if d.node != nil { // a pulled template is this node's at once
+		d.tm.OnPull(d.node.beatNow)
+	}
 	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
 	conns.OnAbort = func(ip netip.Addr, n int) { d.log.Debug("guest connections reset", "guest", ip, "count", n) }
 	d.metrics = newDaemonMetrics(ctx, d.cfg.MetricsInterval, d.log.With("component", "metrics"))
@@ -313,6 +355,9 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 		mgrCfg.AutoWarmPoolMax = sandbox.DefaultAutoWarmPoolMax
 	}
 	mgrCfg.PoolMemoryReserve = poolMemoryReserve()
+	if d.node != nil {
+		mgrCfg.Admit = d.node.admit
+	}
 	mgr, err := sandbox.New(mgrCfg)
 	if err != nil {
 		return err
@@ -351,7 +396,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
-		TemplateBuilds: sdkStore})
+		TemplateBuilds: sdkStore, Trusted: d.trusted()})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
@@ -359,14 +404,18 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	sandboxTransport := proxy.DefaultTransport()
 	d.metrics.closeIdle = sandboxTransport.CloseIdleConnections
 	consoleHandler := console.New(console.Options{APIKey: d.apiKey, Next: apiHandler, Processes: d.mgr, Overview: d.metrics.overview,
-		Counts: func() map[string]int { return sandboxCounts(d.mgr) }, Logger: d.log.With("component", "console")})
-	return proxy.New(proxy.FromManager(d.mgr), middleware.RequestID(consoleHandler), proxy.Options{
+		Counts: func() map[string]int { return sandboxCounts(d.mgr) }, Logger: d.log.With("component", "console"), Trusted: d.trusted()})
+	h := proxy.New(proxy.FromManager(d.mgr), middleware.RequestID(consoleHandler), proxy.Options{
 		APIHosts:        apiHosts,
 		VerifySignature: guest.VerifySignature,
 		Transport:       conns.Wrap(sandboxTransport),
 		Logger:          d.log.With("component", "proxy"),
 		UploadGuard:     d.mgr.CheckHostDisk,
 	})
+	if d.node != nil {
+		return d.node.guard(h)
+	}
+	return h
 }
 
 // serve listens, prepares the default templates while /health answers 503,
@@ -394,6 +443,9 @@ func (d *daemon) serve(ctx context.Context) error {
 				return fmt.Errorf("preparing the default templates: %w", err)
 			}
 			d.ready(ctx, ln.Addr())
+			if d.node != nil {
+				go d.node.run(ctx)
+			}
 			ready = nil
 		case err := <-serveErr:
 			_ = d.shutdown(ctx, srv)
@@ -424,6 +476,7 @@ func (d *daemon) prepareTemplates(ctx context.Context) chan error {
 		}
 		gcTemplates(ctx, d.tm, d.mgr, d.log) // old builds; before any create is accepted
 		ready <- nil
+		d.tm.PushMissing(ctx) // with --artifacts: templates recorded before it was given
 	}()
 	return ready
 }
@@ -436,9 +489,14 @@ func (d *daemon) ready(ctx context.Context, addr net.Addr) {
 	if stdout == nil {
 		stdout = os.Stdout
 	}
-	fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
-		displayURL(addr), displayURL(addr), d.apiKey)
-	d.log.Info("airlock ready", "addr", addr.String())
+	if d.role.node {
+		// Clients never talk to a node: they use the api tier's URL.
+		fmt.Fprintf(stdout, "airlock node %s ready at %s (clients use the api tier)\n", d.role.nodeID, d.role.advertise)
+	} else {
+		fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
+			displayURL(addr), displayURL(addr), d.apiKey)
+	}
+	d.log.Info("airlock ready", "addr", addr.String(), "role", d.role.name)
 	go gcTemplateFilesLoop(ctx, d.files, d.log.With("component", "template"))
 	if d.cfg.BootSnapshots && d.mgr.BootSnapshotsSupported() {
 		go func() {

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -23,10 +25,11 @@ var storeLeaseOptions postgres.LeaseOptions
 
 // openStore opens the store --store names: "" is SQLite in
 // <dataDir>/airlock.db (the single-host default), a postgres:// or
-// postgresql:// URL is PostgreSQL, whose daemon lease it takes (a second
-// daemon on the database is refused). It also returns a description for logs,
+// postgresql:// URL is PostgreSQL, scoped to node nodeID ("" for --role
+// all), whose daemon lease it takes (a second daemon of the same node is
+// refused). It also returns a description for logs,
 // without any password.
-func openStore(ctx context.Context, spec, dataDir string, log *slog.Logger) (store.Full, string, error) {
+func openStore(ctx context.Context, spec, nodeID, dataDir string, log *slog.Logger) (store.Full, string, error) {
 	if spec == "" {
 		path := filepath.Join(dataDir, "airlock.db")
 		st, err := sqlite.OpenContext(ctx, path)
@@ -40,16 +43,16 @@ func openStore(ctx context.Context, spec, dataDir string, log *slog.Logger) (sto
 		// Not echoed: it may hold a password.
 		return nil, "", fmt.Errorf("invalid --store: want a postgres://user:password@host:port/database URL (or nothing, for SQLite in the data directory)")
 	}
-	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
+	octx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
 	defer cancel()
-	st, err := postgres.Open(ctx, spec, log.With("component", "store"))
+	st, err := postgres.OpenWith(octx, spec, postgres.Options{NodeID: nodeID}, log.With("component", "store"))
 	if err != nil {
 		return nil, "", fmt.Errorf("opening store (--store): %w", err)
 	}
-	// One daemon per database until the cluster roles exist: a second one
-	// would take the first's sandboxes for its own at restore and remove
-	// them. The lease is released when the store is closed.
-	if _, err := st.AcquireLease(ctx, storeLeaseOptions); err != nil {
+	// One daemon per node id (and one --role all daemon per database): a
+	// second one would take the first's sandboxes for its own at restore
+	// and remove them. The lease is released when the store is closed.
+	if err := acquireLease(ctx, st, nodeID, log); err != nil {
 		st.Close()
 		return nil, "", fmt.Errorf("opening store (--store): %s: %w", st, err)
 	}
@@ -67,4 +70,45 @@ func storeLeaseLost(st store.Full) (done <-chan struct{}, lost func() error) {
 		}
 	}
 	return nil, nil
+}
+
+// acquireLease takes the store's daemon lease. A cluster node that finds its
+// node id's lease held from this very host waits for it to go stale (at most
+// the lease's bound, 30 s): that holder is the node's previous daemon,
+// killed before it could release it, and the node restarts on its own
+// after a crash. A holder on another host is a second node with the same
+// id, refused at once.
+func acquireLease(ctx context.Context, st *postgres.DB, nodeID string, log *slog.Logger) error {
+	host, _ := os.Hostname()
+	deadline := time.Now().Add(leaseWait())
+	waiting := false
+	for {
+		actx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
+		_, err := st.AcquireLease(actx, storeLeaseOptions)
+		cancel()
+		var held *postgres.LeaseHeldError
+		if err == nil || nodeID == "" || !errors.As(err, &held) || held.Holder.Hostname != host || time.Now().After(deadline) {
+			return err
+		}
+		if !waiting {
+			log.Warn("the previous daemon of this node still holds its lease (it did not stop cleanly); waiting for it to go stale",
+				"node", nodeID, "pid", held.Holder.PID, "last_seen", held.Holder.LastSeen.Round(time.Second))
+			waiting = true
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// leaseWait is how long a node waits for its previous daemon's lease: the
+// staleness bound and a margin.
+func leaseWait() time.Duration {
+	stale := storeLeaseOptions.StaleAfter
+	if stale <= 0 {
+		stale = postgres.DefaultLeaseStaleAfter
+	}
+	return stale + 5*time.Second
 }

@@ -26,7 +26,7 @@ func testStoreLogger(*testing.T) *slog.Logger {
 
 func TestOpenStoreDefaultIsSQLiteInTheDataDir(t *testing.T) {
 	dir := t.TempDir()
-	st, where, err := openStore(context.Background(), "", dir, testStoreLogger(t))
+	st, where, err := openStore(context.Background(), "", "", dir, testStoreLogger(t))
 	if err != nil {
 		t.Fatalf("openStore: %v", err)
 	}
@@ -41,7 +41,7 @@ func TestOpenStoreDefaultIsSQLiteInTheDataDir(t *testing.T) {
 
 func TestOpenStoreRefusesOtherURLsWithoutShowingThem(t *testing.T) {
 	for _, spec := range []string{"mysql://u:s3cret@h/db", "/var/lib/x.db", "sqlite://x"} {
-		st, _, err := openStore(context.Background(), spec, t.TempDir(), testStoreLogger(t))
+		st, _, err := openStore(context.Background(), spec, "", t.TempDir(), testStoreLogger(t))
 		if err == nil {
 			st.Close()
 			t.Fatalf("openStore(%q) succeeded", spec)
@@ -64,7 +64,7 @@ func TestStoreWiringOnPostgres(t *testing.T) {
 	defer cancel()
 
 	open := func() store.Full {
-		st, where, err := openStore(ctx, url, t.TempDir(), testStoreLogger(t))
+		st, where, err := openStore(ctx, url, "", t.TempDir(), testStoreLogger(t))
 		if err != nil {
 			t.Fatalf("openStore: %v", err)
 		}
@@ -93,7 +93,7 @@ func TestStoreWiringOnPostgres(t *testing.T) {
 
 	// A second daemon on the same database is refused, naming the first.
 	host, _ := os.Hostname()
-	st, _, err := openStore(ctx, url, t.TempDir(), testStoreLogger(t))
+	st, _, err := openStore(ctx, url, "", t.TempDir(), testStoreLogger(t))
 	if err == nil {
 		st.Close()
 		t.Fatal("a second daemon's store opened on a database in use")
@@ -101,7 +101,7 @@ func TestStoreWiringOnPostgres(t *testing.T) {
 	var held *postgres.LeaseHeldError
 	want := fmt.Sprintf("database already used by the airlock daemon on host %s (pid %d), last seen ", host, os.Getpid())
 	if !errors.As(err, &held) || !strings.Contains(err.Error(), want) ||
-		!strings.HasSuffix(err.Error(), "one daemon per database until cluster roles exist") || !strings.Contains(err.Error(), "--store") {
+		!strings.HasSuffix(err.Error(), "one single-host daemon per database (several hosts share one as cluster nodes: --role node)") || !strings.Contains(err.Error(), "--store") {
 		t.Fatalf("second openStore: %v; want %q…", err, want)
 	}
 
@@ -130,7 +130,7 @@ func TestStoreLeaseLostStopsTheDaemon(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	st, _, err := openStore(ctx, url, t.TempDir(), testStoreLogger(t))
+	st, _, err := openStore(ctx, url, "", t.TempDir(), testStoreLogger(t))
 	if err != nil {
 		t.Fatalf("openStore: %v", err)
 	}
@@ -173,12 +173,61 @@ func TestStoreLeaseLostStopsTheDaemon(t *testing.T) {
 }
 
 func TestSQLiteStoreHasNoLease(t *testing.T) {
-	st, _, err := openStore(context.Background(), "", t.TempDir(), testStoreLogger(t))
+	st, _, err := openStore(context.Background(), "", "", t.TempDir(), testStoreLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	if lostc, lost := storeLeaseLost(st); lostc != nil || lost != nil {
 		t.Fatal("SQLite store reports a lease")
+	}
+}
+
+// TestNodeWaitsForItsPredecessorsLease: a node restarted after a crash
+// finds its previous daemon's lease (same host) and waits for it to go
+// stale instead of failing; a holder on another host is refused at once.
+func TestNodeWaitsForItsPredecessorsLease(t *testing.T) {
+	old := storeLeaseOptions
+	storeLeaseOptions = postgres.LeaseOptions{StaleAfter: 3 * time.Second, Heartbeat: 500 * time.Millisecond}
+	t.Cleanup(func() { storeLeaseOptions = old })
+	srv := pgtest.Start(t)
+	url := srv.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, _, err := openStore(ctx, url, "n1", t.TempDir(), testStoreLogger(t))
+	if err != nil {
+		t.Fatalf("openStore: %v", err)
+	}
+	st.Close() // releases the row; put back one as a killed daemon leaves it
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	host, _ := os.Hostname()
+	insert := func(h string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `INSERT INTO daemon_lease (node_id, owner, hostname, pid, started_at, heartbeat_at)
+			VALUES ('n1', 'dead', $1, 999999, now(), now()) ON CONFLICT (node_id) DO UPDATE SET owner = 'dead', hostname = $1, heartbeat_at = now()`, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(host)
+	start := time.Now()
+	st2, _, err := openStore(ctx, url, "n1", t.TempDir(), testStoreLogger(t))
+	if err != nil {
+		t.Fatalf("openStore after a crash: %v", err)
+	}
+	if waited := time.Since(start); waited < 2*time.Second {
+		t.Errorf("took the lease after %s, before it went stale", waited)
+	}
+	st2.Close()
+
+	insert("another-host")
+	if st3, _, err := openStore(ctx, url, "n1", t.TempDir(), testStoreLogger(t)); err == nil {
+		st3.Close()
+		t.Fatal("a node id held from another host was taken")
+	} else if !strings.Contains(err.Error(), "node id n1 already used by the airlock daemon on host another-host") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/api"
+	"github.com/airlock-sandbox/airlock/internal/artifacts"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/template"
@@ -24,6 +25,10 @@ func (s sandboxTemplates) Resolve(ctx context.Context, name string) (*sandbox.Te
 	t, err := s.tm.Get(ctx, name)
 	if errors.Is(err, template.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrTemplateNotFound, err)
+	}
+	if errors.Is(err, artifacts.ErrUnavailable) {
+		// Recorded, but the pull from --artifacts could not reach the store.
+		return nil, &sandbox.Error{Code: http.StatusServiceUnavailable, Msg: err.Error()}
 	}
 	if err != nil {
 		return nil, err

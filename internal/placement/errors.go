@@ -29,12 +29,16 @@ type RefusedError struct {
 	Nodes    int // nodes known to the placer, in any state
 	Draining int
 	Lost     int
+	Excluded int // live nodes the request excluded (Request.Exclude)
 
 	// Among live nodes: those of another runtime kind, and those lacking at
 	// least one required label (MissingLabel counts per label).
 	WrongRuntime  int
 	MissingLabels int
 	MissingLabel  map[string]int
+	// MissingTemplate counts live nodes of the right runtime with every
+	// label that lack a required template (Request.TemplateRequired).
+	MissingTemplate int
 
 	// Among live nodes of the right runtime with every label (the matching
 	// nodes): how many lacked each resource. One node can lack several.
@@ -53,7 +57,8 @@ type RefusedError struct {
 func (e *RefusedError) Is(target error) bool { return target == ErrNoCapacity }
 
 // Short names what was short, most specific first: "label", "runtime",
-// "memory", "cpu", "disk", "sandboxes", or "nodes" when no node is live.
+// "template", "memory", "cpu", "disk", "sandboxes", or "nodes" when no node
+// is live.
 func (e *RefusedError) Short() []string {
 	var s []string
 	if e.Matching == 0 {
@@ -62,6 +67,9 @@ func (e *RefusedError) Short() []string {
 		}
 		if e.WrongRuntime > 0 {
 			s = append(s, "runtime")
+		}
+		if e.MissingTemplate > 0 {
+			s = append(s, "template")
 		}
 		if len(s) == 0 {
 			s = append(s, "nodes")
@@ -88,11 +96,14 @@ func (e *RefusedError) Error() string {
 	b.WriteString("no node can take the sandbox (")
 	b.WriteString(e.Request.describe())
 	b.WriteString("): ")
-	live := e.Nodes - e.Draining - e.Lost
+	live := e.Nodes - e.Draining - e.Lost - e.Excluded
 	if live == 0 {
-		if e.Nodes == 0 {
+		switch {
+		case e.Nodes == 0:
 			b.WriteString("no nodes are registered")
-		} else {
+		case e.Excluded > 0:
+			fmt.Fprintf(&b, "no live node (%d draining, %d lost, %d excluded)", e.Draining, e.Lost, e.Excluded)
+		default:
 			fmt.Fprintf(&b, "no live node (%d draining, %d lost)", e.Draining, e.Lost)
 		}
 		return b.String()
@@ -109,6 +120,9 @@ func (e *RefusedError) Error() string {
 			}
 		}
 		parts = append(parts, fmt.Sprintf("%d lack a required label: %s", e.MissingLabels, strings.Join(ls, ", ")))
+	}
+	if e.MissingTemplate > 0 {
+		parts = append(parts, fmt.Sprintf("%d do not hold the template %s", e.MissingTemplate, e.Request.Template))
 	}
 	if e.Matching == 0 && len(parts) > 0 {
 		fmt.Fprintf(&b, "of %d live nodes, %s; none matches", live, strings.Join(parts, "; "))
@@ -133,7 +147,10 @@ func (e *RefusedError) Error() string {
 }
 
 func (e *RefusedError) writeOthers(b *strings.Builder) {
-	if e.Draining > 0 || e.Lost > 0 {
+	switch {
+	case e.Excluded > 0:
+		fmt.Fprintf(b, " (and %d draining, %d lost, %d excluded)", e.Draining, e.Lost, e.Excluded)
+	case e.Draining > 0 || e.Lost > 0:
 		fmt.Fprintf(b, " (and %d draining, %d lost)", e.Draining, e.Lost)
 	}
 }

@@ -41,6 +41,12 @@ type Request struct {
 	Resources
 	Labels  []string // every one must be on the node, e.g. "kvm"
 	Runtime string   // "" for any runtime kind
+	// TemplateRequired refuses the nodes that do not hold Template (nodes
+	// that cannot pull templates from one another yet).
+	TemplateRequired bool
+	// Exclude names nodes not to use (a create that could not reach one
+	// is placed again without it).
+	Exclude []string
 }
 
 func (r Request) describe() string {
@@ -56,6 +62,9 @@ func (r Request) describe() string {
 	}
 	if r.Template != "" {
 		s += ", template " + r.Template
+		if r.TemplateRequired {
+			s += " (required)"
+		}
 	}
 	return s
 }
@@ -337,7 +346,9 @@ func (p *Placer) Place(req Request) (*Reservation, error) {
 	defer p.mu.Unlock()
 	p.stamp++
 	c := choice{score: math.Inf(1)}
-	p.draw(&c, p.nodes, req)
+	if !req.TemplateRequired { // else only holders can fit: drawn below
+		p.draw(&c, p.nodes, req)
+	}
 	if s := p.holders[req.Template]; s != nil && len(s.nodes) < len(p.nodes) {
 		p.draw(&c, s.nodes, req)
 	}
@@ -416,8 +427,10 @@ type verdict int
 const (
 	fits verdict = iota
 	notLive
+	excluded
 	wrongRuntime
 	missingLabel
+	missingTemplate
 	short
 )
 
@@ -435,6 +448,12 @@ func (nd *node) check(req Request, r *RefusedError) verdict {
 			r.Lost++
 		}
 		return notLive
+	}
+	if slices.Contains(req.Exclude, nd.ID) {
+		if r != nil {
+			r.Excluded++
+		}
+		return excluded
 	}
 	if req.Runtime != "" && nd.Runtime != req.Runtime {
 		if r != nil {
@@ -460,6 +479,14 @@ func (nd *node) check(req Request, r *RefusedError) verdict {
 			r.MissingLabels++
 		}
 		return missingLabel
+	}
+	if req.TemplateRequired {
+		if _, ok := nd.templates[req.Template]; !ok {
+			if r != nil {
+				r.MissingTemplate++
+			}
+			return missingTemplate
+		}
 	}
 	committed := nd.Reserved.Add(nd.inFlight).Add(nd.confirmed)
 	free := nd.Capacity.Sub(committed)

@@ -434,6 +434,18 @@ func TestRefusalError(t *testing.T) {
 		want: []string{"no node can take the sandbox (2 CPUs, 4096 MiB memory, labels kvm, template base): of 12 live nodes, " +
 			"4 lack a required label: kvm (4); memory is short on 8 (most free: 2048 MiB) (and 1 draining, 0 lost)"},
 	}, {
+		name:  "template required",
+		nodes: []Node{mkNode("a", 4, 8192), mkNode("b", 4, 8192, withTemplates("other"))},
+		req:   Request{Template: "base", TemplateRequired: true, Resources: Resources{CPUCount: 1, MemoryMB: 512}},
+		short: []string{"template"},
+		want:  []string{"template base (required))", "of 2 live nodes, 2 do not hold the template base; none matches"},
+	}, {
+		name:  "excluded",
+		nodes: []Node{mkNode("a", 4, 8192), mkNode("b", 4, 8192, withState(Lost))},
+		req:   Request{Resources: Resources{CPUCount: 1, MemoryMB: 512}, Exclude: []string{"a"}},
+		short: []string{"nodes"},
+		want:  []string{"no live node (0 draining, 1 lost, 1 excluded)"},
+	}, {
 		name:  "no nodes",
 		req:   req(1, 512),
 		short: []string{"nodes"},
@@ -801,4 +813,37 @@ func TestSetStateSticky(t *testing.T) {
 		t.Fatalf("after the node's live heartbeat: state %s", got)
 	}
 	mustPlace(t, p, req(1, 512))
+}
+
+// A required template is placed only on the nodes holding it (or that a
+// confirmed create there pulled), however loaded the others are not.
+func TestTemplateRequired(t *testing.T) {
+	p := newPlacer(t, Config{}, mkNode("a", 16, 16384), mkNode("b", 16, 16384, withTemplates("py"), withReserved(12, 0)), mkNode("c", 16, 16384))
+	r := Request{Template: "py", TemplateRequired: true, Resources: Resources{CPUCount: 1, MemoryMB: 512}}
+	for range 4 {
+		res := mustPlace(t, p, r)
+		if res.NodeID() != "b" {
+			t.Fatalf("placed on %s, want b (the only holder)", res.NodeID())
+		}
+		res.Confirm(0)
+	}
+	if _, err := p.Place(r); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("b is full: got %v, want ErrNoCapacity", err)
+	}
+	r.TemplateRequired = false
+	if res := mustPlace(t, p, r); res.NodeID() == "b" {
+		t.Fatalf("not required: placed on the full node b")
+	}
+}
+
+// Excluded nodes are never chosen.
+func TestExclude(t *testing.T) {
+	p := newPlacer(t, Config{}, mkNode("a", 16, 16384), mkNode("b", 16, 16384), mkNode("c", 16, 16384))
+	for range 50 {
+		res := mustPlace(t, p, Request{Resources: Resources{CPUCount: 1, MemoryMB: 64}, Exclude: []string{"a", "c"}})
+		if res.NodeID() != "b" {
+			t.Fatalf("placed on %s, want b", res.NodeID())
+		}
+		res.Release()
+	}
 }

@@ -77,6 +77,13 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 	if err := m.CheckHostDisk(); err != nil {
 		return nil, err
 	}
+	if m.cfg.Admit != nil {
+		release, err := m.cfg.Admit(req.Limits)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	if sb, ok := m.createFromBoot(ctx, tpl, req, allowInternet); ok { // the warm pool or the boot snapshot
 		return sb, nil
 	}

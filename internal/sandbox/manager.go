@@ -123,6 +123,12 @@ type Config struct {
 	// keep for creates, pauses and uploads (0: DefaultDiskReserveMB; < 0: only
 	// a completely full disk refuses). See diskfull.go.
 	DiskReserveMB int
+	// Admit, when set, is asked before a create (cold or from a boot
+	// snapshot or the warm pool) takes anything, with its resolved limits:
+	// an error refuses the create (a cluster node at its stated capacity
+	// answers 503). release is called when the create ends either way
+	// (a created sandbox is counted by List by then).
+	Admit func(Limits) (release func(), err error)
 }
 
 // CreateRequest describes a sandbox to create.

@@ -55,7 +55,8 @@ func (m *Manager) PublishLayer(tmp, hash string, size int64, spec string) error 
 }
 
 // Register records name for the existing layer hash with spec (replacing
-// an earlier record of name).
+// an earlier record of name), after pushing the layer to the artifact store
+// (SetArtifacts) unless it is there.
 func (m *Manager) Register(ctx context.Context, name, hash, spec string) (*Template, error) {
 	if !m.present(hash) {
 		return nil, fmt.Errorf("%w: layer %s", ErrNotFound, hash)
@@ -63,6 +64,9 @@ func (m *Manager) Register(ctx context.Context, name, hash, spec string) (*Templ
 	size, err := treeSize(m.rootFS(hash))
 	if err != nil {
 		return nil, fmt.Errorf("measuring template %q: %w", name, err)
+	}
+	if err := m.push(ctx, hash); err != nil {
+		return nil, err
 	}
 	rec := &store.Template{Name: name, Hash: hash, SizeBytes: size, CreatedAt: time.Now().UTC(), Spec: spec}
 	if err := m.st.PutTemplate(ctx, rec); err != nil {

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/artifacts"
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
@@ -66,13 +67,29 @@ type Manager struct {
 	st    store.Store
 	log   *slog.Logger
 	build builderFunc // mmdebstrap in production; replaced in tests
+	// art is the artifact store templates are pushed to and pulled from
+	// (SetArtifacts); nil keeps them in the data dir only.
+	art    *artifacts.Store
+	onPull func() // OnPull
 
 	mu     sync.Mutex
 	builds map[string]*buildCall // in-flight builds by recipe name
+	pulls  map[string]*pullCall  // in-flight pulls by hash (artifacts.go)
 
 	// gcMu is held for reading by builds (Hold) and for writing by GC.
 	gcMu sync.RWMutex
+
+	// shared: the records are shared with other hosts (a cluster node), so
+	// a record whose files are not on this host is another node's template,
+	// not a stale record to remove (SetShared).
+	shared bool
 }
+
+// SetShared marks the store's template records as shared by several hosts
+// (the nodes of a cluster): Get then never removes a record whose files are
+// missing here, it only reports the template as not on this host. Call it
+// before the manager is used.
+func (m *Manager) SetShared(shared bool) { m.shared = shared }
 
 // NewManager returns a manager storing templates below
 // <dataDir>/templates. It removes leftovers of interrupted builds.
@@ -86,6 +103,7 @@ func NewManager(dataDir string, st store.Store, log *slog.Logger) *Manager {
 		log:    log.With("component", "template"),
 		build:  mmdebstrapBuild,
 		builds: map[string]*buildCall{},
+		pulls:  map[string]*pullCall{},
 	}
 	m.cleanStale()
 	return m
@@ -142,8 +160,20 @@ func (m *Manager) present(hash string) bool {
 }
 
 // Get returns the template recorded under alias name, or whose hash is
-// name. A record whose files vanished is removed and ErrNotFound returned.
+// name. A record whose files are missing here is pulled from the artifact
+// store (SetArtifacts) when the store has it; otherwise, on a single host,
+// the record is removed and ErrNotFound returned, and with shared records
+// (SetShared) ErrNotFound says the template is not on this node. A store
+// that cannot be reached, or that holds a corrupted copy, is an error (not
+// ErrNotFound) saying so.
 func (m *Manager) Get(ctx context.Context, name string) (*Template, error) {
+	return m.get(ctx, name, "")
+}
+
+// get is Get; a non-empty want pulls a missing template only when its
+// record names the hash want (Ensure: a record of another recipe version
+// is rebuilt, not pulled).
+func (m *Manager) get(ctx context.Context, name, want string) (*Template, error) {
 	rec, err := m.st.GetTemplate(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		rec, err = m.byHash(ctx, name)
@@ -151,14 +181,30 @@ func (m *Manager) Get(ctx context.Context, name string) (*Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !m.present(rec.Hash) {
-		m.log.Warn("template files missing; dropping record", "name", rec.Name, "hash", rec.Hash)
-		if err := m.st.DeleteTemplate(ctx, rec.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, fmt.Errorf("deleting stale template record %q: %w", rec.Name, err)
-		}
-		return nil, fmt.Errorf("%w: %q (files missing)", ErrNotFound, name)
+	if m.present(rec.Hash) {
+		return m.fromRecord(rec), nil
 	}
-	return m.fromRecord(rec), nil
+	var pullErr error
+	if m.art != nil && (want == "" || rec.Hash == want) {
+		pullErr = m.pull(ctx, rec.Hash)
+		if pullErr == nil {
+			return m.fromRecord(rec), nil
+		}
+		if !errors.Is(pullErr, artifacts.ErrNotFound) {
+			return nil, fmt.Errorf("template %q: pulling %s: %w", name, short(rec.Hash), pullErr)
+		}
+	}
+	if m.shared {
+		if pullErr != nil {
+			return nil, fmt.Errorf("%w: %q is not on this node, nor in the artifact store (%v)", ErrNotFound, name, pullErr)
+		}
+		return nil, fmt.Errorf("%w: %q is not on this node", ErrNotFound, name)
+	}
+	m.log.Warn("template files missing; dropping record", "name", rec.Name, "hash", rec.Hash)
+	if err := m.st.DeleteTemplate(ctx, rec.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("deleting stale template record %q: %w", rec.Name, err)
+	}
+	return nil, fmt.Errorf("%w: %q (files missing)", ErrNotFound, name)
 }
 
 func (m *Manager) byHash(ctx context.Context, hash string) (*store.Template, error) {
@@ -199,7 +245,10 @@ func (m *Manager) Ensure(ctx context.Context, name string, progress func(Progres
 	if err != nil {
 		return m.Get(ctx, name)
 	}
-	if t, err := m.Get(ctx, name); err == nil && t.Hash == r.Hash() {
+	if t, err := m.get(ctx, name, r.Hash()); err == nil && t.Hash == r.Hash() {
+		if err := m.push(ctx, t.Hash); err != nil { // built before --artifacts
+			return nil, err
+		}
 		return t, nil
 	} else if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
@@ -334,6 +383,23 @@ func (m *Manager) buildOnce(ctx context.Context, r *Recipe, force bool, progress
 		m.log.Warn("cached template has no usable metadata; rebuilding", "hash", hash, "err", err)
 		force = true
 	}
+	if !force && m.art != nil {
+		// Another host may have built this recipe already.
+		if progress != nil {
+			progress(Progress{Phase: PhaseFinalize, Message: "looking for the template in the artifact store"})
+		}
+		err := m.pull(ctx, hash)
+		if err == nil {
+			meta, err := m.readMeta(hash)
+			if err != nil {
+				return nil, err
+			}
+			return m.record(ctx, r, meta)
+		}
+		if !errors.Is(err, artifacts.ErrNotFound) {
+			return nil, fmt.Errorf("template %q: pulling %s: %w", r.Name, short(hash), err)
+		}
+	}
 	if err := os.MkdirAll(m.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating template dir: %w", err)
 	}
@@ -430,8 +496,12 @@ func (m *Manager) readMeta(hash string) (*templateMeta, error) {
 	return &meta, nil
 }
 
-// record stores the alias r.Name → meta.Hash.
+// record stores the alias r.Name → meta.Hash, after pushing the template
+// to the artifact store (SetArtifacts).
 func (m *Manager) record(ctx context.Context, r *Recipe, meta *templateMeta) (*Template, error) {
+	if err := m.push(ctx, meta.Hash); err != nil {
+		return nil, err
+	}
 	rec := &store.Template{
 		Name:      r.Name,
 		Hash:      meta.Hash,

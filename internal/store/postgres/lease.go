@@ -16,12 +16,14 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
-// The daemon lease keeps a second daemon off a database one daemon already
-// uses (until the cluster roles exist, a second one would take the first's
-// sandboxes for its own at restore and remove them). It is one row in
-// daemon_lease: the holder's random owner id, host, pid, start and last
-// heartbeat. Every time in it, and the staleness check, are the server's
-// clock (now()), never a daemon's.
+// The daemon lease keeps a second daemon of the same node off a database
+// (it would take the first's sandboxes for its own at restore and remove
+// them). It is one row in daemon_lease per node id ("" for --role all,
+// which is also the row a lease taken before the cluster schema became):
+// the holder's random owner id, host, pid, start and last heartbeat.
+// Daemons of different nodes each hold their own row and coexist. Every
+// time in it, and the staleness check, are the server's clock (now()),
+// never a daemon's.
 //
 // A daemon takes the lease when there is none or the holder's heartbeat is
 // older than StaleAfter; else AcquireLease fails with a *LeaseHeldError
@@ -59,6 +61,7 @@ type LeaseOptions struct {
 
 // LeaseHolder is the lease row as another daemon sees it.
 type LeaseHolder struct {
+	NodeID    string // the node whose lease it is ("" for --role all)
 	Hostname  string
 	PID       int
 	StartedAt time.Time
@@ -71,8 +74,12 @@ type LeaseHolder struct {
 type LeaseHeldError struct{ Holder LeaseHolder }
 
 func (e *LeaseHeldError) Error() string {
+	if e.Holder.NodeID != "" {
+		return fmt.Sprintf("node id %s already used by the airlock daemon on host %s (pid %d), last seen %s ago; "+
+			"one daemon per node id", e.Holder.NodeID, e.Holder.Hostname, e.Holder.PID, formatAgo(e.Holder.LastSeen))
+	}
 	return fmt.Sprintf("database already used by the airlock daemon on host %s (pid %d), last seen %s ago; "+
-		"one daemon per database until cluster roles exist", e.Holder.Hostname, e.Holder.PID, formatAgo(e.Holder.LastSeen))
+		"one single-host daemon per database (several hosts share one as cluster nodes: --role node)", e.Holder.Hostname, e.Holder.PID, formatAgo(e.Holder.LastSeen))
 }
 
 func formatAgo(d time.Duration) string {
@@ -101,8 +108,9 @@ type Lease struct {
 	stopped chan struct{}
 }
 
-// AcquireLease takes the database's daemon lease for this process and
-// heartbeats it until the DB is closed. A DB holds at most one lease.
+// AcquireLease takes the daemon lease of the DB's node (Options.NodeID)
+// for this process and heartbeats it until the DB is closed. A DB holds at
+// most one lease.
 func (d *DB) AcquireLease(ctx context.Context, opts LeaseOptions) (*Lease, error) {
 	if opts.Hostname == "" {
 		h, err := os.Hostname()
@@ -147,12 +155,12 @@ func (d *DB) AcquireLease(ctx context.Context, opts LeaseOptions) (*Lease, error
 			// ON CONFLICT DO UPDATE locks the existing row and checks WHERE
 			// on its latest version: of daemons starting together, one wins.
 			var owner string
-			err := d.pool.QueryRow(ctx, `INSERT INTO daemon_lease (id, owner, hostname, pid, started_at, heartbeat_at)
-				VALUES (true, $1, $2, $3, now(), now())
-				ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, hostname = excluded.hostname,
+			err := d.pool.QueryRow(ctx, `INSERT INTO daemon_lease (node_id, owner, hostname, pid, started_at, heartbeat_at)
+				VALUES ($5, $1, $2, $3, now(), now())
+				ON CONFLICT (node_id) DO UPDATE SET owner = excluded.owner, hostname = excluded.hostname,
 					pid = excluded.pid, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at
 				WHERE daemon_lease.heartbeat_at < now() - make_interval(secs => $4)
-				RETURNING owner`, l.owner, opts.Hostname, opts.PID, opts.StaleAfter.Seconds()).Scan(&owner)
+				RETURNING owner`, l.owner, opts.Hostname, opts.PID, opts.StaleAfter.Seconds(), d.nodeID).Scan(&owner)
 			if errors.Is(err, pgx.ErrNoRows) {
 				got = false
 				return nil
@@ -178,19 +186,19 @@ func (d *DB) AcquireLease(ctx context.Context, opts LeaseOptions) (*Lease, error
 	}
 	d.lease.Store(l)
 	go l.loop()
-	d.log.Info("daemon lease taken", "db", d.where, "host", opts.Hostname, "pid", opts.PID)
+	d.log.Info("daemon lease taken", "db", d.where, "node", d.nodeID, "host", opts.Hostname, "pid", opts.PID)
 	return l, nil
 }
 
-// leaseHolder reads the lease row.
+// leaseHolder reads the lease row of the DB's node.
 func (d *DB) leaseHolder(ctx context.Context) (LeaseHolder, error) {
 	var (
-		h    LeaseHolder
+		h    = LeaseHolder{NodeID: d.nodeID}
 		secs float64
 	)
 	err := d.retry(ctx, func(ctx context.Context) error {
 		return d.pool.QueryRow(ctx, `SELECT hostname, pid, started_at, extract(epoch FROM now() - heartbeat_at)::float8
-			FROM daemon_lease`).Scan(&h.Hostname, &h.PID, &h.StartedAt, &secs)
+			FROM daemon_lease WHERE node_id = $1`, d.nodeID).Scan(&h.Hostname, &h.PID, &h.StartedAt, &secs)
 	})
 	h.StartedAt = h.StartedAt.UTC()
 	h.LastSeen = time.Duration(secs * float64(time.Second))
@@ -249,7 +257,7 @@ func (l *Lease) loop() {
 		cancel()
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
-			l.d.log.Error("daemon lease lost: another daemon took the database; refusing every store operation", "db", l.d.where, "err", err)
+			l.d.log.Error("daemon lease lost: another daemon took it; refusing every store operation", "db", l.d.where, "node", l.d.nodeID, "err", err)
 			return
 		case err != nil:
 			failures++
@@ -276,7 +284,7 @@ func (l *Lease) beat(ctx context.Context) error {
 	sent := time.Since(l.base)
 	var n int64
 	err := l.d.retry(ctx, func(ctx context.Context) error {
-		tag, err := l.d.pool.Exec(ctx, "UPDATE daemon_lease SET heartbeat_at = now() WHERE owner = $1", l.owner)
+		tag, err := l.d.pool.Exec(ctx, "UPDATE daemon_lease SET heartbeat_at = now() WHERE node_id = $1 AND owner = $2", l.d.nodeID, l.owner)
 		n = tag.RowsAffected()
 		return err
 	})
@@ -303,7 +311,7 @@ func (l *Lease) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := l.d.retry(ctx, func(ctx context.Context) error {
-		_, err := l.d.pool.Exec(ctx, "DELETE FROM daemon_lease WHERE owner = $1", l.owner)
+		_, err := l.d.pool.Exec(ctx, "DELETE FROM daemon_lease WHERE node_id = $1 AND owner = $2", l.d.nodeID, l.owner)
 		return err
 	})
 	if err != nil {
@@ -311,5 +319,5 @@ func (l *Lease) release() {
 			"stale_after", l.opts.StaleAfter, "err", err)
 		return
 	}
-	l.d.log.Info("daemon lease released", "db", l.d.where)
+	l.d.log.Info("daemon lease released", "db", l.d.where, "node", l.d.nodeID)
 }

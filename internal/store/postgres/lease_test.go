@@ -31,7 +31,7 @@ func heldBy(t *testing.T, db *DB, opts LeaseOptions, host string, pid int) {
 		t.Fatalf("AcquireLease(%s): %v; want a *LeaseHeldError naming %s", opts.Hostname, err, host)
 	}
 	want := regexp.MustCompile(`^database already used by the airlock daemon on host ` + regexp.QuoteMeta(host) +
-		` \(pid \d+\), last seen (less than 1 s|\d+ s) ago; one daemon per database until cluster roles exist$`)
+		` \(pid \d+\), last seen (less than 1 s|\d+ s) ago; one single-host daemon per database \(several hosts share one as cluster nodes: --role node\)$`)
 	if !want.MatchString(err.Error()) {
 		t.Fatalf("message %q does not match %s", err, want)
 	}

@@ -18,8 +18,9 @@ type migration struct {
 }
 
 // migrations hold the same content as the SQLite schema (which got there
-// in three steps), plus the daemon lease (SQLite has the data-dir lock) in PostgreSQL's types: timestamptz (NULL for the zero
-// time), bigint sizes, boolean flags, jsonb for the maps the store encodes
+// in three steps), plus the daemon lease (SQLite has the data-dir lock)
+// and the cluster's tables, in PostgreSQL's types: timestamptz (NULL for
+// the zero time), bigint sizes, boolean flags, jsonb for the maps the store encodes
 // itself. Spec, extra and logs stay text: they are documents owned by other
 // layers that must come back byte for byte, may be empty, and may carry
 // "\u0000" escapes that jsonb refuses.
@@ -95,6 +96,56 @@ CREATE TABLE daemon_lease (
 	started_at   timestamptz NOT NULL,
 	heartbeat_at timestamptz NOT NULL
 );`,
+	},
+	{
+		// The cluster roles (issue 17, internal/cluster). Sandboxes,
+		// snapshots and builds belong to the node that runs or holds them;
+		// rows from before get '', the scope of --role all, so a single
+		// host upgrades in place. The lease becomes one row per node id,
+		// keeping a running holder's row (as node ''). Nodes and lost
+		// sandboxes are the cluster's own rows (cluster.go).
+		name: "cluster",
+		sql: `
+CREATE TABLE nodes (
+	id                 text PRIMARY KEY,
+	addr               text NOT NULL DEFAULT '',
+	state              text NOT NULL DEFAULT 'live' CHECK (state IN ('live', 'draining', 'lost')),
+	runtime            text NOT NULL DEFAULT '',
+	labels             jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(labels) = 'array'),
+	version            text NOT NULL DEFAULT '',
+	gen                bigint NOT NULL DEFAULT 0,
+	cpus               integer NOT NULL DEFAULT 0,
+	memory_mb          integer NOT NULL DEFAULT 0,
+	disk_mb            integer NOT NULL DEFAULT 0,
+	max_sandboxes      integer NOT NULL DEFAULT 0,
+	reserved_cpus      integer NOT NULL DEFAULT 0,
+	reserved_memory_mb integer NOT NULL DEFAULT 0,
+	sandboxes          integer NOT NULL DEFAULT 0,
+	templates          jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(templates) = 'array'),
+	warm_pool          jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(warm_pool) = 'object'),
+	started_at         timestamptz,
+	heartbeat_at       timestamptz NOT NULL DEFAULT now(),
+	lost_at            timestamptz
+);
+ALTER TABLE sandboxes ADD COLUMN node_id text NOT NULL DEFAULT '';
+ALTER TABLE snapshots ADD COLUMN node_id text NOT NULL DEFAULT '';
+ALTER TABLE template_builds ADD COLUMN node_id text NOT NULL DEFAULT '';
+-- A node lists its own rows in the order the store returns them; the
+-- reaper finds a lost node's running sandboxes.
+CREATE INDEX sandboxes_node ON sandboxes (node_id, started_at NULLS FIRST, id);
+CREATE INDEX snapshots_node ON snapshots (node_id, created_at NULLS FIRST, id);
+CREATE INDEX snapshots_name ON snapshots (name) WHERE name <> '';
+CREATE INDEX template_builds_node ON template_builds (node_id, template_id, created_at);
+CREATE TABLE lost_sandboxes (
+	sandbox_id text PRIMARY KEY,
+	node_id    text NOT NULL,
+	lost_at    timestamptz NOT NULL,
+	reason     text NOT NULL
+);
+CREATE INDEX lost_sandboxes_lost_at ON lost_sandboxes (lost_at);
+ALTER TABLE daemon_lease ADD COLUMN node_id text NOT NULL DEFAULT '';
+ALTER TABLE daemon_lease DROP COLUMN id; -- and with it the one-row key
+ALTER TABLE daemon_lease ADD PRIMARY KEY (node_id);`,
 	},
 }
 

@@ -2,8 +2,14 @@
 // pool), for hosts that share one database. Its schema is evolved by an
 // ordered list of migrations recorded in schema_migrations and applied at
 // Open under an advisory lock, so daemons starting together migrate once.
-// Besides the store it offers LISTEN/NOTIFY (notify.go) and the daemon
-// lease that keeps a second daemon off the database (lease.go).
+// Besides the store it offers LISTEN/NOTIFY (notify.go), the daemon lease
+// that keeps a second daemon of the same node off the database (lease.go)
+// and cluster.Store, the cluster's own rows (cluster.go).
+//
+// A DB is scoped to one node (Options.NodeID; "" is --role all): its
+// sandboxes, snapshots and template builds are that node's rows only, so
+// the nodes of a cluster share one database without restoring or removing
+// each other's sandboxes. Templates and settings are shared by all nodes.
 //
 // Lost connections are replaced by the pool: after the server restarts,
 // the next operations reconnect (a call in flight when it went away fails).
@@ -44,13 +50,32 @@ type DB struct {
 
 	// lease is the daemon lease once AcquireLease took it (lease.go).
 	lease atomic.Pointer[Lease]
+
+	// nodeID scopes the sandbox, snapshot and build rows (Options.NodeID).
+	nodeID string
+}
+
+// Options are a DB's settings beyond the connection string.
+type Options struct {
+	// NodeID is the node whose sandboxes, snapshots and template builds
+	// the DB reads and writes: its --node-id under --role node, "" for
+	// --role all (the rows of a single host, also those from before the
+	// cluster schema) and for the api tier, which reads every node's rows
+	// through cluster.Store instead.
+	NodeID string
 }
 
 var _ store.Full = (*DB)(nil)
 
 // Open connects to the database at connString (a postgres:// URL or a
-// key=value DSN) and brings its schema up to date. log may be nil.
+// key=value DSN) and brings its schema up to date, as the store of node ""
+// (--role all). log may be nil.
 func Open(ctx context.Context, connString string, log *slog.Logger) (*DB, error) {
+	return OpenWith(ctx, connString, Options{}, log)
+}
+
+// OpenWith is Open with options: the node scope.
+func OpenWith(ctx context.Context, connString string, opts Options, log *slog.Logger) (*DB, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -71,7 +96,7 @@ func Open(ctx context.Context, connString string, log *slog.Logger) (*DB, error)
 		pool.Close()
 		return nil, fmt.Errorf("connecting to %s: %w", where, err)
 	}
-	d := &DB{pool: pool, log: log, where: where, done: make(chan struct{})}
+	d := &DB{pool: pool, log: log, where: where, done: make(chan struct{}), nodeID: opts.NodeID}
 	if err := d.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("%s: %w", where, err)
@@ -101,11 +126,17 @@ func (d *DB) Close() error {
 // String names the database (without the password).
 func (d *DB) String() string { return d.where }
 
+// NodeID is the node the DB is scoped to ("" for --role all).
+func (d *DB) NodeID() string { return d.nodeID }
+
 const sandboxColumns = `id, template_id, template_hash, alias, state, runtime, slot, guest_ip,
 	access_token, traffic_token, metadata, env_vars, allow_internet,
 	cpu_count, memory_mb, disk_size_mb, started_at, end_at, on_timeout, extra`
 
-// PutSandbox inserts or replaces a sandbox row.
+// PutSandbox inserts or replaces a sandbox row, as this node's: a row
+// another node held moves here (a paused sandbox resumed on this node),
+// and that is announced on RoutesChannel so route caches drop the old
+// node.
 func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 	if s == nil || s.ID == "" {
 		return errors.New("put sandbox: empty id")
@@ -118,9 +149,12 @@ func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: env vars: %w", s.ID, err)
 	}
-	_, err = d.exec(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-	VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)
-	ON CONFLICT (id) DO UPDATE SET
+	// Every part of the statement sees the table as it was before it, so
+	// prev is the row's old node, if any.
+	_, err = d.exec(ctx, `WITH prev AS (SELECT node_id FROM sandboxes WHERE id = $1),
+	put AS (INSERT INTO sandboxes (`+sandboxColumns+`, node_id)
+	VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21)
+	ON CONFLICT (id) DO UPDATE SET node_id=excluded.node_id,
 		template_id=excluded.template_id, template_hash=excluded.template_hash,
 		alias=excluded.alias, state=excluded.state, runtime=excluded.runtime,
 		slot=excluded.slot, guest_ip=excluded.guest_ip,
@@ -129,10 +163,12 @@ func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 		allow_internet=excluded.allow_internet, cpu_count=excluded.cpu_count,
 		memory_mb=excluded.memory_mb, disk_size_mb=excluded.disk_size_mb,
 		started_at=excluded.started_at, end_at=excluded.end_at,
-		on_timeout=excluded.on_timeout, extra=excluded.extra`,
+		on_timeout=excluded.on_timeout, extra=excluded.extra)
+	SELECT pg_notify($22, $1) FROM prev WHERE prev.node_id <> $21`,
 		s.ID, s.TemplateID, s.TemplateHash, s.Alias, s.State, s.Runtime, s.Slot, s.GuestIP,
 		s.AccessToken, s.TrafficToken, meta, envs, s.AllowInternet,
-		s.CPUCount, s.MemoryMB, s.DiskSizeMB, encodeTime(s.StartedAt), encodeTime(s.EndAt), s.OnTimeout, s.Extra)
+		s.CPUCount, s.MemoryMB, s.DiskSizeMB, encodeTime(s.StartedAt), encodeTime(s.EndAt), s.OnTimeout, s.Extra,
+		d.nodeID, RoutesChannel)
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: %w", s.ID, err)
 	}
@@ -161,13 +197,13 @@ func scanSandbox(r pgx.Row) (*store.Sandbox, error) {
 	return &s, nil
 }
 
-// GetSandbox returns one sandbox or store.ErrNotFound.
+// GetSandbox returns one of this node's sandboxes or store.ErrNotFound.
 func (d *DB) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) {
 	var s *store.Sandbox
 	err := d.queryRow(ctx, func(r pgx.Row) (err error) {
 		s, err = scanSandbox(r)
 		return err
-	}, "SELECT "+sandboxColumns+" FROM sandboxes WHERE id = $1", id)
+	}, "SELECT "+sandboxColumns+" FROM sandboxes WHERE id = $1 AND node_id = $2", id, d.nodeID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("sandbox %s: %w", id, store.ErrNotFound)
 	}
@@ -177,15 +213,20 @@ func (d *DB) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) 
 	return s, nil
 }
 
-// ListSandboxes returns all sandboxes ordered by start time (unstarted
-// ones first, as the zero time sorts first in SQLite).
+// ListSandboxes returns this node's sandboxes ordered by start time
+// (unstarted ones first, as the zero time sorts first in SQLite).
 func (d *DB) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
-	return list(ctx, d, "sandboxes", "SELECT "+sandboxColumns+" FROM sandboxes ORDER BY started_at NULLS FIRST, id", scanSandbox)
+	return list(ctx, d, "sandboxes", "SELECT "+sandboxColumns+
+		" FROM sandboxes WHERE node_id = $1 ORDER BY started_at NULLS FIRST, id", scanSandbox, d.nodeID)
 }
 
-// DeleteSandbox removes a sandbox; store.ErrNotFound if it did not exist.
+// DeleteSandbox removes one of this node's sandboxes; store.ErrNotFound if
+// it did not exist. The same statement announces it on RoutesChannel, so
+// a route cache never outlives the row by more than the notification's
+// trip (and nothing is sent when no row went).
 func (d *DB) DeleteSandbox(ctx context.Context, id string) error {
-	return d.deleteRow(ctx, "DELETE FROM sandboxes WHERE id = $1", "sandbox", id)
+	return d.deleteRow(ctx, `WITH gone AS (DELETE FROM sandboxes WHERE id = $1 AND node_id = $2 RETURNING id)
+		SELECT pg_notify($3, id) FROM gone`, "sandbox", id, d.nodeID, RoutesChannel)
 }
 
 const templateColumns = "name, hash, runtime, size_bytes, created_at, spec"
@@ -296,8 +337,10 @@ func list[T any](ctx context.Context, d *DB, what, query string, scan func(pgx.R
 	return out, nil
 }
 
-func (d *DB) deleteRow(ctx context.Context, query, kind, key string) error {
-	tag, err := d.exec(ctx, query, key)
+// deleteRow runs query, whose first argument is key, and reports
+// store.ErrNotFound when it affected (or, for a SELECT, returned) no row.
+func (d *DB) deleteRow(ctx context.Context, query, kind, key string, more ...any) error {
+	tag, err := d.exec(ctx, query, append([]any{key}, more...)...)
 	if err != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, key, err)
 	}

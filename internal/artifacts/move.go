@@ -1,0 +1,33 @@
+package artifacts
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// MoveDir moves the cached tree of digest d (fetched by GetDir) to dst,
+// out of the cache: the caller owns it from then on, and the next GetDir of
+// that digest downloads it again. This is how a consumer that keeps a tree
+// for good (a pulled template) takes it without a second copy on disk. A
+// tree being downloaded is never moved; one the cache does not hold (taken
+// by another caller meanwhile) fails with an error matching fs.ErrNotExist,
+// so the caller can GetDir again. dst must be on the cache's file system
+// (else the rename fails with EXDEV and the cache keeps the tree) and must
+// not exist.
+func (s *Store) MoveDir(d Digest, dst string) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	src := filepath.Join(s.cache, "trees", d.Hex())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, busy := s.flights[src]; busy {
+		return fmt.Errorf("artifacts: tree %s is being downloaded: %w", d, os.ErrNotExist)
+	}
+	if err := os.Rename(src, dst); err != nil {
+		return fmt.Errorf("artifacts: moving tree %s out of the cache: %w", d, err)
+	}
+	syncDir(filepath.Dir(src))
+	return nil
+}

@@ -1,0 +1,354 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/middleware"
+	"github.com/airlock-sandbox/airlock/internal/proxy"
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// cpuOvercommit is how many sandbox CPUs a node states per host CPU: a
+// sandbox's CPUs are a cgroup share and a ceiling, not a reservation, and
+// most sandboxes idle (E2B overcommits the same way).
+const cpuOvercommit = 4
+
+// nodeState is a --role node daemon's side of the cluster: it guards the
+// node's HTTP stack with the cluster secret, stamps responses with the node
+// id and creates with the heartbeat generation that counts them, and
+// heartbeats the node's capacity and load into the nodes table.
+type nodeState struct {
+	d  *daemon
+	cs cluster.Store
+	// gen is the generation of the last heartbeat sampled (placement.Node.Gen).
+	gen     atomic.Uint64
+	started time.Time
+	// beatMu serialises heartbeats (the ticker's and beatNow's); failing,
+	// under it, is set while heartbeats fail (logged once per outage).
+	beatMu  sync.Mutex
+	failing bool
+	// registered is set once the node heartbeats (it is ready).
+	registered atomic.Bool
+
+	// admitMu guards admitting: the resources of creates admitted and not
+	// yet ended (admit).
+	admitMu   sync.Mutex
+	admitting sandbox.Limits
+}
+
+func newNodeState(d *daemon) *nodeState {
+	cs, _ := d.st.(cluster.Store) // checkRole required a PostgreSQL store
+	n := &nodeState{d: d, cs: cs, started: time.Now()}
+	// Generations must grow across restarts too: the api tier ignores a
+	// heartbeat older than one it has seen. Counting from the start time
+	// in milliseconds does it (a node heartbeats far less than once a
+	// millisecond).
+	n.gen.Store(uint64(n.started.UnixMilli()))
+	return n
+}
+
+// capacity is what the node states it lets sandboxes hold.
+func (n *nodeState) capacity() (cpus, memoryMB, sandboxes int) {
+	cpus, memoryMB = n.d.cfg.NodeCPUs, n.d.cfg.NodeMemoryMB
+	if cpus <= 0 {
+		cpus = goruntime.NumCPU() * cpuOvercommit
+	}
+	if memoryMB <= 0 {
+		memoryMB = nodeMemoryMB()
+	}
+	return cpus, memoryMB, 1 << (32 - n.d.subnet.Bits() - 2)
+}
+
+// held sums what the node's sandboxes hold: CPUs and memory of the running
+// ones (a paused one holds disk only) and the count of all.
+func (n *nodeState) held() (cpus, memoryMB, count int) {
+	for _, sb := range n.d.mgr.List() {
+		count++
+		if sb.State == sandbox.StateRunning {
+			cpus += sb.CPUCount
+			memoryMB += sb.MemoryMB
+		}
+	}
+	return cpus, memoryMB, count
+}
+
+// admit is the node's own check of a create (sandbox.Config.Admit): the
+// api tier places within the capacity the node states, but each api
+// instance counts only its own creates in flight, so the node refuses one
+// that would take it past that capacity (503, and the api tier's caller
+// retries). Creates admitted and not yet registered count too.
+func (n *nodeState) admit(l sandbox.Limits) (func(), error) {
+	n.admitMu.Lock()
+	defer n.admitMu.Unlock()
+	capCPU, capMem, capCount := n.capacity()
+	cpus, mem, count := n.held()
+	cpus += n.admitting.CPUCount
+	mem += n.admitting.MemoryMB
+	switch {
+	case cpus+l.CPUCount > capCPU:
+		return nil, &sandbox.Error{Code: http.StatusServiceUnavailable, Msg: fmt.Sprintf(
+			"node %s is full: %d of %d CPUs held, the sandbox needs %d", n.d.role.nodeID, cpus, capCPU, l.CPUCount)}
+	case mem+l.MemoryMB > capMem:
+		return nil, &sandbox.Error{Code: http.StatusServiceUnavailable, Msg: fmt.Sprintf(
+			"node %s is full: %d of %d MiB memory held, the sandbox needs %d", n.d.role.nodeID, mem, capMem, l.MemoryMB)}
+	case count >= capCount:
+		return nil, &sandbox.Error{Code: http.StatusServiceUnavailable, Msg: fmt.Sprintf(
+			"node %s is full: %d sandboxes", n.d.role.nodeID, count)}
+	}
+	n.admitting.CPUCount += l.CPUCount
+	n.admitting.MemoryMB += l.MemoryMB
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			n.admitMu.Lock()
+			n.admitting.CPUCount -= l.CPUCount
+			n.admitting.MemoryMB -= l.MemoryMB
+			n.admitMu.Unlock()
+		})
+	}, nil
+}
+
+// guard refuses every request without the cluster secret, except GET
+// /health of the node itself (probes). The secret is removed before the
+// request goes on, so it never reaches a sandbox.
+func (n *nodeState) guard(next http.Handler) http.Handler {
+	id := n.d.role.nodeID
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(cluster.HeaderNode, id)
+		if !n.public(r) {
+			if !cluster.SecretValid(n.d.role.secret, r.Header.Get(cluster.HeaderSecret)) {
+				middleware.WriteError(w, http.StatusUnauthorized,
+					"this is an Airlock cluster node: requests come through the api tier (missing or wrong cluster secret)")
+				return
+			}
+			r.Header.Del(cluster.HeaderSecret)
+		}
+		if r.Method == http.MethodPost && (r.URL.Path == "/sandboxes" || r.URL.Path == "/v2/sandboxes") &&
+			r.Header.Get(proxy.HeaderSandboxID) == "" {
+			w = &genWriter{ResponseWriter: w, gen: &n.gen}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// public: the node's own GET /health (not a sandbox's, by header or host).
+func (n *nodeState) public(r *http.Request) bool {
+	if r.Method != http.MethodGet || r.URL.Path != "/health" || r.Header.Get(proxy.HeaderSandboxID) != "" {
+		return false
+	}
+	_, _, sandboxHost := proxy.ParseSandboxHost(r.Host)
+	return !sandboxHost
+}
+
+// genWriter stamps a create's response with the generation of the first
+// heartbeat that will count the new sandbox: the current generation + 1,
+// read when the response starts (the sandbox is registered by then), and a
+// heartbeat bumps the generation before it samples.
+type genWriter struct {
+	http.ResponseWriter
+	gen   *atomic.Uint64
+	wrote bool
+}
+
+func (g *genWriter) WriteHeader(code int) {
+	if !g.wrote {
+		g.wrote = true
+		g.Header().Set(cluster.HeaderGen, strconv.FormatUint(g.gen.Load()+1, 10))
+	}
+	g.ResponseWriter.WriteHeader(code)
+}
+
+func (g *genWriter) Write(b []byte) (int, error) {
+	if !g.wrote {
+		g.WriteHeader(http.StatusOK)
+	}
+	return g.ResponseWriter.Write(b)
+}
+
+func (g *genWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
+
+// run heartbeats every cluster.HeartbeatInterval until ctx ends. It starts
+// once the node is ready (its default templates exist), so the api tier
+// never places a sandbox on a node that cannot start it.
+func (n *nodeState) run(ctx context.Context) {
+	if n.cs == nil {
+		n.d.log.Error("cluster node: the store has no cluster tables; not registering")
+		return
+	}
+	n.d.log.Info("cluster node: registering", "node", n.d.role.nodeID, "advertise", n.d.role.advertise, "labels", n.d.role.labels)
+	t := time.NewTicker(cluster.HeartbeatInterval)
+	defer t.Stop()
+	n.registered.Store(true)
+	for {
+		n.beat(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// beat samples the node and writes one heartbeat; a node the api tier
+// marked lost reconciles first.
+func (n *nodeState) beat(ctx context.Context) {
+	n.beatMu.Lock()
+	defer n.beatMu.Unlock()
+	hb := n.sample(ctx)
+	bctx, cancel := context.WithTimeout(ctx, cluster.HeartbeatInterval*2)
+	defer cancel()
+	state, err := n.cs.Heartbeat(bctx, hb)
+	if err != nil {
+		if !n.failing && ctx.Err() == nil {
+			n.d.log.Warn("cluster node: heartbeat failed (retrying)", "err", err)
+		}
+		n.failing = true
+		return
+	}
+	if n.failing {
+		n.d.log.Info("cluster node: heartbeat written again")
+		n.failing = false
+	}
+	if state == cluster.StateLost {
+		n.reconcile(ctx)
+	}
+}
+
+// sample is the node's heartbeat: capacity, what its sandboxes hold, the
+// templates on its disk and its warm pool.
+func (n *nodeState) sample(ctx context.Context) cluster.Node {
+	d := n.d
+	capCPU, capMem, capCount := n.capacity()
+	hb := cluster.Node{
+		ID: d.role.nodeID, Addr: d.role.advertise, Runtime: d.rtInfo.Runtime, Labels: slices.Clone(d.role.labels),
+		Gen:  n.gen.Add(1), // before sampling: see genWriter
+		CPUs: capCPU, MemoryMB: capMem, MaxSandboxes: capCount,
+		WarmPool:  d.mgr.WarmPoolSizes(),
+		StartedAt: n.started,
+	}
+	if d.rtInfo.Accel == "kvm" && !slices.Contains(hb.Labels, "kvm") {
+		hb.Labels = append(hb.Labels, "kvm")
+	}
+	hb.ReservedCPUs, hb.ReservedMemoryMB, hb.Sandboxes = n.held()
+	if ts, err := d.tm.List(ctx); err == nil {
+		for _, t := range ts {
+			hb.Templates = append(hb.Templates, t.Name)
+			if !slices.Contains(hb.Templates, t.Hash) {
+				hb.Templates = append(hb.Templates, t.Hash)
+			}
+		}
+	}
+	return hb
+}
+
+// reconcile runs when the api tier marked this node lost (its heartbeats
+// stopped for longer than cluster.LostAfter, e.g. cut off from the
+// database): the api tier then reported the running sandboxes gone and
+// removed their rows. A sandbox still alive here without its row is killed,
+// so no sandbox is ever served twice; then the node is live again.
+func (n *nodeState) reconcile(ctx context.Context) {
+	d := n.d
+	killed := 0
+	for _, sb := range d.mgr.List() {
+		// Gone: its row was removed, or it is recorded lost (a row the node
+		// wrote back before this heartbeat, e.g. an automatic pause, does not
+		// make it ours again: the api tier already reported it gone).
+		_, err := d.st.GetSandbox(ctx, sb.ID)
+		_, lostErr := n.cs.LostSandbox(ctx, sb.ID)
+		if !errors.Is(err, store.ErrNotFound) && lostErr != nil {
+			continue
+		}
+		live, err := d.mgr.Lookup(sb.ID)
+		if err != nil {
+			continue
+		}
+		if err := live.Kill(ctx); err != nil {
+			d.log.Warn("cluster node: killing a sandbox lost with this node", "sandbox", sb.ID, "err", err)
+			continue
+		}
+		killed++
+	}
+	if err := n.cs.SetNodeState(ctx, d.role.nodeID, cluster.StateLive); err != nil {
+		d.log.Warn("cluster node: marking the node live again", "err", err)
+		return
+	}
+	d.log.Warn("cluster node: this node had been marked lost; reconciled and live again", "killed_lost_sandboxes", killed)
+}
+
+// hostMemory is the host's total memory in bytes (0 when unknown).
+func hostMemory() uint64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return uint64(si.Totalram) * uint64(si.Unit)
+}
+
+// nodeMemoryMB is the memory a node lets sandboxes hold: the host's, less
+// the warm pool's reserve (1 GiB and a tenth).
+func nodeMemoryMB() int {
+	total, reserve := hostMemory(), poolMemoryReserve()
+	if total <= reserve {
+		return 0
+	}
+	return int((total - reserve) >> 20)
+}
+
+// beatNow heartbeats at once, when the node's templates changed: a
+// template a build just recorded is in the nodes table before the build's
+// answer ends, so the create a client sends next is placed here.
+func (n *nodeState) beatNow() {
+	if !n.registered.Load() || n.cs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cluster.HeartbeatInterval)
+	defer cancel()
+	n.beat(ctx)
+}
+
+// templateRecords is the template manager's store on a node: a template
+// record written or removed is heartbeated at once (beatNow).
+type templateRecords struct {
+	store.Store
+	changed func()
+}
+
+func (t templateRecords) PutTemplate(ctx context.Context, rec *store.Template) error {
+	err := t.Store.PutTemplate(ctx, rec)
+	if err == nil {
+		t.changed()
+	}
+	return err
+}
+
+func (t templateRecords) DeleteTemplate(ctx context.Context, name string) error {
+	err := t.Store.DeleteTemplate(ctx, name)
+	if err == nil {
+		t.changed()
+	}
+	return err
+}
+
+// trusted is, on a node, the check of a request the api tier authenticated
+// (api.Options.Trusted): the node's guard let only requests with the
+// cluster secret in, and the api tier sets cluster.HeaderAuthenticated on
+// those whose API key it checked (and removes it from all others). nil on a
+// single host: every request needs the key.
+func (d *daemon) trusted() func(*http.Request) bool {
+	if !d.role.node {
+		return nil
+	}
+	return func(r *http.Request) bool { return r.Header.Get(cluster.HeaderAuthenticated) != "" }
+}

@@ -1,0 +1,145 @@
+package daemon
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-sandbox/airlock/internal/cluster"
+)
+
+func TestCheckRole(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(t.TempDir(), "short")
+	if err := os.WriteFile(short, []byte("abc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AIRLOCK_CLUSTER_SECRET", "")
+	const pg = "postgres://u:p@127.0.0.1:5432/db"
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		want  string // error substring; "" = ok
+		check func(t *testing.T, r role)
+	}{
+		{name: "default is all", cfg: Config{}, check: func(t *testing.T, r role) {
+			if r.name != cluster.RoleAll || r.api || r.node || r.nodeID != "" {
+				t.Errorf("role %+v", r)
+			}
+		}},
+		{name: "all refuses node flags", cfg: Config{Role: "all", NodeID: "n1"}, want: "--node-id is a cluster flag"},
+		{name: "all refuses capacity flags", cfg: Config{NodeCPUs: 8}, want: "--node-cpus is a cluster flag"},
+		{name: "negative capacity", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:1", NodeID: "n1", NodeMemoryMB: -1}, want: "must not be negative"},
+		{name: "unknown role", cfg: Config{Role: "worker"}, want: `invalid --role "worker"`},
+		{name: "api needs postgres", cfg: Config{Role: "api", ClusterSecretFile: secretFile}, want: "needs --store postgres://"},
+		{name: "node needs postgres not sqlite", cfg: Config{Role: "node", Store: "/tmp/x.db", ClusterSecretFile: secretFile}, want: "needs --store postgres://"},
+		{name: "secret required", cfg: Config{Role: "node", Store: pg, Listen: "127.0.0.1:1"}, want: "need a cluster secret"},
+		{name: "secret too short", cfg: Config{Role: "node", Store: pg, Listen: "127.0.0.1:1", ClusterSecretFile: short}, want: "too short"},
+		{name: "api refuses node flags", cfg: Config{Role: "api", Store: pg, ClusterSecretFile: secretFile, NodeID: "x"}, want: "node flags"},
+		{name: "api", cfg: Config{Role: "api", Store: pg, ClusterSecretFile: secretFile}, check: func(t *testing.T, r role) {
+			if !r.api || r.node || r.secret != "0123456789abcdef0123" {
+				t.Errorf("role %+v", r)
+			}
+		}},
+		{name: "node advertises its listen address", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "10.0.0.5:7000", NodeID: "n1", NodeLabels: []string{"ssd", "gpu", "ssd"}},
+			check: func(t *testing.T, r role) {
+				if !r.node || r.nodeID != "n1" || r.advertise != "10.0.0.5:7000" || strings.Join(r.labels, ",") != "ssd,gpu" {
+					t.Errorf("role %+v", r)
+				}
+			}},
+		{name: "node on 0.0.0.0 needs --advertise-addr", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "0.0.0.0:7000", NodeID: "n1"}, want: "give --advertise-addr"},
+		{name: "node advertise flag", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "0.0.0.0:7000", NodeID: "n1", AdvertiseAddr: "192.168.1.4:7000"},
+			check: func(t *testing.T, r role) {
+				if r.advertise != "192.168.1.4:7000" {
+					t.Errorf("advertise %q", r.advertise)
+				}
+			}},
+		{name: "bad node id", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:1", NodeID: "Node One"}, want: "invalid node id"},
+		{name: "bad label", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:1", NodeID: "n1", NodeLabels: []string{"a b"}}, want: "invalid --node-labels"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			r, err := checkRole(&cfg)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("err = %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+		})
+	}
+	t.Run("secret from the environment, node id from the host name", func(t *testing.T) {
+		t.Setenv("AIRLOCK_CLUSTER_SECRET", "env-secret-0123456789")
+		cfg := Config{Role: "node", Store: pg, Listen: "127.0.0.1:9"}
+		r, err := checkRole(&cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, _ := os.Hostname()
+		if r.secret != "env-secret-0123456789" || r.nodeID != strings.ToLower(host) {
+			t.Errorf("role %+v", r)
+		}
+	})
+}
+
+func TestNodeGuard(t *testing.T) {
+	const secret = "s3cret-s3cret-s3cret"
+	n := &nodeState{d: &daemon{role: role{node: true, nodeID: "n7", secret: secret}}}
+	n.gen.Store(41)
+	var sawSecret bool
+	h := n.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sawSecret = r.Header.Get(cluster.HeaderSecret) != ""
+		w.WriteHeader(http.StatusCreated)
+	}))
+	do := func(method, target, host string, hdr map[string]string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, target, nil)
+		if host != "" {
+			r.Host = host
+		}
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	if w := do("GET", "/sandboxes", "", nil); w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "cluster secret") {
+		t.Errorf("no secret: %d %s", w.Code, w.Body)
+	}
+	if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: "wrong-wrong-wrong-wrong"}); w.Code != http.StatusUnauthorized {
+		t.Errorf("wrong secret: %d", w.Code)
+	}
+	if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: secret}); w.Code != http.StatusCreated || sawSecret {
+		t.Errorf("with the secret: %d, secret passed on: %v", w.Code, sawSecret)
+	} else if w.Header().Get(cluster.HeaderNode) != "n7" {
+		t.Errorf("%s = %q", cluster.HeaderNode, w.Header().Get(cluster.HeaderNode))
+	}
+	if w := do("GET", "/health", "", nil); w.Code != http.StatusCreated {
+		t.Errorf("the node's /health must be public: %d", w.Code)
+	}
+	if w := do("GET", "/health", "", map[string]string{"E2b-Sandbox-Id": "abc"}); w.Code != http.StatusUnauthorized {
+		t.Errorf("a sandbox's /health (header) is not public: %d", w.Code)
+	}
+	if w := do("GET", "/health", "49983-abc.example.com", nil); w.Code != http.StatusUnauthorized {
+		t.Errorf("a sandbox's /health (host) is not public: %d", w.Code)
+	}
+	w := do("POST", "/v2/sandboxes", "", map[string]string{cluster.HeaderSecret: secret})
+	if got := w.Header().Get(cluster.HeaderGen); got != "42" {
+		t.Errorf("create response %s = %q, want 42 (the next heartbeat's generation)", cluster.HeaderGen, got)
+	}
+	if got := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: secret}).Header().Get(cluster.HeaderGen); got != "" {
+		t.Errorf("a non-create response carries %s = %q", cluster.HeaderGen, got)
+	}
+}

@@ -1,0 +1,202 @@
+// Package gateway is the request router of a cluster's api tier
+// (`airlock serve --role api`, issue 17). It is stateless: it serves the E2B
+// REST API and the sandbox traffic of every node by forwarding each request,
+// unbuffered, to the `--role node` daemon that owns it (adding the cluster
+// secret), places creates with internal/placement, fans lists out to every
+// node and merges them, and answers GET /health and its own node API
+// (/airlock/v1/nodes) itself. The nodes, routes and lost sandboxes live in
+// cluster.Store.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/middleware"
+	"github.com/airlock-sandbox/airlock/internal/placement"
+)
+
+// Options configure a Gateway.
+type Options struct {
+	Store  cluster.Store
+	Secret string // cluster secret sent to nodes (cluster.HeaderSecret)
+	APIKey string // the clients' API key (middleware.Key)
+	// Domain: sandboxes are reached at <port>-<id>.<domain>; api.<domain>
+	// is an API host.
+	Domain string
+	// Template returns the CPUs and memory a create of template needs (for
+	// placement); nil or an error: 2 CPUs, 512 MiB.
+	Template func(ctx context.Context, name string) (cpus, memoryMB int, err error)
+	// VerifySignature checks a signed /files URL against a sandbox's access
+	// token (guest.VerifySignature); nil: header-less signed URLs are not
+	// routed.
+	VerifySignature func(q url.Values, op, token string, now time.Time) error
+	// Transport to the nodes; nil: a pooled http.Transport.
+	Transport http.RoundTripper
+	Logger    *slog.Logger
+	Placement placement.Config
+	// PullTemplates says the nodes share an artifact store (--artifacts) and
+	// pull a template they lack on first use: a create may then go to any
+	// node (holders are still preferred), not only to those holding it.
+	PullTemplates bool
+}
+
+// Default resources of a create whose template's are unknown.
+const (
+	defaultCPUs     = 2
+	defaultMemoryMB = 512
+)
+
+// Gateway routes the api tier's requests to the nodes. It is safe for
+// concurrent use.
+type Gateway struct {
+	opts     Options
+	log      *slog.Logger
+	key      middleware.Key
+	apiHosts map[string]bool
+	store    cluster.Store
+	placer   *placement.Placer
+	reg      registry
+	routes   routeCache
+	fwd      *forwarder
+	client   *http.Client // fan-out lists
+	auth     http.Handler // middleware.Key.Require in front of route
+	// refreshMu serializes on-demand registry reads (an unknown node id).
+	refreshMu sync.Mutex
+}
+
+// New returns a Gateway; Run must run for it to learn the nodes.
+func New(opts Options) (*Gateway, error) {
+	if opts.Store == nil {
+		return nil, errors.New("gateway: no cluster store")
+	}
+	if opts.Secret == "" {
+		return nil, errors.New("gateway: no cluster secret")
+	}
+	if opts.APIKey == "" {
+		return nil, errors.New("gateway: no API key")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Transport == nil {
+		opts.Transport = defaultTransport()
+	}
+	g := &Gateway{
+		opts:     opts,
+		log:      opts.Logger,
+		key:      middleware.Key(opts.APIKey),
+		apiHosts: map[string]bool{},
+		store:    opts.Store,
+		placer:   placement.New(opts.Placement),
+		client:   &http.Client{Transport: opts.Transport},
+	}
+	if opts.Domain != "" {
+		g.apiHosts["api."+strings.ToLower(opts.Domain)] = true
+	}
+	g.reg.nodes = map[string]cluster.Node{}
+	g.routes.m = map[string]string{}
+	g.fwd = newForwarder(g)
+	g.auth = g.key.Require(g.public, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.key.Authorized(r) { // not a public request let through by its shape
+			r = r.WithContext(context.WithValue(r.Context(), keyCheckedKey{}, true))
+		}
+		g.route(w, r)
+	}))
+	return g, nil
+}
+
+// defaultTransport is the pooled transport to the nodes: direct, no
+// compression (streams pass as they are), long idle for keep-alive.
+func defaultTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DisableCompression:    true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   128,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// Run keeps the node registry, the lost-node reaper and the route cache's
+// invalidation going until ctx ends. It returns ctx's error.
+func (g *Gateway) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { g.runRegistry(ctx) })
+	wg.Go(func() { g.runReaper(ctx) })
+	wg.Go(func() { g.runRouteWatch(ctx) })
+	wg.Wait()
+	return ctx.Err()
+}
+
+// ServeHTTP routes one request: sandbox traffic to its node, then (after
+// CORS, GET /health and the API key) the API by path.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.ensureSynced(r.Context())
+	if g.serveSandboxTraffic(w, r) {
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), apiKey{}, true))
+	setCORS(w, r)
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Path == "/health" {
+		g.health(w, r)
+		return
+	}
+	g.auth.ServeHTTP(w, r)
+}
+
+// public reports whether an API request needs no key: a signed template
+// file upload, by its shape (the node checks the signature).
+func (g *Gateway) public(r *http.Request) bool { return signedUpload(r) }
+
+// isAPIHost reports whether host (with or without port) is an API host.
+func (g *Gateway) isAPIHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return g.apiHosts[strings.ToLower(host)]
+}
+
+// setCORS mirrors internal/api's CORS headers, for the answers the gateway
+// writes itself (forwarded answers carry the node's: clearCORS).
+func setCORS(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		origin = "*"
+	} else {
+		hdr.Add("Vary", "Origin")
+	}
+	hdr.Set("Access-Control-Allow-Origin", origin)
+	hdr.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS")
+	allow := "Content-Type, X-API-Key, Authorization, User-Agent, browser, lang, lang_version, package_version, publisher, sdk_runtime, system"
+	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+		allow = req
+	}
+	hdr.Set("Access-Control-Allow-Headers", allow)
+	hdr.Set("Access-Control-Expose-Headers", "X-Next-Token, X-Total-Running, X-Airlock-Partial")
+	hdr.Set("Access-Control-Max-Age", "600")
+}
+
+// clearCORS removes what setCORS set, before a node's answer (with its
+// own CORS headers) is copied in.
+func clearCORS(h http.Header) {
+	for _, k := range []string{"Vary", "Access-Control-Allow-Origin", "Access-Control-Allow-Methods",
+		"Access-Control-Allow-Headers", "Access-Control-Expose-Headers", "Access-Control-Max-Age"} {
+		h.Del(k)
+	}
+}

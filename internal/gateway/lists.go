@@ -1,0 +1,183 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/api"
+)
+
+// List limits (internal/api's defaultListLimit and maxListLimit).
+const (
+	defaultListLimit = 100
+	maxListLimit     = 100
+)
+
+// listItem is one element of a node's list, with the fields it is ordered
+// by.
+type listItem struct {
+	raw json.RawMessage
+	at  time.Time
+	id  string
+}
+
+// items decodes the JSON arrays of the answers; at and id name the fields
+// of the order. An element seen twice (a sandbox that moved) is kept once.
+func items(answers []nodeAnswer, at, id string) ([]listItem, error) {
+	var out []listItem
+	seen := map[string]bool{}
+	for _, a := range answers {
+		var raws []json.RawMessage
+		if err := json.Unmarshal(a.body, &raws); err != nil {
+			return nil, fmt.Errorf("node %s: decoding its list: %w", a.node.ID, err)
+		}
+		for _, raw := range raws {
+			var fields map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &fields); err != nil {
+				return nil, fmt.Errorf("node %s: decoding a list item: %w", a.node.ID, err)
+			}
+			it := listItem{raw: raw}
+			_ = json.Unmarshal(fields[at], &it.at)
+			_ = json.Unmarshal(fields[id], &it.id)
+			if it.id != "" && seen[it.id] {
+				continue
+			}
+			seen[it.id] = true
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+func compareItems(a, b listItem) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+func raws(its []listItem) []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(its))
+	for _, it := range its {
+		out = append(out, it.raw)
+	}
+	return out
+}
+
+// listLimit is the query's limit (the nodes refused a bad one already).
+func listLimit(r *http.Request) int {
+	n, err := strconv.Atoi(r.URL.Query().Get("limit"))
+	if err != nil || n < 1 || n > maxListLimit {
+		return defaultListLimit
+	}
+	return n
+}
+
+// listV2 merges GET /v2/sandboxes. The cursor is positional (the startedAt
+// and id of the previous page's last item), so every node is sent the same
+// query and returns its first items past it; the union's first `limit`
+// items, in order, are the page.
+func (g *Gateway) listV2(w http.ResponseWriter, r *http.Request) {
+	good, ok := g.merged(w, r, g.fanOut(r))
+	if !ok {
+		return
+	}
+	its, err := items(good, "startedAt", "sandboxID")
+	if err != nil {
+		writeError(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	asc := r.URL.Query().Get("order") == "asc"
+	slices.SortFunc(its, func(a, b listItem) int {
+		if asc {
+			return compareItems(a, b)
+		}
+		return compareItems(b, a)
+	})
+	running, more := 0, false
+	for _, a := range good {
+		n, _ := strconv.Atoi(a.header.Get("X-Total-Running"))
+		running += n
+		more = more || a.header.Get("X-Next-Token") != ""
+	}
+	if limit := listLimit(r); len(its) > limit {
+		its, more = its[:limit], true
+	}
+	if more && len(its) > 0 {
+		last := its[len(its)-1]
+		w.Header().Set("X-Next-Token", api.EncodeCursor(api.Cursor{StartedAt: last.at, ID: last.id, Asc: asc}))
+	}
+	w.Header().Set("X-Total-Running", itoa(running))
+	writeJSON(w, r, http.StatusOK, raws(its))
+}
+
+// listV1 merges GET /sandboxes (running sandboxes, newest first, no
+// pagination).
+func (g *Gateway) listV1(w http.ResponseWriter, r *http.Request) {
+	good, ok := g.merged(w, r, g.fanOut(r))
+	if !ok {
+		return
+	}
+	its, err := items(good, "startedAt", "sandboxID")
+	if err != nil {
+		writeError(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	slices.SortFunc(its, func(a, b listItem) int { return compareItems(b, a) })
+	writeJSON(w, r, http.StatusOK, raws(its))
+}
+
+// listSnapshots merges GET /snapshots: oldest first, cut to the limit, its
+// cursor internal/api's base64url("<createdAt ns>_<id>").
+func (g *Gateway) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	good, ok := g.merged(w, r, g.fanOut(r))
+	if !ok {
+		return
+	}
+	its, err := items(good, "createdAt", "snapshotID")
+	if err != nil {
+		writeError(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	slices.SortFunc(its, compareItems)
+	more := false
+	for _, a := range good {
+		more = more || a.header.Get("X-Next-Token") != ""
+	}
+	if limit := listLimit(r); len(its) > limit {
+		its, more = its[:limit], true
+	}
+	if more && len(its) > 0 {
+		last := its[len(its)-1]
+		w.Header().Set("X-Next-Token", base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d_%s", last.at.UnixNano(), last.id)))
+	}
+	writeJSON(w, r, http.StatusOK, raws(its))
+}
+
+// listMetrics merges GET /sandboxes/metrics: {"sandboxes": {id: metric}}.
+func (g *Gateway) listMetrics(w http.ResponseWriter, r *http.Request) {
+	good, ok := g.merged(w, r, g.fanOut(r))
+	if !ok {
+		return
+	}
+	all := map[string]json.RawMessage{}
+	for _, a := range good {
+		var body struct {
+			Sandboxes map[string]json.RawMessage `json:"sandboxes"`
+		}
+		if err := json.Unmarshal(a.body, &body); err != nil {
+			writeError(w, r, http.StatusBadGateway, fmt.Sprintf("node %s: decoding its metrics: %v", a.node.ID, err))
+			return
+		}
+		for id, m := range body.Sandboxes {
+			all[id] = m
+		}
+	}
+	writeJSON(w, r, http.StatusOK, map[string]any{"sandboxes": all})
+}

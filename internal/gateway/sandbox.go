@@ -1,0 +1,177 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/middleware"
+	"github.com/airlock-sandbox/airlock/internal/proxy"
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+)
+
+// routeError is why a request for a sandbox cannot be routed.
+type routeError struct {
+	status int
+	msg    string
+	// gone: the sandbox is unknown or was lost (404 on the API, the
+	// proxy's 502 "not found" body on sandbox traffic).
+	gone bool
+}
+
+func (e *routeError) Error() string { return e.msg }
+
+// owner finds the node of a sandbox. A sandbox that is not in the store,
+// or that was lost with its node, is a gone *routeError saying so.
+func (g *Gateway) owner(ctx context.Context, id string) (cluster.Node, *routeError) {
+	nodeID, err := g.sandboxNode(ctx, id)
+	if errors.Is(err, cluster.ErrNotFound) {
+		l, lerr := g.store.LostSandbox(ctx, id)
+		if lerr == nil {
+			return cluster.Node{}, &routeError{status: http.StatusNotFound, gone: true,
+				msg: fmt.Sprintf("sandbox %s was lost with node %s at %s: %s", id, l.NodeID, l.At.UTC().Format(time.RFC3339), l.Reason)}
+		}
+		if !errors.Is(lerr, cluster.ErrNotFound) {
+			return cluster.Node{}, storeError(lerr)
+		}
+		return cluster.Node{}, &routeError{status: http.StatusNotFound, gone: true, msg: fmt.Sprintf("sandbox %q not found", id)}
+	}
+	if err != nil {
+		return cluster.Node{}, storeError(err)
+	}
+	n, ok := g.lookupNode(ctx, nodeID)
+	if !ok {
+		return cluster.Node{}, &routeError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s of sandbox %s is not registered", nodeID, id)}
+	}
+	if effectiveState(n) == cluster.StateLost {
+		at := n.LostAt
+		if at.IsZero() {
+			at = time.Now()
+		}
+		return cluster.Node{}, &routeError{status: http.StatusNotFound, gone: true,
+			msg: fmt.Sprintf("sandbox %s was lost with node %s at %s: node %s was lost: no heartbeat for %s",
+				id, n.ID, at.UTC().Format(time.RFC3339), n.ID, n.Age.Round(time.Second))}
+	}
+	return n, nil
+}
+
+// storeError is the answer when the cluster store cannot be read.
+func storeError(err error) *routeError {
+	return &routeError{status: http.StatusServiceUnavailable, msg: fmt.Sprintf("the cluster store cannot be read: %v", err)}
+}
+
+// serveSandboxTraffic forwards sandbox traffic (an E2b-Sandbox-Id header,
+// a <port>-<id>.<domain> Host that is no API host, a header-less signed
+// /files URL) to the sandbox's node, which checks its tokens. It reports
+// whether r was sandbox traffic.
+func (g *Gateway) serveSandboxTraffic(w http.ResponseWriter, r *http.Request) bool {
+	if id := r.Header.Get(proxy.HeaderSandboxID); id != "" {
+		g.serveTraffic(w, r, id)
+		return true
+	}
+	if !g.isAPIHost(r.Host) {
+		if _, id, ok := proxy.ParseSandboxHost(r.Host); ok {
+			g.serveTraffic(w, r, id)
+			return true
+		}
+	}
+	if r.URL.Path == "/files" && g.opts.VerifySignature != nil && r.URL.Query().Get("signature") != "" {
+		g.serveSigned(w, r)
+		return true
+	}
+	return false
+}
+
+func (g *Gateway) serveTraffic(w http.ResponseWriter, r *http.Request, id string) {
+	if runtime.ValidID(id) != nil {
+		http.Error(w, "invalid sandbox id", http.StatusBadRequest)
+		return
+	}
+	n, rerr := g.owner(r.Context(), id)
+	if rerr != nil {
+		trafficError(w, r, id, rerr)
+		return
+	}
+	g.forward(w, r, n, false)
+}
+
+// trafficError answers sandbox traffic that cannot be routed; a gone
+// sandbox gets the body of the node's proxy (502, sandboxId).
+func trafficError(w http.ResponseWriter, r *http.Request, id string, e *routeError) {
+	if !e.gone {
+		writeError(w, r, e.status, e.msg)
+		return
+	}
+	msg := "The sandbox was not found or is not reachable on this port"
+	if strings.Contains(e.msg, " was lost ") {
+		msg = e.msg
+	}
+	middleware.WriteJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": id, "message": msg, "code": http.StatusBadGateway})
+}
+
+// serveSigned routes a header-less signed /files request to the node of the
+// sandbox whose access token verifies the signature (the node's proxy
+// verifies it again).
+func (g *Gateway) serveSigned(w http.ResponseWriter, r *http.Request) {
+	op := "read"
+	if r.Method == http.MethodPost || r.Method == http.MethodPut {
+		op = "write"
+	}
+	tokens, err := g.store.SandboxTokens(r.Context())
+	if err != nil {
+		writeError(w, r, http.StatusServiceUnavailable, storeError(err).msg)
+		return
+	}
+	q := r.URL.Query()
+	now := time.Now()
+	expired := false
+	for _, t := range tokens {
+		if t.AccessToken == "" {
+			continue
+		}
+		err := g.opts.VerifySignature(q, op, t.AccessToken, now)
+		if err != nil {
+			if strings.Contains(strings.ToLower(err.Error()), "expired") {
+				expired = true
+			}
+			continue
+		}
+		n, rerr := g.owner(r.Context(), t.SandboxID)
+		if rerr != nil {
+			trafficError(w, r, t.SandboxID, rerr)
+			return
+		}
+		g.forward(w, r, n, false)
+		return
+	}
+	msg := "invalid signature: no sandbox matches"
+	if expired {
+		msg = "signature is already expired"
+	}
+	writeError(w, r, http.StatusUnauthorized, msg)
+}
+
+// serveOwned forwards an API request about one sandbox to its node.
+func (g *Gateway) serveOwned(w http.ResponseWriter, r *http.Request, id string) {
+	if i := strings.IndexByte(id, '-'); i >= 0 { // "<id>-<clientID>"
+		id = id[:i]
+	}
+	if !runtime.IDChars(id) {
+		writeError(w, r, http.StatusNotFound, fmt.Sprintf("sandbox %q not found", id))
+		return
+	}
+	n, rerr := g.owner(r.Context(), id)
+	if rerr != nil {
+		writeError(w, r, rerr.status, rerr.msg)
+		return
+	}
+	g.forward(w, r, n, false)
+}
+
+// itoa is strconv.Itoa, for headers.
+func itoa(n int) string { return strconv.Itoa(n) }

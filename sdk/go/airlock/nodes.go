@@ -1,0 +1,56 @@
+package airlock
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// NodeInfo is one node of a cluster as the api tier sees it
+// (GET /airlock/v1/nodes).
+type NodeInfo struct {
+	ID      string   `json:"id"`
+	Addr    string   `json:"addr"`
+	State   string   `json:"state"` // live, draining or lost
+	Runtime string   `json:"runtime"`
+	Labels  []string `json:"labels"`
+	// Capacity the node states, and what its sandboxes hold.
+	CPUs             int `json:"cpus"`
+	MemoryMB         int `json:"memoryMB"`
+	DiskMB           int `json:"diskMB"`
+	MaxSandboxes     int `json:"maxSandboxes"`
+	ReservedCPUs     int `json:"reservedCpus"`
+	ReservedMemoryMB int `json:"reservedMemoryMB"`
+	Sandboxes        int `json:"sandboxes"`
+	// Templates on the node's disk, and ready warm-pool sandboxes.
+	Templates      []string       `json:"templates"`
+	WarmPool       map[string]int `json:"warmPool"`
+	HeartbeatAgeMs int64          `json:"heartbeatAgeMs"`
+	StartedAt      time.Time      `json:"startedAt"`
+	LostAt         *time.Time     `json:"lostAt,omitempty"`
+}
+
+// ListNodes lists the nodes of a cluster (an api tier; a single host
+// answers 404).
+func (c *Client) ListNodes(ctx context.Context) ([]NodeInfo, error) {
+	var out []NodeInfo
+	if _, err := c.doJSON(ctx, http.MethodGet, "/airlock/v1/nodes", nil, nil, &out); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	return out, nil
+}
+
+// DrainNode stops placing sandboxes on a node (drain true) or lets
+// placement use it again (false).
+func (c *Client) DrainNode(ctx context.Context, id string, drain bool) error {
+	op := "drain"
+	if !drain {
+		op = "undrain"
+	}
+	if _, err := c.doJSON(ctx, http.MethodPost, "/airlock/v1/nodes/"+url.PathEscape(id)+"/"+op, nil, struct{}{}, nil); err != nil {
+		return fmt.Errorf("%s node %s: %w", op, id, err)
+	}
+	return nil
+}
