@@ -3,7 +3,7 @@
 // node's own API refuses anyone without the cluster secret.
 import { describe, it, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { LB, API1, API2, NODE_IDS, api, nodes, nodeURL, clusterSecret, tracker, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
+import { LB, API1, API2, NODE_IDS, api, nodes, nodeURL, clusterSecret, asAPITier, tracker, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
 
 const t = tracker('placement')
 after(() => t.killAll())
@@ -59,19 +59,22 @@ describe('placement', { timeout: TEST_TIMEOUT * 3 }, () => {
     assert.ok(back, `node sandbox counts after the kills: ${JSON.stringify(last?.map((n) => [n.id, n.sandboxes]))}, at the peak ${JSON.stringify(peak)}, ours ${JSON.stringify(byNode)}`)
   })
 
-  it('a node refuses requests without the cluster secret (401), except /health', { timeout: TEST_TIMEOUT }, async () => {
+  it('a node refuses requests without the cluster secret and the api tier\'s mark (401), except /health', { timeout: TEST_TIMEOUT }, async () => {
     for (const id of NODE_IDS) {
       const url = nodeURL(id)
       assert.ok(url, `no AIRLOCK_CLUSTER_NODE_${id.toUpperCase()}`)
       const health = await fetch(url + '/health')
       assert.equal(health.status, 200, `${id} /health`)
-      for (const headers of [{}, { 'X-API-Key': process.env.E2B_API_KEY }, { 'X-Airlock-Cluster-Secret': 'not-the-secret-0123456789' }]) {
+      // No secret, the client's API key, a wrong secret, and the right secret
+      // without the api tier's mark that it checked an API key.
+      for (const headers of [{}, { 'X-API-Key': process.env.E2B_API_KEY }, { 'X-Airlock-Cluster-Secret': 'not-the-secret-0123456789', 'X-Airlock-Authenticated': 'api-key' },
+        { 'X-Airlock-Cluster-Secret': clusterSecret() }]) {
         const r = await fetch(url + '/sandboxes', { headers })
         assert.equal(r.status, 401, `${id} GET /sandboxes with ${JSON.stringify(Object.keys(headers))}: ${r.status}`)
         const c = await fetch(url + '/v2/sandboxes', { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: '{"templateID":"base"}' })
         assert.equal(c.status, 401, `${id} POST /v2/sandboxes with ${JSON.stringify(Object.keys(headers))}: ${c.status}`)
       }
-      const ok = await fetch(url + '/sandboxes', { headers: { 'X-Airlock-Cluster-Secret': clusterSecret() } })
+      const ok = await fetch(url + '/sandboxes', { headers: asAPITier() })
       assert.equal(ok.status, 200, `${id} GET /sandboxes with the secret: ${ok.status}`)
     }
   })

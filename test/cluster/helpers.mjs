@@ -47,6 +47,13 @@ export function nodeURL (id) { return process.env[`AIRLOCK_CLUSTER_NODE_${id.toU
 export function clusterSecret () {
   return readFileSync(process.env.AIRLOCK_CLUSTER_SECRET_FILE, 'utf8').trim()
 }
+/**
+ * The headers the api tier sends a node: the cluster secret, and the mark
+ * that it checked the client's API key (a node serves its API only with both).
+ */
+export function asAPITier () {
+  return { 'X-Airlock-Cluster-Secret': clusterSecret(), 'X-Airlock-Authenticated': 'api-key' }
+}
 
 /** SDK connection options that talk to one api instance (or haproxy) only. */
 export function via (base) {
