@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process'
 import { Sandbox } from 'e2b'
 import {
   LB, API1, API2, api, nodes, nodeURL, asAPITier, tracker, via, waitUntil,
-  killDaemon, restartNode, waitHealthy, logTail, TEST_TIMEOUT
+  killDaemon, restartNode, waitHealthy, logTail, sleep, TEST_TIMEOUT
 } from './helpers.mjs'
 
 const LOST_BOUND_MS = 25_000
@@ -90,6 +90,8 @@ describe('node killed', { timeout: TEST_TIMEOUT * 4 }, () => {
     }
     assert.equal(await keep.files.read('/home/user/keep.txt'), 'kept\n')
     assert.ok((await keep.commands.list()).some((p) => p.pid === bg.pid), 'the background command of a surviving sandbox is gone')
+    // Room for the next test (a node takes a few sandboxes: --node-cpus).
+    await t.killAll()
   })
 
   it('the restarted node is live again and never serves the lost sandbox', { timeout: TEST_TIMEOUT }, async () => {
@@ -119,7 +121,9 @@ describe('node killed', { timeout: TEST_TIMEOUT * 4 }, () => {
       const gone = await waitUntil(() => lostIds.every((id) => !netnsList().includes(`${prefix(victim)}-${id}`)), 20_000, 500)
       assert.ok(gone, `network namespaces of lost sandboxes remain:\n${netnsList()}`)
     }
-    // And it takes new sandboxes again.
+    // And it takes new sandboxes again (once each api instance's placement
+    // has reread the nodes table: every second).
+    await sleep(2_000)
     let on = 0
     for (let i = 0; i < 6 && on === 0; i++) {
       if ((await t.createRaw(LB)).node === victim) on++
