@@ -189,11 +189,11 @@ export function restartDaemon (name) {
 }
 
 /**
- * Starts a node again with its cmd/<name>, as a supervisor would: a start
- * within 30 s of a SIGKILL exits at once (the store's per-node daemon lease
- * of the killed process is not stale yet, and the new one names it), so it
- * retries until a start stays up, then waits for /health. Returns the ms
- * from the first attempt to healthy.
+ * Starts a node again with its cmd/<name>, as a supervisor would, and waits
+ * for /health; returns the ms from the first attempt to healthy. Within 30 s
+ * of a SIGKILL the store's per-node daemon lease of the killed process is
+ * not stale yet: the new daemon (same host) waits for it; should one exit
+ * instead, it is started again.
  */
 export async function restartNode (name, withinMs = 60_000) {
   const start = Date.now()
