@@ -13,6 +13,7 @@
 #
 # Usage (as root, after scripts/setup.sh has built bin/airlock):
 #   scripts/run-cluster.sh up   [--state DIR] [--seed-templates DATA_DIR]
+#                               [--artifacts s3://bucket/prefix|DIR]
 #                               [--node-args "ARGS"] [--api-args "ARGS"]
 #   scripts/run-cluster.sh env  [--state DIR]     # prints the env file; source it
 #   scripts/run-cluster.sh down [--state DIR] [--purge]
@@ -26,6 +27,11 @@
 #   templates of another daemon's data dir, into each node's data dir instead of
 #   building them (building base and code-interpreter-v1 takes minutes a node).
 #   Without it n1 builds them and n2, n3 are seeded from n1 before they start.
+# --artifacts s3://bucket/prefix or DIR: the artifact store every node and api
+#   instance uses (`airlock serve --artifacts`): templates built on one node are
+#   pulled by the others, and creates are placed on any node. The S3 endpoint and
+#   credentials come from $AIRLOCK_S3_ENDPOINT, $AWS_ACCESS_KEY_ID,
+#   $AWS_SECRET_ACCESS_KEY and $AWS_REGION, passed on to the daemons.
 # --node-args / --api-args: extra `airlock serve` flags for every node / api
 #   instance, e.g. --node-args "--boot-snapshots=false --warm-pool code-interpreter-v1=0".
 # --purge (down): also delete the state dir.
@@ -62,6 +68,7 @@ STATE=${AIRLOCK_CLUSTER_STATE:-/var/lib/airlock-cluster}
 SEED=""
 NODE_ARGS=""
 API_ARGS=""
+ARTIFACTS=""
 PURGE=0
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -71,6 +78,8 @@ while [ $# -gt 0 ]; do
 	--seed-templates=*) SEED=${1#*=}; shift ;;
 	--node-args) NODE_ARGS=${2?}; shift 2 ;;
 	--node-args=*) NODE_ARGS=${1#*=}; shift ;;
+	--artifacts) ARTIFACTS=${2:?--artifacts needs s3://bucket/prefix or a directory}; shift 2 ;;
+	--artifacts=*) ARTIFACTS=${1#*=}; shift ;;
 	--api-args) API_ARGS=${2?}; shift 2 ;;
 	--api-args=*) API_ARGS=${1#*=}; shift ;;
 	--purge) PURGE=1; shift ;;
@@ -317,9 +326,21 @@ EOF
 	chmod 0700 "$STATE/cmd/postgres-restart"
 
 	# ---------------------------------------------------------- commands
-	local -a node_extra api_extra
+	local -a node_extra api_extra s3_env=()
 	read -r -a node_extra <<<"$NODE_ARGS"
 	read -r -a api_extra <<<"$API_ARGS"
+	if [ -n "$ARTIFACTS" ]; then
+		case "$ARTIFACTS" in
+		s3://*) ;;
+		*) ARTIFACTS=$(realpath -m "$ARTIFACTS") && mkdir -p "$ARTIFACTS" ;;
+		esac
+		node_extra=(--artifacts "$ARTIFACTS" "${node_extra[@]}")
+		api_extra=(--artifacts "$ARTIFACTS" "${api_extra[@]}")
+		local v
+		for v in AIRLOCK_S3_ENDPOINT AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION; do
+			if [ -n "${!v:-}" ]; then s3_env+=("$v=${!v}"); fi
+		done
+	fi
 	local i node_ports=() api_ports=() hp_port
 	for i in "${!NODES[@]}"; do node_ports+=("$(free_port)"); done
 	for i in "${!APIS[@]}"; do api_ports+=("$(free_port)"); done
@@ -329,7 +350,7 @@ EOF
 		n=${NODES[$i]}
 		mkdir -p "$STATE/nodes/$n"
 		# --kill-on-exit: `down` leaves no sandbox behind.
-		write_cmd "$n" "$STATE/logs/$n.log" "AIRLOCK_STORE=$store" -- \
+		write_cmd "$n" "$STATE/logs/$n.log" "AIRLOCK_STORE=$store" "${s3_env[@]}" -- \
 			"$BIN" serve --role node --node-id "$n" \
 			--listen "127.0.0.1:${node_ports[$i]}" --advertise-addr "127.0.0.1:${node_ports[$i]}" \
 			--data-dir "$STATE/nodes/$n" --net-prefix "${PREFIXES[$i]}" --subnet "${SUBNETS[$i]}" \
@@ -338,7 +359,7 @@ EOF
 	for i in "${!APIS[@]}"; do
 		n=${APIS[$i]}
 		mkdir -p "$STATE/api/$n"
-		write_cmd "$n" "$STATE/logs/$n.log" "AIRLOCK_STORE=$store" "AIRLOCK_API_KEY=$api_key" -- \
+		write_cmd "$n" "$STATE/logs/$n.log" "AIRLOCK_STORE=$store" "AIRLOCK_API_KEY=$api_key" "${s3_env[@]}" -- \
 			"$BIN" serve --role api --listen "127.0.0.1:${api_ports[$i]}" --data-dir "$STATE/api/$n" \
 			--net-prefix "aca$((i + 1))" --cluster-secret-file "$secret_file" "${api_extra[@]}"
 	done
@@ -405,6 +426,7 @@ EOF
 		printf 'export AIRLOCK_CLUSTER_CMDS=%q\n' "$STATE/cmd"
 		printf 'export AIRLOCK_CLUSTER_LOGS=%q\n' "$STATE/logs"
 		printf 'export AIRLOCK_CLUSTER_BIN=%q\n' "$BIN"
+		printf 'export AIRLOCK_CLUSTER_ARTIFACTS=%q\n' "$ARTIFACTS"
 	} >"$STATE/env"
 	chmod 0600 "$STATE/env"
 

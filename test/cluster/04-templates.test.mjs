@@ -10,6 +10,7 @@ import { Sandbox, Template } from 'e2b'
 import { API1, API2, NODE_IDS, api, nodes, tracker, uniq, via, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
 
 const t = tracker('templates')
+const ARTIFACTS = process.env.AIRLOCK_CLUSTER_ARTIFACTS || ''
 const name = `cluster-tpl-${uniq()}`
 const token = uniq()
 const ctxDir = mkdtempSync(join(tmpdir(), 'airlock-cluster-tpl-'))
@@ -46,38 +47,57 @@ describe('templates across the cluster', { timeout: 900_000 }, () => {
     assert.equal(r.stdout, `built-${token}\nhello ${token}\n`)
   })
 
-  it('one node holds it (the node list), and every create of it through api2 lands there', { timeout: TEST_TIMEOUT }, async () => {
-    assert.ok(built, 'the build test did not pass')
-    let list
-    const held = await waitUntil(async () => {
-      list = await nodes(API2)
-      return list.some(holds)
-    }, 15_000, 500)
-    assert.ok(held, `no node lists ${name}: ${JSON.stringify(list.map((n) => [n.id, n.templates]))}`)
-    const holders = list.filter(holds).map((n) => n.id)
-    assert.equal(holders.length, 1, `nodes holding ${name}: ${holders}`)
-    const builder = holders[0]
-    assert.ok(NODE_IDS.includes(builder))
-    if (first) assert.equal(first.node, builder, `the first create landed on ${first.node}, the template is on ${builder}`)
-    // (Whether a create works at once after the build is the test above;
-    // here, where creates go once the api tier knows the template.)
-    let err
-    const placed = await waitUntil(async () => {
-      try {
-        return await t.createRaw(API2, name)
-      } catch (e) {
-        err = e
-        return undefined
+  if (!ARTIFACTS) {
+    it('one node holds it (the node list), and every create of it through api2 lands there', { timeout: TEST_TIMEOUT }, async () => {
+      assert.ok(built, 'the build test did not pass')
+      let list
+      const held = await waitUntil(async () => {
+        list = await nodes(API2)
+        return list.some(holds)
+      }, 15_000, 500)
+      assert.ok(held, `no node lists ${name}: ${JSON.stringify(list.map((n) => [n.id, n.templates]))}`)
+      const holders = list.filter(holds).map((n) => n.id)
+      assert.equal(holders.length, 1, `nodes holding ${name}: ${holders}`)
+      const builder = holders[0]
+      assert.ok(NODE_IDS.includes(builder))
+      if (first) assert.equal(first.node, builder, `the first create landed on ${first.node}, the template is on ${builder}`)
+      // (Whether a create works at once after the build is the test above;
+      // here, where creates go once the api tier knows the template.)
+      let err
+      const placed = await waitUntil(async () => {
+        try {
+          return await t.createRaw(API2, name)
+        } catch (e) {
+          err = e
+          return undefined
+        }
+      }, 10_000, 500)
+      assert.ok(placed, `no create of ${name} through api2 within 10 s: ${err?.message}`)
+      assert.equal(placed.node, builder, `a create of ${name} landed on ${placed.node}, the template is on ${builder}`)
+      for (let i = 0; i < 3; i++) {
+        const s = await t.createRaw(API2, name)
+        assert.equal(s.node, builder, `create ${i + 1} of ${name} landed on ${s.node}, the template is on ${builder}`)
       }
-    }, 10_000, 500)
-    assert.ok(placed, `no create of ${name} through api2 within 10 s: ${err?.message}`)
-    assert.equal(placed.node, builder, `a create of ${name} landed on ${placed.node}, the template is on ${builder}`)
-    for (let i = 0; i < 3; i++) {
-      const s = await t.createRaw(API2, name)
-      assert.equal(s.node, builder, `create ${i + 1} of ${name} landed on ${s.node}, the template is on ${builder}`)
-    }
-    await t.killAll()
-  })
+      await t.killAll()
+    })
+  } else {
+    // With an artifact store (run-cluster.sh --artifacts) every node pulls
+    // the template on first use: creates spread over the nodes.
+    it('with an artifact store, creates of it run on the other nodes too (pulled on first use)', { timeout: TEST_TIMEOUT }, async () => {
+      assert.ok(built, 'the build test did not pass')
+      await t.killAll()
+      const on = {}
+      for (let i = 0; i < 6; i++) {
+        const s = await t.createRaw(API2, name)
+        const sbx = await Sandbox.connect(s.id, via(API2))
+        assert.equal((await sbx.commands.run('cat /opt/marker')).stdout, `built-${token}\n`, `on ${s.node}`)
+        on[s.node] = (on[s.node] ?? 0) + 1
+        if (i % 2 === 1) await t.killAll() // room on the nodes
+      }
+      assert.ok(Object.keys(on).length >= 2, `6 creates of ${name} all ran on one node: ${JSON.stringify(on)}`)
+      await t.killAll()
+    })
+  }
 
   it('the template is listed through either api instance', { timeout: TEST_TIMEOUT }, async () => {
     for (const base of [API1, API2]) {
