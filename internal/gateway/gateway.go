@@ -71,6 +71,13 @@ type Gateway struct {
 	auth     http.Handler // middleware.Key.Require in front of route
 	// refreshMu serializes on-demand registry reads (an unknown node id).
 	refreshMu sync.Mutex
+	// readMu serializes every registry read (refresh), so that an older
+	// read finishing last never overwrites a newer one (found in review:
+	// it removed a node that had just registered).
+	readMu sync.Mutex
+	// lastReadStart is when the last successful registry read started
+	// (under readMu).
+	lastReadStart time.Time
 }
 
 // New returns a Gateway; Run must run for it to learn the nodes.
@@ -97,7 +104,10 @@ func New(opts Options) (*Gateway, error) {
 		apiHosts: map[string]bool{},
 		store:    opts.Store,
 		placer:   placement.New(opts.Placement),
-		client:   &http.Client{Transport: opts.Transport},
+		// Never follow a node's redirect: the request carries the secret.
+		client: &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
 	}
 	if opts.Domain != "" {
 		g.apiHosts["api."+strings.ToLower(opts.Domain)] = true
