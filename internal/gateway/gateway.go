@@ -166,12 +166,36 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.health(w, r)
 		return
 	}
+	if id, ok := browserPTY(r); ok { // its key comes in the first message
+		g.servePTY(w, r, id)
+		return
+	}
 	g.auth.ServeHTTP(w, r)
 }
 
 // public reports whether an API request needs no key: a signed template
-// file upload, by its shape (the node checks the signature).
-func (g *Gateway) public(r *http.Request) bool { return signedUpload(r) }
+// file upload, by its shape (the node checks the signature), and what a
+// browser loads before its user logs in to the web console, which a single
+// host serves without a key too (internal/console): the console's static
+// files and the redirect of a browser's GET / to them.
+func (g *Gateway) public(r *http.Request) bool { return signedUpload(r) || consoleStatic(r) }
+
+// consoleStatic reports whether r asks for the web console's static files
+// (GET or HEAD of /console or /console/… but not /console/api/…), or is a
+// browser opening / (internal/console's wantsHTML).
+func consoleStatic(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	p := r.URL.Path
+	if strings.Contains(p, "..") {
+		return false
+	}
+	if p == "/" {
+		return r.Method == http.MethodGet && r.Header.Get("X-API-Key") == "" && strings.Contains(r.Header.Get("Accept"), "text/html")
+	}
+	return p == "/console" || (strings.HasPrefix(p, "/console/") && !strings.HasPrefix(p, "/console/api/") && p != "/console/api")
+}
 
 // isAPIHost reports whether host (with or without port) is an API host.
 func (g *Gateway) isAPIHost(host string) bool {

@@ -108,7 +108,9 @@ func TestRegressionConsoleThroughAPITier(t *testing.T) {
 	c.store.mu.Lock()
 	c.store.sandboxes["sb1"] = "n1"
 	c.store.mu.Unlock()
-	for _, p := range []string{"/console/", "/console/api/sandboxes/sb1/pty"} {
+	// (The terminal's WebSocket, keyed in its first message, is
+	// TestBrowserPTY's.)
+	for _, p := range []string{"/console/", "/console/assets/x.js"} {
 		resp := c.do("GET", p, false, nil, "Accept", "text/html")
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusUnauthorized {

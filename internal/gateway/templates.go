@@ -242,7 +242,7 @@ func (g *Gateway) listTemplates(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	its, err := items(good, "createdAt", "templateID")
+	its, err := items(good, "createdAt", "templateID", false)
 	if err != nil {
 		writeError(w, r, http.StatusBadGateway, err.Error())
 		return
