@@ -119,6 +119,10 @@ type Store interface {
 	// returns the state now stored: a drain or loss set by someone else
 	// stays until SetNodeState changes it.
 	Heartbeat(ctx context.Context, n Node) (state string, err error)
+	// Touch refreshes a registered node's heartbeat time and nothing else
+	// (a restarting node, before its first full heartbeat); a lost node
+	// stays lost, an unknown id is ignored.
+	Touch(ctx context.Context, id string) error
 	// SetNodeState sets a node's state (drain, undrain, back to live after
 	// a node reconciled a loss). ErrNotFound for an unknown node.
 	SetNodeState(ctx context.Context, id, state string) error

@@ -226,6 +226,7 @@ func (d *daemon) open(ctx context.Context) error {
 	d.watchStoreLease(ctx)
 	if d.role.node {
 		d.node = newNodeState(d)
+		go d.node.keepAlive(ctx)
 	}
 	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err

@@ -44,8 +44,9 @@ type nodeState struct {
 
 	// admitMu guards admitting: the resources of creates admitted and not
 	// yet ended (admit).
-	admitMu   sync.Mutex
-	admitting sandbox.Limits
+	admitMu        sync.Mutex
+	admitting      sandbox.Limits
+	admittingCount int
 }
 
 func newNodeState(d *daemon) *nodeState {
@@ -103,18 +104,20 @@ func (n *nodeState) admit(l sandbox.Limits) (func(), error) {
 	case mem+l.MemoryMB > capMem:
 		return nil, &sandbox.Error{Code: http.StatusServiceUnavailable, Msg: fmt.Sprintf(
 			"node %s is full: %d of %d MiB memory held, the sandbox needs %d", n.d.role.nodeID, mem, capMem, l.MemoryMB)}
-	case count >= capCount:
+	case count+n.admittingCount >= capCount:
 		return nil, &sandbox.Error{Code: http.StatusServiceUnavailable, Msg: fmt.Sprintf(
 			"node %s is full: %d sandboxes", n.d.role.nodeID, count)}
 	}
 	n.admitting.CPUCount += l.CPUCount
 	n.admitting.MemoryMB += l.MemoryMB
+	n.admittingCount++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			n.admitMu.Lock()
 			n.admitting.CPUCount -= l.CPUCount
 			n.admitting.MemoryMB -= l.MemoryMB
+			n.admittingCount--
 			n.admitMu.Unlock()
 		})
 	}, nil
@@ -260,7 +263,7 @@ func (n *nodeState) sample(ctx context.Context) cluster.Node {
 // so no sandbox is ever served twice; then the node is live again.
 func (n *nodeState) reconcile(ctx context.Context) {
 	d := n.d
-	killed := 0
+	killed, failed := 0, 0
 	for _, sb := range d.mgr.List() {
 		// Gone: its row was removed, or it is recorded lost (a row the node
 		// wrote back before this heartbeat, e.g. an automatic pause, does not
@@ -276,9 +279,14 @@ func (n *nodeState) reconcile(ctx context.Context) {
 		}
 		if err := live.Kill(ctx); err != nil {
 			d.log.Warn("cluster node: killing a sandbox lost with this node", "sandbox", sb.ID, "err", err)
+			failed++
 			continue
 		}
 		killed++
+	}
+	if failed > 0 { // stay lost (no creates here); the next heartbeat tries again
+		d.log.Warn("cluster node: this node was marked lost and could not kill every sandbox reported lost; staying lost", "failed", failed)
+		return
 	}
 	if err := n.cs.SetNodeState(ctx, d.role.nodeID, cluster.StateLive); err != nil {
 		d.log.Warn("cluster node: marking the node live again", "err", err)
@@ -351,4 +359,29 @@ func (d *daemon) trusted() func(*http.Request) bool {
 		return nil
 	}
 	return func(r *http.Request) bool { return r.Header.Get(cluster.HeaderAuthenticated) != "" }
+}
+
+// keepAlive touches the node's row (cluster.Store.Touch) from the moment
+// its store is open until its first full heartbeat: a node restarting with
+// sandboxes to re-attach must not be marked lost while it restores them
+// (the api tier would report them gone and the node's restore destroy
+// them). A new node has no row yet: nothing happens.
+func (n *nodeState) keepAlive(ctx context.Context) {
+	if n.cs == nil {
+		return
+	}
+	t := time.NewTicker(cluster.HeartbeatInterval)
+	defer t.Stop()
+	for !n.registered.Load() {
+		tctx, cancel := context.WithTimeout(ctx, cluster.HeartbeatInterval)
+		if err := n.cs.Touch(tctx, n.d.role.nodeID); err != nil && ctx.Err() == nil {
+			n.d.log.Debug("cluster node: touching the node's row", "err", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

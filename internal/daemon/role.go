@@ -114,6 +114,10 @@ func advertiseAddr(flag, listen string) (string, error) {
 			return "", fmt.Errorf("--listen %s names no address the api tier can dial: give --advertise-addr host:port", listen)
 		}
 		return "", fmt.Errorf("invalid --advertise-addr %q: want an address the api tier can dial", flag)
+	} else if err == nil && ip.IsLoopback() && flag == "" {
+		// Only api instances on this very machine could dial it, and an api
+		// instance on another node's machine would reach that node instead.
+		return "", fmt.Errorf("--listen %s is a loopback address: give --advertise-addr host:port (a loopback one only when every api instance runs on this machine)", listen)
 	}
 	return a, nil
 }

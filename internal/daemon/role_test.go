@@ -61,7 +61,14 @@ func TestCheckRole(t *testing.T) {
 				}
 			}},
 		{name: "bad node id", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:1", NodeID: "Node One"}, want: "invalid node id"},
-		{name: "bad label", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:1", NodeID: "n1", NodeLabels: []string{"a b"}}, want: "invalid --node-labels"},
+		{name: "bad label", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "10.0.0.5:1", NodeID: "n1", NodeLabels: []string{"a b"}}, want: "invalid --node-labels"},
+		{name: "loopback listen needs --advertise-addr", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:7000", NodeID: "n1"}, want: "is a loopback address"},
+		{name: "loopback advertised on purpose", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:7000", AdvertiseAddr: "127.0.0.1:7000", NodeID: "n1"},
+			check: func(t *testing.T, r role) {
+				if r.advertise != "127.0.0.1:7000" {
+					t.Errorf("advertise %q", r.advertise)
+				}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
@@ -82,7 +89,7 @@ func TestCheckRole(t *testing.T) {
 	}
 	t.Run("secret from the environment, node id from the host name", func(t *testing.T) {
 		t.Setenv("AIRLOCK_CLUSTER_SECRET", "env-secret-0123456789")
-		cfg := Config{Role: "node", Store: pg, Listen: "127.0.0.1:9"}
+		cfg := Config{Role: "node", Store: pg, Listen: "10.0.0.5:9"}
 		r, err := checkRole(&cfg)
 		if err != nil {
 			t.Fatal(err)

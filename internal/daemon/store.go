@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/store"
@@ -73,11 +74,12 @@ func storeLeaseLost(st store.Full) (done <-chan struct{}, lost func() error) {
 }
 
 // acquireLease takes the store's daemon lease. A cluster node that finds its
-// node id's lease held from this very host waits for it to go stale (at most
-// the lease's bound, 30 s): that holder is the node's previous daemon,
-// killed before it could release it, and the node restarts on its own
-// after a crash. A holder on another host is a second node with the same
-// id, refused at once.
+// node id's lease held from this very host by a process that no longer
+// exists takes it over at once (its predecessor, killed before it could
+// release it); held by a live process of this host it waits for it to go
+// stale (at most the lease's bound, 30 s; a process of another PID
+// namespace may look alive). A holder on another host is a second node
+// with the same id, refused at once.
 func acquireLease(ctx context.Context, st *postgres.DB, nodeID string, log *slog.Logger) error {
 	host, _ := os.Hostname()
 	deadline := time.Now().Add(leaseWait())
@@ -89,6 +91,17 @@ func acquireLease(ctx context.Context, st *postgres.DB, nodeID string, log *slog
 		var held *postgres.LeaseHeldError
 		if err == nil || nodeID == "" || !errors.As(err, &held) || held.Holder.Hostname != host || time.Now().After(deadline) {
 			return err
+		}
+		// Its process is gone from this host: take the lease now rather than
+		// wait out the bound, during which the api tier would mark the node
+		// lost and report its running sandboxes gone (found in review).
+		if !processAlive(held.Holder.PID) {
+			log.Warn("the previous daemon of this node is gone without releasing its lease; taking it",
+				"node", nodeID, "pid", held.Holder.PID, "last_seen", held.Holder.LastSeen.Round(time.Second))
+			if err := st.BreakLease(ctx, held.Holder); err != nil {
+				return err
+			}
+			continue
 		}
 		if !waiting {
 			log.Warn("the previous daemon of this node still holds its lease (it did not stop cleanly); waiting for it to go stale",
@@ -111,4 +124,14 @@ func leaseWait() time.Duration {
 		stale = postgres.DefaultLeaseStaleAfter
 	}
 	return stale + 5*time.Second
+}
+
+// processAlive reports whether a process with this pid exists here (EPERM:
+// it does, as another user's).
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

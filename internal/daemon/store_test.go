@@ -183,10 +183,12 @@ func TestSQLiteStoreHasNoLease(t *testing.T) {
 	}
 }
 
-// TestNodeWaitsForItsPredecessorsLease: a node restarted after a crash
-// finds its previous daemon's lease (same host) and waits for it to go
-// stale instead of failing; a holder on another host is refused at once.
-func TestNodeWaitsForItsPredecessorsLease(t *testing.T) {
+// TestNodeTakesItsPredecessorsLease: a node restarted after a crash finds
+// its previous daemon's lease: held by a process of this host that is gone,
+// it takes it at once; held by a live process of this host, it waits for it
+// to go stale; held from another host (a second node with the same id), it
+// is refused at once.
+func TestNodeTakesItsPredecessorsLease(t *testing.T) {
 	old := storeLeaseOptions
 	storeLeaseOptions = postgres.LeaseOptions{StaleAfter: 3 * time.Second, Heartbeat: 500 * time.Millisecond}
 	t.Cleanup(func() { storeLeaseOptions = old })
@@ -205,25 +207,38 @@ func TestNodeWaitsForItsPredecessorsLease(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	host, _ := os.Hostname()
-	insert := func(h string) {
+	leave := func(h string, pid int) {
 		t.Helper()
 		if _, err := conn.Exec(ctx, `INSERT INTO daemon_lease (node_id, owner, hostname, pid, started_at, heartbeat_at)
-			VALUES ('n1', 'dead', $1, 999999, now(), now()) ON CONFLICT (node_id) DO UPDATE SET owner = 'dead', hostname = $1, heartbeat_at = now()`, h); err != nil {
+			VALUES ('n1', 'dead', $1, $2, now(), now()) ON CONFLICT (node_id) DO UPDATE SET owner = 'dead', hostname = $1, pid = $2, heartbeat_at = now()`, h, pid); err != nil {
 			t.Fatal(err)
 		}
 	}
-	insert(host)
-	start := time.Now()
-	st2, _, err := openStore(ctx, url, "n1", t.TempDir(), testStoreLogger(t))
-	if err != nil {
-		t.Fatalf("openStore after a crash: %v", err)
+	for _, tc := range []struct {
+		name       string
+		pid        int
+		fast, slow bool
+	}{
+		{name: "gone", pid: 999999, fast: true},
+		{name: "alive (pid 1)", pid: 1, slow: true},
+	} {
+		leave(host, tc.pid)
+		start := time.Now()
+		st2, _, err := openStore(ctx, url, "n1", t.TempDir(), testStoreLogger(t))
+		if err != nil {
+			t.Fatalf("%s: openStore after a crash: %v", tc.name, err)
+		}
+		took := time.Since(start)
+		st2.Close()
+		if tc.fast && took > time.Second {
+			t.Errorf("%s: took the lease after %s; want at once", tc.name, took)
+		}
+		if tc.slow && took < 2*time.Second {
+			t.Errorf("%s: took the lease after %s, before it went stale", tc.name, took)
+		}
 	}
-	if waited := time.Since(start); waited < 2*time.Second {
-		t.Errorf("took the lease after %s, before it went stale", waited)
-	}
-	st2.Close()
 
-	insert("another-host")
+	leave("another-host", 999999)
 	if st3, _, err := openStore(ctx, url, "n1", t.TempDir(), testStoreLogger(t)); err == nil {
 		st3.Close()
 		t.Fatal("a node id held from another host was taken")

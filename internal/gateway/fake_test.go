@@ -119,6 +119,8 @@ func (s *fakeStore) SandboxTokens(ctx context.Context) ([]cluster.SandboxToken, 
 	return slices.Clone(s.tokens), s.fail
 }
 
+func (s *fakeStore) Touch(ctx context.Context, id string) error { return nil }
+
 func (s *fakeStore) ReapLostNodes(ctx context.Context, bound time.Duration) ([]cluster.Node, error) {
 	return nil, nil
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
 )
@@ -41,9 +43,16 @@ func (g *Gateway) fanOut(r *http.Request) []nodeAnswer {
 	return out
 }
 
+// fanOutTimeout bounds one node's answer to a fanned-out list: a node that
+// accepts the request and never answers is left out (X-Airlock-Partial)
+// instead of hanging the list (found in review).
+const fanOutTimeout = 10 * time.Second
+
 func (g *Gateway) ask(r *http.Request, n cluster.Node) nodeAnswer {
 	a := nodeAnswer{node: n}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+n.Addr+r.URL.RequestURI(), nil)
+	ctx, cancel := context.WithTimeout(r.Context(), fanOutTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+n.Addr+r.URL.RequestURI(), nil)
 	if err != nil {
 		a.err = err
 		return a

@@ -71,6 +71,13 @@ type Gateway struct {
 	auth     http.Handler // middleware.Key.Require in front of route
 	// refreshMu serializes on-demand registry reads (an unknown node id).
 	refreshMu sync.Mutex
+	// readMu serializes every registry read (refresh), so that an older
+	// read finishing last never overwrites a newer one (found in review:
+	// it removed a node that had just registered).
+	readMu sync.Mutex
+	// lastReadStart is when the last successful registry read started
+	// (under readMu).
+	lastReadStart time.Time
 }
 
 // New returns a Gateway; Run must run for it to learn the nodes.
@@ -97,7 +104,10 @@ func New(opts Options) (*Gateway, error) {
 		apiHosts: map[string]bool{},
 		store:    opts.Store,
 		placer:   placement.New(opts.Placement),
-		client:   &http.Client{Transport: opts.Transport},
+		// Never follow a node's redirect: the request carries the secret.
+		client: &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
 	}
 	if opts.Domain != "" {
 		g.apiHosts["api."+strings.ToLower(opts.Domain)] = true
@@ -156,12 +166,36 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.health(w, r)
 		return
 	}
+	if id, ok := browserPTY(r); ok { // its key comes in the first message
+		g.servePTY(w, r, id)
+		return
+	}
 	g.auth.ServeHTTP(w, r)
 }
 
 // public reports whether an API request needs no key: a signed template
-// file upload, by its shape (the node checks the signature).
-func (g *Gateway) public(r *http.Request) bool { return signedUpload(r) }
+// file upload, by its shape (the node checks the signature), and what a
+// browser loads before its user logs in to the web console, which a single
+// host serves without a key too (internal/console): the console's static
+// files and the redirect of a browser's GET / to them.
+func (g *Gateway) public(r *http.Request) bool { return signedUpload(r) || consoleStatic(r) }
+
+// consoleStatic reports whether r asks for the web console's static files
+// (GET or HEAD of /console or /console/… but not /console/api/…), or is a
+// browser opening / (internal/console's wantsHTML).
+func consoleStatic(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	p := r.URL.Path
+	if strings.Contains(p, "..") {
+		return false
+	}
+	if p == "/" {
+		return r.Method == http.MethodGet && r.Header.Get("X-API-Key") == "" && strings.Contains(r.Header.Get("Accept"), "text/html")
+	}
+	return p == "/console" || (strings.HasPrefix(p, "/console/") && !strings.HasPrefix(p, "/console/api/") && p != "/console/api")
+}
 
 // isAPIHost reports whether host (with or without port) is an API host.
 func (g *Gateway) isAPIHost(host string) bool {

@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,5 +158,68 @@ func TestListV1SnapshotsMetrics(t *testing.T) {
 	decode(t, c.do("GET", "/sandboxes/metrics?sandbox_ids=a,b", true, nil), http.StatusOK, &m)
 	if len(m.Sandboxes) != 2 || m.Sandboxes["b"]["cpuCount"] != 2 {
 		t.Errorf("metrics: %+v", m)
+	}
+}
+
+// Every sandbox of a merged list names the node that listed it
+// (NodeField), in the v2 and the v1 list; snapshots and metrics are left
+// as the nodes answer them.
+func TestListClusterNode(t *testing.T) {
+	c := newTestCluster(t, 2)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c.nodes["n1"].sandboxes = []listed{{SandboxID: "a", StartedAt: t0}, {SandboxID: "c", StartedAt: t0.Add(2 * time.Second)}}
+	c.nodes["n2"].sandboxes = []listed{{SandboxID: "b", StartedAt: t0.Add(time.Second)}}
+	want := map[string]string{"a": "n1", "b": "n2", "c": "n1"}
+	type tagged struct {
+		SandboxID   string    `json:"sandboxID"`
+		StartedAt   time.Time `json:"startedAt"`
+		ClusterNode string    `json:"clusterNode"`
+	}
+	check := func(name string, got []tagged) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %+v", name, got)
+		}
+		for _, s := range got {
+			if s.ClusterNode != want[s.SandboxID] || s.StartedAt.IsZero() {
+				t.Errorf("%s: %s has clusterNode %q, want %q (%+v)", name, s.SandboxID, s.ClusterNode, want[s.SandboxID], s)
+			}
+		}
+	}
+	var v2 []tagged
+	decode(t, c.do("GET", "/v2/sandboxes", true, nil), http.StatusOK, &v2)
+	check("v2", v2)
+
+	// The v1 list, and an item whose node named it already (kept).
+	c.nodes["n1"].handle = func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `[{"sandboxID":"a","startedAt":"2026-01-01T00:00:00Z"}, { "sandboxID":"c","startedAt":"2026-01-01T00:00:02Z" ,"clusterNode":"n1"} ]`)
+	}
+	c.nodes["n2"].handle = func(w http.ResponseWriter, r *http.Request) {
+		writeTestJSON(w, 200, []listed{{SandboxID: "b", StartedAt: t0.Add(time.Second)}})
+	}
+	resp := c.do("GET", "/sandboxes", true, nil)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var v1 []tagged
+	if err := json.Unmarshal(body, &v1); err != nil {
+		t.Fatalf("v1 list %s: %v", body, err)
+	}
+	check("v1", v1)
+	if n := strings.Count(string(body), NodeField); n != 3 {
+		t.Errorf("v1 list names %d nodes, want 3: %s", n, body)
+	}
+}
+
+func TestWithField(t *testing.T) {
+	for in, want := range map[string]string{
+		`{}`:                `{"clusterNode":"n\"1"}`,
+		` { "a" : 1 } `:     `{"a" : 1,"clusterNode":"n\"1"}`,
+		`{"a":{"b":[1,2]}}`: `{"a":{"b":[1,2]},"clusterNode":"n\"1"}`,
+		`[1]`:               `[1]`,
+		`null`:              `null`,
+	} {
+		if got := string(withField(json.RawMessage(in), NodeField, `n"1`)); got != want {
+			t.Errorf("withField(%s) = %s, want %s", in, got, want)
+		}
 	}
 }

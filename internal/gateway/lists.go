@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -27,9 +28,16 @@ type listItem struct {
 	id  string
 }
 
+// NodeField is the Airlock extension field the api tier adds to each
+// sandbox of a merged list (GET /sandboxes, GET /v2/sandboxes): the id of
+// the node that listed it. E2B's SDKs ignore fields they do not know.
+const NodeField = "clusterNode"
+
 // items decodes the JSON arrays of the answers; at and id name the fields
 // of the order. An element seen twice (a sandbox that moved) is kept once.
-func items(answers []nodeAnswer, at, id string) ([]listItem, error) {
+// With tag, each element gets NodeField naming the node that answered it
+// (unless it has that field already).
+func items(answers []nodeAnswer, at, id string, tag bool) ([]listItem, error) {
 	var out []listItem
 	seen := map[string]bool{}
 	for _, a := range answers {
@@ -42,6 +50,9 @@ func items(answers []nodeAnswer, at, id string) ([]listItem, error) {
 			if err := json.Unmarshal(raw, &fields); err != nil {
 				return nil, fmt.Errorf("node %s: decoding a list item: %w", a.node.ID, err)
 			}
+			if _, has := fields[NodeField]; tag && !has {
+				raw = withField(raw, NodeField, a.node.ID)
+			}
 			it := listItem{raw: raw}
 			_ = json.Unmarshal(fields[at], &it.at)
 			_ = json.Unmarshal(fields[id], &it.id)
@@ -53,6 +64,26 @@ func items(answers []nodeAnswer, at, id string) ([]listItem, error) {
 		}
 	}
 	return out, nil
+}
+
+// withField adds "name": value to raw, a JSON object, keeping the order
+// and bytes of its other fields. raw is returned as is when it is not an
+// object.
+func withField(raw json.RawMessage, name, value string) json.RawMessage {
+	obj := bytes.TrimSpace(raw)
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return raw
+	}
+	field, _ := json.Marshal(map[string]string{name: value}) // {"name":"value"}
+	body := bytes.TrimSpace(obj[1 : len(obj)-1])
+	out := make([]byte, 0, len(obj)+len(field))
+	out = append(out, '{')
+	if len(body) > 0 {
+		out = append(out, body...)
+		out = append(out, ',')
+	}
+	out = append(out, field[1:]...)
+	return out
 }
 
 func compareItems(a, b listItem) int {
@@ -88,7 +119,7 @@ func (g *Gateway) listV2(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	its, err := items(good, "startedAt", "sandboxID")
+	its, err := items(good, "startedAt", "sandboxID", true)
 	if err != nil {
 		writeError(w, r, http.StatusBadGateway, err.Error())
 		return
@@ -124,7 +155,7 @@ func (g *Gateway) listV1(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	its, err := items(good, "startedAt", "sandboxID")
+	its, err := items(good, "startedAt", "sandboxID", true)
 	if err != nil {
 		writeError(w, r, http.StatusBadGateway, err.Error())
 		return
@@ -140,7 +171,7 @@ func (g *Gateway) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	its, err := items(good, "createdAt", "snapshotID")
+	its, err := items(good, "createdAt", "snapshotID", false)
 	if err != nil {
 		writeError(w, r, http.StatusBadGateway, err.Error())
 		return

@@ -117,6 +117,17 @@ func (g *Gateway) setNodeState(w http.ResponseWriter, r *http.Request, id string
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
+	// A lost node's state is the reaper's and the node's own: it reconciles
+	// (kills what was reported lost) and goes live when it comes back, which
+	// a drain written over "lost" would skip (found in review).
+	if nodes, err := g.readNodes(ctx); err == nil {
+		for _, n := range nodes {
+			if n.ID == id && effectiveState(n) == cluster.StateLost {
+				writeError(w, r, http.StatusConflict, fmt.Sprintf("node %s is lost (no heartbeat for %s): it becomes live again once it is back and has reconciled", id, n.Age.Round(time.Second)))
+				return
+			}
+		}
+	}
 	err := g.store.SetNodeState(ctx, id, state)
 	if errors.Is(err, cluster.ErrNotFound) {
 		writeError(w, r, http.StatusNotFound, fmt.Sprintf("node %q not found", id))

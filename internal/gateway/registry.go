@@ -96,6 +96,26 @@ func (g *Gateway) ensureSynced(ctx context.Context) {
 
 // refresh reads the nodes table and feeds the placer.
 func (g *Gateway) refresh(ctx context.Context) error {
+	g.readMu.Lock()
+	defer g.readMu.Unlock()
+	return g.refreshLocked(ctx)
+}
+
+// refreshSince reads the nodes again unless a read that started after t
+// succeeded already (a burst of creates refused for a template shares one
+// read, and a read that started before a node's heartbeat is never taken
+// for one that saw it).
+func (g *Gateway) refreshSince(ctx context.Context, t time.Time) error {
+	g.readMu.Lock()
+	defer g.readMu.Unlock()
+	if g.lastReadStart.After(t) {
+		return nil
+	}
+	return g.refreshLocked(ctx)
+}
+
+func (g *Gateway) refreshLocked(ctx context.Context) error {
+	start := time.Now()
 	rows, err := g.store.Nodes(ctx)
 	g.reg.mu.Lock()
 	g.reg.tried = time.Now()
@@ -136,6 +156,7 @@ func (g *Gateway) refresh(ctx context.Context) error {
 	g.reg.nodes = seen
 	g.reg.synced = time.Now()
 	g.reg.mu.Unlock()
+	g.lastReadStart = start
 	return nil
 }
 

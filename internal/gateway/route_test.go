@@ -102,6 +102,31 @@ func TestAPIKey(t *testing.T) {
 	}
 	decode(t, c.do("GET", "/health", false, nil), http.StatusOK, nil)
 	decode(t, c.do("GET", "/anything", false, nil, "E2b-Sandbox-Id", "sb1"), http.StatusOK, nil)
+	// The web console's static files and a browser's GET / (redirected to
+	// them by the node) need no key, as on a single host; its API does, and
+	// so does a GET / that is not a browser's.
+	for _, p := range []struct {
+		method, path string
+		hdr          []string
+		status       int
+	}{
+		{"GET", "/console", nil, http.StatusOK},
+		{"GET", "/console/", nil, http.StatusOK},
+		{"HEAD", "/console/assets/index-abc.js", nil, http.StatusOK},
+		{"GET", "/", []string{"Accept", "text/html,application/xhtml+xml"}, http.StatusOK},
+		{"GET", "/", nil, http.StatusUnauthorized},
+		{"POST", "/console/", nil, http.StatusUnauthorized},
+		{"GET", "/console/api/overview", nil, http.StatusUnauthorized},
+		{"GET", "/console/api", nil, http.StatusUnauthorized},
+		{"GET", "/console/api/sandboxes/sb1/pty", nil, http.StatusUnauthorized},
+		{"GET", "/console/../v2/sandboxes", nil, http.StatusUnauthorized},
+	} {
+		resp := c.do(p.method, p.path, false, nil, p.hdr...)
+		resp.Body.Close()
+		if resp.StatusCode != p.status {
+			t.Errorf("%s %s without a key: %d, want %d", p.method, p.path, resp.StatusCode, p.status)
+		}
+	}
 	var up echo
 	decode(t, c.do("PUT", "/airlock/v1/template-files/abc?expires=9&signature=x", false, nil, cluster.HeaderAuthenticated, "forged"), http.StatusOK, &up)
 	if up.Auth != "" {

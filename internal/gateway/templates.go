@@ -206,6 +206,14 @@ func placementError(w http.ResponseWriter, r *http.Request, err error) {
 // newest build, else to any node (which answers 404 for an unknown one).
 // Nodes list only the templates on their disk, so any node would not do.
 func (g *Gateway) serveTemplate(w http.ResponseWriter, r *http.Request, templateID string) {
+	// A snapshot is a template too (GET and DELETE /templates/{snapshotID}):
+	// its node, when no node holds a template of that name.
+	if !g.anyNodeHolds(templateID) {
+		if id, err := g.store.SnapshotNode(r.Context(), templateID); err == nil {
+			g.serveOn(w, r, id, "snapshot "+templateID, nil)
+			return
+		}
+	}
 	name, _, _ := strings.Cut(templateID, ":")
 	nodes := g.nodesIn(cluster.StateLive, cluster.StateDraining)
 	for _, n := range nodes { // the exact tag first
@@ -234,7 +242,7 @@ func (g *Gateway) listTemplates(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	its, err := items(good, "createdAt", "templateID")
+	its, err := items(good, "createdAt", "templateID", false)
 	if err != nil {
 		writeError(w, r, http.StatusBadGateway, err.Error())
 		return

@@ -349,7 +349,12 @@ func (p *Placer) Place(req Request) (*Reservation, error) {
 	if !req.TemplateRequired { // else only holders can fit: drawn below
 		p.draw(&c, p.nodes, req)
 	}
-	if s := p.holders[req.Template]; s != nil && len(s.nodes) < len(p.nodes) {
+	// The holders are drawn from when they are not every node (else the
+	// draw above covered them), and always when only they can fit: a
+	// template on every node otherwise fell through to the full scan, a
+	// least-loaded choice that sends every api instance's creates to the
+	// same node (found in review).
+	if s := p.holders[req.Template]; s != nil && (req.TemplateRequired || len(s.nodes) < len(p.nodes)) {
 		p.draw(&c, s.nodes, req)
 	}
 	if s := p.warm[req.Template]; s != nil {

@@ -58,9 +58,14 @@ test('a browser opening / lands on the console login; a wrong key is refused, th
   assert.match(await page.locator('#login-error').innerText(), /not valid/)
   await shot('01-login')
   await page.fill('#api-key', KEY)
+  // A single host has no nodes API: no Nodes tab (cluster.test.mjs has the cluster's).
+  const probe = page.waitForResponse((r) => r.url().endsWith('/airlock/v1/nodes'))
   await page.click('#login')
+  assert.equal((await probe).status(), 404)
   await page.locator('#stat-running').waitFor()
   await page.waitForSelector('.chart canvas')
+  assert.equal(await page.locator('#nav-nodes').count(), 0, 'no Nodes tab on a single host')
+  assert.equal(await page.locator('#overview-node').count(), 0)
   await shot('02-overview')
 })
 
@@ -326,6 +331,7 @@ test('sandboxes table: filter by metadata, pause and resume a sandbox', { timeou
     const rows = document.querySelectorAll('#sandboxes tbody tr')
     return rows.length === 1 && rows[0].dataset.sandbox === id
   }, id)
+  assert.equal(await page.locator('#sandboxes th', { hasText: 'Node' }).count(), 0, 'no Node column on a single host')
   await row.locator('button[data-action="pause"]').click()
   await row.locator('.badge.paused').waitFor({ timeout: SLOW })
   await page.selectOption('#filter-state', 'running')

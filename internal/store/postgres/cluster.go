@@ -141,14 +141,31 @@ func (d *DB) Heartbeat(ctx context.Context, n cluster.Node) (string, error) {
 			reserved_memory_mb=excluded.reserved_memory_mb, sandboxes=excluded.sandboxes,
 			templates=excluded.templates, warm_pool=excluded.warm_pool, started_at=excluded.started_at,
 			heartbeat_at=excluded.heartbeat_at
+		WHERE nodes.gen <= excluded.gen
 		RETURNING state`,
 		n.ID, n.Addr, n.Runtime, labels, n.Version, int64(n.Gen),
 		n.CPUs, n.MemoryMB, n.DiskMB, n.MaxSandboxes, n.ReservedCPUs, n.ReservedMemoryMB, n.Sandboxes,
 		tpls, warm, encodeTime(n.StartedAt))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// A newer heartbeat is stored already (this one was late: its
+		// generation is older); keep that one and report the state.
+		err = d.queryRow(ctx, func(r pgx.Row) error { return r.Scan(&state) }, `SELECT state FROM nodes WHERE id = $1`, n.ID)
+	}
 	if err != nil {
 		return "", fmt.Errorf("heartbeat of node %s: %w", n.ID, err)
 	}
 	return state, nil
+}
+
+// Touch marks node id as alive without changing its row otherwise (a node
+// restarting, before its first full heartbeat): a node that is lost stays
+// lost. Unknown ids are ignored.
+func (d *DB) Touch(ctx context.Context, id string) error {
+	_, err := d.exec(ctx, `UPDATE nodes SET heartbeat_at = now() WHERE id = $1 AND state <> 'lost'`, id)
+	if err != nil {
+		return fmt.Errorf("touching node %s: %w", id, err)
+	}
+	return nil
 }
 
 // SetNodeState sets a node's state. LostAt is kept only while the node is

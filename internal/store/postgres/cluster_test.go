@@ -636,3 +636,52 @@ func TestMigrateFrom2(t *testing.T) {
 		t.Fatalf("the old daemon's heartbeat after the upgrade: %v, %v", tag, err)
 	}
 }
+
+// A late heartbeat (an older generation) does not overwrite a newer one;
+// Touch refreshes a live node's heartbeat time only, and leaves a lost node
+// lost.
+func TestHeartbeatGenerationsAndTouch(t *testing.T) {
+	srv := pgtest.Start(t)
+	ctx := ctxFor(t, 60*time.Second)
+	db := openDB(t, srv.NewDatabase(t))
+	n := cluster.Node{ID: "n1", Addr: "a:1", Runtime: "gvisor", Gen: 5, CPUs: 8, MemoryMB: 1024, Sandboxes: 5, StartedAt: time.Now()}
+	if _, err := db.Heartbeat(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	late := n
+	late.Gen, late.Sandboxes = 3, 1
+	if st, err := db.Heartbeat(ctx, late); err != nil || st != cluster.StateLive {
+		t.Fatalf("late Heartbeat = %q, %v; want live, no error", st, err)
+	}
+	get := func() cluster.Node {
+		t.Helper()
+		ns, err := db.Nodes(ctx)
+		if err != nil || len(ns) != 1 {
+			t.Fatalf("Nodes = %v, %v", ns, err)
+		}
+		return ns[0]
+	}
+	if got := get(); got.Gen != 5 || got.Sandboxes != 5 {
+		t.Errorf("after a late heartbeat: gen %d, sandboxes %d; want 5, 5", got.Gen, got.Sandboxes)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := db.Touch(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(); got.Age > 200*time.Millisecond || got.Gen != 5 {
+		t.Errorf("after Touch: age %s, gen %d", got.Age, got.Gen)
+	}
+	if err := db.SetNodeState(ctx, "n1", cluster.StateLost); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := db.Touch(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(); got.State != cluster.StateLost || got.Age < 250*time.Millisecond {
+		t.Errorf("Touch of a lost node: state %s, age %s; want it left lost and untouched", got.State, got.Age)
+	}
+	if err := db.Touch(ctx, "unknown"); err != nil {
+		t.Errorf("Touch of an unknown node: %v", err)
+	}
+}

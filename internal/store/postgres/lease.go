@@ -321,3 +321,15 @@ func (l *Lease) release() {
 	}
 	l.d.log.Info("daemon lease released", "db", l.d.where, "node", l.d.nodeID)
 }
+
+// BreakLease removes the lease row of holder h when it still names h (its
+// host, pid and start): for a daemon that knows h is dead, its own
+// predecessor on this host, so that a restart after a crash does not wait
+// for the staleness bound. It holds no lease afterwards: AcquireLease next.
+func (d *DB) BreakLease(ctx context.Context, h LeaseHolder) error {
+	return d.retry(ctx, func(ctx context.Context) error {
+		_, err := d.pool.Exec(ctx, `DELETE FROM daemon_lease WHERE node_id = $1 AND hostname = $2 AND pid = $3 AND started_at = $4`,
+			d.nodeID, h.Hostname, h.PID, h.StartedAt)
+		return err
+	})
+}

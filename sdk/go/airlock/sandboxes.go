@@ -37,6 +37,9 @@ type ListedSandbox struct {
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	State       string            `json:"state"`
 	EnvdVersion string            `json:"envdVersion"`
+	// ClusterNode is the node that runs the sandbox, in a cluster's lists
+	// (an Airlock extension; "" from a single host and in GetSandbox).
+	ClusterNode string `json:"clusterNode,omitempty"`
 }
 
 // Lifecycle is the SandboxDetail lifecycle object.

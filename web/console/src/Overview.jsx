@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks'
-import { api, fmtBytes } from './api.js'
+import { apiResponse, fmtBytes } from './api.js'
 import { Chart } from './Chart.jsx'
 
 const pct = (v) => `${Math.round(v)}%`
@@ -7,9 +7,13 @@ const pct = (v) => `${Math.round(v)}%`
 export function Overview () {
   const [d, setD] = useState(null)
   const [err, setErr] = useState('')
+  // Through a cluster's api tier, one node answers (X-Airlock-Node).
+  const [node, setNode] = useState('')
   useEffect(() => {
     let stop = false
-    const load = () => api('GET', '/console/api/overview').then((v) => { if (!stop) { setD(v); setErr('') } }, (e) => setErr(e.message))
+    const load = () => apiResponse('GET', '/console/api/overview').then(
+      ({ data, headers }) => { if (!stop) { setD(data); setNode(headers.get('X-Airlock-Node') || ''); setErr('') } },
+      (e) => setErr(e.message))
     load()
     const t = setInterval(load, 5000)
     return () => { stop = true; clearInterval(t) }
@@ -24,6 +28,8 @@ export function Overview () {
   return (
     <div>
       <h2>Overview</h2>
+      {node && <div class="info" id="overview-node">These numbers are node <b>{node}</b>'s (its host, its sandboxes and creates);
+        the cluster's nodes and their load are under <a href="#/nodes">Nodes</a>.</div>}
       {err && <div class="error">{err}</div>}
       <div class="stats">
         <Stat id="stat-running" label="Sandboxes running" value={d.states.running ?? 0} />
@@ -45,6 +51,6 @@ export function Overview () {
   )
 }
 
-function Stat ({ label, value, sub, id }) {
+export function Stat ({ label, value, sub, id }) {
   return <div class="stat" id={id}><div class="stat-label">{label}</div><div class="stat-value">{value}</div>{sub && <div class="muted">{sub}</div>}</div>
 }

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks'
 import { Sandbox } from 'e2b'
-import { api, fmtBytes, fmtDuration, sdkOpts } from './api.js'
+import { api, apiResponse, fmtBytes, fmtDuration, sdkOpts } from './api.js'
 import { SandboxActions } from './actions.jsx'
 import { Chart } from './Chart.jsx'
 import { Terminal } from './Terminal.jsx'
@@ -10,6 +10,7 @@ const enc = encodeURIComponent
 
 export function SandboxPage ({ id }) {
   const [sb, setSb] = useState(null)
+  const [node, setNode] = useState('')
   const [gone, setGone] = useState('')
   const [samples, setSamples] = useState([])
   const [logs, setLogs] = useState(null)
@@ -23,9 +24,11 @@ export function SandboxPage ({ id }) {
     let stop = false
     async function load () {
       try {
-        const s = await api('GET', `/sandboxes/${enc(id)}`)
+        // Through a cluster's api tier the answer names the node that runs the sandbox.
+        const { data: s, headers } = await apiResponse('GET', `/sandboxes/${enc(id)}`)
         if (stop) return
         setSb(s)
+        setNode(headers.get('X-Airlock-Node') || '')
         const start = Math.floor(new Date(s.startedAt).getTime() / 1000)
         const m = await api('GET', `/sandboxes/${enc(id)}/metrics?start=${start}`)
         if (!stop) setSamples(m || [])
@@ -58,6 +61,7 @@ export function SandboxPage ({ id }) {
       <h2>Sandbox <code>{id}</code> <span class={`badge ${sb.state}`}>{sb.state}</span></h2>
       <div class="kv">
         <span>template <b>{sb.alias || sb.templateID}</b></span>
+        {node && <span id="sandbox-node">node <a href="#/nodes"><b>{node}</b></a></span>}
         <span>{sb.cpuCount} CPU, {sb.memoryMB} MiB, disk {sb.diskSizeMB} MiB</span>
         <span>age {fmtDuration(Date.now() - new Date(sb.startedAt).getTime())}</span>
         {running && <span>time left {fmtDuration(new Date(sb.endAt).getTime() - Date.now())}</span>}

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks'
 import { api, fmtBytes, fmtDuration } from './api.js'
 import { SandboxActions } from './actions.jsx'
 
-export function Sandboxes () {
+export function Sandboxes ({ cluster }) {
   const [list, setList] = useState(null)
   const [metrics, setMetrics] = useState({})
   const [state, setState] = useState('')
@@ -56,7 +56,7 @@ export function Sandboxes () {
       {err && <div class="error">{err}</div>}
       {!list ? 'Loading…' : list.length === 0 ? <p class="muted" id="no-sandboxes">No sandboxes.</p> : (
         <table class="table" id="sandboxes">
-          <thead><tr><th>ID</th><th>Template</th><th>State</th><th>Metadata</th><th>Age</th><th>Time left</th><th>CPU</th><th>Memory</th><th /></tr></thead>
+          <thead><tr><th>ID</th><th>Template</th><th>State</th>{cluster && <th>Node</th>}<th>Metadata</th><th>Age</th><th>Time left</th><th>CPU</th><th>Memory</th><th /></tr></thead>
           <tbody>
             {list.map((sb) => {
               const m = sb.state === 'running' ? metrics[sb.sandboxID] : null
@@ -65,6 +65,7 @@ export function Sandboxes () {
                   <td><a href={`#/sandboxes/${encodeURIComponent(sb.sandboxID)}`}><code>{sb.sandboxID}</code></a></td>
                   <td>{sb.alias || sb.templateID}</td>
                   <td><span class={`badge ${sb.state}`}>{sb.state}</span></td>
+                  {cluster && <td class="sandbox-node">{sb.clusterNode ? <a href="#/nodes">{sb.clusterNode}</a> : '–'}</td>}
                   <td class="meta">{Object.entries(sb.metadata || {}).map(([k, v]) => <span class="tag">{k}={v}</span>)}</td>
                   <td>{fmtDuration(now - new Date(sb.startedAt).getTime())}</td>
                   <td>{sb.state === 'running' ? fmtDuration(new Date(sb.endAt).getTime() - now) : '–'}</td>

@@ -7,6 +7,11 @@ export const clearKey = () => sessionStorage.removeItem(KEY)
 
 /** Calls the daemon; throws an Error with the E2B error message on failure. */
 export async function api (method, path, body) {
+  return (await apiResponse(method, path, body)).data
+}
+
+/** As api, and the response's headers too: { data, headers }. */
+export async function apiResponse (method, path, body) {
   const headers = { 'X-API-Key': getKey() }
   if (body !== undefined) headers['Content-Type'] = 'application/json'
   const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
@@ -22,7 +27,7 @@ export async function api (method, path, body) {
     err.status = r.status
     throw err
   }
-  return data
+  return { data, headers: r.headers }
 }
 
 /** Options for the E2B SDK: the daemon is both the API and the sandbox URL. */

@@ -6,6 +6,7 @@ import { Sandboxes } from './Sandboxes.jsx'
 import { SandboxPage } from './SandboxPage.jsx'
 import { Playground } from './Playground.jsx'
 import { Templates } from './Templates.jsx'
+import { Nodes } from './Nodes.jsx'
 import './style.css'
 
 function useHash () {
@@ -58,9 +59,32 @@ const NAV = [
   ['#/templates', 'Templates']
 ]
 
+/** Whether the daemon is a cluster's api tier: GET /airlock/v1/nodes
+ *  answers there, a single host says 404. null until known; asked again
+ *  after other failures. */
+function useCluster (authed) {
+  const [cluster, setCluster] = useState(null)
+  useEffect(() => {
+    if (!authed) return
+    let stop = false
+    let timer
+    const probe = () => api('GET', '/airlock/v1/nodes').then(
+      () => { if (!stop) setCluster(true) },
+      (e) => {
+        if (stop) return
+        if (e.status === 404) setCluster(false)
+        else timer = setTimeout(probe, 5000)
+      })
+    probe()
+    return () => { stop = true; clearTimeout(timer) }
+  }, [authed])
+  return cluster
+}
+
 function App () {
   const [authed, setAuthed] = useState(!!getKey())
   const hash = useHash()
+  const cluster = useCluster(authed)
   useEffect(() => {
     const out = () => setAuthed(false)
     window.addEventListener('airlock-logout', out)
@@ -71,7 +95,8 @@ function App () {
   let page
   let m
   if ((m = path.match(/^\/sandboxes\/([^/]+)$/))) page = <SandboxPage id={decodeURIComponent(m[1])} key={m[1]} />
-  else if (path.startsWith('/sandboxes')) page = <Sandboxes />
+  else if (path.startsWith('/sandboxes')) page = <Sandboxes cluster={cluster} />
+  else if (path.startsWith('/nodes') && cluster !== false) page = cluster ? <Nodes /> : 'Loading…'
   else if (path.startsWith('/playground')) page = <Playground />
   else if (path.startsWith('/templates')) page = <Templates />
   else page = <Overview />
@@ -80,7 +105,7 @@ function App () {
     <div class="layout">
       <nav>
         <div class="brand">Airlock</div>
-        {NAV.map(([h, label]) => <a href={h} class={active(h) ? 'active' : ''} id={'nav-' + label.toLowerCase()}>{label}</a>)}
+        {(cluster ? [...NAV.slice(0, 2), ['#/nodes', 'Nodes'], ...NAV.slice(2)] : NAV).map(([h, label]) => <a href={h} class={active(h) ? 'active' : ''} id={'nav-' + label.toLowerCase()}>{label}</a>)}
         <div class="spacer" />
         <button class="link" id="logout" onClick={() => { clearKey(); setAuthed(false) }}>Log out</button>
       </nav>
