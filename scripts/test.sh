@@ -25,7 +25,8 @@
 #   AIRLOCK_TEST_SKIP_CLUSTER=1  skip the cluster stage (scripts/run-cluster.sh: PostgreSQL,
 #                           3 --role node daemons with net prefixes acl1-acl3 and subnets in
 #                           10.84.0.0/16, 2 --role api instances behind haproxy; test/cluster
-#                           with the official SDKs); AIRLOCK_TEST_CLUSTER_FILES runs a subset
+#                           with the official SDKs, and test/console/cluster.test.mjs unless
+#                           AIRLOCK_TEST_SKIP_CONSOLE=1); AIRLOCK_TEST_CLUSTER_FILES runs a subset
 #                           of test/cluster/*.test.mjs
 #   AIRLOCK_TEST_NET_PREFIX / AIRLOCK_TEST_SUBNET  the test daemon's --net-prefix and --subnet
 #                           (default ale2e, 10.79.0.0/16); AIRLOCK_E2E_EXT_NET the first three
@@ -122,7 +123,7 @@ finish() {
 # Go's "--- FAIL" lines with the messages logged before them.
 failure_digest() {
 	local f out
-	for f in "$NODE_OUT" "$WORK/console.out" "$WORK/microvm.out" "$WORK/cluster.out"; do
+	for f in "$NODE_OUT" "$WORK/console.out" "$WORK/microvm.out" "$WORK/cluster.out" "$WORK/cluster-console.out"; do
 		[ -s "$f" ] && grep -q '^✖ failing tests:' "$f" || continue
 		echo "-- failures in $(basename "$f") --"
 		sed -n '/^✖ failing tests:/,$p' "$f" | grep -vE '^[[:space:]]+at |^[[:space:]]*$|^ℹ |node:internal|^[[:space:]]*[{}]$|^test at |^[[:space:]]+(generatedMessage|code|operator):' |
@@ -347,6 +348,17 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 		(cd test/cluster && AIRLOCK_CLUSTER_STATE=$CLUSTER_STATE node "${cluster_flags[@]}" "${cluster_files[@]}") 2>&1 | tee "$WORK/cluster.out"
 		cluster_rc=${PIPESTATUS[0]}
 		record cluster-e2e "$cluster_rc"
+		if [ "${AIRLOCK_TEST_SKIP_CONSOLE:-0}" != 1 ]; then
+			# The console's cluster views, in the browser, through the balancer
+			# (test/console/cluster.test.mjs; the console stage installed chromium).
+			[ -d test/console/node_modules/playwright-core ] || (cd test/console && npm ci --no-audit --no-fund --loglevel=error)
+			# shellcheck source=/dev/null # written by run-cluster.sh up
+			(set -a && . "$CLUSTER_STATE/env" && set +a && cd test/console &&
+				AIRLOCK_E2E_URL=$E2B_API_URL AIRLOCK_E2E_API_KEY=$E2B_API_KEY node --test --test-reporter=spec cluster.test.mjs) 2>&1 | tee "$WORK/cluster-console.out"
+			console_rc=${PIPESTATUS[0]}
+			record cluster-console "$console_rc"
+			[ "$console_rc" -eq 0 ] || cluster_rc=1
+		fi
 	else
 		cluster_rc=1
 		record cluster-up 1
