@@ -100,6 +100,8 @@ func (g *Gateway) servePTY(w http.ResponseWriter, r *http.Request, id string) {
 
 	hdr := http.Header{}
 	hdr.Set(cluster.HeaderSecret, g.opts.Secret)
+	// The key was checked above: the node trusts only requests marked so.
+	hdr.Set(cluster.HeaderAuthenticated, "api-key")
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		hdr.Set("X-Forwarded-For", ip)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/airlock-sandbox/airlock/internal/cluster"
 )
 
 // A browser's terminal socket (no key header; the key in the first
@@ -23,6 +25,11 @@ func TestBrowserPTY(t *testing.T) {
 		if r.URL.Path != "/console/api/sandboxes/sb1/pty" || r.Header.Get("X-API-Key") != "" {
 			http.Error(w, "unexpected "+r.URL.Path, http.StatusBadRequest)
 			return
+		}
+		// A node serves the key-less auth message only to a request the
+		// api tier marked as key-checked (internal/console's Trusted).
+		if r.Header.Get(cluster.HeaderAuthenticated) != "api-key" {
+			t.Errorf("the terminal's dial to the node lacks %s", cluster.HeaderAuthenticated)
 		}
 		ws, err := websocket.Accept(w, r, nil)
 		if err != nil {
