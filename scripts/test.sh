@@ -86,6 +86,7 @@ finish() {
 	if [ -n "$CLUSTER_STATE" ] && [ -d "$CLUSTER_STATE" ]; then
 		bash scripts/run-cluster.sh down --state "$CLUSTER_STATE" --purge >/dev/null 2>&1
 	fi
+	[ -n "${CLUSTER_S3_PID:-}" ] && kill "$CLUSTER_S3_PID" 2>/dev/null
 	# A stopped daemon keeps its nftables table (sandboxes it restores at the
 	# next start need it); the suite's daemons are gone for good, so are theirs:
 	# the main one's, the disk-full and warm-pool tests' second daemons'
@@ -329,6 +330,44 @@ if [ "${AIRLOCK_TEST_SKIP_MICROVM:-0}" != 1 ]; then
 	record microvm-e2e "${PIPESTATUS[0]}"
 fi
 
+# start_cluster_s3 DIR starts versitygw (posix backend in DIR) on a free
+# loopback port with random credentials, makes the bucket airlock-cluster and
+# exports what `airlock serve --artifacts s3://…` reads.
+CLUSTER_S3_PID=""
+start_cluster_s3() {
+	local dir=$1 bin port key secret i
+	bin=/var/cache/airlock/versitygw/$(tr -d ' \n' <internal/artifacts/s3test/versitygw.version)/versitygw
+	[ -x "$bin" ] || { echo "cluster S3: $bin missing (scripts/build-s3-server.sh)"; return 1; }
+	mkdir -p "$dir/root"
+	port=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+	key=$(od -An -N10 -tx1 /dev/urandom | tr -d ' \n')
+	secret=$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
+	ROOT_ACCESS_KEY_ID=$key ROOT_SECRET_ACCESS_KEY=$secret setsid "$bin" --port "127.0.0.1:$port" --region us-east-1 --quiet \
+		posix "$dir/root" </dev/null >"$dir/server.log" 2>&1 &
+	CLUSTER_S3_PID=$!
+	for i in $(seq 100); do
+		curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+		sleep 0.1
+	done
+	# The bucket, with a SigV4-signed PUT (curl signs; versitygw wants the
+	# payload hash header).
+	if ! curl -fsS -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" --user "$key:$secret" \
+		-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X PUT "http://127.0.0.1:$port/airlock-cluster"; then
+		echo "cluster S3: making the bucket failed"; tail -n 20 "$dir/server.log"
+		return 1
+	fi
+	export AIRLOCK_S3_ENDPOINT=http://127.0.0.1:$port AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$secret AWS_REGION=us-east-1
+	echo "cluster S3: versitygw on 127.0.0.1:$port, bucket airlock-cluster"
+}
+
+stop_cluster_s3() {
+	[ -n "$CLUSTER_S3_PID" ] || return 0
+	kill "$CLUSTER_S3_PID" 2>/dev/null
+	wait "$CLUSTER_S3_PID" 2>/dev/null
+	CLUSTER_S3_PID=""
+	unset AIRLOCK_S3_ENDPOINT AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
+}
+
 # ---------------------------------------------------------------- cluster e2e
 if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 	stage "cluster e2e (PostgreSQL, 3 nodes, 2 api instances behind haproxy; test/cluster)"
@@ -337,7 +376,15 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 	# The nodes share the suite's built templates (hard links). No boot
 	# snapshots (and so no warm pools): each would cost every node sandbox
 	# boots at start, and the tests count sandboxes.
-	if bash scripts/run-cluster.sh up --state "$CLUSTER_STATE" --seed-templates "$DATA_DIR" \
+	# A real S3 server (versitygw, built in setup) is the cluster's artifact
+	# store: templates built on one node are pulled by the others.
+	cluster_artifacts=()
+	if start_cluster_s3 "$WORK/cluster-s3"; then
+		cluster_artifacts=(--artifacts "s3://airlock-cluster/ci")
+	else
+		record cluster-s3 1
+	fi
+	if bash scripts/run-cluster.sh up --state "$CLUSTER_STATE" --seed-templates "$DATA_DIR" "${cluster_artifacts[@]}" \
 		--node-args "--boot-snapshots=false" 2>&1 | tee "$WORK/cluster-up.out"; then
 		echo "cluster up after $(($(date +%s) - cluster_start))s"
 		(cd test/cluster && npm ci --no-audit --no-fund --loglevel=error)
@@ -374,6 +421,7 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 	fi
 	bash scripts/run-cluster.sh down --state "$CLUSTER_STATE" --purge 2>&1 | tail -n 20
 	record cluster-down "${PIPESTATUS[0]}"
+	stop_cluster_s3
 	CLUSTER_STATE=""
 	echo "cluster stage: $(($(date +%s) - cluster_start))s (logs: $WORK/cluster-logs)"
 fi
