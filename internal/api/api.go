@@ -160,24 +160,7 @@ func (a *api) route(w http.ResponseWriter, r *http.Request) {
 }
 
 // setCORS lets browser SDKs call the API.
-func setCORS(w http.ResponseWriter, r *http.Request) {
-	hdr := w.Header()
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		origin = "*"
-	} else {
-		hdr.Add("Vary", "Origin")
-	}
-	hdr.Set("Access-Control-Allow-Origin", origin)
-	hdr.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS")
-	allow := "Content-Type, X-API-Key, Authorization, User-Agent, browser, lang, lang_version, package_version, publisher, sdk_runtime, system"
-	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
-		allow = req
-	}
-	hdr.Set("Access-Control-Allow-Headers", allow)
-	hdr.Set("Access-Control-Expose-Headers", "X-Next-Token, X-Total-Running")
-	hdr.Set("Access-Control-Max-Age", "600")
-}
+func setCORS(w http.ResponseWriter, r *http.Request) { middleware.SetCORS(w, r) }
 
 // fail reports err: user errors as-is, others logged and hidden.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
 	"github.com/airlock-sandbox/airlock/internal/placement"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 func (c *testCluster) creates() map[string]int {
@@ -152,7 +153,7 @@ func TestDrain(t *testing.T) {
 	}
 	decode(t, c.do("POST", "/airlock/v1/nodes/zz/drain", true, nil), http.StatusNotFound, nil)
 
-	var nodes []NodeJSON
+	var nodes []airlock.NodeInfo
 	decode(t, c.do("GET", "/airlock/v1/nodes", true, nil), http.StatusOK, &nodes)
 	if len(nodes) != 3 || nodes[0].ID != "n1" || nodes[0].State != "live" || nodes[0].CPUs != 8 || nodes[0].HeartbeatAgeMs != 1000 {
 		t.Errorf("nodes: %+v", nodes)

@@ -207,24 +207,7 @@ func (g *Gateway) isAPIHost(host string) bool {
 
 // setCORS mirrors internal/api's CORS headers, for the answers the gateway
 // writes itself (forwarded answers carry the node's: clearCORS).
-func setCORS(w http.ResponseWriter, r *http.Request) {
-	hdr := w.Header()
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		origin = "*"
-	} else {
-		hdr.Add("Vary", "Origin")
-	}
-	hdr.Set("Access-Control-Allow-Origin", origin)
-	hdr.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS")
-	allow := "Content-Type, X-API-Key, Authorization, User-Agent, browser, lang, lang_version, package_version, publisher, sdk_runtime, system"
-	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
-		allow = req
-	}
-	hdr.Set("Access-Control-Allow-Headers", allow)
-	hdr.Set("Access-Control-Expose-Headers", "X-Next-Token, X-Total-Running, X-Airlock-Partial")
-	hdr.Set("Access-Control-Max-Age", "600")
-}
+func setCORS(w http.ResponseWriter, r *http.Request) { middleware.SetCORS(w, r, "X-Airlock-Partial") }
 
 // clearCORS removes what setCORS set, before a node's answer (with its
 // own CORS headers) is copied in.

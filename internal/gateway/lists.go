@@ -115,13 +115,8 @@ func listLimit(r *http.Request) int {
 // query and returns its first items past it; the union's first `limit`
 // items, in order, are the page.
 func (g *Gateway) listV2(w http.ResponseWriter, r *http.Request) {
-	good, ok := g.merged(w, r, g.fanOut(r))
+	its, good, ok := g.gather(w, r, "startedAt", "sandboxID", true)
 	if !ok {
-		return
-	}
-	its, err := items(good, "startedAt", "sandboxID", true)
-	if err != nil {
-		writeError(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
 	asc := r.URL.Query().Get("order") == "asc"
@@ -151,13 +146,8 @@ func (g *Gateway) listV2(w http.ResponseWriter, r *http.Request) {
 // listV1 merges GET /sandboxes (running sandboxes, newest first, no
 // pagination).
 func (g *Gateway) listV1(w http.ResponseWriter, r *http.Request) {
-	good, ok := g.merged(w, r, g.fanOut(r))
+	its, _, ok := g.gather(w, r, "startedAt", "sandboxID", true)
 	if !ok {
-		return
-	}
-	its, err := items(good, "startedAt", "sandboxID", true)
-	if err != nil {
-		writeError(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
 	slices.SortFunc(its, func(a, b listItem) int { return compareItems(b, a) })
@@ -167,13 +157,8 @@ func (g *Gateway) listV1(w http.ResponseWriter, r *http.Request) {
 // listSnapshots merges GET /snapshots: oldest first, cut to the limit, its
 // cursor internal/api's base64url("<createdAt ns>_<id>").
 func (g *Gateway) listSnapshots(w http.ResponseWriter, r *http.Request) {
-	good, ok := g.merged(w, r, g.fanOut(r))
+	its, good, ok := g.gather(w, r, "createdAt", "snapshotID", false)
 	if !ok {
-		return
-	}
-	its, err := items(good, "createdAt", "snapshotID", false)
-	if err != nil {
-		writeError(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
 	slices.SortFunc(its, compareItems)
@@ -211,4 +196,19 @@ func (g *Gateway) listMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, r, http.StatusOK, map[string]any{"sandboxes": all})
+}
+
+// gather fans r out to the nodes and decodes their lists (items); on a
+// failure it has answered and ok is false.
+func (g *Gateway) gather(w http.ResponseWriter, r *http.Request, at, id string, withNode bool) (its []listItem, good []nodeAnswer, ok bool) {
+	good, ok = g.merged(w, r, g.fanOut(r))
+	if !ok {
+		return nil, nil, false
+	}
+	its, err := items(good, at, id, withNode)
+	if err != nil {
+		writeError(w, r, http.StatusBadGateway, err.Error())
+		return nil, nil, false
+	}
+	return its, good, true
 }

@@ -11,36 +11,13 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
 	"github.com/airlock-sandbox/airlock/internal/placement"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
-// NodeJSON is a node in GET /airlock/v1/nodes.
-type NodeJSON struct {
-	ID               string         `json:"id"`
-	Addr             string         `json:"addr"`
-	State            string         `json:"state"`
-	Runtime          string         `json:"runtime"`
-	Version          string         `json:"version,omitempty"`
-	Labels           []string       `json:"labels"`
-	CPUs             int            `json:"cpus"`
-	MemoryMB         int            `json:"memoryMB"`
-	DiskMB           int            `json:"diskMB"`
-	MaxSandboxes     int            `json:"maxSandboxes"`
-	ReservedCPUs     int            `json:"reservedCpus"`
-	ReservedMemoryMB int            `json:"reservedMemoryMB"`
-	Sandboxes        int            `json:"sandboxes"`
-	Templates        []string       `json:"templates"`
-	WarmPool         map[string]int `json:"warmPool"`
-	HeartbeatAgeMs   int64          `json:"heartbeatAgeMs"`
-	StartedAt        time.Time      `json:"startedAt"`
-	LostAt           time.Time      `json:"lostAt,omitzero"`
-	// Placement is what the answering api instance counts on the node
-	// beyond its last heartbeat: creates in flight, and creates confirmed
-	// that no heartbeat counts yet.
-	Placement *PlacementJSON `json:"placement,omitempty"`
-}
+// A node in GET /airlock/v1/nodes is the SDK's wire type, airlock.NodeInfo.
 
-func toNodeJSON(n cluster.Node) NodeJSON {
-	j := NodeJSON{ID: n.ID, Addr: n.Addr, State: effectiveState(n), Runtime: n.Runtime, Version: n.Version,
+func toNodeJSON(n cluster.Node) airlock.NodeInfo {
+	j := airlock.NodeInfo{ID: n.ID, Addr: n.Addr, State: effectiveState(n), Runtime: n.Runtime, Version: n.Version,
 		Labels: n.Labels, CPUs: n.CPUs, MemoryMB: n.MemoryMB, DiskMB: n.DiskMB, MaxSandboxes: n.MaxSandboxes,
 		ReservedCPUs: n.ReservedCPUs, ReservedMemoryMB: n.ReservedMemoryMB, Sandboxes: n.Sandboxes,
 		Templates: n.Templates, WarmPool: n.WarmPool, HeartbeatAgeMs: n.Age.Milliseconds(), StartedAt: n.StartedAt, LostAt: n.LostAt}
@@ -93,12 +70,12 @@ func (g *Gateway) listNodes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusServiceUnavailable, storeError(err).msg)
 		return
 	}
-	out := make([]NodeJSON, 0, len(nodes))
+	out := make([]airlock.NodeInfo, 0, len(nodes))
 	for _, n := range nodes {
 		j := toNodeJSON(n)
 		// What this api instance counts on the node beyond its heartbeat.
 		if st, ok := g.placer.NodeStatus(n.ID); ok {
-			j.Placement = &PlacementJSON{InFlightCPUs: st.InFlight.CPUCount, InFlightMemoryMB: st.InFlight.MemoryMB,
+			j.Placement = &airlock.NodePlacement{InFlightCPUs: st.InFlight.CPUCount, InFlightMemoryMB: st.InFlight.MemoryMB,
 				InFlightCreates: st.InFlightCreates, ConfirmedCPUs: st.Confirmed.CPUCount,
 				ConfirmedMemoryMB: st.Confirmed.MemoryMB, ConfirmedCreates: st.ConfirmedCreates}
 		}
@@ -146,14 +123,4 @@ func (g *Gateway) setNodeState(w http.ResponseWriter, r *http.Request, id string
 	g.reg.mu.Unlock()
 	g.log.Info("node state set", "node", id, "state", state)
 	writeJSON(w, r, http.StatusOK, map[string]string{"id": id, "state": state})
-}
-
-// PlacementJSON is an api instance's own count on a node (NodeJSON).
-type PlacementJSON struct {
-	InFlightCPUs      int   `json:"inFlightCpus"`
-	InFlightMemoryMB  int64 `json:"inFlightMemoryMB"`
-	InFlightCreates   int   `json:"inFlightCreates"`
-	ConfirmedCPUs     int   `json:"confirmedCpus"`
-	ConfirmedMemoryMB int64 `json:"confirmedMemoryMB"`
-	ConfirmedCreates  int   `json:"confirmedCreates"`
 }

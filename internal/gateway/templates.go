@@ -238,13 +238,8 @@ func (g *Gateway) serveTemplate(w http.ResponseWriter, r *http.Request, template
 // listTemplates merges every node's template list: a template held by
 // several nodes (the defaults are on all) is listed once.
 func (g *Gateway) listTemplates(w http.ResponseWriter, r *http.Request) {
-	good, ok := g.merged(w, r, g.fanOut(r))
+	its, _, ok := g.gather(w, r, "createdAt", "templateID", false)
 	if !ok {
-		return
-	}
-	its, err := items(good, "createdAt", "templateID", false)
-	if err != nil {
-		writeError(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
 	slices.SortFunc(its, compareItems)

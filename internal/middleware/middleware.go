@@ -114,3 +114,25 @@ func newID() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// SetCORS lets browser SDKs call the API: the request's Origin (or *), the
+// methods and headers they send, and the response headers they may read
+// (X-Next-Token, X-Total-Running and expose).
+func SetCORS(w http.ResponseWriter, r *http.Request, expose ...string) {
+	hdr := w.Header()
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		origin = "*"
+	} else {
+		hdr.Add("Vary", "Origin")
+	}
+	hdr.Set("Access-Control-Allow-Origin", origin)
+	hdr.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS")
+	allow := "Content-Type, X-API-Key, Authorization, User-Agent, browser, lang, lang_version, package_version, publisher, sdk_runtime, system"
+	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+		allow = req
+	}
+	hdr.Set("Access-Control-Allow-Headers", allow)
+	hdr.Set("Access-Control-Expose-Headers", strings.Join(append([]string{"X-Next-Token", "X-Total-Running"}, expose...), ", "))
+	hdr.Set("Access-Control-Max-Age", "600")
+}

@@ -15,6 +15,7 @@ type NodeInfo struct {
 	Addr    string   `json:"addr"`
 	State   string   `json:"state"` // live, draining or lost
 	Runtime string   `json:"runtime"`
+	Version string   `json:"version,omitempty"`
 	Labels  []string `json:"labels"`
 	// Capacity the node states, and what its sandboxes hold.
 	CPUs             int `json:"cpus"`
@@ -29,7 +30,21 @@ type NodeInfo struct {
 	WarmPool       map[string]int `json:"warmPool"`
 	HeartbeatAgeMs int64          `json:"heartbeatAgeMs"`
 	StartedAt      time.Time      `json:"startedAt"`
-	LostAt         *time.Time     `json:"lostAt,omitempty"`
+	LostAt         time.Time      `json:"lostAt,omitzero"`
+	// Placement is what the answering api instance counts on the node
+	// beyond its last heartbeat: creates in flight, and creates confirmed
+	// that no heartbeat counts yet.
+	Placement *NodePlacement `json:"placement,omitempty"`
+}
+
+// NodePlacement is an api instance's own count on a node (NodeInfo).
+type NodePlacement struct {
+	InFlightCPUs      int   `json:"inFlightCpus"`
+	InFlightMemoryMB  int64 `json:"inFlightMemoryMB"`
+	InFlightCreates   int   `json:"inFlightCreates"`
+	ConfirmedCPUs     int   `json:"confirmedCpus"`
+	ConfirmedMemoryMB int64 `json:"confirmedMemoryMB"`
+	ConfirmedCreates  int   `json:"confirmedCreates"`
 }
 
 // ListNodes lists the nodes of a cluster (an api tier; a single host
