@@ -31,6 +31,10 @@ const ptyAuthTimeout = 10 * time.Second
 // client's; the node's PTY output comes in chunks of a few KiB).
 const ptyMaxMessage = 1 << 20
 
+// ptyAuthMessage caps the first message, {"type":"auth","key":…}, read
+// before the key is checked.
+const ptyAuthMessage = 4 << 10
+
 // browserPTY reports whether r is a key-less terminal upgrade, and the
 // sandbox it names.
 func browserPTY(r *http.Request) (string, bool) {
@@ -62,7 +66,9 @@ func (g *Gateway) servePTY(w http.ResponseWriter, r *http.Request, id string) {
 		g.log.Debug("terminal upgrade refused", "sandbox", id, "err", err)
 		return
 	}
-	client.SetReadLimit(ptyMaxMessage)
+	// Small until the key is checked: an unauthenticated socket may not
+	// make the gateway hold a large message (found in review).
+	client.SetReadLimit(ptyAuthMessage)
 	ctx := r.Context()
 
 	actx, cancel := context.WithTimeout(ctx, ptyAuthTimeout)
@@ -81,6 +87,7 @@ func (g *Gateway) servePTY(w http.ResponseWriter, r *http.Request, id string) {
 		client.Close(4401, "Invalid API key")
 		return
 	}
+	client.SetReadLimit(ptyMaxMessage)
 	if i := strings.IndexByte(id, '-'); i >= 0 {
 		id = id[:i]
 	}

@@ -186,7 +186,9 @@ func (m *Manager) pull(ctx context.Context, hash string) error {
 			cancel()
 			m.mu.Lock()
 			c.err = err
-			delete(m.pulls, hash)
+			if m.pulls[hash] == c {
+				delete(m.pulls, hash)
+			}
 			m.mu.Unlock()
 			close(c.done)
 		}()
@@ -198,6 +200,13 @@ func (m *Manager) pull(ctx context.Context, hash string) error {
 		c.waiters--
 		if c.waiters == 0 {
 			c.cancel()
+			// A pull nobody waits for is cancelled; it stays in m.pulls while
+			// it cleans up, and a Get joining it then would fail with its
+			// cancellation: the next Get starts a pull of its own (found in
+			// review).
+			if m.pulls[hash] == c {
+				delete(m.pulls, hash)
+			}
 		}
 		m.mu.Unlock()
 	}
