@@ -375,7 +375,10 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 	CLUSTER_STATE=$WORK/cluster
 	# The nodes share the suite's built templates (hard links). No boot
 	# snapshots (and so no warm pools): each would cost every node sandbox
-	# boots at start, and the tests count sandboxes.
+	# boots at start, and the tests count sandboxes. --node-cpus 32: the
+	# default states 4 CPUs per host core, 4 default sandboxes a node on this
+	# 2-core machine, and once a node is killed the other two must take the
+	# test's creates (CI failed on "node n3 is full").
 	# A real S3 server (versitygw, built in setup) is the cluster's artifact
 	# store: templates built on one node are pulled by the others.
 	cluster_artifacts=()
@@ -385,7 +388,7 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 		record cluster-s3 1
 	fi
 	if bash scripts/run-cluster.sh up --state "$CLUSTER_STATE" --seed-templates "$DATA_DIR" "${cluster_artifacts[@]}" \
-		--node-args "--boot-snapshots=false" 2>&1 | tee "$WORK/cluster-up.out"; then
+		--node-args "--boot-snapshots=false --node-cpus 32" 2>&1 | tee "$WORK/cluster-up.out"; then
 		echo "cluster up after $(($(date +%s) - cluster_start))s"
 		(cd test/cluster && npm ci --no-audit --no-fund --loglevel=error)
 		record cluster-npm-ci $?
