@@ -553,11 +553,20 @@ func newLogger(level, format string) (*slog.Logger, error) {
 // poolMemoryReserve is the host memory a warm pool never fills into: 1 GiB
 // plus a tenth of the host's memory (sandboxes in use come first).
 func poolMemoryReserve() uint64 {
-	var si syscall.Sysinfo_t
-	if err := syscall.Sysinfo(&si); err != nil {
+	total := hostMemory()
+	if total == 0 {
 		return 2 << 30
 	}
-	return 1<<30 + uint64(si.Totalram)*uint64(si.Unit)/10
+	return 1<<30 + total/10
+}
+
+// hostMemory is the host's total memory in bytes (0 when unknown).
+func hostMemory() uint64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return uint64(si.Totalram) * uint64(si.Unit)
 }
 
 // displayURL is the URL clients use for a listener address.

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
@@ -293,15 +292,6 @@ func (n *nodeState) reconcile(ctx context.Context) {
 		return
 	}
 	d.log.Warn("cluster node: this node had been marked lost; reconciled and live again", "killed_lost_sandboxes", killed)
-}
-
-// hostMemory is the host's total memory in bytes (0 when unknown).
-func hostMemory() uint64 {
-	var si syscall.Sysinfo_t
-	if err := syscall.Sysinfo(&si); err != nil {
-		return 0
-	}
-	return uint64(si.Totalram) * uint64(si.Unit)
 }
 
 // nodeMemoryMB is the memory a node lets sandboxes hold: the host's, less
