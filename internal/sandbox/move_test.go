@@ -25,7 +25,6 @@ type sharedRows struct {
 	mu    sync.Mutex
 	rows  map[string]store.Sandbox
 	owner map[string]string
-	snaps map[string]string // snapshot id → node
 }
 
 // nodeStore is one node's handle: sandbox rows scoped to node, the rest
