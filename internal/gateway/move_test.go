@@ -182,3 +182,27 @@ func TestInternalAPIIsNotForClients(t *testing.T) {
 		t.Fatalf("the internal mark a client sent reached the node")
 	}
 }
+
+// TestUnknownIDsCached: requests for a sandbox id the store does not know
+// read the store once in unknownTTL, not once each.
+func TestUnknownIDsCached(t *testing.T) {
+	c := newTestCluster(t, 1)
+	for range 5 {
+		resp := c.do(http.MethodGet, "/sandboxes/inope", true, nil)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("unknown sandbox: %d", resp.StatusCode)
+		}
+		resp = c.do(http.MethodGet, "/", false, nil, "E2b-Sandbox-Id", "inope", "E2b-Sandbox-Port", "49983")
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("traffic to an unknown sandbox: %d", resp.StatusCode)
+		}
+	}
+	c.store.mu.Lock()
+	reads := c.store.sandboxReads
+	c.store.mu.Unlock()
+	if reads != 1 {
+		t.Fatalf("%d store reads for one unknown id", reads)
+	}
+}
