@@ -253,6 +253,11 @@ func (d *daemon) open(ctx context.Context) error {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
 	d.log.Info("operator deny list", "deny_out", prefixList(d.denyOut), "deny_out_except", prefixList(d.denyOutExcept))
+	if d.role.node {
+		// Sandboxes move between nodes under their ids; nodes sharing a
+		// host (the one-machine cluster) must not share their cgroups.
+		d.cfg.GVisor.cgroupParent = "airlock-node-" + d.role.nodeID
+	}
 	d.rt, d.rtInfo, err = newRuntime(ctx, d.cfg.Runtime, d.cfg.MicrovmKernel, d.cfg.GVisor, d.dataDir, d.envdPath, d.log)
 	if err != nil {
 		return err

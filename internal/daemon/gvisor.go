@@ -19,6 +19,9 @@ type GVisor struct {
 	Runsc string
 	// Platform is auto (probe systrap, else ptrace), systrap or ptrace.
 	Platform string
+	// cgroupParent is set by the daemon, not a flag: a cluster node's
+	// sandboxes get a cgroup parent of their own (gvisor.Config.CgroupParent).
+	cgroupParent string
 }
 
 // platformProbeTimeout bounds the systrap probe (a `runsc do /bin/true`

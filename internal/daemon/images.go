@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 
 	"github.com/airlock-sandbox/airlock/internal/artifacts"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
@@ -72,6 +73,47 @@ func (a artifactImages) Get(ctx context.Context, key, dst string) error {
 		return fmt.Errorf("fetching %s: %w", key, err)
 	}
 	return nil
+}
+
+// GetShared fetches the tree key names into the store's cache (once; it
+// stays there) and links its files into dst: snapshots serve many creates.
+func (a artifactImages) GetShared(ctx context.Context, key, dst string) error {
+	man, err := a.manifest(ctx, key)
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", key, err)
+	}
+	src, err := a.st.GetDir(ctx, artifacts.TreeKey(man.Tree))
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", key, err)
+	}
+	// Hard links (the cache and dst are both in the data dir); a copy
+	// when they are on different file systems.
+	if out, err := exec.CommandContext(ctx, "cp", "-al", src, dst).CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dst)
+		if out2, err2 := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", src, dst).CombinedOutput(); err2 != nil {
+			return fmt.Errorf("fetching %s: linking the tree: %v: %s; copying it: %w: %s", key, err, bytes.TrimSpace(out), err2, bytes.TrimSpace(out2))
+		}
+	}
+	return nil
+}
+
+// PutFile stores the file by content (blobs/sha256/<hex>; not again when
+// the store has it) and returns its digest.
+func (a artifactImages) PutFile(ctx context.Context, path string) (string, error) {
+	info, err := a.st.PutFile(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	return string(info.Digest), nil
+}
+
+// GetFile returns the cached, verified copy of the blob ref names.
+func (a artifactImages) GetFile(ctx context.Context, ref string) (string, error) {
+	d, err := artifacts.ParseDigest(ref)
+	if err != nil {
+		return "", err
+	}
+	return a.st.Get(ctx, artifacts.BlobKey(d))
 }
 
 // Delete removes the manifest and the tree it names (a paused image or a

@@ -44,6 +44,8 @@ type nodeState struct {
 	failing bool
 	// beaten is set after the first heartbeat written (under beatMu).
 	beaten bool
+	// lastState is the node's state as its last heartbeat read it.
+	lastState atomic.Value
 	// registered is set once the node heartbeats (it is ready).
 	registered atomic.Bool
 
@@ -206,6 +208,9 @@ func (n *nodeState) run(ctx context.Context) {
 	t := time.NewTicker(cluster.HeartbeatInterval)
 	defer t.Stop()
 	n.registered.Store(true)
+	// Paused sandboxes another node adopted are dropped here (their rows
+	// left this node's scope); not in the heartbeat, which must stay fast.
+	go n.d.mgr.RunDropMoved(ctx, dropMovedInterval)
 	for {
 		n.beat(ctx)
 		select {
@@ -243,7 +248,7 @@ func (n *nodeState) beat(ctx context.Context) {
 		n.beaten = true
 		n.undrainAfterStop(ctx, state)
 	}
-	n.d.mgr.DropMoved(ctx)
+	n.lastState.Store(state)
 }
 
 // sample is the node's heartbeat: capacity, what its sandboxes hold, the
@@ -475,10 +480,30 @@ func (n *nodeState) drainOnStop(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainOnStopTimeout)
 	defer cancel()
+	// The heartbeats stopped with the serve context: the node's row is
+	// touched meanwhile, or the api tier would take it for lost after 15 s
+	// and report the sandboxes not yet paused gone.
+	go func() {
+		t := time.NewTicker(cluster.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			if err := n.cs.Touch(ctx, d.role.nodeID); err != nil && ctx.Err() == nil {
+				d.log.Debug("cluster node: touching the node's row while it drains", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	operatorDrained := n.lastState.Load() == cluster.StateDraining
 	if err := n.cs.SetNodeState(ctx, d.role.nodeID, cluster.StateDraining); err != nil {
 		d.log.Warn("cluster node: marking the node draining before it stops", "err", err)
-	} else if err := os.WriteFile(filepath.Join(d.dataDir, drainedOnStopFile), nil, 0o600); err != nil {
-		d.log.Warn("cluster node: recording the drain on stop", "err", err)
+	} else if !operatorDrained { // an operator's drain stays after the restart
+		if err := os.WriteFile(filepath.Join(d.dataDir, drainedOnStopFile), nil, 0o600); err != nil {
+			d.log.Warn("cluster node: recording the drain on stop", "err", err)
+		}
 	}
 	start := time.Now()
 	moved, failed := 0, 0
@@ -492,6 +517,10 @@ func (n *nodeState) drainOnStop(ctx context.Context) {
 	}
 	d.log.Info("cluster node: drained on stop", "paused_to_store", moved, "failed", failed, "elapsed", time.Since(start).Round(time.Millisecond))
 }
+
+// dropMovedInterval is how often a node looks for paused sandboxes that
+// other nodes adopted (sandbox.Manager.DropMoved).
+const dropMovedInterval = 5 * time.Second
 
 // drainOnStopTimeout bounds drainOnStop: the Helm chart's grace period
 // (terminationGracePeriodSeconds, 300 s) leaves a minute after it for the

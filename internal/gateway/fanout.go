@@ -58,6 +58,7 @@ func (g *Gateway) ask(r *http.Request, n cluster.Node) nodeAnswer {
 		return a
 	}
 	req.Header = r.Header.Clone()
+	req.Header.Del(cluster.HeaderInternal)
 	req.Header.Del(cluster.HeaderSecret)
 	req.Header.Set(cluster.HeaderSecret, g.opts.Secret)
 	markAuthenticated(r, req.Header)

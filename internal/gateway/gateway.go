@@ -66,7 +66,8 @@ type Gateway struct {
 	placer   *placement.Placer
 	reg      registry
 	routes   routeCache
-	unknown  unknownCache // ids the store does not know, for a few seconds
+	unknown  ttlSet // ids the store does not know, for a few seconds
+	stay     ttlSet // sandboxes of draining nodes that cannot move (running), for a few seconds
 	fwd      *forwarder
 	client   *http.Client // fan-out lists
 	auth     http.Handler // middleware.Key.Require in front of route

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -107,17 +108,23 @@ func (g *Gateway) move(ctx context.Context, id string, rt cluster.Route, resume 
 			g.log.Info("sandbox moved", "sandbox", id, "from", rt.NodeID, "to", n.ID, "state", got.State)
 			return n, got, nil
 		}
-		if rerr.status == http.StatusConflict || rerr.status == http.StatusNotFound {
-			// Claimed by someone else meanwhile (or resumed, or killed).
-			now, err := g.store.SandboxRoute(ctx, id)
-			if err == nil && now.NodeID != rt.NodeID {
-				if m, ok := g.lookupNode(ctx, now.NodeID); ok && effectiveState(m) == cluster.StateLive {
-					return m, cluster.SandboxMoved{SandboxID: id, Node: m.ID, State: now.State}, nil
-				}
+		// Where is it now? Still on rt.NodeID: n refused it (e.g. it lacks the
+		// runtime build): try another node. On n: n took it and then failed
+		// (its resume): that is the answer. Elsewhere: another api instance
+		// moved it meanwhile: there it is.
+		now, err := g.store.SandboxRoute(ctx, id)
+		switch {
+		case err != nil && !errors.Is(err, cluster.ErrNotFound):
+			return cluster.Node{}, cluster.SandboxMoved{}, storeError(err)
+		case err != nil: // killed meanwhile
+			return cluster.Node{}, cluster.SandboxMoved{}, rerr
+		case now.NodeID == n.ID:
+			return cluster.Node{}, cluster.SandboxMoved{}, rerr
+		case now.NodeID != rt.NodeID:
+			if m, ok := g.lookupNode(ctx, now.NodeID); ok && effectiveState(m) == cluster.StateLive {
+				return m, cluster.SandboxMoved{SandboxID: id, Node: m.ID, State: now.State}, nil
 			}
-			if now.NodeID == n.ID { // this node took it, and its resume failed
-				return cluster.Node{}, cluster.SandboxMoved{}, rerr
-			}
+			return cluster.Node{}, cluster.SandboxMoved{}, rerr
 		}
 		g.log.Warn("moving a sandbox: the node refused", "sandbox", id, "from", rt.NodeID, "to", n.ID, "status", rerr.status, "err", rerr.msg)
 		last = rerr
@@ -140,8 +147,17 @@ func (g *Gateway) ownerOrMove(ctx context.Context, id string) (cluster.Node, *ro
 	if rerr != nil && !rerr.nodeGone {
 		return n, rerr
 	}
+	if rerr == nil && g.stay.has(id, time.Now()) {
+		return n, nil
+	}
 	rt, err := g.store.SandboxRoute(ctx, id)
 	if err != nil || !rt.Movable {
+		if err == nil && rerr == nil {
+			// A running sandbox of a draining node: not asked again for
+			// a while (a node can stay draining long; its traffic must not
+			// read the database on every request).
+			g.stay.add(id, time.Now())
+		}
 		return n, rerr
 	}
 	moved, _, merr := g.move(ctx, id, rt, false, 0)
@@ -184,8 +200,11 @@ func (g *Gateway) drain(ctx context.Context, id string) cluster.DrainResponse {
 	if !ok {
 		return out
 	}
-	ectx, cancel := context.WithTimeout(ctx, evacuateTimeout)
+	// Not cut short by a client that goes away: half a drain helps no one.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), evacuateTimeout+10*time.Minute)
 	defer cancel()
+	ectx, ecancel := context.WithTimeout(ctx, evacuateTimeout)
+	defer ecancel()
 	var ev cluster.EvacuateResponse
 	if rerr := g.callNode(ectx, n, "evacuate", nil, &ev); rerr != nil {
 		out.Failed = append(out.Failed, cluster.SandboxMoved{Node: id, Error: "evacuating the node: " + rerr.msg})

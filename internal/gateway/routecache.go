@@ -67,22 +67,25 @@ func (c *routeCache) reset(watching bool) {
 // maxRouteCache bounds the cache; past it, it starts over.
 const maxRouteCache = 1 << 20
 
-// unknownCache remembers, for unknownTTL, sandbox ids the store does not
-// know (nor lost), so that traffic to made-up ids (scanners, a client
-// retrying a killed sandbox) costs the database nothing after the first
-// request. Ids are random: an id asked for before it exists is not one a
-// client got from a create, so caching its absence misleads no one.
-type unknownCache struct {
+// ttlSet remembers sandbox ids for ttlSetTTL (at most maxTTLSet of them):
+//   - Gateway.unknown: ids the store does not know (nor lost), so that
+//     traffic to made-up ids (scanners, a client retrying a killed sandbox)
+//     costs the database nothing after the first request. Ids are random:
+//     an id asked for before it exists is not one a client got from a
+//     create, so caching its absence misleads no one;
+//   - Gateway.stay: running sandboxes of a draining node, which ownerOrMove
+//     would otherwise look up on every request.
+type ttlSet struct {
 	mu sync.Mutex
 	m  map[string]time.Time // id → until
 }
 
 const (
-	unknownTTL = 5 * time.Second
-	maxUnknown = 1 << 16
+	ttlSetTTL = 5 * time.Second
+	maxTTLSet = 1 << 16
 )
 
-func (c *unknownCache) has(id string, now time.Time) bool {
+func (c *ttlSet) has(id string, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	until, ok := c.m[id]
@@ -93,13 +96,13 @@ func (c *unknownCache) has(id string, now time.Time) bool {
 	return ok
 }
 
-func (c *unknownCache) add(id string, now time.Time) {
+func (c *ttlSet) add(id string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxUnknown {
+	if c.m == nil || len(c.m) >= maxTTLSet {
 		c.m = map[string]time.Time{}
 	}
-	c.m[id] = now.Add(unknownTTL)
+	c.m[id] = now.Add(ttlSetTTL)
 }
 
 // sandboxNode returns the node owning a sandbox, from the cache or the

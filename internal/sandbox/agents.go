@@ -71,6 +71,12 @@ func (m *Manager) agentOf(rec *store.Sandbox) (string, error) {
 	if a == "" || a == m.cfg.AgentPath {
 		return m.cfg.AgentPath, nil
 	}
+	// The same build in this node's agents directory (a sandbox or snapshot
+	// another node recorded: one directory per content hash).
+	here := filepath.Join(m.agentsDir(), filepath.Base(filepath.Dir(a)), filepath.Base(a))
+	if _, err := os.Stat(here); err == nil {
+		return here, nil
+	}
 	if _, err := os.Stat(a); err != nil {
 		return "", fmt.Errorf("the agent binary the saved sandbox ran is gone; it cannot be restored: %w", err)
 	}

@@ -57,9 +57,17 @@ func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, 
 		defer os.RemoveAll(parent)
 		dir = filepath.Join(parent, "snapshot")
 		start := time.Now()
-		if err := m.cfg.Images.Get(ctx, snapshotKey(snap.ID), dir); err != nil {
+		if err := m.cfg.Images.GetShared(ctx, snapshotKey(snap.ID), dir); err != nil {
 			return nil, m.storeError(fmt.Sprintf("fetching snapshot %s from the artifact store", snap.ID), err)
 		}
+		agent, err := m.localAgent(ctx, sp.AgentPath, sp.AgentBlob)
+		if err != nil {
+			return nil, m.storeError(fmt.Sprintf("creating from snapshot %s", snap.ID), err)
+		}
+		if agent == "" {
+			return nil, userErrorf(http.StatusConflict, "snapshot %q runs an agent build node %s does not have", snap.ID, m.cfg.NodeID)
+		}
+		sp.AgentPath = agent
 		m.log.Info("snapshot fetched from the artifact store", "snapshot", snap.ID, "elapsed", time.Since(start))
 	}
 	return m.restoreFrom(ctx, restoreSource{dir: dir, spec: sp, tpl: tpl,

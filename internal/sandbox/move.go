@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/agentbin"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/store"
@@ -43,16 +46,35 @@ import (
 type Images interface {
 	// Put stores the directory dir under key, replacing what was there.
 	Put(ctx context.Context, key, dir string) error
-	// Get fetches what key holds into the new directory dst.
+	// Get fetches what key holds into the new directory dst, which is
+	// then the caller's (a paused image: used once).
 	Get(ctx context.Context, key, dst string) error
+	// GetShared fetches what key holds into the new directory dst, whose
+	// files may be shared with other fetches of key (hard links): the
+	// caller only reads them (a snapshot: many creates).
+	GetShared(ctx context.Context, key, dst string) error
 	// Delete removes key and the content only it names.
 	Delete(ctx context.Context, key string) error
+	// PutFile stores a file by its content (not again when the store has
+	// it) and returns its reference (an agent binary).
+	PutFile(ctx context.Context, path string) (string, error)
+	// GetFile returns the path of a local copy of the file ref names.
+	GetFile(ctx context.Context, ref string) (string, error)
 	// Unavailable reports whether err says the store could not be reached.
 	Unavailable(err error) bool
 }
 
-// Keys of the images.
-func pausedKey(id string) string       { return "paused/" + id }
+// pausedKey is a new key for an image of sandbox id: one per pause, so
+// that removing the image of an earlier pause (in the background, after
+// its resume) never removes a later one.
+func pausedKey(id string) (string, error) {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return "paused/" + id + "/" + hex.EncodeToString(b), nil
+}
+
 func snapshotKey(snapID string) string { return "snapshots/" + snapID }
 
 // imageSpecFile describes an uploaded paused image (a snapshotSpec).
@@ -101,52 +123,130 @@ func (m *Manager) storeError(what string, err error) error {
 	return userErrorf(http.StatusInternalServerError, "%s: %v", what, err)
 }
 
+// exported is what export stored: the image's key, and what a node that
+// adopts the sandbox checks before it claims it (recorded in the row).
+type exported struct {
+	key       string
+	build     string // the runtime build that saved the memory image
+	agentBlob string // the agent binary in the store (Images.PutFile)
+}
+
 // export uploads the checkpointed sandbox e (busy; its memory image in
-// imageDir) under pausedKey: a saved copy of its writable layer, links to
-// the memory image, and image.json.
-func (e *Live) export(ctx context.Context) error {
+// imageDir) under a new pausedKey: a saved copy of its writable layer,
+// links to the memory image, and image.json; and the agent binary it runs
+// (once per build: the store keeps files by content).
+func (e *Live) export(ctx context.Context) (exported, error) {
 	m, id := e.m, e.rec.ID
+	var ex exported
 	ls := m.caps.LayerSaver
 	if ls == nil {
-		return fmt.Errorf("the %q runtime cannot save a sandbox's layer", m.cfg.Runtime.Name())
+		return ex, fmt.Errorf("the %q runtime cannot save a sandbox's layer", m.cfg.Runtime.Name())
 	}
 	rec := e.record()
 	agent, err := m.agentOf(&rec)
 	if err != nil {
-		return err
+		return ex, err
 	}
+	if ex.key, err = pausedKey(id); err != nil {
+		return ex, err
+	}
+	ex.build = m.runtimeBuild()
 	name := rec.TemplateID
 	if base := decodeExtra(rec.Extra).BaseTemplate; base != "" {
 		name = base
 	}
 	tmp, err := tempIn(m.exportsDir(), id+"-")
 	if err != nil {
-		return fmt.Errorf("making the export directory: %w", err)
+		return ex, fmt.Errorf("making the export directory: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	start := time.Now()
+	if ex.agentBlob, err = m.cfg.Images.PutFile(ctx, agent); err != nil {
+		return ex, fmt.Errorf("uploading the agent binary: %w", err)
+	}
 	img := filepath.Join(tmp, "image")
 	if err := os.Mkdir(img, 0o700); err != nil {
-		return err
+		return ex, err
 	}
 	if err := ls.SaveLayer(ctx, m.sandboxDir(id), img); err != nil {
-		return fmt.Errorf("saving the layer of %s: %w", id, err)
+		return ex, fmt.Errorf("saving the layer of %s: %w", id, err)
 	}
 	if err := linkTree(m.imageDir(id), filepath.Join(img, snapshotCheckpoint)); err != nil {
-		return fmt.Errorf("linking the memory image of %s: %w", id, err)
+		return ex, fmt.Errorf("linking the memory image of %s: %w", id, err)
 	}
 	sp := snapshotSpec{TemplateID: name, TemplateHash: rec.TemplateHash, Runtime: m.cfg.Runtime.Name(),
 		AccessToken: rec.AccessToken, CPUCount: rec.CPUCount, MemoryMB: rec.MemoryMB, DiskSizeMB: rec.DiskSizeMB,
-		AgentPath: agent, RuntimeBuild: m.runtimeBuild()}
+		AgentPath: agent, AgentBlob: ex.agentBlob, RuntimeBuild: ex.build}
 	b, _ := json.Marshal(sp)
 	if err := os.WriteFile(filepath.Join(img, imageSpecFile), b, 0o600); err != nil {
-		return err
+		return ex, err
 	}
 	saved := time.Since(start)
-	if err := m.cfg.Images.Put(ctx, pausedKey(id), img); err != nil {
-		return err
+	if err := m.cfg.Images.Put(ctx, ex.key, img); err != nil {
+		return ex, err
 	}
-	m.log.Info("paused sandbox uploaded", "sandbox", id, "save", saved, "elapsed", time.Since(start))
+	m.log.Info("paused sandbox uploaded", "sandbox", id, "key", ex.key, "save", saved, "elapsed", time.Since(start))
+	return ex, nil
+}
+
+// withImage records ex in x (the row's extra of a paused sandbox).
+func withImage(x extra, ex exported) extra {
+	x.Image, x.ImageBuild, x.AgentBlob = ex.key, ex.build, ex.agentBlob
+	return x
+}
+
+// agentsDir is where this node keeps agent builds (agentbin: one
+// directory per content hash): the parent of its current agent's.
+func (m *Manager) agentsDir() string { return filepath.Dir(filepath.Dir(m.cfg.AgentPath)) }
+
+// localAgent is the path here of the agent build at path (recorded by
+// another node, whose agents directory differs: the build's directory name
+// is its content hash), installing it from the store (blob) when this node
+// does not have it. "" and no error when it is neither here nor in the
+// store.
+func (m *Manager) localAgent(ctx context.Context, path, blob string) (string, error) {
+	if path == "" || path == m.cfg.AgentPath {
+		return m.cfg.AgentPath, nil
+	}
+	here := filepath.Join(m.agentsDir(), filepath.Base(filepath.Dir(path)), filepath.Base(path))
+	if _, err := os.Stat(here); err == nil {
+		return here, nil
+	}
+	if blob == "" || m.cfg.Images == nil {
+		return "", nil
+	}
+	src, err := m.cfg.Images.GetFile(ctx, blob)
+	if err != nil {
+		return "", fmt.Errorf("fetching the agent build the sandbox runs: %w", err)
+	}
+	got, err := agentbin.Install(m.agentsDir(), src)
+	if err != nil {
+		return "", err
+	}
+	if got != here {
+		return "", fmt.Errorf("the agent build in the store (%s) is not the one the sandbox runs (%s)", got, path)
+	}
+	return got, nil
+}
+
+// canResume says whether this node can restore the image recorded in
+// rec (before it claims it): same runtime and runtime build, and the
+// agent build here or in the store.
+func (m *Manager) canResume(rec *store.Sandbox) error {
+	x := decodeExtra(rec.Extra)
+	switch {
+	case rec.Runtime != "" && rec.Runtime != m.cfg.Runtime.Name():
+		return userErrorf(http.StatusConflict, "sandbox %q runs on the %s runtime; node %s runs %s", rec.ID, rec.Runtime, m.cfg.NodeID, m.cfg.Runtime.Name())
+	case x.ImageBuild != "" && x.ImageBuild != m.runtimeBuild():
+		return userErrorf(http.StatusConflict, "sandbox %q was paused by another build of the %s runtime (%s); node %s runs %s",
+			rec.ID, m.cfg.Runtime.Name(), x.ImageBuild, m.cfg.NodeID, m.runtimeBuild())
+	}
+	if x.Agent != "" && x.Agent != m.cfg.AgentPath && x.AgentBlob == "" {
+		here := filepath.Join(m.agentsDir(), filepath.Base(filepath.Dir(x.Agent)), filepath.Base(x.Agent))
+		if _, err := os.Stat(here); err != nil {
+			return userErrorf(http.StatusConflict, "sandbox %q runs an agent build node %s does not have", rec.ID, m.cfg.NodeID)
+		}
+	}
 	return nil
 }
 
@@ -183,7 +283,7 @@ func movedError(id string, err error) error {
 // is another node's) and the caller gets a 409.
 func (e *Live) claimHere(ctx context.Context) error {
 	m, id := e.m, e.rec.ID
-	if _, err := m.mover().ClaimSandbox(ctx, id, m.cfg.NodeID, stateResuming); err != nil {
+	if _, err := m.mover().ClaimSandbox(ctx, id, m.cfg.NodeID, stateResuming, nil); err != nil {
 		if errors.Is(err, store.ErrMoved) || errors.Is(err, store.ErrNotFound) {
 			m.dropLocal(ctx, e)
 		}
@@ -251,15 +351,47 @@ func (m *Manager) DropMoved(ctx context.Context) {
 	if m.mover() == nil {
 		return
 	}
+	var candidates []*Live
 	for _, e := range m.liveList() {
 		e.mu.Lock()
 		movable := !e.gone && e.op == "" && e.rec.State == StatePaused && decodeExtra(e.rec.Extra).Image != ""
 		e.mu.Unlock()
-		if !movable {
-			continue
+		if movable {
+			candidates = append(candidates, e)
 		}
-		if _, err := m.cfg.Store.GetSandbox(ctx, e.rec.ID); errors.Is(err, store.ErrNotFound) && !e.inOp() {
+	}
+	if len(candidates) == 0 {
+		return
+	}
+	rows, err := m.cfg.Store.ListSandboxes(ctx) // this node's
+	if err != nil {
+		m.log.Warn("listing this node's sandboxes for moved ones", "err", err)
+		return
+	}
+	mine := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		mine[r.ID] = true
+	}
+	for _, e := range candidates {
+		if !mine[e.rec.ID] && !e.inOp() {
 			m.dropLocal(ctx, e)
+		}
+	}
+}
+
+// RunDropMoved runs DropMoved every interval until ctx ends.
+func (m *Manager) RunDropMoved(ctx context.Context, interval time.Duration) {
+	if m.mover() == nil {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.DropMoved(ctx)
 		}
 	}
 }
@@ -270,7 +402,7 @@ func (m *Manager) liveList() []*Live {
 	defer m.mu.Unlock()
 	out := make([]*Live, 0, len(m.sandboxes))
 	for _, e := range m.sandboxes {
-		if !e.hidden {
+		if !e.hidden && e.rec.Metadata[BuildKey] == "" && e.rec.Metadata[internalKey] == "" {
 			out = append(out, e)
 		}
 	}
@@ -288,15 +420,17 @@ func (m *Manager) Adopt(ctx context.Context, id, from string) (*Sandbox, error) 
 		return nil, userErrorf(http.StatusNotImplemented, "this daemon does not move sandboxes (no artifact store or shared store)")
 	}
 	if e, err := m.Lookup(id); err == nil {
-		return e.View(), nil
+		if _, err := m.cfg.Store.GetSandbox(ctx, id); err == nil {
+			return e.View(), nil // already this node's
+		}
+		m.dropLocal(ctx, e) // a stale copy: it moved away since
 	}
-	rec, err := mv.ClaimSandbox(ctx, id, from, StatePaused)
+	rec, err := mv.ClaimSandbox(ctx, id, from, StatePaused, m.canResume)
 	if err != nil {
+		if _, ok := AsUserError(err); ok {
+			return nil, err
+		}
 		return nil, movedError(id, err)
-	}
-	rec.Slot, rec.GuestIP = -1, ""
-	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
-		return nil, fmt.Errorf("saving adopted sandbox %s: %w", id, err)
 	}
 	m.mu.Lock()
 	e, ok := m.sandboxes[id]
@@ -357,7 +491,8 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 	}
 	defer os.RemoveAll(parent)
 	dir := filepath.Join(parent, "image")
-	if err := m.cfg.Images.Get(ctx, pausedKey(id), dir); err != nil {
+	x := decodeExtra(rec.Extra)
+	if err := m.cfg.Images.Get(ctx, x.Image, dir); err != nil {
 		return nil, m.storeError(fmt.Sprintf("fetching the image of paused sandbox %s", id), err)
 	}
 	fetched := time.Since(start)
@@ -377,6 +512,15 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 	if err != nil {
 		return nil, err
 	}
+	agent, err := m.localAgent(ctx, sp.AgentPath, sp.AgentBlob)
+	if err != nil {
+		return nil, m.storeError(fmt.Sprintf("resuming sandbox %s", id), err)
+	}
+	if agent == "" {
+		return nil, userErrorf(http.StatusConflict, "sandbox %q runs an agent build node %s does not have", id, m.cfg.NodeID)
+	}
+	x.Agent = agent
+	rec.Extra = encodeExtra(x)
 	k := &child{id: id, token: rec.AccessToken}
 	if err := m.prepareIn(ctx, k, &rec, tpl, false, func(ctx context.Context, spec runtime.Spec) error {
 		return ls.CloneSaved(ctx, dir, spec)
@@ -407,21 +551,23 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 	sb, err := e.commitRunning(ctx, timeout, func() {
 		e.rec.Slot, e.rec.GuestIP, e.guestIP = k.slot, host, k.ep.GuestIP
 		e.rec.Runtime = m.cfg.Runtime.Name()
-		e.rec.Extra = encodeExtra(resumedExtra(decodeExtra(e.rec.Extra)))
+		nx := resumedExtra(decodeExtra(e.rec.Extra))
+		nx.Agent = agent
+		e.rec.Extra = encodeExtra(nx)
 	})
 	if err != nil {
 		m.releaseChild(ctx, k)
 		return nil, err
 	}
 	done = true
-	m.dropImage(pausedKey(id))
+	m.dropImage(x.Image)
 	m.log.Info("moved sandbox resumed", "sandbox", id, "fetch", fetched, "elapsed", time.Since(start))
 	return sb, nil
 }
 
 // resumedExtra clears what only a paused sandbox has.
 func resumedExtra(x extra) extra {
-	x.Image, x.Evacuated, x.LeftMs = "", false, 0
+	x.Image, x.ImageBuild, x.AgentBlob, x.Evacuated, x.LeftMs = "", "", "", false, 0
 	return x
 }
 
@@ -489,15 +635,15 @@ func (e *Live) evacuate(ctx context.Context) Evacuee {
 			return ev
 		}
 		defer e.endOp()
-		if err := e.export(ctx); err != nil {
+		ex, err := e.export(ctx)
+		if err != nil {
 			ev.Err = m.storeError(fmt.Sprintf("uploading paused sandbox %s", v.ID), err)
 			return ev
 		}
-		if err := e.commit(ctx, "paused image", func() {
-			x := decodeExtra(e.rec.Extra)
-			x.Image = pausedKey(v.ID)
-			e.rec.Extra = encodeExtra(x)
+		if err := e.commit(context.WithoutCancel(ctx), "paused image", func() {
+			e.rec.Extra = encodeExtra(withImage(decodeExtra(e.rec.Extra), ex))
 		}); err != nil {
+			m.dropImage(ex.key)
 			ev.Err = err
 		}
 	}

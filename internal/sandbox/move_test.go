@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,6 +42,9 @@ type nodeStore struct {
 func (s *nodeStore) PutSandbox(ctx context.Context, sb *store.Sandbox) error {
 	s.sh.mu.Lock()
 	defer s.sh.mu.Unlock()
+	if o, ok := s.sh.owner[sb.ID]; ok && o != s.node {
+		return store.ErrMoved // rows move only by ClaimSandbox, as in PostgreSQL
+	}
 	s.sh.rows[sb.ID] = *sb
 	s.sh.owner[sb.ID] = s.node
 	return nil
@@ -80,7 +84,7 @@ func (s *nodeStore) DeleteSandbox(ctx context.Context, id string) error {
 	return nil
 }
 
-func (s *nodeStore) ClaimSandbox(ctx context.Context, id, from, state string) (*store.Sandbox, error) {
+func (s *nodeStore) ClaimSandbox(ctx context.Context, id, from, state string, check func(*store.Sandbox) error) (*store.Sandbox, error) {
 	s.sh.mu.Lock()
 	defer s.sh.mu.Unlock()
 	r, ok := s.sh.rows[id]
@@ -90,10 +94,34 @@ func (s *nodeStore) ClaimSandbox(ctx context.Context, id, from, state string) (*
 	if s.sh.owner[id] != from || r.State != sandbox.StatePaused || !strings.Contains(r.Extra, `"image":"`) {
 		return nil, fmt.Errorf("%s on %s: %w", r.State, s.sh.owner[id], store.ErrMoved)
 	}
+	if check != nil {
+		c := r
+		if err := check(&c); err != nil {
+			return nil, err
+		}
+	}
+	if from != s.node {
+		r.Slot, r.GuestIP = -1, ""
+	}
 	r.State = state
 	s.sh.rows[id] = r
 	s.sh.owner[id] = s.node
 	return &r, nil
+}
+
+func (s *nodeStore) ClearSnapshotName(ctx context.Context, name string) error {
+	for _, st := range s.all {
+		snaps, _ := st.ListSnapshots(ctx)
+		for _, sn := range snaps {
+			if sn.Name == name {
+				sn.Name = ""
+				if err := st.PutSnapshot(ctx, sn); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (s *nodeStore) AnySnapshot(ctx context.Context, ref string) (*store.Snapshot, string, error) {
@@ -154,6 +182,24 @@ func (d *dirImages) Get(ctx context.Context, key, dst string) error {
 	return nil
 }
 
+func (d *dirImages) GetShared(ctx context.Context, key, dst string) error {
+	return d.Get(ctx, key, dst)
+}
+
+func (d *dirImages) PutFile(ctx context.Context, path string) (string, error) {
+	if err := d.check(); err != nil {
+		return "", err
+	}
+	return "file:" + path, nil
+}
+
+func (d *dirImages) GetFile(ctx context.Context, ref string) (string, error) {
+	if err := d.check(); err != nil {
+		return "", err
+	}
+	return strings.TrimPrefix(ref, "file:"), nil
+}
+
 func (d *dirImages) Delete(ctx context.Context, key string) error {
 	if err := d.check(); err != nil {
 		return err
@@ -166,9 +212,15 @@ func (d *dirImages) Delete(ctx context.Context, key string) error {
 
 func (d *dirImages) Unavailable(err error) bool { return errors.Is(err, errStoreDown) }
 
-func (d *dirImages) has(key string) bool {
-	_, err := os.Stat(filepath.Join(d.root, key))
-	return err == nil
+// has reports whether an image of the sandbox with key prefix "paused/<id>"
+// (or a key) is in the store.
+func (d *dirImages) has(prefix string) bool {
+	ents, err := os.ReadDir(filepath.Join(d.root, prefix))
+	if err != nil {
+		_, serr := os.Stat(filepath.Join(d.root, prefix))
+		return serr == nil
+	}
+	return len(ents) > 0
 }
 
 // twoNodes is a cluster of two managers (a, b) over one shared table and
@@ -350,5 +402,116 @@ func waitFor(t *testing.T, f func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A node whose resume of an adopted sandbox was cut short (its daemon
+// died after the network was set up) keeps the sandbox at its restart:
+// paused, its image in the store (found in review: Restore deleted the row
+// and orphaned the image).
+func TestRestoreKeepsAdoptedAfterInterruptedResume(t *testing.T) {
+	t.Parallel()
+	c := newTwoNodes(t)
+	ctx := context.Background()
+	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
+	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	c.rtB.mu.Lock()
+	c.rtB.gate = gate
+	c.rtB.mu.Unlock()
+	go func() { _, _ = resume(c.b.Manager, ctx, sb.ID, time.Minute) }()
+	waitFor(t, func() bool { c.rtB.mu.Lock(); defer c.rtB.mu.Unlock(); return len(c.rtB.loaded) > 0 }, "CloneSaved")
+	b2, _ := snapEnvWith(t, func(cfg *sandbox.Config) { // b restarts: same rows, same namespaces
+		cfg.Store, cfg.Images, cfg.NodeID, cfg.Network = c.stores["b"], c.img, "b", c.b.Network
+	})
+	_, _ = b2.Manager.Restore(ctx)
+	_, lerr := b2.Manager.Lookup(sb.ID)
+	row, gerr := c.stores["b"].GetSandbox(ctx, sb.ID)
+	close(gate)
+	if lerr != nil || gerr != nil {
+		t.Fatalf("the restarted node lost the sandbox: %v / %v (image still stored: %v)", lerr, gerr, c.img.has("paused/"+sb.ID))
+	}
+	if row.State != sandbox.StatePaused || row.Slot != -1 || !c.img.has("paused/"+sb.ID) {
+		t.Fatalf("after the restart: row %s slot %d, image stored %v", row.State, row.Slot, c.img.has("paused/"+sb.ID))
+	}
+}
+
+// A stale copy on the node a sandbox moved away from cannot write its
+// row back (found in review: a late SetTimeout upserted it to the old
+// node while it ran on the new one).
+func TestStaleCopyCannotTakeTheRowBack(t *testing.T) {
+	t.Parallel()
+	c := newTwoNodes(t)
+	ctx := context.Background()
+	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
+	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resume(c.b.Manager, ctx, sb.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	live, err := c.a.Manager.Lookup(sb.ID) // a's stale copy: DropMoved has not run
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := live.SetTimeout(ctx, 10*time.Minute); err == nil {
+		t.Fatal("the stale copy's SetTimeout succeeded")
+	}
+	if o := c.ownerOf(sb.ID); o != "b" {
+		t.Fatalf("row moved back to %s while the sandbox runs on b", o)
+	}
+	c.a.Manager.DropMoved(ctx)
+	if _, err := get(c.a.Manager, sb.ID); err == nil {
+		t.Fatal("DropMoved kept the stale copy")
+	}
+}
+
+// slowDelete delays deletes, as a store far away does.
+type slowDelete struct{ *dirImages }
+
+func (s slowDelete) Delete(ctx context.Context, key string) error {
+	time.Sleep(300 * time.Millisecond)
+	return s.dirImages.Delete(ctx, key)
+}
+
+// Pause, resume, pause: the removal of the first image (in the background,
+// after the resume) never removes the second (found in review: both had one
+// key).
+func TestRepauseKeepsNewImage(t *testing.T) {
+	t.Parallel()
+	c := newTwoNodes(t)
+	env, _ := snapEnvWith(t, func(cfg *sandbox.Config) {
+		c.stores["x"] = &nodeStore{Store: cfg.Store.(*sandboxtest.Store), node: "x", sh: c.sh, all: map[string]*sandboxtest.Store{}}
+		cfg.Store = c.stores["x"]
+		cfg.Images, cfg.NodeID = slowDelete{c.img}, "x"
+	})
+	ctx := context.Background()
+	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+	if err := pause(env.Manager, ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resume(env.Manager, ctx, sb.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := pause(env.Manager, ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	row, err := c.stores["x"].GetSandbox(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x struct{ Image string }
+	_ = json.Unmarshal([]byte(row.Extra), &x)
+	if x.Image == "" || !c.img.has(x.Image) {
+		t.Fatalf("the paused sandbox's image %q is gone from the store", x.Image)
 	}
 }

@@ -82,27 +82,35 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 		}
 		return err
 	}
-	image := ""
+	var ex exported
 	if m.mover() != nil {
-		if err := e.export(ctx); err != nil {
+		var err error
+		if ex, err = e.export(ctx); err != nil {
 			if mode.mustExport {
 				return e.unpause(ctx, cp, err)
 			}
+			ex = exported{}
 			m.log.Warn("the paused sandbox's image could not be uploaded; it stays paused on this node only", "sandbox", id, "err", err)
-		} else {
-			image = pausedKey(id)
 		}
 	}
+	image := ex.key
 	left := time.Until(e.View().EndAt)
-	if err := e.commit(ctx, "paused state", func() {
+	// Committed even when ctx ended meanwhile (a timeout's pause whose upload
+	// used its time): the sandbox is checkpointed, its row must say so.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := e.commit(cctx, "paused state", func() {
 		e.rec.State = StatePaused
 		x := decodeExtra(e.rec.Extra)
-		x.Image = image
+		x = withImage(x, ex)
 		if mode.evacuate {
 			x.Evacuated, x.LeftMs = true, max(left.Milliseconds(), 1)
 		}
 		e.rec.Extra = encodeExtra(x)
 	}); err != nil {
+		if image != "" {
+			m.dropImage(image)
+		}
 		return err
 	}
 	m.log.Info("sandbox paused", "sandbox", id, "freeze", st.freeze, "elapsed", time.Since(start), "aborted_conns", st.aborted,

@@ -46,6 +46,11 @@ type extra struct {
 	// timeout. Also read by the api tier (cluster.Route.Evacuated).
 	Evacuated bool  `json:"evacuated,omitempty"`
 	LeftMs    int64 `json:"leftMs,omitempty"`
+	// ImageBuild and AgentBlob, with Image: the runtime build that saved
+	// the memory image and the agent binary in the store, which a node
+	// checks before it adopts the sandbox (Manager.canResume).
+	ImageBuild string `json:"imageBuild,omitempty"`
+	AgentBlob  string `json:"agentBlob,omitempty"`
 }
 
 func encodeExtra(x extra) string {

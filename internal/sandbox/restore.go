@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
 // RestoreReport summarises what Restore did.
@@ -57,17 +58,7 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 				log.Warn("writing back an interrupted resume as paused", "err", err)
 			}
 		}
-		if row.State == StatePaused && decodeExtra(row.Extra).Image != "" && m.mover() != nil &&
-			!m.hasCheckpoint(row.ID) && !nsIDs[row.ID] {
-			// Adopted from another node: paused here, its image in the store.
-			row.Slot, row.GuestIP = -1, ""
-			m.mu.Lock()
-			m.sandboxes[row.ID] = m.newLive(row, netip.Addr{}, false)
-			m.mu.Unlock()
-			log.Info("paused sandbox re-attached (its image is in the artifact store)")
-			rep.Reattached = append(rep.Reattached, row.ID)
-			continue
-		}
+
 		m.waitCheckpoint(ctx, row.ID) // a pause or fork cut short by a daemon kill
 		st, err := m.cfg.Runtime.State(ctx, row.ID)
 		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
@@ -82,6 +73,15 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 				rep.Reattached = append(rep.Reattached, row.ID)
 				continue
 			}
+		}
+		if row.State == StatePaused && decodeExtra(row.Extra).Image != "" && m.mover() != nil {
+			// Its image is in the artifact store (adopted from another node,
+			// or its local state is gone: a host reboot, a resume cut short):
+			// what is left here goes, and it is re-attached paused, to be
+			// resumed from the store.
+			m.reattachImported(ctx, row, nsIDs[row.ID])
+			rep.Reattached = append(rep.Reattached, row.ID)
+			continue
 		}
 		// A boot-snapshot or template-build sandbox of a crashed daemon is
 		// never re-attached: the operation that owned it died with the
@@ -125,7 +125,7 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 			m.slots[slot] = row.ID
 		}
 		m.mu.Unlock()
-		if err := m.release(ctx, row.ID, slot, m.sandboxDir(row.ID)); err != nil {
+		if err := m.releaseImage(ctx, row.ID, slot, m.sandboxDir(row.ID), decodeExtra(row.Extra).Image); err != nil {
 			errs = append(errs, fmt.Errorf("cleaning up sandbox %s: %w", row.ID, err))
 			continue
 		}
@@ -163,4 +163,29 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 	}
 	m.gcLogs() // eventstore.go
 	return rep, errors.Join(errs...)
+}
+
+// reattachImported registers the paused sandbox row, whose image is in the
+// artifact store, as paused without local files (move.go), after removing
+// what is left of it here (runtime state, network namespace).
+func (m *Manager) reattachImported(ctx context.Context, row *store.Sandbox, hasNS bool) {
+	log := m.log.With("sandbox", row.ID)
+	if err := m.cfg.Runtime.Destroy(ctx, row.ID, m.sandboxDir(row.ID)); err != nil {
+		log.Warn("removing the local remains of a paused sandbox", "err", err)
+	}
+	if hasNS {
+		if err := m.cfg.Network.Teardown(ctx, row.ID, -1); err != nil {
+			log.Warn("removing the network of a paused sandbox", "err", err)
+		}
+	}
+	if row.Slot >= 0 || row.GuestIP != "" {
+		row.Slot, row.GuestIP = -1, ""
+		if err := m.cfg.Store.PutSandbox(ctx, row); err != nil {
+			log.Warn("saving the paused sandbox without a slot", "err", err)
+		}
+	}
+	m.mu.Lock()
+	m.sandboxes[row.ID] = m.newLive(row, netip.Addr{}, false)
+	m.mu.Unlock()
+	log.Info("paused sandbox re-attached (its image is in the artifact store)")
 }

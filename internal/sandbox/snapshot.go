@@ -65,6 +65,9 @@ type snapshotSpec struct {
 	// AgentPath is the agent binary the saved sandbox ran (agentbin); ""
 	// in snapshots from before it was kept.
 	AgentPath string `json:"agentPath,omitempty"`
+	// AgentBlob is that binary in the artifact store (cluster nodes), for
+	// a node that restores the image and lacks the build.
+	AgentBlob string `json:"agentBlob,omitempty"`
 	// RuntimeBuild is the runtime build that saved the memory image
 	// (runtime.ImageBuilder); "" for runtimes without one and in snapshots
 	// from before it was kept.
@@ -208,13 +211,25 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	if err != nil {
 		return nil, err
 	}
+	uploaded := false
 	if m.mover() != nil {
 		// On a cluster node every node may start from it: it is in the
-		// artifact store before it is recorded.
-		if err := m.cfg.Images.Put(ctx, snapshotKey(snapID), final); err != nil {
+		// artifact store (with the agent build it runs) before it is
+		// recorded.
+		err := error(nil)
+		if sp.AgentBlob, err = m.cfg.Images.PutFile(ctx, sp.AgentPath); err == nil {
+			err = m.cfg.Images.Put(ctx, snapshotKey(snapID), final)
+		}
+		if err != nil {
 			_ = os.RemoveAll(final)
 			ue, _ := AsUserError(m.storeError(fmt.Sprintf("creating a snapshot of sandbox %s: uploading it failed", id), err))
 			return nil, userErrorf(ue.Code, "%s; the sandbox keeps running", ue.Msg)
+		}
+		uploaded = true
+	}
+	dropUpload := func() {
+		if uploaded {
+			m.dropImage(snapshotKey(snapID))
 		}
 	}
 	spec, _ := json.Marshal(sp)
@@ -222,10 +237,12 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 		CreatedAt: time.Now().UTC(), Spec: string(spec)}
 	if err := m.takeName(ctx, ss, name); err != nil {
 		_ = os.RemoveAll(final)
+		dropUpload()
 		return nil, err
 	}
 	if err := ss.PutSnapshot(ctx, rec); err != nil {
 		_ = os.RemoveAll(final)
+		dropUpload()
 		return nil, fmt.Errorf("saving snapshot: %w", err)
 	}
 	m.log.Info("snapshot created", "sandbox", id, "snapshot", snapID, "name", name,
@@ -333,6 +350,9 @@ func (m *Manager) takeName(ctx context.Context, ss store.SnapshotStore, name str
 	if name == "" {
 		return nil
 	}
+	if mv := m.mover(); mv != nil { // names are the cluster's
+		return mv.ClearSnapshotName(ctx, name)
+	}
 	all, err := ss.ListSnapshots(ctx)
 	if err != nil {
 		return fmt.Errorf("listing snapshots: %w", err)
@@ -354,6 +374,13 @@ func (m *Manager) lookupSnapshot(ctx context.Context, ref string) *store.Snapsho
 	if err != nil || ref == "" {
 		return nil
 	}
+	if mv := m.mover(); mv != nil {
+		// Any node's, by id, else the cluster's newest with that name.
+		if s, _, err := mv.AnySnapshot(ctx, ref); err == nil {
+			return s
+		}
+		return nil
+	}
 	if s, err := ss.GetSnapshot(ctx, ref); err == nil {
 		return s
 	}
@@ -364,12 +391,6 @@ func (m *Manager) lookupSnapshot(ctx context.Context, ref string) *store.Snapsho
 	}
 	for _, s := range all {
 		if s.Name == ref {
-			return s
-		}
-	}
-	if mv := m.mover(); mv != nil {
-		// Another node's: its files are in the artifact store.
-		if s, _, err := mv.AnySnapshot(ctx, ref); err == nil {
 			return s
 		}
 	}

@@ -129,16 +129,24 @@ var ErrMoved = errors.New("store: sandbox moved or resumed")
 // Mover is implemented by stores the nodes of a cluster share (PostgreSQL):
 // a paused sandbox's row moves from node to node, and every node reads
 // every node's snapshots. A single host's store does not implement it.
+// Such a store's PutSandbox never moves a row: writing a row that another
+// node holds fails with ErrMoved (a stale copy cannot take it back).
 type Mover interface {
 	// ClaimSandbox makes the paused sandbox id this node's and sets its
-	// state to state, in one statement that succeeds only while its row is
-	// on node from with state "paused": of two nodes claiming one sandbox,
-	// one wins. It returns the row as it is now; ErrNotFound when there is
-	// no such sandbox, ErrMoved when it is not paused on from.
-	ClaimSandbox(ctx context.Context, id, from, state string) (*Sandbox, error)
+	// state to state, in one transaction that succeeds only while its row
+	// is on node from with state "paused" and an image: of two nodes
+	// claiming one sandbox, one wins. check, when set, is asked about the
+	// row first (its error is returned and nothing changes). A row that
+	// changes node gets slot -1 and no guest address. It returns the row as
+	// it is now; ErrNotFound when there is no such sandbox, ErrMoved when it
+	// is not paused on from.
+	ClaimSandbox(ctx context.Context, id, from, state string, check func(*Sandbox) error) (*Sandbox, error)
 	// AnySnapshot returns a snapshot of any node by id, else the newest
 	// with that name, and the node that made it; ErrNotFound when none.
 	AnySnapshot(ctx context.Context, idOrName string) (*Snapshot, string, error)
+	// ClearSnapshotName removes name from every node's snapshots (a new
+	// snapshot takes it: names are unique in the cluster).
+	ClearSnapshotName(ctx context.Context, name string) error
 }
 
 // Full is what both backends implement and what the daemon opens.

@@ -111,11 +111,11 @@ func effectiveLimits(r runtime.Resources, defaultDiskMB int) limits {
 
 // cgroupsPath is the cgroup (relative to each controller's root) that runsc
 // puts a sandbox in.
-func cgroupsPath(id string) string { return "/airlock/" + id }
+func (r *Runtime) cgroupsPath(id string) string { return "/" + r.cgroupParent + "/" + id }
 
 // buildSpec returns the OCI runtime spec for one sandbox whose merged root
 // filesystem is rootfs.
-func buildSpec(spec runtime.Spec, rootfs string, l limits) *specs.Spec {
+func buildSpec(spec runtime.Spec, rootfs string, l limits, cgroup string) *specs.Spec {
 	env := slices.Clone(spec.Env)
 	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
 		env = append([]string{defaultPath}, env...)
@@ -163,7 +163,7 @@ func buildSpec(spec runtime.Spec, rootfs string, l limits) *specs.Spec {
 			{Destination: runtime.AgentGuestPath, Type: "bind", Source: spec.AgentPath, Options: []string{"rbind", "ro"}},
 		},
 		Linux: &specs.Linux{
-			CgroupsPath: cgroupsPath(spec.ID),
+			CgroupsPath: cgroup,
 			Resources: &specs.LinuxResources{
 				Memory: &specs.LinuxMemory{Limit: &mem},
 				CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},

@@ -15,7 +15,7 @@ func TestBuildSpec(t *testing.T) {
 		Env:       []string{"FOO=bar"},
 		Resources: runtime.Resources{CPUCount: 3, MemoryMB: 256, PIDs: 99, OpenFiles: 4096},
 	}
-	s := buildSpec(spec, "/d/rootfs", effectiveLimits(spec.Resources, 0))
+	s := buildSpec(spec, "/d/rootfs", effectiveLimits(spec.Resources, 0), "/airlock/"+spec.ID)
 	if got := s.Process.Args; !slices.Equal(got, []string{runtime.AgentGuestPath}) {
 		t.Errorf("args = %v", got)
 	}
@@ -58,7 +58,7 @@ func TestBuildSpec(t *testing.T) {
 	if d.memoryBytes != DefaultMemoryMB<<20 || d.cpus != DefaultCPUCount || d.pids != DefaultPIDs || d.diskMB != 0 || d.openFiles != DefaultOpenFiles {
 		t.Errorf("defaults = %+v", d)
 	}
-	withPath := buildSpec(runtime.Spec{ID: "x", Env: []string{"PATH=/x"}}, "/r", d)
+	withPath := buildSpec(runtime.Spec{ID: "x", Env: []string{"PATH=/x"}}, "/r", d, "/airlock/x")
 	// The agent's OOM guard gets the sandbox's memory (the variable
 	// internal/envd/oomguard reads).
 	if !slices.Equal(withPath.Process.Env, []string{"PATH=/x", "AIRLOCK_OOM_GUARD_MB=512"}) {

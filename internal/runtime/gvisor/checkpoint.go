@@ -70,7 +70,7 @@ func (r *Runtime) deleteAsync(id string) {
 		if _, err := r.exec(ctx, "delete", "--force", id); err != nil && !notFound(err) {
 			r.log.Warn("runsc delete after checkpoint", "id", id, "err", err)
 		}
-		removeCgroups(id)
+		r.removeCgroups(id)
 		r.log.Debug("checkpointed container deleted", "id", id, "took", time.Since(t0))
 	}()
 }
@@ -105,7 +105,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 	if err := r.runDetached(ctx, spec.ID, dir, "restore", "--detach", "--image-path", imageDir, "--bundle", dir, spec.ID); err != nil {
 		return err
 	}
-	if err := raiseHostMemory(spec.ID, dir); err != nil {
+	if err := r.raiseHostMemory(spec.ID, dir); err != nil {
 		return err
 	}
 	r.log.Debug("sandbox restored", "id", spec.ID, "took", time.Since(t0))

@@ -163,7 +163,7 @@ func (r *Runtime) cloneWith(ctx context.Context, spec runtime.Spec, from string,
 	if err := writeGuestFiles(RootfsDir(dir), spec, hostname); err != nil {
 		return err
 	}
-	bundle := buildSpec(spec, RootfsDir(dir), effectiveLimits(spec.Resources, r.diskMB))
+	bundle := buildSpec(spec, RootfsDir(dir), effectiveLimits(spec.Resources, r.diskMB), r.cgroupsPath(spec.ID))
 	inheritSpec(from, bundle)
 	if err := writeBundle(dir, bundle); err != nil {
 		return err

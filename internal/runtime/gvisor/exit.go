@@ -50,7 +50,7 @@ func (r *Runtime) StopReason(id string) string {
 	if runtime.CheckID(ErrInvalidSpec, id) != nil {
 		return ""
 	}
-	cg := cgroupsPath(id)
+	cg := r.cgroupsPath(id)
 	if statField(filepath.Join("/sys/fs/cgroup/memory", cg, "memory.oom_control"), "oom_kill") > 0 ||
 		statField(filepath.Join("/sys/fs/cgroup", cg, "memory.events"), "oom_kill") > 0 {
 		return "it exceeded its memory limit"

@@ -17,13 +17,13 @@ import (
 // oomGuardHeadroom). It runs after every start, restore and boot: runsc has
 // by then sized the guest from the bundle's limit and (re)applied that
 // limit to the cgroup, so the result is always bundle + headroom.
-func raiseHostMemory(id, dir string) error {
+func (r *Runtime) raiseHostMemory(id, dir string) error {
 	bl, ok := bundleMemoryLimit(dir)
 	if !ok {
 		return fmt.Errorf("no memory limit in the bundle of %s", id)
 	}
 	limit := strconv.FormatUint(bl+oomGuardHeadroom, 10)
-	cg := cgroupsPath(id)
+	cg := r.cgroupsPath(id)
 	for _, f := range []string{
 		filepath.Join("/sys/fs/cgroup/memory", cg, "memory.limit_in_bytes"), // v1
 		filepath.Join("/sys/fs/cgroup", cg, "memory.max"),                   // v2

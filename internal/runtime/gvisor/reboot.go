@@ -34,7 +34,7 @@ func (r *Runtime) Shutdown(ctx context.Context, id, dir string) error {
 	if _, err := r.exec(ctx, "delete", "--force", id); err != nil && !notFound(err) {
 		return fmt.Errorf("runsc delete %s: %w", id, err)
 	}
-	removeCgroups(id)
+	r.removeCgroups(id)
 	return nil
 }
 
@@ -49,7 +49,7 @@ func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
 	if err := r.runDetached(ctx, spec.ID, dir, "run", "--detach", "--bundle", dir, spec.ID); err != nil {
 		return err
 	}
-	if err := raiseHostMemory(spec.ID, dir); err != nil {
+	if err := r.raiseHostMemory(spec.ID, dir); err != nil {
 		return err
 	}
 	r.log.Debug("sandbox booted again from its disk", "id", spec.ID, "took", time.Since(t0))

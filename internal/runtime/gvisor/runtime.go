@@ -55,6 +55,12 @@ type Config struct {
 	// DebugLogDir, when set, makes runsc write debug logs for each sandbox
 	// to DebugLogDir/<id>/ (kept after Destroy).
 	DebugLogDir string
+	// CgroupParent is the cgroup (under each controller's root) that holds
+	// the sandboxes' cgroups, /<CgroupParent>/<id>; default "airlock". Two
+	// daemons on one host need different ones once a sandbox can move
+	// between them under its id (cluster nodes on one machine): the one
+	// that lets it go would remove the other's cgroup.
+	CgroupParent string
 }
 
 // Runtime is the gVisor implementation of runtime.Runtime. Apart from
@@ -62,14 +68,16 @@ type Config struct {
 // memory; everything lives in runsc's root directory and the sandbox
 // directories, so it is safe for concurrent use.
 type Runtime struct {
-	runsc    string
-	root     string
-	platform string
-	extra    []string
-	diskMB   int
-	mkfsPath string
-	debugDir string
-	log      *slog.Logger
+	runsc string
+	root  string
+	// cgroupParent is Config.CgroupParent.
+	cgroupParent string
+	platform     string
+	extra        []string
+	diskMB       int
+	mkfsPath     string
+	debugDir     string
+	log          *slog.Logger
 
 	// buildOnce guards build, the ImageBuild identity (hashed lazily).
 	buildOnce sync.Once
@@ -123,6 +131,10 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	}
 	if r.diskMB == 0 {
 		r.diskMB = DefaultDiskMB
+	}
+	r.cgroupParent = cfg.CgroupParent
+	if r.cgroupParent == "" {
+		r.cgroupParent = "airlock"
 	}
 	if r.diskMB > 0 {
 		if r.mkfsPath, err = findMkfs(cfg.MkfsPath); err != nil {
@@ -257,7 +269,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 	if err := writeGuestFiles(RootfsDir(dir), spec, hostname); err != nil {
 		return err
 	}
-	if err := writeBundle(dir, buildSpec(spec, RootfsDir(dir), l)); err != nil {
+	if err := writeBundle(dir, buildSpec(spec, RootfsDir(dir), l, r.cgroupsPath(spec.ID))); err != nil {
 		return err
 	}
 	layerReady := time.Since(started)
@@ -265,7 +277,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 	if err := r.runDetached(ctx, spec.ID, dir, "run", "--detach", "--bundle", dir, spec.ID); err != nil {
 		return err
 	}
-	if err := raiseHostMemory(spec.ID, dir); err != nil {
+	if err := r.raiseHostMemory(spec.ID, dir); err != nil {
 		return err
 	}
 	r.log.Debug("sandbox started", "id", spec.ID, "layer", layerReady, "total", time.Since(started))
@@ -327,7 +339,7 @@ func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 		errs = append(errs, err)
 	}
 	r.log.Debug("runsc kill+delete", "id", id, "took", time.Since(t0))
-	removeCgroups(id)
+	r.removeCgroups(id)
 	if dir != "" {
 		dir = filepath.Clean(dir)
 		if !filepath.IsAbs(dir) || dir == "/" {

@@ -68,7 +68,7 @@ func (r *Runtime) Stats(ctx context.Context, id, dir string) (runtime.Stats, err
 		MemoryLimit: ev.Data.Memory.Usage.Limit,
 		PIDs:        ev.Data.Pids.Current,
 	}
-	limit, cache := hostMemory(id)
+	limit, cache := r.hostMemory(id)
 	if bl, ok := bundleMemoryLimit(dir); ok {
 		limit = bl // the host cgroup also holds the OOM guard's headroom
 	}
@@ -87,8 +87,8 @@ func (r *Runtime) Stats(ctx context.Context, id, dir string) (runtime.Stats, err
 
 // hostMemory reads the limit and page-cache bytes of the sandbox's memory
 // cgroup (v1, or v2 as a fallback). Zeros when unavailable.
-func hostMemory(id string) (limit, cache uint64) {
-	cg := cgroupsPath(id)
+func (r *Runtime) hostMemory(id string) (limit, cache uint64) {
+	cg := r.cgroupsPath(id)
 	v1 := filepath.Join("/sys/fs/cgroup/memory", cg)
 	if l, err := readUint(filepath.Join(v1, "memory.limit_in_bytes")); err == nil {
 		return l, statField(filepath.Join(v1, "memory.stat"), "total_cache")
@@ -165,8 +165,8 @@ func diskUsage(dir string) (used, limit uint64, err error) {
 
 // removeCgroups removes the sandbox's cgroup directories if runsc left any
 // (they are empty once the sandbox processes are gone).
-func removeCgroups(id string) {
-	cg := cgroupsPath(id)
+func (r *Runtime) removeCgroups(id string) {
+	cg := r.cgroupsPath(id)
 	entries, err := os.ReadDir("/sys/fs/cgroup")
 	if err != nil {
 		return

@@ -332,6 +332,11 @@ func (d *DB) ReapLostNodes(ctx context.Context, bound time.Duration) ([]cluster.
 					SELECT pg_notify($3, id) FROM gone`, ids, reason, RoutesChannel); err != nil {
 					return fmt.Errorf("removing the lost nodes' sandboxes: %w", err)
 				}
+				// A resume cut short by the loss: paused again, so that another
+				// node can take it (its image is still in the artifact store).
+				if _, err := tx.Exec(ctx, "UPDATE sandboxes SET state = 'paused' WHERE node_id = ANY($1) AND state = 'resuming'", ids); err != nil {
+					return fmt.Errorf("pausing the lost nodes' interrupted resumes: %w", err)
+				}
 			}
 			if _, err := tx.Exec(ctx, "DELETE FROM lost_sandboxes WHERE lost_at < now() - make_interval(secs => $1)",
 				lostRetention.Seconds()); err != nil {

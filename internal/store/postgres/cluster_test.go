@@ -134,8 +134,9 @@ func TestNodeScope(t *testing.T) {
 		}
 	}
 
-	// A sandbox paused on a and resumed on b: b's PutSandbox moves the row
-	// and announces the move; a rewriting its own row announces nothing.
+	// Rows move only through ClaimSandbox (move_test.go): b writing a row
+	// a holds is refused and changes nothing; a rewriting its own row
+	// announces nothing.
 	routes, err := all.WatchRoutes(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -143,22 +144,18 @@ func TestNodeScope(t *testing.T) {
 	if err := a.PutSandbox(ctx, storetest.SampleSandbox("sa", now)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.PutSandbox(ctx, storetest.SampleSandbox("sa", now)); err != nil {
-		t.Fatal(err)
+	if err := b.PutSandbox(ctx, storetest.SampleSandbox("sa", now)); !errors.Is(err, store.ErrMoved) {
+		t.Fatalf("b's write of a's row: %v, want ErrMoved", err)
 	}
-	expectRoute(t, routes, cluster.RouteChange{SandboxID: "sa"})
 	if err := b.DeleteSandbox(ctx, "sb"); err != nil {
 		t.Fatal(err)
 	}
-	expectRoute(t, routes, cluster.RouteChange{SandboxID: "sb"}) // not a second "sa"
-	if _, err := a.GetSandbox(ctx, "sa"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("a still sees the sandbox b took: %v", err)
+	expectRoute(t, routes, cluster.RouteChange{SandboxID: "sb"}) // nothing for "sa"
+	if got, err := a.GetSandbox(ctx, "sa"); err != nil || got.ID != "sa" {
+		t.Fatalf("a lost its sandbox to b's refused write: %v, %v", got, err)
 	}
-	if got, err := b.GetSandbox(ctx, "sa"); err != nil || got.ID != "sa" {
-		t.Fatalf("b GetSandbox(sa) after taking it = %v, %v", got, err)
-	}
-	if got, err := all.SandboxNode(ctx, "sa"); err != nil || got != "b" {
-		t.Fatalf("SandboxNode(sa) after the move = %q, %v; want b", got, err)
+	if got, err := all.SandboxNode(ctx, "sa"); err != nil || got != "a" {
+		t.Fatalf("SandboxNode(sa) = %q, %v; want a", got, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,23 +20,43 @@ import (
 var _ store.Mover = (*DB)(nil)
 
 // ClaimSandbox makes the paused sandbox id this node's with state, only
-// while its row is on node from and paused (one UPDATE: of two claims, one
-// wins). A row that moves is announced on RoutesChannel (at commit).
-func (d *DB) ClaimSandbox(ctx context.Context, id, from, state string) (*store.Sandbox, error) {
-	var got *store.Sandbox
+// while its row is on node from, paused, with an image: the row is locked
+// (SELECT … FOR UPDATE), checked, then updated in one transaction, so of
+// two claims one wins. A row that changes node is announced on
+// RoutesChannel (at commit) and loses its slot and address.
+func (d *DB) ClaimSandbox(ctx context.Context, id, from, state string, check func(*store.Sandbox) error) (*store.Sandbox, error) {
+	var (
+		got     *store.Sandbox
+		refused error
+	)
 	err := d.run(ctx, func(ctx context.Context) error {
-		got = nil
+		got, refused = nil, nil
 		return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-			s, err := scanSandbox(tx.QueryRow(ctx, `UPDATE sandboxes SET node_id = $2, state = $3
-				WHERE id = $1 AND node_id = $4 AND state = 'paused' AND extra LIKE '%"image":"%' RETURNING `+sandboxColumns,
-				id, d.nodeID, state, from))
+			var node string
+			s, err := scanSandboxNode(tx.QueryRow(ctx, "SELECT "+sandboxColumns+", node_id FROM sandboxes WHERE id = $1 FOR UPDATE", id), &node)
 			if errors.Is(err, pgx.ErrNoRows) {
+				refused = fmt.Errorf("sandbox %s: %w", id, store.ErrNotFound)
 				return nil
 			}
 			if err != nil {
 				return err
 			}
-			got = s
+			if node != from || s.State != "paused" || !strings.Contains(s.Extra, `"image":"`) {
+				refused = fmt.Errorf("sandbox %s is %s on node %s, not paused with an image on %s: %w", id, s.State, node, from, store.ErrMoved)
+				return nil
+			}
+			if check != nil {
+				if refused = check(s); refused != nil {
+					return nil
+				}
+			}
+			got, err = scanSandbox(tx.QueryRow(ctx, `UPDATE sandboxes SET node_id = $2, state = $3,
+				slot = CASE WHEN $2 = $4 THEN slot ELSE -1 END,
+				guest_ip = CASE WHEN $2 = $4 THEN guest_ip ELSE '' END
+				WHERE id = $1 RETURNING `+sandboxColumns, id, d.nodeID, state, from))
+			if err != nil {
+				return err
+			}
 			if from != d.nodeID {
 				if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", RoutesChannel, id); err != nil {
 					return err
@@ -47,19 +68,21 @@ func (d *DB) ClaimSandbox(ctx context.Context, id, from, state string) (*store.S
 	if err != nil {
 		return nil, fmt.Errorf("claim sandbox %s: %w", id, err)
 	}
-	if got != nil {
-		return got, nil
+	if refused != nil {
+		return nil, refused
 	}
-	var node, st string
-	err = d.queryRow(ctx, func(r pgx.Row) error { return r.Scan(&node, &st) },
-		"SELECT node_id, state FROM sandboxes WHERE id = $1", id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("sandbox %s: %w", id, store.ErrNotFound)
+	return got, nil
+}
+
+// ClearSnapshotName removes name from every node's snapshots.
+func (d *DB) ClearSnapshotName(ctx context.Context, name string) error {
+	if name == "" {
+		return nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("claim sandbox %s: %w", id, err)
+	if _, err := d.exec(ctx, "UPDATE snapshots SET name = '' WHERE name = $1", name); err != nil {
+		return fmt.Errorf("clearing snapshot name %s: %w", name, err)
 	}
-	return nil, fmt.Errorf("sandbox %s is %s on node %s, not paused on %s: %w", id, st, node, from, store.ErrMoved)
+	return nil
 }
 
 // AnySnapshot is a snapshot of any node: by id, else the newest with that

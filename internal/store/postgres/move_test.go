@@ -39,12 +39,17 @@ func TestClaimSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.ClaimSandbox(ctx, "paused1", "a", "paused")
+	got, err := b.ClaimSandbox(ctx, "paused1", "a", "paused", nil)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
-	if got.ID != "paused1" || got.State != "paused" {
+	if got.ID != "paused1" || got.State != "paused" || got.Slot != -1 || got.GuestIP != "" {
 		t.Fatalf("claimed row %+v", got)
+	}
+	// a's stale copy cannot write the row back.
+	stale := storetest.SampleSandbox("paused1", now)
+	if err := a.PutSandbox(ctx, stale); !errors.Is(err, store.ErrMoved) {
+		t.Fatalf("a's write of a row b holds: %v, want ErrMoved", err)
 	}
 	expectRoute(t, routes, cluster.RouteChange{SandboxID: "paused1"})
 	if n, err := all.SandboxNode(ctx, "paused1"); err != nil || n != "b" {
@@ -54,23 +59,36 @@ func TestClaimSandbox(t *testing.T) {
 		t.Fatalf("a still sees its claimed sandbox: %v", err)
 	}
 	// Claimed from a, which no longer has it.
-	if _, err := c.ClaimSandbox(ctx, "paused1", "a", "paused"); !errors.Is(err, store.ErrMoved) {
+	if _, err := c.ClaimSandbox(ctx, "paused1", "a", "paused", nil); !errors.Is(err, store.ErrMoved) {
 		t.Fatalf("second claim from a: %v, want ErrMoved", err)
 	}
 	// b resumes it: claims it from itself with another state; then nobody
 	// can take it.
-	if got, err := b.ClaimSandbox(ctx, "paused1", "b", "resuming"); err != nil || got.State != "resuming" {
+	// A check that refuses leaves the row as it was.
+	errNo := errors.New("agent build missing")
+	if _, err := c.ClaimSandbox(ctx, "paused1", "b", "paused", func(s *store.Sandbox) error {
+		if s.ID != "paused1" {
+			t.Errorf("check saw %s", s.ID)
+		}
+		return errNo
+	}); !errors.Is(err, errNo) {
+		t.Fatalf("claim refused by its check: %v", err)
+	}
+	if n, _ := all.SandboxNode(ctx, "paused1"); n != "b" {
+		t.Fatalf("a refused claim moved the row to %s", n)
+	}
+	if got, err := b.ClaimSandbox(ctx, "paused1", "b", "resuming", nil); err != nil || got.State != "resuming" {
 		t.Fatalf("b's own claim: %+v, %v", got, err)
 	}
-	if _, err := c.ClaimSandbox(ctx, "paused1", "b", "paused"); !errors.Is(err, store.ErrMoved) {
+	if _, err := c.ClaimSandbox(ctx, "paused1", "b", "paused", nil); !errors.Is(err, store.ErrMoved) {
 		t.Fatalf("claim of a resuming sandbox: %v, want ErrMoved", err)
 	}
 	for _, id := range []string{"running", "local"} {
-		if _, err := b.ClaimSandbox(ctx, id, "a", "paused"); !errors.Is(err, store.ErrMoved) {
+		if _, err := b.ClaimSandbox(ctx, id, "a", "paused", nil); !errors.Is(err, store.ErrMoved) {
 			t.Fatalf("claim of %s: %v, want ErrMoved", id, err)
 		}
 	}
-	if _, err := b.ClaimSandbox(ctx, "nope", "a", "paused"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.ClaimSandbox(ctx, "nope", "a", "paused", nil); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("claim of an unknown sandbox: %v, want ErrNotFound", err)
 	}
 
@@ -79,7 +97,7 @@ func TestClaimSandbox(t *testing.T) {
 	wins := make(chan string, 2)
 	for _, h := range []*DB{b, c} {
 		wg.Go(func() {
-			if _, err := h.ClaimSandbox(ctx, "paused2", "a", "paused"); err == nil {
+			if _, err := h.ClaimSandbox(ctx, "paused2", "a", "paused", nil); err == nil {
 				wins <- h.NodeID()
 			} else if !errors.Is(err, store.ErrMoved) {
 				t.Errorf("claim by %s: %v", h.NodeID(), err)

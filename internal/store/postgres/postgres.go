@@ -133,10 +133,10 @@ const sandboxColumns = `id, template_id, template_hash, alias, state, runtime, s
 	access_token, traffic_token, metadata, env_vars, allow_internet,
 	cpu_count, memory_mb, disk_size_mb, started_at, end_at, on_timeout, extra`
 
-// PutSandbox inserts or replaces a sandbox row, as this node's: a row
-// another node held moves here (a paused sandbox resumed on this node),
-// and that is announced on RoutesChannel so route caches drop the old
-// node.
+// PutSandbox inserts or replaces a sandbox row, as this node's. A row
+// another node holds is not touched: store.ErrMoved (rows move between
+// nodes only through ClaimSandbox, so a node's stale copy of a sandbox
+// another node resumed cannot take it back).
 func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 	if s == nil || s.ID == "" {
 		return errors.New("put sandbox: empty id")
@@ -149,12 +149,9 @@ func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: env vars: %w", s.ID, err)
 	}
-	// Every part of the statement sees the table as it was before it, so
-	// prev is the row's old node, if any.
-	_, err = d.exec(ctx, `WITH prev AS (SELECT node_id FROM sandboxes WHERE id = $1),
-	put AS (INSERT INTO sandboxes (`+sandboxColumns+`, node_id)
+	tag, err := d.exec(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`, node_id)
 	VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21)
-	ON CONFLICT (id) DO UPDATE SET node_id=excluded.node_id,
+	ON CONFLICT (id) DO UPDATE SET
 		template_id=excluded.template_id, template_hash=excluded.template_hash,
 		alias=excluded.alias, state=excluded.state, runtime=excluded.runtime,
 		slot=excluded.slot, guest_ip=excluded.guest_ip,
@@ -163,16 +160,34 @@ func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 		allow_internet=excluded.allow_internet, cpu_count=excluded.cpu_count,
 		memory_mb=excluded.memory_mb, disk_size_mb=excluded.disk_size_mb,
 		started_at=excluded.started_at, end_at=excluded.end_at,
-		on_timeout=excluded.on_timeout, extra=excluded.extra)
-	SELECT pg_notify($22, $1) FROM prev WHERE prev.node_id <> $21`,
+		on_timeout=excluded.on_timeout, extra=excluded.extra
+	WHERE sandboxes.node_id = excluded.node_id`,
 		s.ID, s.TemplateID, s.TemplateHash, s.Alias, s.State, s.Runtime, s.Slot, s.GuestIP,
 		s.AccessToken, s.TrafficToken, meta, envs, s.AllowInternet,
 		s.CPUCount, s.MemoryMB, s.DiskSizeMB, encodeTime(s.StartedAt), encodeTime(s.EndAt), s.OnTimeout, s.Extra,
-		d.nodeID, RoutesChannel)
+		d.nodeID)
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: %w", s.ID, err)
 	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("put sandbox %s: another node holds it: %w", s.ID, store.ErrMoved)
+	}
 	return nil
+}
+
+// scanSandboxNode is scanSandbox of a row selected with node_id last.
+func scanSandboxNode(r pgx.Row, node *string) (*store.Sandbox, error) {
+	var (
+		s               store.Sandbox
+		meta, envs      string
+		started, endsAt *time.Time
+	)
+	if err := r.Scan(&s.ID, &s.TemplateID, &s.TemplateHash, &s.Alias, &s.State, &s.Runtime, &s.Slot, &s.GuestIP,
+		&s.AccessToken, &s.TrafficToken, &meta, &envs, &s.AllowInternet,
+		&s.CPUCount, &s.MemoryMB, &s.DiskSizeMB, &started, &endsAt, &s.OnTimeout, &s.Extra, node); err != nil {
+		return nil, err
+	}
+	return finishSandbox(&s, meta, envs, started, endsAt)
 }
 
 func scanSandbox(r pgx.Row) (*store.Sandbox, error) {
@@ -186,6 +201,11 @@ func scanSandbox(r pgx.Row) (*store.Sandbox, error) {
 		&s.CPUCount, &s.MemoryMB, &s.DiskSizeMB, &started, &endsAt, &s.OnTimeout, &s.Extra); err != nil {
 		return nil, err
 	}
+	return finishSandbox(&s, meta, envs, started, endsAt)
+}
+
+// finishSandbox decodes a scanned row's maps and times.
+func finishSandbox(s *store.Sandbox, meta, envs string, started, endsAt *time.Time) (*store.Sandbox, error) {
 	var err error
 	if s.Metadata, err = decodeMap(meta); err != nil {
 		return nil, fmt.Errorf("sandbox %s: metadata: %w", s.ID, err)
@@ -194,7 +214,7 @@ func scanSandbox(r pgx.Row) (*store.Sandbox, error) {
 		return nil, fmt.Errorf("sandbox %s: env vars: %w", s.ID, err)
 	}
 	s.StartedAt, s.EndAt = decodeTime(started), decodeTime(endsAt)
-	return &s, nil
+	return s, nil
 }
 
 // GetSandbox returns one of this node's sandboxes or store.ErrNotFound.

@@ -57,8 +57,9 @@ func (c *Client) ListNodes(ctx context.Context) ([]NodeInfo, error) {
 	return out, nil
 }
 
-// DrainNode stops placing sandboxes on a node (drain true) or lets
-// placement use it again (false).
+// DrainNode drains a node (drain true: no more placement there, and its
+// sandboxes move to other nodes when the cluster has an artifact store;
+// Drain says what moved) or lets placement use it again (false).
 func (c *Client) DrainNode(ctx context.Context, id string, drain bool) error {
 	if drain {
 		_, err := c.Drain(ctx, id, true)
