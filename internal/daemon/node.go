@@ -432,16 +432,21 @@ func (n *nodeState) serveAdopt(w http.ResponseWriter, r *http.Request, id string
 		middleware.WriteError(w, http.StatusBadRequest, "want {\"from\": \"<node>\"}")
 		return
 	}
-	sb, err := n.d.mgr.Adopt(r.Context(), id, req.From)
-	if err == nil && req.Resume && sb.State == sandbox.StatePaused {
+	var (
+		sb  *sandbox.Sandbox
+		err error
+	)
+	if req.Resume {
 		timeout := time.Duration(req.TimeoutMs) * time.Millisecond
 		if timeout <= 0 {
 			timeout = sandbox.AutoResumeTimeout
 		}
-		var live *sandbox.Live
-		if live, err = n.d.mgr.Lookup(id); err == nil {
-			sb, err = live.Resume(r.Context(), timeout)
-		}
+		// Like a create: the answer carries the generation of the first
+		// heartbeat that counts it (placement.Reservation.Confirm).
+		w = &genWriter{ResponseWriter: w, gen: &n.gen}
+		sb, err = n.d.mgr.AdoptAndResume(r.Context(), id, req.From, timeout)
+	} else {
+		sb, err = n.d.mgr.Adopt(r.Context(), id, req.From)
 	}
 	if err != nil {
 		n.writeSandboxError(w, err)

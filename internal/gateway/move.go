@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
@@ -36,23 +37,30 @@ const (
 // (cluster.InternalPrefix + path) and decodes a 200 answer into out; any
 // other answer is a *routeError with the node's status and message.
 func (g *Gateway) callNode(ctx context.Context, n cluster.Node, path string, body, out any) *routeError {
+	_, rerr := g.callNodeGen(ctx, n, path, body, out)
+	return rerr
+}
+
+// callNodeGen is callNode, also returning the answer's cluster.HeaderGen.
+func (g *Gateway) callNodeGen(ctx context.Context, n cluster.Node, path string, body, out any) (uint64, *routeError) {
 	b, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.Addr+cluster.InternalPrefix+path, bytes.NewReader(b))
 	if err != nil {
-		return &routeError{status: http.StatusInternalServerError, msg: err.Error()}
+		return 0, &routeError{status: http.StatusInternalServerError, msg: err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(cluster.HeaderSecret, g.opts.Secret)
 	req.Header.Set(cluster.HeaderInternal, "1")
 	resp, err := g.client.Do(req)
 	if err != nil {
-		return &routeError{status: http.StatusBadGateway, msg: unreachable(n, err)}
+		return 0, &routeError{status: http.StatusBadGateway, msg: unreachable(n, err)}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return &routeError{status: http.StatusBadGateway, msg: unreachable(n, err)}
+		return 0, &routeError{status: http.StatusBadGateway, msg: unreachable(n, err)}
 	}
+	gen, _ := strconv.ParseUint(resp.Header.Get(cluster.HeaderGen), 10, 64)
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
 			Message string `json:"message"`
@@ -61,14 +69,14 @@ func (g *Gateway) callNode(ctx context.Context, n cluster.Node, path string, bod
 		if e.Message == "" {
 			e.Message = fmt.Sprintf("node %s answered %d", n.ID, resp.StatusCode)
 		}
-		return &routeError{status: resp.StatusCode, msg: e.Message}
+		return gen, &routeError{status: resp.StatusCode, msg: e.Message}
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return &routeError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s: decoding its answer: %v", n.ID, err)}
+			return gen, &routeError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s: decoding its answer: %v", n.ID, err)}
 		}
 	}
-	return nil
+	return gen, nil
 }
 
 // moveAttempts is how many nodes a move tries.
@@ -89,9 +97,12 @@ func (g *Gateway) move(ctx context.Context, id string, rt cluster.Route, resume 
 			return cluster.Node{}, cluster.SandboxMoved{}, &routeError{status: http.StatusServiceUnavailable,
 				msg: fmt.Sprintf("sandbox %s is paused on node %s, which cannot serve it, and no other node can take it: %v", id, rt.NodeID, err)}
 		}
-		res.Release() // a paused sandbox holds nothing; its resume is the node's to admit
+		if !resume {
+			res.Release() // a paused sandbox holds nothing
+		}
 		n, ok := g.lookupNode(ctx, res.NodeID())
 		if !ok {
+			res.Release()
 			preq.Exclude = append(slices.Clip(preq.Exclude), res.NodeID())
 			continue
 		}
@@ -101,9 +112,14 @@ func (g *Gateway) move(ctx context.Context, id string, rt cluster.Route, resume 
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		var got cluster.SandboxMoved
-		rerr := g.callNode(cctx, n, "sandboxes/"+id+"/adopt", cluster.AdoptRequest{From: rt.NodeID, Resume: resume, TimeoutMs: timeoutMs}, &got)
+		gen, rerr := g.callNodeGen(cctx, n, "sandboxes/"+id+"/adopt", cluster.AdoptRequest{From: rt.NodeID, Resume: resume, TimeoutMs: timeoutMs}, &got)
 		cancel()
 		g.routes.drop(id)
+		if rerr == nil && resume {
+			res.Confirm(gen) // it runs there now: counted until a heartbeat does
+		} else {
+			res.Release()
+		}
 		if rerr == nil {
 			g.log.Info("sandbox moved", "sandbox", id, "from", rt.NodeID, "to", n.ID, "state", got.State)
 			return n, got, nil
@@ -216,6 +232,9 @@ func (g *Gateway) drain(ctx context.Context, id string) cluster.DrainResponse {
 			continue
 		}
 		rt, err := g.store.SandboxRoute(ctx, s.SandboxID)
+		if errors.Is(err, cluster.ErrNotFound) {
+			continue // killed meanwhile, or a stale copy of one gone from the node
+		}
 		if err != nil {
 			s.Error = fmt.Sprintf("reading its route: %v", err)
 			out.Failed = append(out.Failed, s)

@@ -409,23 +409,79 @@ func (m *Manager) liveList() []*Live {
 	return out
 }
 
+// admittedKey marks a context whose resume was admitted already
+// (AdoptAndResume): resumeImported does not ask Config.Admit again.
+type admittedKey struct{}
+
+// AdoptAndResume adopts the paused sandbox id from node from and resumes
+// it here with timeout. The node's admission is asked before the claim
+// (with the claim's other checks), so a node too full to run it refuses it
+// while it is still from's, and the api tier tries another node.
+func (m *Manager) AdoptAndResume(ctx context.Context, id, from string, timeout time.Duration) (*Sandbox, error) {
+	var release func()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
+	admit := func(rec *store.Sandbox) error {
+		if m.cfg.Admit == nil || rec.State != StatePaused {
+			return nil
+		}
+		var err error
+		release, err = m.cfg.Admit(Limits{CPUCount: rec.CPUCount, MemoryMB: rec.MemoryMB})
+		return err
+	}
+	sb, err := m.adopt(ctx, id, from, admit)
+	if err != nil || sb.State != StatePaused {
+		return sb, err
+	}
+	e, err := m.Lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	if release != nil {
+		ctx = context.WithValue(ctx, admittedKey{}, true)
+	}
+	return e.Resume(ctx, timeout)
+}
+
 // Adopt makes the paused sandbox id, whose row is on node from, this
 // node's: the row is claimed (a 409 when it is not paused there any
-// more) and the sandbox is held here as paused, its image still in the
-// store; its resume fetches it. A sandbox already here is returned as it
-// is.
+// more, or this node cannot restore it) and the sandbox is held here as
+// paused, its image still in the store; its resume fetches it. A sandbox
+// already here is returned as it is.
 func (m *Manager) Adopt(ctx context.Context, id, from string) (*Sandbox, error) {
+	return m.adopt(ctx, id, from, nil)
+}
+
+// adopt is Adopt; also is asked about the row before the claim, after
+// canResume (AdoptAndResume's admission).
+func (m *Manager) adopt(ctx context.Context, id, from string, also func(*store.Sandbox) error) (*Sandbox, error) {
 	mv := m.mover()
 	if mv == nil {
 		return nil, userErrorf(http.StatusNotImplemented, "this daemon does not move sandboxes (no artifact store or shared store)")
 	}
 	if e, err := m.Lookup(id); err == nil {
-		if _, err := m.cfg.Store.GetSandbox(ctx, id); err == nil {
+		if row, err := m.cfg.Store.GetSandbox(ctx, id); err == nil {
+			if also != nil {
+				if err := also(row); err != nil {
+					return nil, err
+				}
+			}
 			return e.View(), nil // already this node's
 		}
 		m.dropLocal(ctx, e) // a stale copy: it moved away since
 	}
-	rec, err := mv.ClaimSandbox(ctx, id, from, StatePaused, m.canResume)
+	rec, err := mv.ClaimSandbox(ctx, id, from, StatePaused, func(rec *store.Sandbox) error {
+		if err := m.canResume(rec); err != nil {
+			return err
+		}
+		if also != nil {
+			return also(rec)
+		}
+		return nil
+	})
 	if err != nil {
 		if _, ok := AsUserError(err); ok {
 			return nil, err
@@ -478,7 +534,7 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 		}
 	}()
 	rec := e.record()
-	if m.cfg.Admit != nil {
+	if m.cfg.Admit != nil && ctx.Value(admittedKey{}) == nil {
 		release, err := m.cfg.Admit(Limits{CPUCount: rec.CPUCount, MemoryMB: rec.MemoryMB})
 		if err != nil {
 			return nil, err
