@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/airlock-sandbox/airlock/internal/artifactgc"
 	"github.com/airlock-sandbox/airlock/internal/daemon"
 	"github.com/airlock-sandbox/airlock/internal/dnsfilter"
 	"github.com/airlock-sandbox/airlock/internal/metrics"
@@ -70,6 +71,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.KillOnExit, "kill-on-exit", false, "kill all sandboxes when the daemon shuts down")
 	f.StringVar(&o.Artifacts, "artifacts", "", "artifact store for templates and snapshots shared by several hosts: s3://bucket/prefix (any S3-compatible store; endpoint, credentials and region from $AIRLOCK_S3_ENDPOINT, $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY, $AWS_REGION) or a directory; checked at start (default: none, everything stays in --data-dir)")
+	f.DurationVar(&o.ArtifactGCInterval, "artifact-gc-interval", artifactgc.DefaultInterval, "--role api with --artifacts: how often the artifact store is collected (manifests no row references and the trees only they named, once older than an hour; one api instance at a time, first pass 5 minutes after start); 0 turns it off")
 	f.BoolVar(&o.BootSnapshots, "boot-snapshots", true, "boot each default template once, snapshot it (with warm interpreter contexts) and serve creates by restoring that snapshot (runtimes that can checkpoint; falls back to a cold boot)")
 	f.StringToIntVar(&o.WarmPool, "warm-pool", nil, "keep N restored, unclaimed sandboxes per template for the fastest creates, e.g. code-interpreter-v1=2 (needs --boot-snapshots); default: code-interpreter-v1 gets an automatic pool sized from the last minute's creates (1 to 4) while the host has memory to spare; code-interpreter-v1=0 turns it off")
 	f.StringVar(&o.Role, "role", "all", "cluster role: all (one host: API, proxy and sandboxes, the default), api (stateless api tier: the E2B API and sandbox proxy for every node, placement; needs --store postgres://… and the cluster secret) or node (runs sandboxes for the api tier; same needs)")

@@ -9,7 +9,7 @@ import (
 func TestServeFlags(t *testing.T) {
 	t.Setenv("AIRLOCK_STORE", "")
 	cmd := newServeCmd()
-	for _, name := range []string{"listen", "data-dir", "envd-path", "runtime", "domain", "subnet", "log-level", "kill-on-exit", "artifacts", "store"} {
+	for _, name := range []string{"listen", "data-dir", "envd-path", "runtime", "domain", "subnet", "log-level", "kill-on-exit", "artifacts", "artifact-gc-interval", "store"} {
 		if cmd.Flags().Lookup(name) == nil {
 			t.Errorf("flag --%s missing", name)
 		}
@@ -19,6 +19,9 @@ func TestServeFlags(t *testing.T) {
 	}
 	if got := cmd.Flags().Lookup("listen").DefValue; got != "127.0.0.1:49982" {
 		t.Errorf("--listen default %q", got)
+	}
+	if got := cmd.Flags().Lookup("artifact-gc-interval").DefValue; got != "1h0m0s" {
+		t.Errorf("--artifact-gc-interval default %q, want an hour", got)
 	}
 }
 

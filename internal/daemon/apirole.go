@@ -22,7 +22,9 @@ import (
 // runAPI runs `airlock serve --role api`: the stateless api tier
 // (internal/gateway). It keeps nothing of its own: the nodes, routes and
 // the API key are in the shared PostgreSQL store; the data directory holds
-// only the api-key file.
+// only the api-key file (and, with --artifacts, the artifact store's cache
+// directory, which the collection leaves empty). With --artifacts it also
+// collects the artifact store (runArtifactGC).
 func runAPI(ctx context.Context, cfg Config, r role, log *slog.Logger) error {
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -43,6 +45,12 @@ func runAPI(ctx context.Context, cfg Config, r role, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// With --artifacts the api tier collects the artifact store (one
+	// instance at a time); the store is checked at start as on nodes.
+	art, err := openArtifactGC(ctx, cfg, dataDir, log)
+	if err != nil {
+		return err
+	}
 	g, err := gateway.New(gateway.Options{
 		Store: st, Secret: r.secret, APIKey: apiKey, Domain: cfg.Domain,
 		Template: templateResources(st),
@@ -56,6 +64,12 @@ func runAPI(ctx context.Context, cfg Config, r role, log *slog.Logger) error {
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	gcDone := runArtifactGC(ctx, art, st, cfg, log)
+	// Before the store closes (deferred above): the collection stops first.
+	defer func() {
+		stop()
+		<-gcDone
+	}()
 	gdone := make(chan error, 1)
 	go func() { gdone <- g.Run(ctx) }()
 

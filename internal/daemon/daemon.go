@@ -66,6 +66,9 @@ type Config struct {
 	// Artifacts is --artifacts: "" (none), s3://bucket/prefix or a
 	// directory; opened and checked at start (openArtifacts).
 	Artifacts string
+	// ArtifactGCInterval is --artifact-gc-interval: how often the api tier
+	// collects the artifact store (internal/artifactgc); 0 never.
+	ArtifactGCInterval time.Duration
 	// Templates are the built-in templates built before the daemon is ready.
 	Templates []string
 	// BootSnapshots serves creates of the default templates from a
