@@ -266,7 +266,7 @@ func TestCollect(t *testing.T) {
 			mC := f.template("hashC", tShared)         // no row: deleted; tShared stays for s1
 			s1 := f.image("snapshots/s1", tShared)     // row: kept
 			s2 := f.image("snapshots/s2", tS2)         // no row: deleted
-			p1 := f.image("paused/p1", tP1)            // paused, image paused/p1: kept
+			p1 := f.image("paused/p1/n1", tP1)         // paused, image paused/p1/n1 (a key per pause): kept
 			p2 := f.image("paused/p2", tP2)            // no row: deleted
 			p3 := f.image("paused/p3", tP3)            // row running (not listed): deleted
 			p4 := f.image("paused/p4", tP4)            // row names another image: deleted
@@ -285,7 +285,7 @@ func TestCollect(t *testing.T) {
 
 			refs := &fakeRefs{
 				templates: []string{"hashA", "unpushed"},
-				sandboxes: map[string]string{"p1": extra("paused/p1"), "p4": extra("paused/other"), "p5": extra("paused/p5")},
+				sandboxes: map[string]string{"p1": extra("paused/p1/n1"), "p4": extra("paused/other"), "p5": extra("paused/p5")},
 				snapshots: []string{"s1", "s-without-objects"},
 			}
 			rep, err := Collect(f.ctx, f.opts(refs, mark.Add(grace)))
@@ -506,6 +506,7 @@ func TestClassify(t *testing.T) {
 		"check-00ff": kindCheck, "trees/sha256/" + hex: kindTree, "blobs/sha256/" + hex: kindBlob,
 		"trees/sha256/abc": kindUnknown, "templates/a/b": kindUnknown, "templates": kindUnknown,
 		"other/x": kindUnknown, "check": kindUnknown, "trees/md5/" + hex: kindUnknown,
+		"paused/sbx1/0a1b2c": kindPaused, "paused/sbx1/a/b": kindUnknown, "paused//x": kindUnknown,
 	} {
 		if got, _ := classify(key); got != want {
 			t.Errorf("classify(%q) = %d, want %d", key, got, want)

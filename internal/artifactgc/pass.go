@@ -18,7 +18,7 @@ type kind int
 const (
 	kindUnknown  kind = iota
 	kindTemplate      // templates/<hash>: a template's manifest (internal/template)
-	kindPaused        // paused/<id>: a paused sandbox's image manifest (internal/daemon)
+	kindPaused        // paused/<id>/<nonce> (or paused/<id>): a paused sandbox's image manifest (internal/daemon)
 	kindSnapshot      // snapshots/<id>: a named snapshot's image manifest
 	kindCheck         // check-<random>: the start-up check's object
 	kindTree          // trees/sha256/<hex>
@@ -40,6 +40,10 @@ func classify(key string) (kind, string) {
 	}
 	if k, ok := manifestPrefixes[first]; ok && !strings.Contains(rest, "/") {
 		return k, rest
+	}
+	// paused/<id>/<nonce>: one image key per pause (internal/sandbox).
+	if id, nonce, ok := strings.Cut(rest, "/"); ok && first == "paused" && id != "" && nonce != "" && !strings.Contains(nonce, "/") {
+		return kindPaused, id
 	}
 	if _, ok := artifacts.KeyDigest(key); ok {
 		if first == "trees" {

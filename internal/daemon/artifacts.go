@@ -21,7 +21,8 @@ const artifactCheckTimeout = 30 * time.Second
 // stops the start with an error naming the flag.
 //
 // The template manager pushes and pulls templates through it
-// (template.Manager.SetArtifacts); snapshots do not use it yet.
+// (template.Manager.SetArtifacts); on cluster nodes paused sandboxes and
+// named snapshots too (images.go).
 func openArtifacts(ctx context.Context, spec, dataDir string, getenv func(string) string, log *slog.Logger) (*artifacts.Store, error) {
 	if spec == "" {
 		return nil, nil
