@@ -56,6 +56,7 @@ const (
 // itself calls (never a client's request: the api tier refuses them):
 //
 //	POST InternalPrefix+"sandboxes/{id}/adopt"  AdoptRequest → SandboxMoved
+//	POST InternalPrefix+"sandboxes/{id}/drop"   → 204 (the old node of a moved sandbox lets it go now)
 //	POST InternalPrefix+"evacuate"              → EvacuateResponse
 const InternalPrefix = "/airlock/v1/internal/"
 

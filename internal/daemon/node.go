@@ -410,6 +410,9 @@ func (n *nodeState) internal(w http.ResponseWriter, r *http.Request) {
 		n.serveEvacuate(w, r)
 	case r.Method == http.MethodPost && len(seg) == 3 && seg[0] == "sandboxes" && seg[2] == "adopt":
 		n.serveAdopt(w, r, seg[1])
+	case r.Method == http.MethodPost && len(seg) == 3 && seg[0] == "sandboxes" && seg[2] == "drop":
+		n.d.mgr.DropIfMoved(r.Context(), seg[1])
+		w.WriteHeader(http.StatusNoContent)
 	default:
 		middleware.WriteError(w, http.StatusNotFound, "no such node API")
 	}

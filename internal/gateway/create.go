@@ -71,8 +71,18 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 			st = effectiveState(n)
 		}
 		if st == cluster.StateLive {
-			g.forward(w, withBody(), n, false)
-			return
+			a := g.forward(w, withBody(), n, g.opts.PullTemplates)
+			if a.responded || a.err == nil || r.Context().Err() != nil {
+				return
+			}
+			if !notSent(a.err) {
+				writeError(w, r, http.StatusBadGateway, unreachable(n, a.err))
+				return
+			}
+			// Its node cannot be reached (crashed, not marked lost yet): the
+			// snapshot is in the artifact store, any other node starts it.
+			g.log.Warn("create from a snapshot: its node is unreachable; placing it elsewhere", "node", n.ID, "snapshot", tpl, "err", a.err)
+			st = "unreachable"
 		}
 		if !g.opts.PullTemplates {
 			writeError(w, r, http.StatusServiceUnavailable, fmt.Sprintf("snapshot %s is on node %s, which is %s", tpl, snapNode, st))

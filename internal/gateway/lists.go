@@ -34,12 +34,14 @@ type listItem struct {
 const NodeField = "clusterNode"
 
 // items decodes the JSON arrays of the answers; at and id name the fields
-// of the order. An element seen twice (a sandbox that moved) is kept once.
-// With tag, each element gets NodeField naming the node that answered it
-// (unless it has that field already).
-func items(answers []nodeAnswer, at, id string, tag bool) ([]listItem, error) {
+// of the order. An element seen twice (a sandbox that moved, still listed
+// by the node it left until that node drops it) is kept once: the copy of
+// the node owner names (owner, when set, is asked only about such ids),
+// else the first. With tag, each element gets NodeField naming the node
+// that answered it (unless it has that field already).
+func items(answers []nodeAnswer, at, id string, tag bool, owner func(id string) (string, bool)) ([]listItem, error) {
 	var out []listItem
-	seen := map[string]bool{}
+	seen := map[string]int{} // id → index in out
 	for _, a := range answers {
 		var raws []json.RawMessage
 		if err := json.Unmarshal(a.body, &raws); err != nil {
@@ -56,10 +58,15 @@ func items(answers []nodeAnswer, at, id string, tag bool) ([]listItem, error) {
 			it := listItem{raw: raw}
 			_ = json.Unmarshal(fields[at], &it.at)
 			_ = json.Unmarshal(fields[id], &it.id)
-			if it.id != "" && seen[it.id] {
+			if i, dup := seen[it.id]; it.id != "" && dup {
+				if owner != nil {
+					if o, ok := owner(it.id); ok && o == a.node.ID {
+						out[i] = it
+					}
+				}
 				continue
 			}
-			seen[it.id] = true
+			seen[it.id] = len(out)
 			out = append(out, it)
 		}
 	}
@@ -205,7 +212,14 @@ func (g *Gateway) gather(w http.ResponseWriter, r *http.Request, at, id string, 
 	if !ok {
 		return nil, nil, false
 	}
-	its, err := items(good, at, id, withNode)
+	var owner func(string) (string, bool)
+	if withNode { // sandboxes: a moved one is listed by its owner
+		owner = func(id string) (string, bool) {
+			n, err := g.sandboxNode(r.Context(), id)
+			return n, err == nil
+		}
+	}
+	its, err := items(good, at, id, withNode, owner)
 	if err != nil {
 		writeError(w, r, http.StatusBadGateway, err.Error())
 		return nil, nil, false

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
@@ -31,6 +33,8 @@ const (
 	adoptTimeout    = 15 * time.Second
 	resumeTimeout   = 3 * time.Minute
 	evacuateTimeout = 10 * time.Minute
+	// drainMoves is how many sandboxes a drain moves at a time.
+	drainMoves = 4
 )
 
 // callNode posts body (JSON) to node n's internal API at path
@@ -122,6 +126,7 @@ func (g *Gateway) move(ctx context.Context, id string, rt cluster.Route, resume 
 		}
 		if rerr == nil {
 			g.log.Info("sandbox moved", "sandbox", id, "from", rt.NodeID, "to", n.ID, "state", got.State)
+			g.tellDropped(id, rt.NodeID)
 			return n, got, nil
 		}
 		// Where is it now? Still on rt.NodeID: n refused it (e.g. it lacks the
@@ -150,6 +155,23 @@ func (g *Gateway) move(ctx context.Context, id string, rt cluster.Route, resume 
 		last = &routeError{status: http.StatusServiceUnavailable, msg: fmt.Sprintf("sandbox %s: no node could take it", id)}
 	}
 	return cluster.Node{}, cluster.SandboxMoved{}, last
+}
+
+// tellDropped tells node from, when it can be reached, that sandbox id
+// moved away, so that it stops listing it now rather than at its next
+// look (sandbox.Manager.DropMoved). Best effort, in the background.
+func (g *Gateway) tellDropped(id, from string) {
+	n, ok := g.node(from)
+	if !ok || effectiveState(n) == cluster.StateLost {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), adoptTimeout)
+		defer cancel()
+		if rerr := g.callNode(ctx, n, "sandboxes/"+id+"/drop", nil, nil); rerr != nil {
+			g.log.Debug("telling a node a sandbox moved away", "node", from, "sandbox", id, "err", rerr.msg)
+		}
+	}()
 }
 
 // ownerOrMove is owner, except that a paused, movable sandbox whose node
@@ -226,32 +248,55 @@ func (g *Gateway) drain(ctx context.Context, id string) cluster.DrainResponse {
 		out.Failed = append(out.Failed, cluster.SandboxMoved{Node: id, Error: "evacuating the node: " + rerr.msg})
 		return out
 	}
+	// Moved drainMoves at a time: each is mostly waiting (a fetch from the
+	// store, a restore on another node).
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, drainMoves)
+	)
+	record := func(moved bool, m cluster.SandboxMoved) {
+		mu.Lock()
+		defer mu.Unlock()
+		if moved {
+			out.Moved = append(out.Moved, m)
+		} else {
+			out.Failed = append(out.Failed, m)
+		}
+	}
 	for _, s := range ev.Sandboxes {
 		if s.Error != "" {
-			out.Failed = append(out.Failed, s)
+			record(false, s)
 			continue
 		}
-		rt, err := g.store.SandboxRoute(ctx, s.SandboxID)
-		if errors.Is(err, cluster.ErrNotFound) {
-			continue // killed meanwhile, or a stale copy of one gone from the node
-		}
-		if err != nil {
-			s.Error = fmt.Sprintf("reading its route: %v", err)
-			out.Failed = append(out.Failed, s)
-			continue
-		}
-		if rt.NodeID != id || !rt.Movable {
-			continue // killed, resumed or moved meanwhile
-		}
-		resume := s.Was == "running"
-		to, got, rerr := g.move(ctx, s.SandboxID, rt, resume, s.LeftMs)
-		if rerr != nil {
-			s.Error = rerr.msg
-			out.Failed = append(out.Failed, s)
-			continue
-		}
-		out.Moved = append(out.Moved, cluster.SandboxMoved{SandboxID: s.SandboxID, Node: to.ID, State: got.State, Was: s.Was})
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rt, err := g.store.SandboxRoute(ctx, s.SandboxID)
+			if errors.Is(err, cluster.ErrNotFound) {
+				return // killed meanwhile, or a stale copy of one gone from the node
+			}
+			if err != nil {
+				s.Error = fmt.Sprintf("reading its route: %v", err)
+				record(false, s)
+				return
+			}
+			if rt.NodeID != id || !rt.Movable {
+				return // killed, resumed or moved meanwhile
+			}
+			to, got, rerr := g.move(ctx, s.SandboxID, rt, s.Was == "running", s.LeftMs)
+			if rerr != nil {
+				s.Error = rerr.msg
+				record(false, s)
+				return
+			}
+			record(true, cluster.SandboxMoved{SandboxID: s.SandboxID, Node: to.ID, State: got.State, Was: s.Was})
+		}()
 	}
+	wg.Wait()
+	slices.SortFunc(out.Moved, func(a, b cluster.SandboxMoved) int { return strings.Compare(a.SandboxID, b.SandboxID) })
+	slices.SortFunc(out.Failed, func(a, b cluster.SandboxMoved) int { return strings.Compare(a.SandboxID, b.SandboxID) })
 	g.log.Info("node drained", "node", id, "moved", len(out.Moved), "failed", len(out.Failed))
 	return out
 }

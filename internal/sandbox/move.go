@@ -12,6 +12,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/agentbin"
@@ -379,6 +382,28 @@ func (m *Manager) DropMoved(ctx context.Context) {
 	}
 }
 
+// DropIfMoved drops sandbox id here when it is paused with an image and
+// its row is no longer this node's (the api tier says so right after a
+// move; DropMoved finds the others).
+func (m *Manager) DropIfMoved(ctx context.Context, id string) {
+	if m.mover() == nil {
+		return
+	}
+	e, err := m.Lookup(id)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	movable := !e.gone && e.op == "" && e.rec.State == StatePaused && decodeExtra(e.rec.Extra).Image != ""
+	e.mu.Unlock()
+	if !movable {
+		return
+	}
+	if _, err := m.cfg.Store.GetSandbox(ctx, id); errors.Is(err, store.ErrNotFound) && !e.inOp() {
+		m.dropLocal(ctx, e)
+	}
+}
+
 // RunDropMoved runs DropMoved every interval until ctx ends.
 func (m *Manager) RunDropMoved(ctx context.Context, interval time.Duration) {
 	if m.mover() == nil {
@@ -648,14 +673,34 @@ func (m *Manager) Evacuate(ctx context.Context) []Evacuee {
 	if m.mover() == nil {
 		return out
 	}
+	// evacuateAtOnce at a time: a pause is CPU work (the checkpoint, the
+	// packing) and network (the upload).
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, evacuateAtOnce)
+	)
 	for _, e := range m.liveList() {
 		if ctx.Err() != nil {
 			break
 		}
-		out = append(out, e.evacuate(ctx))
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ev := e.evacuate(ctx)
+			mu.Lock()
+			out = append(out, ev)
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
+	slices.SortFunc(out, func(a, b Evacuee) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
+
+// evacuateAtOnce is how many sandboxes Evacuate pauses at a time.
+const evacuateAtOnce = 2
 
 func (e *Live) evacuate(ctx context.Context) Evacuee {
 	m := e.m
