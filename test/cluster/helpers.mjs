@@ -425,9 +425,9 @@ export async function assertKept (m, sbx) {
   assert.ok(procs.some((p) => p.pid === m.pid), `the background process (pid ${m.pid}) of ${m.id} is gone: ${JSON.stringify(procs.map((p) => [p.pid, p.cmd]))}`)
   const c1 = await counter(sbx)
   assert.ok(c1 >= m.count, `the counter of ${m.id} went back from ${m.count} to ${c1}: the process was restarted`)
-  await sleep(700)
-  const c2 = await counter(sbx)
-  assert.ok(c2 > c1, `the counter of ${m.id} stopped (${c1} → ${c2} in 0.7 s)`)
+  let c2 = c1
+  await waitUntil(async () => (c2 = await counter(sbx)) > c1, 5_000, 200)
+  assert.ok(c2 > c1, `the counter of ${m.id} stopped (${c1} → ${c2} in 5 s)`)
   m.count = c2
 }
 
