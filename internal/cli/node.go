@@ -61,11 +61,12 @@ func newNodeListCmd() *cobra.Command {
 }
 
 func newNodeDrainCmd(drain bool) *cobra.Command {
-	use, short := "drain <node>...", "Stop placing new sandboxes on nodes (their sandboxes keep running)"
+	use, short := "drain <node>...", "Stop placing new sandboxes on nodes and move their sandboxes to other nodes (with an artifact store)"
 	if !drain {
 		use, short = "undrain <node>...", "Let placement use drained nodes again"
 	}
-	return &cobra.Command{
+	var keep bool
+	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.MinimumNArgs(1),
@@ -75,12 +76,34 @@ func newNodeDrainCmd(drain bool) *cobra.Command {
 				return err
 			}
 			for _, id := range args {
-				if err := c.DrainNode(cmd.Context(), id, drain); err != nil {
+				if !drain {
+					if err := c.DrainNode(cmd.Context(), id, false); err != nil {
+						return err
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), id)
+					continue
+				}
+				res, err := c.Drain(cmd.Context(), id, !keep)
+				if err != nil {
 					return err
 				}
+				// The node on stdout; what moved, on stderr.
 				fmt.Fprintln(cmd.OutOrStdout(), id)
+				for _, m := range res.Moved {
+					fmt.Fprintf(cmd.ErrOrStderr(), "moved %s to %s (%s)\n", m.SandboxID, m.Node, m.State)
+				}
+				for _, m := range res.Failed {
+					fmt.Fprintf(cmd.ErrOrStderr(), "not moved %s: %s\n", m.SandboxID, m.Error)
+				}
+				if len(res.Failed) > 0 {
+					return fmt.Errorf("drain %s: %d sandboxes could not move (they stay on it)", id, len(res.Failed))
+				}
 			}
 			return nil
 		},
 	}
+	if drain {
+		cmd.Flags().BoolVar(&keep, "keep", false, "only stop placement: leave the node's sandboxes where they are")
+	}
+	return cmd
 }

@@ -78,6 +78,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.ClusterSecretFile, "cluster-secret-file", "", "--role api and node: file holding the cluster secret (at least 16 characters) the api tier authenticates to nodes with (default: $AIRLOCK_CLUSTER_SECRET)")
 	f.StringSliceVar(&o.NodeLabels, "node-labels", nil, "--role node: labels placement can require, e.g. gpu,ssd (\"kvm\" is added on a KVM host)")
 	f.IntVar(&o.NodeCPUs, "node-cpus", 0, "--role node: sandbox CPUs this node takes in total, for placement and its own admission (default: host CPUs × 4; a sandbox's CPUs are a share and a ceiling, and most idle)")
+	f.BoolVar(&o.DrainOnStop, "drain-on-stop", true, "--role node with --artifacts: on SIGTERM/SIGINT, stop placement here and pause every running sandbox into the artifact store before exiting, so that the api tier resumes each on another node at its next request (false: leave them running, to re-attach them after a restart)")
 	f.IntVar(&o.NodeMemoryMB, "node-memory", 0, "--role node: sandbox memory in MiB this node takes in total (default: host memory less the warm pool's reserve)")
 	f.StringSliceVar(&o.Templates, "templates", []string{"base", "code-interpreter-v1"}, "built-in templates to build (once, cached) before the daemon reports ready")
 	return cmd

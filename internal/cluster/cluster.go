@@ -16,6 +16,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 // Roles of `airlock serve --role`.
@@ -43,7 +45,42 @@ const (
 	// the first heartbeat that counts the new sandbox
 	// (placement.Reservation.Confirm).
 	HeaderGen = "X-Airlock-Node-Gen"
+	// HeaderInternal marks the api tier's own calls to a node's internal
+	// API (InternalPrefix); the api tier removes it from every request it
+	// forwards, and a node serves that API only to requests carrying it and
+	// the secret.
+	HeaderInternal = "X-Airlock-Internal"
 )
+
+// InternalPrefix starts the paths of the node API only the api tier
+// itself calls (never a client's request: the api tier refuses them):
+//
+//	POST InternalPrefix+"sandboxes/{id}/adopt"  AdoptRequest → SandboxMoved
+//	POST InternalPrefix+"evacuate"              → EvacuateResponse
+const InternalPrefix = "/airlock/v1/internal/"
+
+// AdoptRequest asks a node to take the paused sandbox whose row is on node
+// From (its image is in the artifact store), and with Resume to resume it
+// (TimeoutMs: its timeout; 0 keeps what an evacuated sandbox had left, or
+// 5 minutes).
+type AdoptRequest struct {
+	From      string `json:"from"`
+	Resume    bool   `json:"resume,omitempty"`
+	TimeoutMs int64  `json:"timeoutMs,omitempty"`
+}
+
+// SandboxMoved is one sandbox a drain or a move handled (the SDK's wire
+// type).
+type SandboxMoved = airlock.SandboxMove
+
+// EvacuateResponse is a node's answer to evacuate: every sandbox it held,
+// paused into the artifact store (State "paused") or with an Error.
+type EvacuateResponse struct {
+	Sandboxes []SandboxMoved `json:"sandboxes"`
+}
+
+// DrainResponse is the api tier's answer to a drain (the SDK's wire type).
+type DrainResponse = airlock.NodeDrain
 
 // Node states, as stored in the nodes table.
 const (
@@ -133,6 +170,9 @@ type Store interface {
 
 	// SandboxNode is the node that owns a sandbox (running or paused).
 	SandboxNode(ctx context.Context, sandboxID string) (string, error)
+	// SandboxRoute is SandboxNode with what the api tier needs to move a
+	// paused sandbox to another node.
+	SandboxRoute(ctx context.Context, sandboxID string) (Route, error)
 	// SnapshotNode is the node holding a named snapshot, by id or name.
 	SnapshotNode(ctx context.Context, idOrName string) (string, error)
 	// BuildNode is the node running (or that ran) a template build.
@@ -156,6 +196,23 @@ type Store interface {
 	// sandbox's row (kill, timeout, loss); the channel closes when ctx
 	// ends.
 	WatchRoutes(ctx context.Context) (<-chan RouteChange, error)
+}
+
+// Route is where a sandbox is and whether another node can take it.
+type Route struct {
+	NodeID string
+	State  string // "running", "paused", or a transition ("resuming")
+	// Movable: paused, with its image in the artifact store, so any node
+	// can resume it (a move: the node claims the row, then pulls).
+	Movable bool
+	// Evacuated: paused by a drain or its node's stop rather than by its
+	// user: the next request for it resumes it wherever it lands.
+	Evacuated  bool
+	AutoResume bool
+	// What a node taking it needs (placement): the template under it (the
+	// base template of a sandbox made from a snapshot), its CPUs, memory.
+	TemplateID         string
+	CPUCount, MemoryMB int
 }
 
 // SandboxToken is a sandbox's route and envd access token.

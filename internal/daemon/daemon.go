@@ -99,6 +99,10 @@ type Config struct {
 	// capacity a node states (0 = host CPUs × 4, host memory less the warm
 	// pool's reserve).
 	NodeCPUs, NodeMemoryMB int
+	// DrainOnStop: a --role node with --artifacts pauses its running
+	// sandboxes into the artifact store when it is stopped (node.go,
+	// drainOnStop).
+	DrainOnStop bool
 }
 
 // Run starts the daemon and serves until ctx ends (a clean shutdown) or
@@ -358,6 +362,10 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 	mgrCfg.PoolMemoryReserve = poolMemoryReserve()
 	if d.node != nil {
 		mgrCfg.Admit = d.node.admit
+		mgrCfg.NodeID = d.role.nodeID
+		if d.artifacts != nil { // paused sandboxes and snapshots move between nodes
+			mgrCfg.Images = artifactImages{st: d.artifacts}
+		}
 	}
 	mgr, err := sandbox.New(mgrCfg)
 	if err != nil {
@@ -456,6 +464,9 @@ func (d *daemon) serve(ctx context.Context) error {
 				d.log.Error("shutting down: the store's lease was lost", "err", cause)
 			} else {
 				d.log.Info("signal received, shutting down")
+				if d.node != nil && d.cfg.DrainOnStop {
+					d.node.drainOnStop(ctx)
+				}
 			}
 			return d.shutdown(ctx, srv)
 		}

@@ -2,12 +2,16 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +42,8 @@ type nodeState struct {
 	// under it, is set while heartbeats fail (logged once per outage).
 	beatMu  sync.Mutex
 	failing bool
+	// beaten is set after the first heartbeat written (under beatMu).
+	beaten bool
 	// registered is set once the node heartbeats (it is ready).
 	registered atomic.Bool
 
@@ -136,6 +142,13 @@ func (n *nodeState) guard(next http.Handler) http.Handler {
 				return
 			}
 			r.Header.Del(cluster.HeaderSecret)
+			if r.Header.Get(cluster.HeaderInternal) != "" {
+				// The api tier's own call (it strips the header from what it
+				// forwards): never a client's, never sandbox traffic.
+				r.Header.Del(cluster.HeaderInternal)
+				n.internal(w, r)
+				return
+			}
 		}
 		if r.Method == http.MethodPost && (r.URL.Path == "/sandboxes" || r.URL.Path == "/v2/sandboxes") &&
 			r.Header.Get(proxy.HeaderSandboxID) == "" {
@@ -226,6 +239,11 @@ func (n *nodeState) beat(ctx context.Context) {
 	if state == cluster.StateLost {
 		n.reconcile(ctx)
 	}
+	if !n.beaten {
+		n.beaten = true
+		n.undrainAfterStop(ctx, state)
+	}
+	n.d.mgr.DropMoved(ctx)
 }
 
 // sample is the node's heartbeat: capacity, what its sandboxes hold, the
@@ -374,4 +392,124 @@ func (n *nodeState) keepAlive(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// internal serves the node API only the api tier calls
+// (cluster.InternalPrefix): adopting a paused sandbox from another node,
+// and evacuating this one.
+func (n *nodeState) internal(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimPrefix(r.URL.Path, cluster.InternalPrefix)
+	seg := strings.Split(path, "/")
+	switch {
+	case r.Method == http.MethodPost && path == "evacuate":
+		n.serveEvacuate(w, r)
+	case r.Method == http.MethodPost && len(seg) == 3 && seg[0] == "sandboxes" && seg[2] == "adopt":
+		n.serveAdopt(w, r, seg[1])
+	default:
+		middleware.WriteError(w, http.StatusNotFound, "no such node API")
+	}
+}
+
+// writeSandboxError answers err: a user error with its status, another
+// with 500.
+func (n *nodeState) writeSandboxError(w http.ResponseWriter, err error) {
+	if ue, ok := sandbox.AsUserError(err); ok {
+		middleware.WriteError(w, ue.Code, ue.Msg)
+		return
+	}
+	n.d.log.Error("cluster node API", "err", err)
+	middleware.WriteError(w, http.StatusInternalServerError, err.Error())
+}
+
+func (n *nodeState) serveAdopt(w http.ResponseWriter, r *http.Request, id string) {
+	var req cluster.AdoptRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil || req.From == "" {
+		middleware.WriteError(w, http.StatusBadRequest, "want {\"from\": \"<node>\"}")
+		return
+	}
+	sb, err := n.d.mgr.Adopt(r.Context(), id, req.From)
+	if err == nil && req.Resume && sb.State == sandbox.StatePaused {
+		timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+		if timeout <= 0 {
+			timeout = sandbox.AutoResumeTimeout
+		}
+		var live *sandbox.Live
+		if live, err = n.d.mgr.Lookup(id); err == nil {
+			sb, err = live.Resume(r.Context(), timeout)
+		}
+	}
+	if err != nil {
+		n.writeSandboxError(w, err)
+		return
+	}
+	middleware.WriteJSON(w, http.StatusOK, cluster.SandboxMoved{SandboxID: id, Node: n.d.role.nodeID, State: sb.State})
+	go n.beatNow()
+}
+
+func (n *nodeState) serveEvacuate(w http.ResponseWriter, r *http.Request) {
+	out := cluster.EvacuateResponse{Sandboxes: []cluster.SandboxMoved{}}
+	for _, ev := range n.d.mgr.Evacuate(r.Context()) {
+		m := cluster.SandboxMoved{SandboxID: ev.ID, Node: n.d.role.nodeID, State: ev.State, Was: ev.Was, LeftMs: ev.Left.Milliseconds()}
+		if ev.Err != nil {
+			m.Error = ev.Err.Error()
+		}
+		out.Sandboxes = append(out.Sandboxes, m)
+	}
+	middleware.WriteJSON(w, http.StatusOK, out)
+	go n.beatNow()
+}
+
+// drainedOnStopFile marks a node that drained itself when it was stopped:
+// it goes live again by itself when it is back.
+const drainedOnStopFile = "node-drained-on-stop"
+
+// drainOnStop runs when a node is stopped (SIGTERM, SIGINT) with
+// --drain-on-stop and an artifact store: no more placement here, then
+// every running sandbox paused into the store, marked evacuated, so that
+// the api tier resumes each on another node at its next request (and hands
+// the paused ones to other nodes). Bounded by drainOnStopTimeout.
+func (n *nodeState) drainOnStop(ctx context.Context) {
+	d := n.d
+	if d.artifacts == nil || n.cs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainOnStopTimeout)
+	defer cancel()
+	if err := n.cs.SetNodeState(ctx, d.role.nodeID, cluster.StateDraining); err != nil {
+		d.log.Warn("cluster node: marking the node draining before it stops", "err", err)
+	} else if err := os.WriteFile(filepath.Join(d.dataDir, drainedOnStopFile), nil, 0o600); err != nil {
+		d.log.Warn("cluster node: recording the drain on stop", "err", err)
+	}
+	start := time.Now()
+	moved, failed := 0, 0
+	for _, ev := range d.mgr.Evacuate(ctx) {
+		if ev.Err != nil {
+			failed++
+			d.log.Warn("cluster node: a sandbox could not be paused into the artifact store; it stays here", "sandbox", ev.ID, "err", ev.Err)
+			continue
+		}
+		moved++
+	}
+	d.log.Info("cluster node: drained on stop", "paused_to_store", moved, "failed", failed, "elapsed", time.Since(start).Round(time.Millisecond))
+}
+
+// drainOnStopTimeout bounds drainOnStop (Kubernetes' grace period must
+// be longer: see the Helm chart).
+const drainOnStopTimeout = 5 * time.Minute
+
+// undrainAfterStop puts a node that drained itself when it was stopped
+// back to live (a drain by an operator stays).
+func (n *nodeState) undrainAfterStop(ctx context.Context, state string) {
+	marker := filepath.Join(n.d.dataDir, drainedOnStopFile)
+	if _, err := os.Stat(marker); err != nil {
+		return
+	}
+	if state == cluster.StateDraining {
+		if err := n.cs.SetNodeState(ctx, n.d.role.nodeID, cluster.StateLive); err != nil {
+			n.d.log.Warn("cluster node: going live again after a drain on stop", "err", err)
+			return
+		}
+		n.d.log.Info("cluster node: live again (it had drained itself when it stopped)")
+	}
+	_ = os.Remove(marker)
 }

@@ -62,25 +62,29 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 	if !g.anyNodeHolds(tpl) {
 		snapNode, err = g.store.SnapshotNode(r.Context(), tpl)
 	}
+	preq := placement.Request{Template: tpl, TemplateRequired: !g.opts.PullTemplates, Resources: g.templateResources(r, tpl)}
 	switch {
 	case err == nil:
 		n, ok := g.lookupNode(r.Context(), snapNode)
-		if !ok {
-			writeError(w, r, http.StatusServiceUnavailable, fmt.Sprintf("snapshot %s is on node %s, which is not registered", tpl, snapNode))
+		st := cluster.StateLost
+		if ok {
+			st = effectiveState(n)
+		}
+		if st == cluster.StateLive {
+			g.forward(w, withBody(), n, false)
 			return
 		}
-		if st := effectiveState(n); st != cluster.StateLive {
-			writeError(w, r, http.StatusServiceUnavailable, fmt.Sprintf("snapshot %s is on node %s, which is %s", tpl, n.ID, st))
+		if !g.opts.PullTemplates {
+			writeError(w, r, http.StatusServiceUnavailable, fmt.Sprintf("snapshot %s is on node %s, which is %s", tpl, snapNode, st))
 			return
 		}
-		g.forward(w, withBody(), n, false)
-		return
+		// Snapshots are in the artifact store: any other node fetches it.
+		preq = placement.Request{Resources: preq.Resources, Exclude: []string{snapNode}}
 	case !errors.Is(err, cluster.ErrNotFound):
 		writeError(w, r, http.StatusServiceUnavailable, storeError(err).msg)
 		return
 	}
 
-	preq := placement.Request{Template: tpl, TemplateRequired: !g.opts.PullTemplates, Resources: g.templateResources(r, tpl)}
 	for i := range createAttempts {
 		res, err := g.placer.Place(preq)
 		if err != nil && !g.anyNodeHolds(tpl) && g.refreshSince(r.Context(), arrived) == nil {

@@ -29,7 +29,8 @@ const (
 type fakeStore struct {
 	mu             sync.Mutex
 	nodes          map[string]cluster.Node
-	sandboxes      map[string]string // sandbox → node
+	sandboxes      map[string]string        // sandbox → node
+	routes         map[string]cluster.Route // SandboxRoute beyond sandboxes
 	tokens         []cluster.SandboxToken
 	snapshots      map[string]string
 	builds         map[string]string
@@ -102,6 +103,16 @@ func (s *fakeStore) SandboxNode(ctx context.Context, id string) (string, error) 
 	s.sandboxReads++
 	s.mu.Unlock()
 	return s.lookup(s.sandboxes, id)
+}
+func (s *fakeStore) SandboxRoute(ctx context.Context, id string) (cluster.Route, error) {
+	s.mu.Lock()
+	rt, ok := s.routes[id]
+	s.mu.Unlock()
+	if ok {
+		return rt, nil
+	}
+	n, err := s.lookup(s.sandboxes, id)
+	return cluster.Route{NodeID: n, State: "running"}, err
 }
 func (s *fakeStore) SnapshotNode(ctx context.Context, id string) (string, error) {
 	return s.lookup(s.snapshots, id)

@@ -84,6 +84,7 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header.Set("X-Forwarded-Proto", p) // a TLS load balancer's
 	}
 	pr.Out.Header.Del(cluster.HeaderSecret)
+	pr.Out.Header.Del(cluster.HeaderInternal)
 	pr.Out.Header.Set(cluster.HeaderSecret, f.g.opts.Secret)
 	markAuthenticated(pr.In, pr.Out.Header)
 }

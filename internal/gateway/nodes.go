@@ -122,5 +122,9 @@ func (g *Gateway) setNodeState(w http.ResponseWriter, r *http.Request, id string
 	}
 	g.reg.mu.Unlock()
 	g.log.Info("node state set", "node", id, "state", state)
-	writeJSON(w, r, http.StatusOK, map[string]string{"id": id, "state": state})
+	if !drain || r.URL.Query().Get("move") == "false" {
+		writeJSON(w, r, http.StatusOK, cluster.DrainResponse{ID: id, State: state, Moved: []cluster.SandboxMoved{}, Failed: []cluster.SandboxMoved{}})
+		return
+	}
+	writeJSON(w, r, http.StatusOK, g.drain(r.Context(), id))
 }

@@ -3,6 +3,8 @@ package gateway
 import (
 	"net/http"
 	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/cluster"
 )
 
 // route sends an authorized API request where it belongs, by method and
@@ -17,6 +19,10 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) {
 		return ""
 	}
 	switch {
+	// The nodes' internal API is the gateway's own.
+	case strings.HasPrefix(strings.ToLower(p), cluster.InternalPrefix):
+		refuseInternal(w)
+
 	// The gateway's own node API.
 	case m == http.MethodGet && p == "/airlock/v1/nodes":
 		g.listNodes(w, r)

@@ -22,6 +22,9 @@ type routeError struct {
 	// gone: the sandbox is unknown or was lost (404 on the API, the
 	// proxy's 502 "not found" body on sandbox traffic).
 	gone bool
+	// nodeGone: its node is lost or not registered (a paused sandbox whose
+	// image is in the artifact store can move: ownerOrMove).
+	nodeGone bool
 }
 
 func (e *routeError) Error() string { return e.msg }
@@ -46,14 +49,14 @@ func (g *Gateway) owner(ctx context.Context, id string) (cluster.Node, *routeErr
 	}
 	n, ok := g.lookupNode(ctx, nodeID)
 	if !ok {
-		return cluster.Node{}, &routeError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s of sandbox %s is not registered", nodeID, id)}
+		return cluster.Node{}, &routeError{status: http.StatusBadGateway, nodeGone: true, msg: fmt.Sprintf("node %s of sandbox %s is not registered", nodeID, id)}
 	}
 	if effectiveState(n) == cluster.StateLost {
 		at := n.LostAt
 		if at.IsZero() {
 			at = time.Now()
 		}
-		return cluster.Node{}, &routeError{status: http.StatusNotFound, gone: true,
+		return cluster.Node{}, &routeError{status: http.StatusNotFound, gone: true, nodeGone: true,
 			msg: fmt.Sprintf("sandbox %s was lost with node %s at %s: node %s was lost: no heartbeat for %s",
 				id, n.ID, at.UTC().Format(time.RFC3339), n.ID, n.Age.Round(time.Second))}
 	}
@@ -92,12 +95,12 @@ func (g *Gateway) serveTraffic(w http.ResponseWriter, r *http.Request, id string
 		http.Error(w, "invalid sandbox id", http.StatusBadRequest)
 		return
 	}
-	n, rerr := g.owner(r.Context(), id)
+	n, rerr := g.ownerOrMove(r.Context(), id)
 	if rerr != nil {
 		trafficError(w, r, id, rerr)
 		return
 	}
-	g.forward(w, r, n, false)
+	g.forwardOwned(w, r, id, n)
 }
 
 // trafficError answers sandbox traffic that cannot be routed; a gone
@@ -165,12 +168,12 @@ func (g *Gateway) serveOwned(w http.ResponseWriter, r *http.Request, id string) 
 		writeError(w, r, http.StatusNotFound, fmt.Sprintf("sandbox %q not found", id))
 		return
 	}
-	n, rerr := g.owner(r.Context(), id)
+	n, rerr := g.ownerOrMove(r.Context(), id)
 	if rerr != nil {
 		writeError(w, r, rerr.status, rerr.msg)
 		return
 	}
-	g.forward(w, r, n, false)
+	g.forwardOwned(w, r, id, n)
 }
 
 // itoa is strconv.Itoa, for headers.

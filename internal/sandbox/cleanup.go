@@ -82,6 +82,10 @@ type giveBack struct {
 	id   string
 	slot int // -1: unknown (not freed, and the network finds the namespace by id)
 	dir  string
+	// image is the key of the sandbox's image in the artifact store
+	// (move.go), removed once its row is deleted ("" none). A row that is
+	// not this node's any more (moved) is not deleted, and its image stays.
+	image string
 }
 
 // record pushes the last steps: deleting the store row once the runtime
@@ -92,8 +96,12 @@ func (g giveBack) record(u *undo) {
 		return nil
 	})
 	u.push(stepRecord, func(ctx context.Context) error {
-		if err := g.m.cfg.Store.DeleteSandbox(ctx, g.id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		err := g.m.cfg.Store.DeleteSandbox(ctx, g.id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("deleting sandbox row: %w", err)
+		}
+		if err == nil && g.image != "" {
+			g.m.dropImage(g.image)
 		}
 		return nil
 	}, stepRuntime, stepNetwork)
@@ -152,7 +160,13 @@ func (g giveBack) push(u *undo) {
 // when the network is gone, and the row only when everything else is, so a
 // failed release is retried by Restore.
 func (m *Manager) release(ctx context.Context, id string, slot int, dir string) error {
+	return m.releaseImage(ctx, id, slot, dir, "")
+}
+
+// releaseImage is release for a sandbox whose image is in the artifact
+// store under image (removed with the row).
+func (m *Manager) releaseImage(ctx context.Context, id string, slot int, dir, image string) error {
 	var u undo
-	giveBack{m: m, id: id, slot: slot, dir: dir}.push(&u)
+	giveBack{m: m, id: id, slot: slot, dir: dir, image: image}.push(&u)
 	return u.runOn(ctx)
 }

@@ -155,13 +155,34 @@ func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *
 			return nil, err
 		}
 	}
-	if k.slot, err = m.reserveSlot(id); err != nil {
+	if err := m.prepareIn(ctx, k, parent, tpl, true, clone); err != nil {
 		return nil, err
 	}
-	giveBack{m: m, id: id, slot: k.slot, dir: m.sandboxDir(id)}.push(&k.undo)
-	fail := func(err error) (*child, error) {
+	return k, nil
+}
+
+// prepareIn takes a slot and a network for k (its id set) with parent's
+// settings and lets clone prepare its directory. withRow: a failure, and
+// k.undo later, also delete k's store row (a new sandbox's); without it
+// (a moved sandbox resuming under its own id) the row stays.
+func (m *Manager) prepareIn(ctx context.Context, k *child, parent *store.Sandbox, tpl *Template, withRow bool,
+	clone func(context.Context, runtime.Spec) error) error {
+	id := k.id
+	var err error
+	if k.slot, err = m.reserveSlot(id); err != nil {
+		return err
+	}
+	g := giveBack{m: m, id: id, slot: k.slot, dir: m.sandboxDir(id)}
+	if withRow {
+		g.push(&k.undo)
+	} else {
+		g.slotStep(&k.undo)
+		g.network(&k.undo)
+		g.runtime(&k.undo)
+	}
+	fail := func(err error) error {
 		m.releaseChild(ctx, k)
-		return nil, err
+		return err
 	}
 	k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent)})
 	if err != nil {
@@ -190,7 +211,7 @@ func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *
 	if err := clone(ctx, k.spec); err != nil {
 		return fail(fmt.Errorf("copying sandbox: %w", err))
 	}
-	return k, nil
+	return nil
 }
 
 // startChild restores a prepared child from the parent's image, gives its

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
@@ -42,6 +46,22 @@ func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, 
 	defer release()
 	x := newExtra(req)
 	x.BaseTemplate = sp.TemplateID
-	return m.restoreFrom(ctx, restoreSource{dir: m.snapshotDir(snap.ID), spec: sp, tpl: tpl,
+	dir := m.snapshotDir(snap.ID)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && m.mover() != nil {
+		// Made on another node: fetched from the artifact store for this
+		// create.
+		parent, err := tempIn(m.importsDir(), snap.ID+"-")
+		if err != nil {
+			return nil, fmt.Errorf("making the import directory: %w", err)
+		}
+		defer os.RemoveAll(parent)
+		dir = filepath.Join(parent, "snapshot")
+		start := time.Now()
+		if err := m.cfg.Images.Get(ctx, snapshotKey(snap.ID), dir); err != nil {
+			return nil, m.storeError(fmt.Sprintf("fetching snapshot %s from the artifact store", snap.ID), err)
+		}
+		m.log.Info("snapshot fetched from the artifact store", "snapshot", snap.ID, "elapsed", time.Since(start))
+	}
+	return m.restoreFrom(ctx, restoreSource{dir: dir, spec: sp, tpl: tpl,
 		templateID: snap.ID, alias: snap.Name, extra: x, what: "snapshot " + snap.ID}, req, allowInternet)
 }

@@ -120,6 +120,7 @@ func (e *Live) view() *Sandbox {
 		EndAt:         r.EndAt,
 		OnTimeout:     r.OnTimeout,
 		AutoResume:    x.AutoResume,
+		Evacuated:     x.Evacuated,
 		AllowOut:      x.AllowOut,
 		DenyOut:       x.DenyOut,
 		Transition:    e.op,
@@ -225,7 +226,10 @@ func (e *Live) expire(gen uint64) {
 // release gives back everything e holds (Manager.release). Only the one
 // that removed e from the index calls it.
 func (e *Live) release(ctx context.Context) error {
-	return e.m.release(ctx, e.rec.ID, e.rec.Slot, e.Dir())
+	e.mu.Lock()
+	slot, image := e.rec.Slot, decodeExtra(e.rec.Extra).Image
+	e.mu.Unlock()
+	return e.m.releaseImage(ctx, e.rec.ID, slot, e.Dir(), image)
 }
 
 // Kill destroys the sandbox and releases everything it holds. Killing a

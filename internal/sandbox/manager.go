@@ -129,6 +129,13 @@ type Config struct {
 	// answers 503). release is called when the create ends either way
 	// (a created sandbox is counted by List by then).
 	Admit func(Limits) (release func(), err error)
+	// Images, on a cluster node with an artifact store, keeps paused
+	// sandboxes and named snapshots where every node can fetch them
+	// (move.go); with a Store that implements store.Mover, paused
+	// sandboxes then move between nodes. nil on a single host.
+	Images Images
+	// NodeID is this node's id in the cluster ("" on a single host).
+	NodeID string
 }
 
 // CreateRequest describes a sandbox to create.
@@ -186,6 +193,9 @@ type Sandbox struct {
 	EndAt         time.Time
 	OnTimeout     string
 	AutoResume    bool
+	// Evacuated: paused by a drain or its node's stop (move.go); the next
+	// request resumes it, as with AutoResume.
+	Evacuated bool
 	// Transition is "pausing" or "resuming" while one is in progress.
 	Transition string
 }
@@ -373,6 +383,7 @@ func (m *Manager) Close(ctx context.Context) error {
 // KillAll kills every live sandbox.
 func (m *Manager) KillAll(ctx context.Context) error {
 	var errs []error
+	m.leaveMovable(ctx)
 	for _, sb := range m.List() {
 		if err := m.Kill(ctx, sb.ID); err != nil && !IsNotFound(err) {
 			errs = append(errs, err)

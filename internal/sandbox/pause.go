@@ -28,12 +28,12 @@ func (e *Live) pauseOp(ctx context.Context, diskOnly bool) error {
 		return err
 	}
 	defer e.endOp()
-	return e.pauseKind(ctx, diskOnly)
+	return e.pauseKind(ctx, diskOnly, pauseMode{mustExport: true})
 }
 
 // pauseKind pauses e, already marked busy, with its memory or (diskOnly)
 // without, or answers 501 when the runtime cannot.
-func (e *Live) pauseKind(ctx context.Context, diskOnly bool) error {
+func (e *Live) pauseKind(ctx context.Context, diskOnly bool, mode pauseMode) error {
 	m := e.m
 	if diskOnly {
 		rb, err := m.rebooter()
@@ -46,11 +46,21 @@ func (e *Live) pauseKind(ctx context.Context, diskOnly bool) error {
 	if err != nil {
 		return err
 	}
-	return e.pause(ctx, cp)
+	return e.pause(ctx, cp, mode)
+}
+
+// pauseMode says what a pause does on a cluster node (move.go).
+type pauseMode struct {
+	// mustExport: a pause whose image cannot be uploaded brings the
+	// sandbox back and fails (a user's pause, an evacuation); otherwise
+	// (a timeout's pause) it stays paused on this node only.
+	mustExport bool
+	// evacuate marks the sandbox evacuated: its next request resumes it.
+	evacuate bool
 }
 
 // pause does the work of Pause for e, already marked busy.
-func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer) error {
+func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMode) error {
 	m, id := e.m, e.rec.ID
 	if err := e.checkPauseSpace(ctx); err != nil {
 		return err // nothing done: the sandbox keeps running
@@ -72,11 +82,63 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer) error {
 		}
 		return err
 	}
-	if err := e.commit(ctx, "paused state", func() { e.rec.State = StatePaused }); err != nil {
+	image := ""
+	if m.mover() != nil {
+		if err := e.export(ctx); err != nil {
+			if mode.mustExport {
+				return e.unpause(ctx, cp, err)
+			}
+			m.log.Warn("the paused sandbox's image could not be uploaded; it stays paused on this node only", "sandbox", id, "err", err)
+		} else {
+			image = pausedKey(id)
+		}
+	}
+	left := time.Until(e.View().EndAt)
+	if err := e.commit(ctx, "paused state", func() {
+		e.rec.State = StatePaused
+		x := decodeExtra(e.rec.Extra)
+		x.Image = image
+		if mode.evacuate {
+			x.Evacuated, x.LeftMs = true, max(left.Milliseconds(), 1)
+		}
+		e.rec.Extra = encodeExtra(x)
+	}); err != nil {
 		return err
 	}
-	m.log.Info("sandbox paused", "sandbox", id, "freeze", st.freeze, "elapsed", time.Since(start), "aborted_conns", st.aborted)
+	m.log.Info("sandbox paused", "sandbox", id, "freeze", st.freeze, "elapsed", time.Since(start), "aborted_conns", st.aborted,
+		"uploaded", image != "", "evacuated", mode.evacuate)
 	return nil
+}
+
+// unpause brings back a sandbox whose pause could not upload its image
+// (cause) and returns the pause's error: the sandbox keeps running. When it
+// cannot be restored it stays paused on this node only, and the error
+// says so.
+func (e *Live) unpause(ctx context.Context, cp runtime.Checkpointer, cause error) error {
+	m, id := e.m, e.rec.ID
+	what := fmt.Sprintf("pausing sandbox %s: uploading its image failed", id)
+	if m.cfg.Images != nil && m.cfg.Images.Unavailable(cause) {
+		what = fmt.Sprintf("pausing sandbox %s: the artifact store is unreachable (%v)", id, cause)
+	} else {
+		what = fmt.Sprintf("%s (%v)", what, cause)
+	}
+	if _, err := e.restoreInPlace(context.WithoutCancel(ctx), cp); err != nil {
+		m.log.Error("bringing back a sandbox whose pause could not upload", "sandbox", id, "err", err)
+		if cerr := e.commit(ctx, "paused state", func() { e.rec.State = StatePaused }); cerr != nil {
+			m.log.Error("saving the paused state", "sandbox", id, "err", cerr)
+		}
+		return userErrorf(http.StatusInternalServerError, "%s, and resuming it failed (%v): it stays paused on node %s only", what, err, m.cfg.NodeID)
+	}
+	if err := os.RemoveAll(m.imageDir(id)); err != nil {
+		m.log.Warn("removing checkpoint after a failed pause", "sandbox", id, "err", err)
+	}
+	e.rearm()
+	m.log.Warn("pause failed: the image could not be uploaded; the sandbox keeps running", "sandbox", id, "err", cause)
+	code := http.StatusInternalServerError
+	if m.cfg.Images != nil && m.cfg.Images.Unavailable(cause) {
+		code = http.StatusServiceUnavailable
+	}
+	return userErrorf(code, "%s; the sandbox keeps running", what)
 }
 
 // pauseOnTimeout pauses a sandbox whose lifecycle says "pause" when its
@@ -94,7 +156,7 @@ func (e *Live) pauseOnTimeout() {
 	diskOnly := decodeExtra(e.rec.Extra).PauseDiskOnly
 	e.mu.Unlock()
 	m.log.Info("sandbox timed out; pausing", "sandbox", id, "keep_memory", !diskOnly)
-	err := e.pauseKind(ctx, diskOnly)
+	err := e.pauseKind(ctx, diskOnly, pauseMode{})
 	if err == nil {
 		return
 	}
@@ -119,9 +181,25 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 	defer e.endOp()
 	e.mu.Lock()
 	diskOnly := e.diskOnly()
+	x := decodeExtra(e.rec.Extra)
 	e.mu.Unlock()
+	if x.Evacuated && x.LeftMs > 0 {
+		// Paused by a drain or a stop, not by its user: it keeps what was
+		// left of its timeout (at least a minute).
+		timeout = max(timeout, time.Duration(x.LeftMs)*time.Millisecond, time.Minute)
+	}
 	if diskOnly {
 		return e.resumeDisk(ctx, timeout)
+	}
+	if x.Image != "" && m.mover() != nil {
+		if e.imported() {
+			return e.resumeImported(ctx, timeout)
+		}
+		// Its image is in the store: claim the row, so that no other node
+		// adopts it while it resumes here.
+		if err := e.claimHere(ctx); err != nil {
+			return nil, err
+		}
 	}
 	cp, err := m.checkpointer()
 	if err != nil {
@@ -132,14 +210,22 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 	if err != nil {
 		// Left paused: the image is still there and Restore deletes the
 		// half-started container before trying again.
+		if x.Image != "" && m.mover() != nil {
+			e.unclaim(ctx)
+		}
 		return nil, err
 	}
 	if err := os.RemoveAll(m.imageDir(id)); err != nil {
 		m.log.Warn("removing checkpoint after resume", "sandbox", id, "err", err)
 	}
-	sb, err := e.commitRunning(ctx, timeout, func() {})
+	sb, err := e.commitRunning(ctx, timeout, func() {
+		e.rec.Extra = encodeExtra(resumedExtra(decodeExtra(e.rec.Extra)))
+	})
 	if err != nil {
 		return nil, err
+	}
+	if x.Image != "" {
+		m.dropImage(x.Image)
 	}
 	m.log.Info("sandbox resumed", "sandbox", id, "restore", restored, "elapsed", time.Since(start))
 	return sb, nil
@@ -176,7 +262,7 @@ func (e *Live) EnsureRunning(ctx context.Context) (*Sandbox, error) {
 		switch {
 		case sb.State == StateRunning && sb.Transition == "":
 			return sb, nil
-		case sb.State == StatePaused && !sb.AutoResume:
+		case sb.State == StatePaused && !sb.AutoResume && !sb.Evacuated:
 			return nil, userErrorf(http.StatusBadGateway, "sandbox %q is paused and was not created with autoResume", id)
 		case sb.State == StatePaused && sb.Transition == "":
 			sb, err := e.Resume(ctx, AutoResumeTimeout)

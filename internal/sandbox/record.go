@@ -36,10 +36,21 @@ type extra struct {
 	// timeout pause keeps only the disk (E2B's keepMemory: false).
 	DiskOnly      bool `json:"diskOnly,omitempty"`
 	PauseDiskOnly bool `json:"pauseDiskOnly,omitempty"`
+	// Image is the artifact-store key of the paused sandbox's image (memory
+	// and writable layer, move.go): set while it is paused on a cluster
+	// node, so another node can resume it. The api tier reads it too
+	// (cluster.Route.Movable): the name is part of the cluster contract.
+	Image string `json:"image,omitempty"`
+	// Evacuated: paused by a drain or its node's stop, not by its user: the
+	// next request resumes it (wherever it lands), with LeftMs of its
+	// timeout. Also read by the api tier (cluster.Route.Evacuated).
+	Evacuated bool  `json:"evacuated,omitempty"`
+	LeftMs    int64 `json:"leftMs,omitempty"`
 }
 
 func encodeExtra(x extra) string {
-	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" && !x.DiskOnly && !x.PauseDiskOnly {
+	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" && !x.DiskOnly && !x.PauseDiskOnly &&
+		x.Image == "" && !x.Evacuated {
 		return ""
 	}
 	b, _ := json.Marshal(x)

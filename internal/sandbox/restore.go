@@ -44,10 +44,30 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 	known := map[string]bool{}
 	var errs []error
 	now := time.Now()
+	m.clearMoveDirs()
 
 	for _, row := range rows {
 		known[row.ID] = true
 		log := m.log.With("sandbox", row.ID)
+		if row.State == stateResuming {
+			// A resume cut short by a daemon kill: paused again (its image,
+			// local or in the store, is still there).
+			row.State = StatePaused
+			if err := m.cfg.Store.PutSandbox(ctx, row); err != nil {
+				log.Warn("writing back an interrupted resume as paused", "err", err)
+			}
+		}
+		if row.State == StatePaused && decodeExtra(row.Extra).Image != "" && m.mover() != nil &&
+			!m.hasCheckpoint(row.ID) && !nsIDs[row.ID] {
+			// Adopted from another node: paused here, its image in the store.
+			row.Slot, row.GuestIP = -1, ""
+			m.mu.Lock()
+			m.sandboxes[row.ID] = m.newLive(row, netip.Addr{}, false)
+			m.mu.Unlock()
+			log.Info("paused sandbox re-attached (its image is in the artifact store)")
+			rep.Reattached = append(rep.Reattached, row.ID)
+			continue
+		}
 		m.waitCheckpoint(ctx, row.ID) // a pause or fork cut short by a daemon kill
 		st, err := m.cfg.Runtime.State(ctx, row.ID)
 		if err != nil && !errors.Is(err, runtime.ErrNotFound) {

@@ -208,6 +208,15 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	if err != nil {
 		return nil, err
 	}
+	if m.mover() != nil {
+		// On a cluster node every node may start from it: it is in the
+		// artifact store before it is recorded.
+		if err := m.cfg.Images.Put(ctx, snapshotKey(snapID), final); err != nil {
+			_ = os.RemoveAll(final)
+			ue, _ := AsUserError(m.storeError(fmt.Sprintf("creating a snapshot of sandbox %s: uploading it failed", id), err))
+			return nil, userErrorf(ue.Code, "%s; the sandbox keeps running", ue.Msg)
+		}
+	}
 	spec, _ := json.Marshal(sp)
 	rec := &store.Snapshot{ID: snapID, Name: name, SandboxID: id, SizeBytes: diskUsage(final),
 		CreatedAt: time.Now().UTC(), Spec: string(spec)}
@@ -358,6 +367,12 @@ func (m *Manager) lookupSnapshot(ctx context.Context, ref string) *store.Snapsho
 			return s
 		}
 	}
+	if mv := m.mover(); mv != nil {
+		// Another node's: its files are in the artifact store.
+		if s, _, err := mv.AnySnapshot(ctx, ref); err == nil {
+			return s
+		}
+	}
 	return nil
 }
 
@@ -441,6 +456,9 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, ref string) error {
 	// fails.
 	if err := os.RemoveAll(m.snapshotDir(s.ID)); err != nil {
 		m.log.Warn("removing snapshot files", "snapshot", s.ID, "err", err)
+	}
+	if m.mover() != nil {
+		m.dropImage(snapshotKey(s.ID))
 	}
 	m.log.Info("snapshot deleted", "snapshot", s.ID, "name", s.Name)
 	return nil

@@ -121,6 +121,26 @@ type TemplateBuildStore interface {
 	ListTemplateBuilds(ctx context.Context, templateID string, limit int) ([]*TemplateBuild, error)
 }
 
+// ErrMoved is returned by Mover.ClaimSandbox when the sandbox is not a
+// paused row of the node it was claimed from any more (resumed, moved or
+// being resumed elsewhere).
+var ErrMoved = errors.New("store: sandbox moved or resumed")
+
+// Mover is implemented by stores the nodes of a cluster share (PostgreSQL):
+// a paused sandbox's row moves from node to node, and every node reads
+// every node's snapshots. A single host's store does not implement it.
+type Mover interface {
+	// ClaimSandbox makes the paused sandbox id this node's and sets its
+	// state to state, in one statement that succeeds only while its row is
+	// on node from with state "paused": of two nodes claiming one sandbox,
+	// one wins. It returns the row as it is now; ErrNotFound when there is
+	// no such sandbox, ErrMoved when it is not paused on from.
+	ClaimSandbox(ctx context.Context, id, from, state string) (*Sandbox, error)
+	// AnySnapshot returns a snapshot of any node by id, else the newest
+	// with that name, and the node that made it; ErrNotFound when none.
+	AnySnapshot(ctx context.Context, idOrName string) (*Snapshot, string, error)
+}
+
 // Full is what both backends implement and what the daemon opens.
 type Full interface {
 	Store

@@ -60,12 +60,48 @@ func (c *Client) ListNodes(ctx context.Context) ([]NodeInfo, error) {
 // DrainNode stops placing sandboxes on a node (drain true) or lets
 // placement use it again (false).
 func (c *Client) DrainNode(ctx context.Context, id string, drain bool) error {
-	op := "drain"
-	if !drain {
-		op = "undrain"
+	if drain {
+		_, err := c.Drain(ctx, id, true)
+		return err
 	}
-	if _, err := c.doJSON(ctx, http.MethodPost, "/airlock/v1/nodes/"+url.PathEscape(id)+"/"+op, nil, struct{}{}, nil); err != nil {
-		return fmt.Errorf("%s node %s: %w", op, id, err)
+	if _, err := c.doJSON(ctx, http.MethodPost, "/airlock/v1/nodes/"+url.PathEscape(id)+"/undrain", nil, struct{}{}, nil); err != nil {
+		return fmt.Errorf("undrain node %s: %w", id, err)
 	}
 	return nil
+}
+
+// SandboxMove is one sandbox a drain handled: the node it is on now and
+// its state there, or why it could not move.
+type SandboxMove struct {
+	SandboxID string `json:"sandboxId"`
+	Node      string `json:"node,omitempty"`
+	State     string `json:"state,omitempty"`
+	// Was is its state before the drain: "running" or "paused".
+	Was    string `json:"was,omitempty"`
+	LeftMs int64  `json:"leftMs,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// NodeDrain is the answer to a drain.
+type NodeDrain struct {
+	ID     string        `json:"id"`
+	State  string        `json:"state"`
+	Moved  []SandboxMove `json:"moved"`
+	Failed []SandboxMove `json:"failed"`
+}
+
+// Drain stops placement on node id and, with move (a cluster with an
+// artifact store), moves its sandboxes to other nodes: running ones are
+// paused into the store and resumed elsewhere, paused ones handed over. It
+// returns once every sandbox was handled.
+func (c *Client) Drain(ctx context.Context, id string, move bool) (*NodeDrain, error) {
+	path := "/airlock/v1/nodes/" + url.PathEscape(id) + "/drain"
+	if !move {
+		path += "?move=false"
+	}
+	var out NodeDrain
+	if _, err := c.doJSON(ctx, http.MethodPost, path, nil, &out, nil); err != nil {
+		return nil, fmt.Errorf("drain node %s: %w", id, err)
+	}
+	return &out, nil
 }
