@@ -84,9 +84,10 @@ describe('moves through the artifact store', { skip: !ARTIFACTS && 'the cluster 
       await waitNodeState(B, 'draining', 10_000)
       await sleep(2_000) // each api instance's placement rereads the nodes every second
 
-      // Nothing moved: both still on B, as they were.
+      // The running one was not moved. (The paused one is not looked at
+      // here: any request for it through the api tier, a GET included,
+      // hands it to a live node.)
       assert.deepEqual(await where(stay.id), { status: 200, node: B, state: 'running' })
-      assert.deepEqual(await where(m.id), { status: 200, node: B, state: 'paused' })
       await assertKept(stay, stay.sbx)
 
       // The paused one, connected to, comes back on another node.

@@ -39,29 +39,47 @@ describe('moves when a node goes away', { skip: !ARTIFACTS && 'the cluster has n
     await restoreNodes()
   })
 
-  it('SIGKILL of a node: its paused sandboxes resume elsewhere (unreachable, then lost), its snapshot starts elsewhere; back, it never serves them', { timeout: TEST_TIMEOUT * 2 }, async () => {
-    const K = NODE_IDS[1]
+  // SIGKILL, in three steps sharing K's state (each reports on its own).
+  const K = NODE_IDS[1]
+  let killedAt, p1, r1, w1, ci, src, snapName
+  const copies = new Map() // when → node of a sandbox created from K's snapshot
+
+  /** A create from K's snapshot through the balancer: it runs elsewhere, with the snapshot's file and process. */
+  async function fromSnapshot (when) {
+    const started = Date.now()
+    const copy = await Sandbox.create(snapName, { ...via(LB), timeoutMs: 300_000, metadata: t.metadata, requestTimeoutMs: 180_000 })
+    t.add(copy.sandboxId)
+    assert.notEqual(copy.sandboxId, src.id)
+    const cw = await where(copy.sandboxId)
+    assert.notEqual(cw.node, K, `a create from the snapshot of the killed ${K} (${when}) landed on it`)
+    assert.equal(await copy.files.read('/home/user/move.txt'), src.mark, 'the snapshot\'s file')
+    assert.ok((await copy.commands.list()).some((p) => p.pid === src.pid), 'the snapshot\'s background process is not in the copy')
+    console.log(`# create from the snapshot of the killed ${K} (${when}): ${Date.now() - started} ms on ${cw.node}`)
+    copies.set(when, cw.node)
+  }
+
+  it('SIGKILL of a node: while it is unreachable, a connect resumes its paused sandbox elsewhere, and a create from its snapshot runs elsewhere', { timeout: TEST_TIMEOUT }, async () => {
     // On K: a paused base sandbox, a paused code interpreter holding x = 41,
     // and a named snapshot of a running sandbox.
-    const p1 = await prepare(t, K)
-    const ci = await t.createOn(K, 'code-interpreter-v1', 600)
+    p1 = await prepare(t, K)
+    ci = await t.createOn(K, 'code-interpreter-v1', 600)
     const interp = await CodeSandbox.connect(ci.id, via(LB))
     assert.equal((await interp.runCode('x = 41\nx', { timeoutMs: 120_000 })).text, '41')
     await interp.files.write('/home/user/interp.txt', 'kept with x\n')
-    const src = await prepare(t, K)
-    const snapName = `move-kill-${uniq()}`
+    src = await prepare(t, K)
+    snapName = `move-kill-${uniq()}`
     const snap = await src.sbx.createSnapshot({ name: snapName, requestTimeoutMs: 180_000 })
     snapshots.push(snap.snapshotId)
     assert.equal(await p1.sbx.betaPause({ requestTimeoutMs: 120_000 }), true)
     assert.equal(await interp.betaPause({ requestTimeoutMs: 120_000 }), true)
 
     await killDaemon(K)
-    const killedAt = Date.now()
+    killedAt = Date.now()
 
     // Unreachable (not yet marked lost): a connect resumes it elsewhere.
-    const r1 = await Sandbox.connect(p1.id, { ...via(LB), requestTimeoutMs: 120_000 })
+    r1 = await Sandbox.connect(p1.id, { ...via(LB), requestTimeoutMs: 120_000 })
     const at1 = Date.now() - killedAt
-    const w1 = await where(p1.id)
+    w1 = await where(p1.id)
     assert.equal(w1.status, 200)
     assert.equal(w1.state, 'running')
     assert.notEqual(w1.node, K, `${p1.id} resumed on the killed ${K}`)
@@ -69,18 +87,14 @@ describe('moves when a node goes away', { skip: !ARTIFACTS && 'the cluster has n
     console.log(`# paused sandbox of the killed ${K} resumed on ${w1.node}, ${at1} ms after the kill`)
     await assertKept(p1, r1)
 
-    // A create from the snapshot made on K runs on another node, with the
-    // snapshot's file and running process.
-    const copy = await Sandbox.create(snapName, { ...via(LB), timeoutMs: 300_000, metadata: t.metadata, requestTimeoutMs: 180_000 })
-    t.add(copy.sandboxId)
-    assert.notEqual(copy.sandboxId, src.id)
-    const cw = await where(copy.sandboxId)
-    assert.notEqual(cw.node, K, `a create from the snapshot of the killed ${K} landed on it`)
-    assert.equal(await copy.files.read('/home/user/move.txt'), src.mark, 'the snapshot\'s file')
-    assert.ok((await copy.commands.list()).some((p) => p.pid === src.pid), 'the snapshot\'s background process is not in the copy')
+    // A create from the snapshot made on K, still unreachable.
+    const beforeLost = Date.now() - killedAt
+    await fromSnapshot('unreachable')
+    assert.ok(beforeLost < 15_000, `(the create was sent ${beforeLost} ms after the kill: K may have been lost already)`)
+  })
 
-    // Lost (no heartbeat for 15 s): a connect still resumes its paused one
-    // elsewhere, with the interpreter's memory.
+  it('SIGKILL of a node: once it is lost, a connect resumes its paused code interpreter elsewhere (x kept), and its snapshot still starts elsewhere', { timeout: TEST_TIMEOUT }, async () => {
+    assert.ok(killedAt, 'the kill test did not get to the kill')
     await waitNodeState(K, 'lost', Math.max(LOST_BOUND_MS - (Date.now() - killedAt), 1_000))
     const r2 = await CodeSandbox.connect(ci.id, { ...via(LB), requestTimeoutMs: 120_000 })
     const w2 = await where(ci.id)
@@ -92,26 +106,37 @@ describe('moves when a node goes away', { skip: !ARTIFACTS && 'the cluster has n
     assert.equal(x.text, '42', 'x after the resume on another node')
     assert.equal(await r2.files.read('/home/user/interp.txt'), 'kept with x\n')
     console.log(`# paused interpreter of the lost ${K} resumed on ${w2.node}`)
+    ci.movedTo = w2.node
+    await fromSnapshot('lost')
+  })
 
-    // K comes back: it reconciles and goes live, and serves neither.
+  it('SIGKILL of a node: back, it reconciles, goes live and never serves the sandboxes resumed elsewhere; a kill through the balancer works once', { timeout: TEST_TIMEOUT }, async () => {
+    assert.ok(killedAt, 'the kill test did not get to the kill')
     const restartMs = await restartNode(K)
     await waitNodeState(K, 'live', 30_000, (n) => n.heartbeatAgeMs < 5_000).catch((err) => {
       throw new Error(`${err.message}\n${logTail(K)}`)
     })
     console.log(`# ${K} back and live (${restartMs} ms to healthy)`)
-    for (const [id, node] of [[p1.id, w1.node], [ci.id, w2.node]]) {
+    const resumed = [[p1.id, w1?.node], [ci.id, ci.movedTo]].filter(([, node]) => node)
+    assert.ok(resumed.length > 0, 'nothing was resumed elsewhere by the tests before')
+    for (const [id, node] of resumed) {
       for (const base of [LB, API1, API2]) {
         assert.deepEqual(await where(id, base), { status: 200, node, state: 'running' }, `${id} through ${base} after ${K} came back`)
       }
       assert.equal(await onNode(K, id), 404, `the restarted ${K} itself answers for ${id}`)
     }
-    assert.deepEqual(await listedOn(t, [p1.id, ci.id]), { [p1.id]: w1.node, [ci.id]: w2.node })
-    await assertKept(p1, r1)
-    assert.equal((await r2.runCode('x', { timeoutMs: 60_000 })).text, '41')
-    // A kill through the balancer works once.
-    assert.equal(await Sandbox.kill(p1.id, via(LB)), true)
-    assert.equal(await Sandbox.kill(p1.id, via(LB)), false)
-    t.forget(p1.id)
+    assert.deepEqual(await listedOn(t, resumed.map(([id]) => id)), Object.fromEntries(resumed))
+    if (w1) {
+      await assertKept(p1, r1)
+      // A kill through the balancer works once.
+      assert.equal(await Sandbox.kill(p1.id, via(LB)), true)
+      assert.equal(await Sandbox.kill(p1.id, via(LB)), false)
+      t.forget(p1.id)
+    }
+    if (ci.movedTo) {
+      const r2 = await CodeSandbox.connect(ci.id, via(LB))
+      assert.equal((await r2.runCode('x', { timeoutMs: 60_000 })).text, '41')
+    }
   })
 
   it('SIGTERM of a node: it pauses and uploads its sandboxes, drains and exits; the next request resumes them elsewhere; restarted it goes live by itself', { timeout: TEST_TIMEOUT * 2 }, async () => {
