@@ -407,6 +407,8 @@ stop_cluster_s3() {
 		done
 		kill -KILL "$pid" 2>/dev/null
 	fi
+	# Its objects (hundreds of MiB of templates); server.log stays.
+	rm -rf "$CLUSTER_S3_DIR/root"
 	CLUSTER_S3_DIR=""
 	unset AIRLOCK_S3_ENDPOINT AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
 }

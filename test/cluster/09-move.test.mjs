@@ -64,7 +64,10 @@ describe('moves through the artifact store', { skip: !ARTIFACTS && 'the cluster 
     console.log(`# pause (upload) ${Date.now() - started} ms`)
     assert.equal((await where(m.id)).state, 'paused')
     const keys = s3Keys(m.id)
-    if (keys !== undefined) assert.ok(keys.length > 0, `no object in the artifact store names the paused ${m.id}`)
+    if (keys !== undefined) {
+      assert.ok(keys.length > 0, `no object in the artifact store names the paused ${m.id}`)
+      console.log(`# in the artifact store: ${keys.join(' ')}`)
+    }
     const resumed = await Sandbox.connect(m.id, { ...via(LB), requestTimeoutMs: 120_000 })
     assert.equal(resumed.sandboxId, m.id)
     assert.equal((await where(m.id)).state, 'running')

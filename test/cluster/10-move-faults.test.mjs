@@ -14,7 +14,7 @@ import assert from 'node:assert/strict'
 import { Sandbox } from 'e2b'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 import {
-  LB, API1, API2, NODE_IDS, ARTIFACTS, api, nodes, nodeURL, asAPITier, tracker, via, uniq, waitUntil, logTail,
+  LB, API1, API2, NODE_IDS, ARTIFACTS, nodes, nodeURL, asAPITier, tracker, via, uniq, waitUntil, logTail,
   pidOf, alive, killDaemon, restartNode, waitNodeState, restoreNodes, prepare, assertKept, where, listedOn, TEST_TIMEOUT
 } from './helpers.mjs'
 
