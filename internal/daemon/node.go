@@ -493,9 +493,10 @@ func (n *nodeState) drainOnStop(ctx context.Context) {
 	d.log.Info("cluster node: drained on stop", "paused_to_store", moved, "failed", failed, "elapsed", time.Since(start).Round(time.Millisecond))
 }
 
-// drainOnStopTimeout bounds drainOnStop (Kubernetes' grace period must
-// be longer: see the Helm chart).
-const drainOnStopTimeout = 5 * time.Minute
+// drainOnStopTimeout bounds drainOnStop: the Helm chart's grace period
+// (terminationGracePeriodSeconds, 300 s) leaves a minute after it for the
+// shutdown itself.
+const drainOnStopTimeout = 4 * time.Minute
 
 // undrainAfterStop puts a node that drained itself when it was stopped
 // back to live (a drain by an operator stays).

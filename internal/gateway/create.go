@@ -19,9 +19,9 @@ import (
 // maxCreateBody caps a create's body (internal/api's maxBodyBytes).
 const maxCreateBody = 1 << 20
 
-// createAttempts is how many nodes a create tries: one more after a node
-// that could not be reached.
-const createAttempts = 2
+// createAttempts is how many nodes a create tries: more after a node that
+// could not be reached or said it is full.
+const createAttempts = 3
 
 // create places POST /sandboxes and POST /v2/sandboxes: on the node of the
 // snapshot it starts from, else on the node placement picks among those
@@ -119,12 +119,19 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		last := i == createAttempts-1
-		a := g.forward(w, withBody(), n, !last)
+		a := g.forwardAttempt(w, withBody(), &attempt{node: n, retry: !last, replaceFull: true})
 		if a.responded && a.status >= 200 && a.status < 300 {
 			res.Confirm(a.gen)
 			return
 		}
 		res.Release()
+		if a.full && !last && r.Context().Err() == nil {
+			// Its admission refused the create before taking anything (other
+			// api instances' creates filled it since its last heartbeat).
+			g.log.Info("create: node full; placing again without it", "node", n.ID, "template", tpl)
+			preq.Exclude = append(slices.Clip(preq.Exclude), n.ID)
+			continue
+		}
 		if a.responded || last || r.Context().Err() != nil || !notSent(a.err) {
 			// Only a create that never reached the node is placed again: one
 			// that did may have made a sandbox there.

@@ -159,3 +159,46 @@ func TestDrain(t *testing.T) {
 		t.Errorf("nodes: %+v", nodes)
 	}
 }
+
+// A node whose admission refuses a create as full (other api instances
+// filled it since its heartbeat) gets it placed again elsewhere; when every
+// node is full the client gets the node's 503.
+func TestCreatePlacedAgainWhenNodeFull(t *testing.T) {
+	c := newTestCluster(t, 2)
+	full := func(n *fakeNode) {
+		n.mu.Lock()
+		n.handle = func(w http.ResponseWriter, r *http.Request) {
+			writeTestJSON(w, http.StatusServiceUnavailable, map[string]any{"code": 503, "message": "node " + n.id + " is full: 8 of 8 CPUs held, the sandbox needs 2"})
+		}
+		n.mu.Unlock()
+	}
+	full(c.nodes["n1"])
+	for range 4 {
+		var created struct{ SandboxID string }
+		decode(t, c.do("POST", "/sandboxes", true, strings.NewReader(`{}`)), http.StatusCreated, &created)
+		if !strings.HasPrefix(created.SandboxID, "n2") {
+			t.Fatalf("created %s, want on n2", created.SandboxID)
+		}
+	}
+	if st, _ := c.g.placer.NodeStatus("n1"); st.InFlightCreates != 0 || st.ConfirmedCreates != 0 {
+		t.Errorf("n1 still holds %d in flight, %d confirmed", st.InFlightCreates, st.ConfirmedCreates)
+	}
+	full(c.nodes["n2"])
+	var e struct{ Message string }
+	decode(t, c.do("POST", "/sandboxes", true, strings.NewReader(`{}`)), http.StatusServiceUnavailable, &e)
+	if !strings.Contains(e.Message, "is full") && !strings.Contains(e.Message, "no node can take the sandbox") {
+		t.Fatalf("every node full: %q", e.Message)
+	}
+	// Another 503 (not the admission's) is passed on as it is.
+	n := c.nodes["n1"]
+	n.mu.Lock()
+	n.handle = func(w http.ResponseWriter, r *http.Request) {
+		writeTestJSON(w, http.StatusServiceUnavailable, map[string]any{"code": 503, "message": "server is shutting down"})
+	}
+	n.mu.Unlock()
+	c.nodes["n2"].srv.Close()
+	decode(t, c.do("POST", "/sandboxes", true, strings.NewReader(`{}`)), http.StatusServiceUnavailable, &e)
+	if e.Message != "server is shutting down" {
+		t.Fatalf("a node's other 503: %q", e.Message)
+	}
+}

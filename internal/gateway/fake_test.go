@@ -44,7 +44,7 @@ type fakeStore struct {
 func newFakeStore() *fakeStore {
 	return &fakeStore{nodes: map[string]cluster.Node{}, sandboxes: map[string]string{}, snapshots: map[string]string{},
 		builds: map[string]string{}, templateBuilds: map[string]string{}, lost: map[string]cluster.Lost{},
-		watch: make(chan cluster.RouteChange, 16)}
+		routes: map[string]cluster.Route{}, watch: make(chan cluster.RouteChange, 16)}
 }
 
 func (s *fakeStore) Heartbeat(ctx context.Context, n cluster.Node) (string, error) {

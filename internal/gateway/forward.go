@@ -1,13 +1,18 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
@@ -27,7 +32,14 @@ type attempt struct {
 	responded bool
 	status    int
 	gen       uint64 // the response's cluster.HeaderGen
+	// replaceFull (a create, with retry): a node's 503 "is full" (its
+	// admission refused the create before taking anything) is not passed
+	// on; full is set, err is errNodeFull and the caller places it again.
+	replaceFull, full bool
 }
+
+// errNodeFull is an attempt's err when its node refused a create as full.
+var errNodeFull = errors.New("the node is full")
 
 type attemptKey struct{}
 
@@ -104,6 +116,10 @@ func markAuthenticated(in *http.Request, out http.Header) {
 
 func (f *forwarder) modifyResponse(resp *http.Response) error {
 	a := attemptFrom(resp.Request.Context())
+	if a.retry && a.replaceFull && resp.StatusCode == http.StatusServiceUnavailable && nodeFull(resp) {
+		a.full = true
+		return errNodeFull
+	}
 	a.responded = true
 	a.status = resp.StatusCode
 	a.gen, _ = strconv.ParseUint(resp.Header.Get(cluster.HeaderGen), 10, 64)
@@ -114,6 +130,21 @@ func (f *forwarder) modifyResponse(resp *http.Response) error {
 		return a.edit(resp)
 	}
 	return nil
+}
+
+// nodeFull reports whether a node's 503 is its admission's refusal
+// ("node n1 is full: …"); the body is read and put back.
+func nodeFull(resp *http.Response) bool {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return false
+	}
+	var e struct {
+		Message string `json:"message"`
+	}
+	return json.Unmarshal(b, &e) == nil && strings.HasPrefix(e.Message, "node ") && strings.Contains(e.Message, " is full")
 }
 
 func (f *forwarder) errorHandler(w http.ResponseWriter, r *http.Request, err error) {

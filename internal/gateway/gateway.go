@@ -66,6 +66,7 @@ type Gateway struct {
 	placer   *placement.Placer
 	reg      registry
 	routes   routeCache
+	unknown  unknownCache // ids the store does not know, for a few seconds
 	fwd      *forwarder
 	client   *http.Client // fan-out lists
 	auth     http.Handler // middleware.Key.Require in front of route

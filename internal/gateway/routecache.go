@@ -67,6 +67,41 @@ func (c *routeCache) reset(watching bool) {
 // maxRouteCache bounds the cache; past it, it starts over.
 const maxRouteCache = 1 << 20
 
+// unknownCache remembers, for unknownTTL, sandbox ids the store does not
+// know (nor lost), so that traffic to made-up ids (scanners, a client
+// retrying a killed sandbox) costs the database nothing after the first
+// request. Ids are random: an id asked for before it exists is not one a
+// client got from a create, so caching its absence misleads no one.
+type unknownCache struct {
+	mu sync.Mutex
+	m  map[string]time.Time // id → until
+}
+
+const (
+	unknownTTL = 5 * time.Second
+	maxUnknown = 1 << 16
+)
+
+func (c *unknownCache) has(id string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.m[id]
+	if ok && now.After(until) {
+		delete(c.m, id)
+		return false
+	}
+	return ok
+}
+
+func (c *unknownCache) add(id string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxUnknown {
+		c.m = map[string]time.Time{}
+	}
+	c.m[id] = now.Add(unknownTTL)
+}
+
 // sandboxNode returns the node owning a sandbox, from the cache or the
 // store (cluster.ErrNotFound when it has none).
 func (g *Gateway) sandboxNode(ctx context.Context, id string) (string, error) {

@@ -32,6 +32,9 @@ func (e *routeError) Error() string { return e.msg }
 // owner finds the node of a sandbox. A sandbox that is not in the store,
 // or that was lost with its node, is a gone *routeError saying so.
 func (g *Gateway) owner(ctx context.Context, id string) (cluster.Node, *routeError) {
+	if g.unknown.has(id, time.Now()) {
+		return cluster.Node{}, &routeError{status: http.StatusNotFound, gone: true, msg: fmt.Sprintf("sandbox %q not found", id)}
+	}
 	nodeID, err := g.sandboxNode(ctx, id)
 	if errors.Is(err, cluster.ErrNotFound) {
 		l, lerr := g.store.LostSandbox(ctx, id)
@@ -42,6 +45,7 @@ func (g *Gateway) owner(ctx context.Context, id string) (cluster.Node, *routeErr
 		if !errors.Is(lerr, cluster.ErrNotFound) {
 			return cluster.Node{}, storeError(lerr)
 		}
+		g.unknown.add(id, time.Now())
 		return cluster.Node{}, &routeError{status: http.StatusNotFound, gone: true, msg: fmt.Sprintf("sandbox %q not found", id)}
 	}
 	if err != nil {

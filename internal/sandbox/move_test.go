@@ -1,0 +1,354 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// sharedRows is the sandboxes table of a cluster's shared store: each
+// row has a node, and a node's handle (nodeStore) sees only its own, as
+// internal/store/postgres does.
+type sharedRows struct {
+	mu    sync.Mutex
+	rows  map[string]store.Sandbox
+	owner map[string]string
+}
+
+// nodeStore is one node's handle: sandbox rows scoped to node, the rest
+// (templates, settings, snapshots) in its own sandboxtest.Store, and
+// store.Mover over the shared rows.
+type nodeStore struct {
+	*sandboxtest.Store
+	node string
+	sh   *sharedRows
+	// all is every node's snapshot store (AnySnapshot).
+	all map[string]*sandboxtest.Store
+}
+
+func (s *nodeStore) PutSandbox(ctx context.Context, sb *store.Sandbox) error {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	s.sh.rows[sb.ID] = *sb
+	s.sh.owner[sb.ID] = s.node
+	return nil
+}
+
+func (s *nodeStore) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	r, ok := s.sh.rows[id]
+	if !ok || s.sh.owner[id] != s.node {
+		return nil, store.ErrNotFound
+	}
+	return &r, nil
+}
+
+func (s *nodeStore) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	var out []*store.Sandbox
+	for id, r := range s.sh.rows {
+		if s.sh.owner[id] == s.node {
+			c := r
+			out = append(out, &c)
+		}
+	}
+	return out, nil
+}
+
+func (s *nodeStore) DeleteSandbox(ctx context.Context, id string) error {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	if _, ok := s.sh.rows[id]; !ok || s.sh.owner[id] != s.node {
+		return store.ErrNotFound
+	}
+	delete(s.sh.rows, id)
+	delete(s.sh.owner, id)
+	return nil
+}
+
+func (s *nodeStore) ClaimSandbox(ctx context.Context, id, from, state string) (*store.Sandbox, error) {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	r, ok := s.sh.rows[id]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	if s.sh.owner[id] != from || r.State != sandbox.StatePaused || !strings.Contains(r.Extra, `"image":"`) {
+		return nil, fmt.Errorf("%s on %s: %w", r.State, s.sh.owner[id], store.ErrMoved)
+	}
+	r.State = state
+	s.sh.rows[id] = r
+	s.sh.owner[id] = s.node
+	return &r, nil
+}
+
+func (s *nodeStore) AnySnapshot(ctx context.Context, ref string) (*store.Snapshot, string, error) {
+	for node, st := range s.all {
+		if snap, err := st.GetSnapshot(ctx, ref); err == nil {
+			return snap, node, nil
+		}
+	}
+	return nil, "", store.ErrNotFound
+}
+
+var errStoreDown = errors.New("store down")
+
+// dirImages is sandbox.Images in a directory; down makes every call fail
+// as an unreachable store does.
+type dirImages struct {
+	root string
+	mu   sync.Mutex
+	down bool
+	puts []string
+	dels []string
+}
+
+func (d *dirImages) check() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.down {
+		return errStoreDown
+	}
+	return nil
+}
+
+func (d *dirImages) Put(ctx context.Context, key, dir string) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	dst := filepath.Join(d.root, key)
+	_ = os.RemoveAll(dst)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	if out, err := exec.Command("cp", "-a", dir, dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	d.mu.Lock()
+	d.puts = append(d.puts, key)
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *dirImages) Get(ctx context.Context, key, dst string) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	if out, err := exec.Command("cp", "-a", filepath.Join(d.root, key), dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+func (d *dirImages) Delete(ctx context.Context, key string) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.dels = append(d.dels, key)
+	d.mu.Unlock()
+	return os.RemoveAll(filepath.Join(d.root, key))
+}
+
+func (d *dirImages) Unavailable(err error) bool { return errors.Is(err, errStoreDown) }
+
+func (d *dirImages) has(key string) bool {
+	_, err := os.Stat(filepath.Join(d.root, key))
+	return err == nil
+}
+
+// twoNodes is a cluster of two managers (a, b) over one shared table and
+// one image store.
+type twoNodes struct {
+	a, b     *sandboxtest.Env
+	rtA, rtB *snapRuntime
+	sh       *sharedRows
+	img      *dirImages
+	stores   map[string]*nodeStore
+}
+
+func newTwoNodes(t *testing.T) *twoNodes {
+	t.Helper()
+	c := &twoNodes{sh: &sharedRows{rows: map[string]store.Sandbox{}, owner: map[string]string{}}, img: &dirImages{root: t.TempDir()},
+		stores: map[string]*nodeStore{}}
+	all := map[string]*sandboxtest.Store{}
+	node := func(id string) (*sandboxtest.Env, *snapRuntime) {
+		return snapEnvWith(t, func(cfg *sandbox.Config) {
+			own := cfg.Store.(*sandboxtest.Store)
+			all[id] = own
+			c.stores[id] = &nodeStore{Store: own, node: id, sh: c.sh, all: all}
+			cfg.Store = c.stores[id]
+			cfg.Images = c.img
+			cfg.NodeID = id
+		})
+	}
+	c.a, c.rtA = node("a")
+	c.b, c.rtB = node("b")
+	return c
+}
+
+func (c *twoNodes) ownerOf(id string) string {
+	c.sh.mu.Lock()
+	defer c.sh.mu.Unlock()
+	return c.sh.owner[id]
+}
+
+// TestMovePausedSandbox: a pause uploads the image; another node adopts
+// the sandbox and resumes it under its id and token, from the image; the
+// image is removed; the first node drops its copy and can neither resume
+// nor kill it any more.
+func TestMovePausedSandbox(t *testing.T) {
+	t.Parallel()
+	c := newTwoNodes(t)
+	ctx := context.Background()
+	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour, Secure: true})
+	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if !c.img.has("paused/" + sb.ID) {
+		t.Fatal("the pause uploaded no image")
+	}
+
+	adopted, err := c.b.Manager.Adopt(ctx, sb.ID, "a")
+	if err != nil {
+		t.Fatalf("Adopt: %v", err)
+	}
+	if adopted.State != sandbox.StatePaused || c.ownerOf(sb.ID) != "b" {
+		t.Fatalf("adopted %+v, owner %s", adopted, c.ownerOf(sb.ID))
+	}
+	// Adopting again is a no-op; another node claiming it from a fails.
+	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
+		t.Fatalf("second Adopt: %v", err)
+	}
+	// a still holds it in memory: its resume finds the row gone and drops it.
+	_, err = resume(c.a.Manager, ctx, sb.ID, time.Minute)
+	wantCode(t, err, http.StatusConflict, "no longer paused on this node")
+	if _, err := get(c.a.Manager, sb.ID); err == nil {
+		t.Fatal("a still lists the sandbox after it moved")
+	}
+	if c.ownerOf(sb.ID) != "b" {
+		t.Fatalf("a's refused resume moved the row back to %s", c.ownerOf(sb.ID))
+	}
+
+	got, err := resume(c.b.Manager, ctx, sb.ID, time.Minute)
+	if err != nil {
+		t.Fatalf("resume on b: %v", err)
+	}
+	if got.ID != sb.ID || got.State != sandbox.StateRunning || got.AccessToken != sb.AccessToken {
+		t.Fatalf("resumed on b: %+v (token %q, want %q)", got, got.AccessToken, sb.AccessToken)
+	}
+	waitFor(t, func() bool { return !c.img.has("paused/" + sb.ID) }, "the image removed after the resume")
+	if r, _ := c.stores["b"].GetSandbox(ctx, sb.ID); r == nil || r.State != sandbox.StateRunning || strings.Contains(r.Extra, "image") {
+		t.Fatalf("b's row after the resume: %+v", r)
+	}
+	if err := c.a.Manager.Kill(ctx, sb.ID); err == nil {
+		t.Fatal("a killed a sandbox that is b's")
+	}
+	if err := c.b.Manager.Kill(ctx, sb.ID); err != nil {
+		t.Fatalf("kill on b: %v", err)
+	}
+}
+
+// TestPauseWithStoreDownKeepsRunning: an image that cannot be uploaded
+// fails the pause with a 503 saying the sandbox keeps running, and it
+// does (restored in place, its timer armed); the next pause works.
+func TestPauseWithStoreDownKeepsRunning(t *testing.T) {
+	t.Parallel()
+	c := newTwoNodes(t)
+	ctx := context.Background()
+	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
+	c.img.mu.Lock()
+	c.img.down = true
+	c.img.mu.Unlock()
+	wantCode(t, pause(c.a.Manager, ctx, sb.ID), http.StatusServiceUnavailable, "the sandbox keeps running")
+	got, err := get(c.a.Manager, sb.ID)
+	if err != nil || got.State != sandbox.StateRunning {
+		t.Fatalf("after a failed pause: %+v, %v", got, err)
+	}
+	if r, _ := c.stores["a"].GetSandbox(ctx, sb.ID); r.State != sandbox.StateRunning {
+		t.Fatalf("stored state after a failed pause: %q", r.State)
+	}
+	c.img.mu.Lock()
+	c.img.down = false
+	c.img.mu.Unlock()
+	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
+		t.Fatalf("pause with the store back: %v", err)
+	}
+	// Resumed where it is: the image in the store goes.
+	if _, err := resume(c.a.Manager, ctx, sb.ID, time.Minute); err != nil {
+		t.Fatalf("local resume: %v", err)
+	}
+	waitFor(t, func() bool { return !c.img.has("paused/" + sb.ID) }, "the image removed after a local resume")
+	if c.ownerOf(sb.ID) != "a" {
+		t.Fatalf("owner after a local resume: %s", c.ownerOf(sb.ID))
+	}
+}
+
+// TestEvacuateAndRestoreAdopted: Evacuate pauses every running sandbox
+// into the store, marked evacuated (traffic resumes it); a node restarted
+// with an adopted sandbox (no local files) re-attaches it.
+func TestEvacuateAndRestoreAdopted(t *testing.T) {
+	t.Parallel()
+	c := newTwoNodes(t)
+	ctx := context.Background()
+	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
+	evs := c.a.Manager.Evacuate(ctx)
+	if len(evs) != 1 || evs[0].Err != nil || evs[0].State != sandbox.StatePaused || evs[0].Was != sandbox.StateRunning || evs[0].Left < 50*time.Minute {
+		t.Fatalf("Evacuate = %+v", evs)
+	}
+	got, _ := get(c.a.Manager, sb.ID)
+	if !got.Evacuated || got.State != sandbox.StatePaused {
+		t.Fatalf("evacuated sandbox %+v", got)
+	}
+	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
+		t.Fatal(err)
+	}
+	c.a.Manager.DropMoved(ctx)
+	if _, err := get(c.a.Manager, sb.ID); err == nil {
+		t.Fatal("DropMoved kept a sandbox another node adopted")
+	}
+	// b restarts: a new manager over b's rows finds it paused, from the store.
+	b2, _ := snapEnvWith(t, func(cfg *sandbox.Config) {
+		cfg.Store = c.stores["b"]
+		cfg.Images = c.img
+		cfg.NodeID = "b"
+	})
+	if _, err := b2.Manager.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	live, err := b2.Manager.Lookup(sb.ID)
+	if err != nil {
+		t.Fatalf("restarted b lost the adopted sandbox: %v", err)
+	}
+	// Traffic resumes an evacuated sandbox (as with autoResume), with what
+	// was left of its timeout.
+	running, err := live.EnsureRunning(ctx)
+	if err != nil || running.State != sandbox.StateRunning || time.Until(running.EndAt) < 50*time.Minute {
+		t.Fatalf("EnsureRunning: %+v, %v", running, err)
+	}
+}
+
+func waitFor(t *testing.T, f func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
