@@ -39,16 +39,27 @@
 # Installs Debian's postgresql and haproxy when missing.
 # Environment: AIRLOCK_CLUSTER_BIN (the airlock binary, default bin/airlock),
 # AIRLOCK_CLUSTER_HEALTH_WAIT (seconds to wait for each daemon, default 1200:
-# a first start builds templates).
+# a first start builds templates). To run a second cluster on the same host,
+# give it its own state dir and these (space-separated, one per node / api
+# instance; no prefix may start another daemon's):
+# AIRLOCK_CLUSTER_NET_PREFIXES (default "acl1 acl2 acl3"),
+# AIRLOCK_CLUSTER_SUBNETS (default "10.84.0.0/18 10.84.64.0/18 10.84.128.0/18"),
+# AIRLOCK_CLUSTER_API_NET_PREFIXES (default "aca1 aca2"). `down` reads the
+# node prefixes from the state dir's env file.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
 
 PG_BIN=/usr/lib/postgresql/15/bin
 NODES=(n1 n2 n3)
-PREFIXES=(acl1 acl2 acl3)
-SUBNETS=(10.84.0.0/18 10.84.64.0/18 10.84.128.0/18)
+read -r -a PREFIXES <<<"${AIRLOCK_CLUSTER_NET_PREFIXES:-acl1 acl2 acl3}"
+read -r -a SUBNETS <<<"${AIRLOCK_CLUSTER_SUBNETS:-10.84.0.0/18 10.84.64.0/18 10.84.128.0/18}"
 APIS=(api1 api2)
+read -r -a API_PREFIXES <<<"${AIRLOCK_CLUSTER_API_NET_PREFIXES:-aca1 aca2}"
+[ "${#PREFIXES[@]}" -eq "${#NODES[@]}" ] && [ "${#SUBNETS[@]}" -eq "${#NODES[@]}" ] && [ "${#API_PREFIXES[@]}" -eq "${#APIS[@]}" ] || {
+	printf 'run-cluster: AIRLOCK_CLUSTER_NET_PREFIXES and AIRLOCK_CLUSTER_SUBNETS need %d entries, AIRLOCK_CLUSTER_API_NET_PREFIXES %d\n' "${#NODES[@]}" "${#APIS[@]}" >&2
+	exit 1
+}
 
 log() { printf '==> %s\n' "$*"; }
 die() {
@@ -361,7 +372,7 @@ EOF
 		mkdir -p "$STATE/api/$n"
 		write_cmd "$n" "$STATE/logs/$n.log" "AIRLOCK_STORE=$store" "AIRLOCK_API_KEY=$api_key" "${s3_env[@]}" -- \
 			"$BIN" serve --role api --listen "127.0.0.1:${api_ports[$i]}" --data-dir "$STATE/api/$n" \
-			--net-prefix "aca$((i + 1))" --cluster-secret-file "$secret_file" "${api_extra[@]}"
+			--net-prefix "${API_PREFIXES[$i]}" --cluster-secret-file "$secret_file" "${api_extra[@]}"
 	done
 
 	# haproxy: round robin over the api tier; a dead instance is out within
@@ -494,7 +505,14 @@ wait_gone() { # wait_gone NAME...: waits for the processes, SIGKILL after 30 s
 down() {
 	[ "$(id -u)" -eq 0 ] || die "must run as root"
 	[ -d "$STATE" ] || { log "no cluster state in $STATE"; return 0; }
-	local n p
+	local n p i v
+	# The node prefixes this cluster was started with.
+	if [ -s "$STATE/env" ]; then
+		for i in "${!NODES[@]}"; do
+			v=$(sed -n "s/^export AIRLOCK_CLUSTER_PREFIX_$(tr '[:lower:]' '[:upper:]' <<<"${NODES[$i]}")=//p" "$STATE/env" | tail -n 1)
+			if [ -n "$v" ]; then PREFIXES[i]=$v; fi
+		done
+	fi
 	# The entry first, then the api tier, then the nodes (which kill their
 	# sandboxes on the way out: --kill-on-exit).
 	stop_pid haproxy

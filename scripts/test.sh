@@ -86,7 +86,8 @@ finish() {
 	if [ -n "$CLUSTER_STATE" ] && [ -d "$CLUSTER_STATE" ]; then
 		bash scripts/run-cluster.sh down --state "$CLUSTER_STATE" --purge >/dev/null 2>&1
 	fi
-	[ -n "${CLUSTER_S3_PID:-}" ] && kill "$CLUSTER_S3_PID" 2>/dev/null
+	# The cluster's S3 server, by its pid file (a test may have restarted it).
+	[ -n "${CLUSTER_S3_DIR:-}" ] && [ -s "$CLUSTER_S3_DIR/s3.pid" ] && kill "$(tr -d ' \n' <"$CLUSTER_S3_DIR/s3.pid")" 2>/dev/null
 	# A stopped daemon keeps its nftables table (sandboxes it restores at the
 	# next start need it); the suite's daemons are gone for good, so are theirs:
 	# the main one's, the disk-full and warm-pool tests' second daemons'
@@ -330,21 +331,46 @@ if [ "${AIRLOCK_TEST_SKIP_MICROVM:-0}" != 1 ]; then
 	record microvm-e2e "${PIPESTATUS[0]}"
 fi
 
-# start_cluster_s3 DIR starts versitygw (posix backend in DIR) on a free
+# start_cluster_s3 DIR starts versitygw (posix backend in DIR/root) on a free
 # loopback port with random credentials, makes the bucket airlock-cluster and
-# exports what `airlock serve --artifacts s3://…` reads.
-CLUSTER_S3_PID=""
+# exports what `airlock serve --artifacts s3://…` reads. The exact start is
+# written to DIR/cmd (as run-cluster.sh does for its daemons: run it again to
+# restart the server after it stopped, on the same port, with the same
+# credentials and data; it refuses while the server runs), the pid to
+# DIR/s3.pid. Once the cluster is up, the stage links both into its state dir
+# (cmd/s3, pids/s3.pid): the tests stop and restart S3 with them
+# (test/cluster/helpers.mjs stopS3/startS3).
+CLUSTER_S3_DIR=""
 start_cluster_s3() {
 	local dir=$1 bin port key secret i
 	bin=/var/cache/airlock/versitygw/$(tr -d ' \n' <internal/artifacts/s3test/versitygw.version)/versitygw
 	[ -x "$bin" ] || { echo "cluster S3: $bin missing (scripts/build-s3-server.sh)"; return 1; }
 	mkdir -p "$dir/root"
+	chmod 0700 "$dir"
 	port=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 	key=$(od -An -N10 -tx1 /dev/urandom | tr -d ' \n')
 	secret=$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
-	ROOT_ACCESS_KEY_ID=$key ROOT_SECRET_ACCESS_KEY=$secret setsid "$bin" --port "127.0.0.1:$port" --region us-east-1 --quiet \
-		posix "$dir/root" </dev/null >"$dir/server.log" 2>&1 &
-	CLUSTER_S3_PID=$!
+	{
+		echo '#!/usr/bin/env bash'
+		echo "# Starts the cluster stage's S3 server (versitygw) on 127.0.0.1:$port (written by scripts/test.sh)."
+		echo '# Run it again to restart it after it stopped; it refuses while it runs.'
+		echo 'set -euo pipefail'
+		printf 'pidfile=%q\n' "$dir/s3.pid"
+		cat <<'EOF'
+if pid=$(tr -d ' \n' 2>/dev/null <"$pidfile") && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+	echo "the S3 server already runs (pid $pid)" >&2
+	exit 1
+fi
+EOF
+		printf 'export ROOT_ACCESS_KEY_ID=%q ROOT_SECRET_ACCESS_KEY=%q\n' "$key" "$secret"
+		echo 'cd /'
+		printf 'setsid %q --port %q --region us-east-1 --quiet posix %q </dev/null >>%q 2>&1 &\n' \
+			"$bin" "127.0.0.1:$port" "$dir/root" "$dir/server.log"
+		echo 'echo $! >"$pidfile"'
+	} >"$dir/cmd"
+	chmod 0700 "$dir/cmd"
+	bash "$dir/cmd" || return 1
+	CLUSTER_S3_DIR=$dir
 	for i in $(seq 100); do
 		curl -s -o /dev/null "http://127.0.0.1:$port/" && break
 		sleep 0.1
@@ -357,14 +383,33 @@ start_cluster_s3() {
 		return 1
 	fi
 	export AIRLOCK_S3_ENDPOINT=http://127.0.0.1:$port AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$secret AWS_REGION=us-east-1
-	echo "cluster S3: versitygw on 127.0.0.1:$port, bucket airlock-cluster"
+	echo "cluster S3: versitygw on 127.0.0.1:$port (pid $(cat "$dir/s3.pid")), bucket airlock-cluster"
 }
 
+# link_cluster_s3 STATE: the S3 server's cmd and pid file as the cluster
+# state dir's cmd/s3 and pids/s3.pid (after run-cluster.sh up made them).
+link_cluster_s3() {
+	[ -n "$CLUSTER_S3_DIR" ] || return 0
+	ln -sfn "$CLUSTER_S3_DIR/cmd" "$1/cmd/s3"
+	ln -sfn "$CLUSTER_S3_DIR/s3.pid" "$1/pids/s3.pid"
+}
+
+# stop_cluster_s3 stops the server by its pid file (not $!: a test may have
+# restarted it).
 stop_cluster_s3() {
-	[ -n "$CLUSTER_S3_PID" ] || return 0
-	kill "$CLUSTER_S3_PID" 2>/dev/null
-	wait "$CLUSTER_S3_PID" 2>/dev/null
-	CLUSTER_S3_PID=""
+	local pid
+	[ -n "$CLUSTER_S3_DIR" ] || return 0
+	pid=$(tr -d ' \n' 2>/dev/null <"$CLUSTER_S3_DIR/s3.pid")
+	if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
+		for _ in $(seq 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null
+	fi
+	# Its objects (hundreds of MiB of templates); server.log stays.
+	rm -rf "$CLUSTER_S3_DIR/root"
+	CLUSTER_S3_DIR=""
 	unset AIRLOCK_S3_ENDPOINT AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
 }
 
@@ -390,12 +435,13 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 	if bash scripts/run-cluster.sh up --state "$CLUSTER_STATE" --seed-templates "$DATA_DIR" "${cluster_artifacts[@]}" \
 		--node-args "--boot-snapshots=false --node-cpus 32" 2>&1 | tee "$WORK/cluster-up.out"; then
 		echo "cluster up after $(($(date +%s) - cluster_start))s"
+		link_cluster_s3 "$CLUSTER_STATE"
 		(cd test/cluster && npm ci --no-audit --no-fund --loglevel=error)
 		record cluster-npm-ci $?
 		cluster_flags=(--test --test-reporter=spec --test-concurrency=1)
 		if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then cluster_flags+=(--test-timeout=900000); fi
-		read -r -a cluster_files <<<"${AIRLOCK_TEST_CLUSTER_FILES:-01-placement.test.mjs 02-routing.test.mjs 03-cross-api.test.mjs 04-templates.test.mjs 05-drain.test.mjs 06-faults-api.test.mjs 07-faults-node.test.mjs 08-faults-pg.test.mjs}"
-		(cd test/cluster && AIRLOCK_CLUSTER_STATE=$CLUSTER_STATE node "${cluster_flags[@]}" "${cluster_files[@]}") 2>&1 | tee "$WORK/cluster.out"
+		read -r -a cluster_files <<<"${AIRLOCK_TEST_CLUSTER_FILES:-01-placement.test.mjs 02-routing.test.mjs 03-cross-api.test.mjs 04-templates.test.mjs 05-drain.test.mjs 06-faults-api.test.mjs 07-faults-node.test.mjs 08-faults-pg.test.mjs 09-move.test.mjs 10-move-faults.test.mjs}"
+		(cd test/cluster && AIRLOCK_CLUSTER_STATE=$CLUSTER_STATE AIRLOCK_CLUSTER_S3_DIR=${CLUSTER_S3_DIR} node "${cluster_flags[@]}" "${cluster_files[@]}") 2>&1 | tee "$WORK/cluster.out"
 		cluster_rc=${PIPESTATUS[0]}
 		record cluster-e2e "$cluster_rc"
 		if [ "${AIRLOCK_TEST_SKIP_CONSOLE:-0}" != 1 ]; then

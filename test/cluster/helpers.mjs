@@ -5,8 +5,9 @@
 // from the variables already set (E2B_API_URL = haproxy, AIRLOCK_CLUSTER_API1,
 // AIRLOCK_CLUSTER_API2, AIRLOCK_CLUSTER_PIDS, AIRLOCK_CLUSTER_CMDS, …).
 import { execFileSync } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
+import assert from 'node:assert/strict'
 import { Sandbox, CommandExitError } from 'e2b'
 
 function loadEnv () {
@@ -54,6 +55,9 @@ export function clusterSecret () {
 export function asAPITier () {
   return { 'X-Airlock-Cluster-Secret': clusterSecret(), 'X-Airlock-Authenticated': 'api-key' }
 }
+
+/** The cluster's artifact store (run-cluster.sh --artifacts), '' without one. */
+export const ARTIFACTS = process.env.AIRLOCK_CLUSTER_ARTIFACTS || ''
 
 /** SDK connection options that talk to one api instance (or haproxy) only. */
 export function via (base) {
@@ -108,6 +112,24 @@ export async function createRaw (base, templateID = 'base', metadata = {}, timeo
   return { id: r.body.sandboxID, node: r.node, body: r.body }
 }
 
+/**
+ * Creates a sandbox on one node: a POST /v2/sandboxes to the node itself with
+ * the api tier's headers (as the api tier forwards a create it placed there),
+ * so a test decides where it runs; the api tier routes it by the store like
+ * any other. Returns {id, node, body}.
+ */
+export async function createOn (node, templateID = 'base', metadata = {}, timeout = 300) {
+  const res = await fetch(`${nodeURL(node)}/v2/sandboxes`, {
+    method: 'POST',
+    headers: { ...asAPITier(), 'Content-Type': 'application/json' },
+    body: JSON.stringify({ templateID, timeout, metadata }),
+    signal: AbortSignal.timeout(120_000)
+  })
+  const text = await res.text()
+  if (res.status !== 201) throw new Error(`create ${templateID} on ${node} directly: ${res.status} ${text}`)
+  return { id: JSON.parse(text).sandboxID, node, body: JSON.parse(text) }
+}
+
 /** GET /airlock/v1/nodes: the nodes as the api tier sees them. */
 export async function nodes (base = LB) {
   const r = await api(base, 'GET', '/airlock/v1/nodes')
@@ -135,6 +157,12 @@ export function tracker (suite) {
     },
     async createRaw (base, template = 'base') {
       const s = await createRaw(base, template, { 'cluster-suite': tag })
+      created.add(s.id)
+      return s
+    },
+    /** createOn (one node, chosen by the test) with the tracker's metadata. */
+    async createOn (node, template = 'base', timeout = 300) {
+      const s = await createOn(node, template, { 'cluster-suite': tag }, timeout)
       created.add(s.id)
       return s
     },
@@ -227,6 +255,16 @@ export async function waitHealthy (url, timeoutMs = 120_000, pred = () => true) 
   if (!ok) throw new Error(`${url}/health not healthy within ${timeoutMs} ms`)
 }
 
+/** The last lines of a daemon's log that contain substr (a sandbox id), for assertion messages. */
+export function logGrep (name, substr, lines = 15) {
+  try {
+    const hits = readFileSync(`${process.env.AIRLOCK_CLUSTER_LOGS}/${name}.log`, 'utf8').split('\n').filter((l) => l.includes(substr))
+    return `${name}'s log lines with ${substr}:\n${hits.slice(-lines).join('\n')}`
+  } catch (err) {
+    return `(no log: ${err.message})`
+  }
+}
+
 /** The last lines of a daemon's log, for assertion messages. */
 export function logTail (name, lines = 30) {
   try {
@@ -234,4 +272,177 @@ export function logTail (name, lines = 30) {
   } catch (err) {
     return `(no log: ${err.message})`
   }
+}
+
+// ------------------------------------------------------------ node states
+
+/**
+ * POST /airlock/v1/nodes/{id}/drain through base: placement stops there and,
+ * with an artifact store, its sandboxes move to other nodes (the answer waits
+ * for the moves); move: false only stops placement. Returns api()'s answer.
+ */
+export function drainNode (id, { move = true, base = LB, timeoutMs = 300_000 } = {}) {
+  return api(base, 'POST', `/airlock/v1/nodes/${id}/drain${move ? '' : '?move=false'}`, undefined, timeoutMs)
+}
+
+/** POST /airlock/v1/nodes/{id}/undrain through base; throws unless 200. */
+export async function undrainNode (id, base = LB) {
+  const r = await api(base, 'POST', `/airlock/v1/nodes/${id}/undrain`)
+  if (r.status !== 200) throw new Error(`undrain ${id}: ${r.status} ${r.text}`)
+  return r
+}
+
+/** Waits until the api tier lists node id in state (and pred(node) holds); returns the node or throws. */
+export async function waitNodeState (id, state, timeoutMs = 30_000, pred = () => true) {
+  let last
+  const ok = await waitUntil(async () => {
+    last = (await nodes(LB)).find((n) => n.id === id)
+    return last?.state === state && pred(last)
+  }, timeoutMs, 250)
+  if (!ok) throw new Error(`node ${id} not ${state} within ${timeoutMs} ms: ${JSON.stringify(last)}`)
+  return last
+}
+
+/**
+ * Leaves the cluster as the next test file expects it: every node running
+ * (restarted with its cmd/<id> if its process is gone), undrained, and live
+ * with a fresh heartbeat. Errors are collected and thrown at the end.
+ */
+export async function restoreNodes (ids = NODE_IDS) {
+  const errors = []
+  for (const id of ids) {
+    try {
+      if (!alive(pidOf(id))) await restartNode(id)
+    } catch (err) {
+      errors.push(`${id}: restart: ${err.message}`)
+    }
+  }
+  for (const id of ids) {
+    try {
+      const n = await waitUntil(async () => (await nodes(LB)).find((x) => x.id === id && x.state !== 'lost'), 40_000, 500)
+      if (n?.state === 'draining') await undrainNode(id)
+      await waitNodeState(id, 'live', 30_000, (x) => x.heartbeatAgeMs < 5_000)
+    } catch (err) {
+      errors.push(`${id}: ${err.message}`)
+    }
+  }
+  // Each api instance's placement reads the nodes table every second.
+  await sleep(2_000)
+  if (errors.length) throw new Error(`nodes not restored: ${errors.join('; ')}`)
+}
+
+// ------------------------------------------------------------ the S3 server
+
+// scripts/test.sh's cluster stage runs versitygw as the artifact store and
+// links its start command and pid file into the state dir (cmd/s3,
+// pids/s3.pid); AIRLOCK_S3_ENDPOINT is its URL, AIRLOCK_CLUSTER_S3_DIR its
+// directory (the bucket's objects are files under root/).
+
+/** Whether the cluster's S3 server can be stopped and started by the tests. */
+export function s3Controllable () {
+  return Boolean(process.env.AIRLOCK_S3_ENDPOINT) && existsSync(`${process.env.AIRLOCK_CLUSTER_CMDS}/s3`) &&
+    existsSync(`${process.env.AIRLOCK_CLUSTER_PIDS}/s3.pid`)
+}
+
+export function s3Running () {
+  try {
+    return alive(pidOf('s3'))
+  } catch {
+    return false
+  }
+}
+
+/** SIGKILLs the S3 server (unreachable at once: connections refused). */
+export async function stopS3 () {
+  return killDaemon('s3')
+}
+
+/** Starts the S3 server again (same port, credentials and data) and waits until it answers. */
+export async function startS3 (timeoutMs = 20_000) {
+  if (!s3Running()) restartDaemon('s3')
+  const ok = await waitUntil(async () => {
+    await fetch(process.env.AIRLOCK_S3_ENDPOINT, { signal: AbortSignal.timeout(1_000) })
+    return true
+  }, timeoutMs, 100)
+  if (!ok) throw new Error(`the S3 server at ${process.env.AIRLOCK_S3_ENDPOINT} does not answer ${timeoutMs} ms after its start`)
+}
+
+/**
+ * The object keys in the artifact store's bucket whose path contains substr
+ * (read from the S3 server's data directory); undefined when it is unknown.
+ */
+export function s3Keys (substr) {
+  const dir = process.env.AIRLOCK_CLUSTER_S3_DIR
+  if (!dir || !existsSync(`${dir}/root`)) return undefined
+  const out = []
+  const walk = (d, rel) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const r = rel ? `${rel}/${e.name}` : e.name
+      if (r.includes(substr)) out.push(r)
+      if (e.isDirectory()) walk(`${d}/${e.name}`, r)
+    }
+  }
+  walk(`${dir}/root`, '')
+  return out
+}
+
+// ------------------------------------------------------------ "nothing lost" checks
+
+// A background counter: alive with the same pid and still counting after a
+// move means the process itself moved (not restarted). Written with a
+// rename so a read never sees the file half-written.
+const COUNTER = 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.2; done'
+
+async function counter (sbx) {
+  return Number((await sbx.files.read('/tmp/counter')).trim())
+}
+
+/**
+ * A base sandbox on node (createOn) with what a move must keep: a file, and
+ * a background counter. Returns {id, node, sbx (an SDK object through the
+ * balancer), pid, mark, count}.
+ */
+export async function prepare (t, node, { timeout = 300 } = {}) {
+  const s = await t.createOn(node, 'base', timeout)
+  const sbx = await Sandbox.connect(s.id, via(LB))
+  const mark = `written on ${node} in ${s.id} (${uniq()})\n`
+  await sbx.files.write('/home/user/move.txt', mark)
+  const h = await sbx.commands.run(COUNTER, { background: true })
+  await h.disconnect() // no output stream held across a move
+  let count = 0
+  await waitUntil(async () => (count = await counter(sbx)) >= 5, 15_000, 200)
+  assert(count >= 5, `the counter in ${s.id} does not count: ${count}`)
+  return { id: s.id, node, sbx, pid: h.pid, mark, count }
+}
+
+/** Asserts that sbx (an SDK object of m.id) has m's file and its counter process, still counting. */
+export async function assertKept (m, sbx) {
+  assert.equal(sbx.sandboxId, m.id)
+  const host = await sbx.commands.run('hostname', { requestTimeoutMs: 120_000 })
+  assert.equal(host.stdout.trim(), m.id, 'a command ran in another sandbox')
+  assert.equal(await sbx.files.read('/home/user/move.txt'), m.mark, `the file of ${m.id}`)
+  const procs = await sbx.commands.list()
+  assert.ok(procs.some((p) => p.pid === m.pid), `the background process (pid ${m.pid}) of ${m.id} is gone: ${JSON.stringify(procs.map((p) => [p.pid, p.cmd]))}`)
+  const c1 = await counter(sbx)
+  assert.ok(c1 >= m.count, `the counter of ${m.id} went back from ${m.count} to ${c1}: the process was restarted`)
+  let c2 = c1
+  await waitUntil(async () => (c2 = await counter(sbx)) > c1, 5_000, 200)
+  assert.ok(c2 > c1, `the counter of ${m.id} stopped (${c1} → ${c2} in 5 s)`)
+  m.count = c2
+}
+
+/** GET /sandboxes/{id} through the balancer: {status, node (X-Airlock-Node), state}. */
+export async function where (id, base = LB) {
+  const r = await api(base, 'GET', `/sandboxes/${id}`)
+  return { status: r.status, node: r.node, state: r.body?.state }
+}
+
+/** The v2 list through the balancer (the tracker's sandboxes): {id: clusterNode} of ids. */
+export async function listedOn (t, ids, base = LB) {
+  const q = new URLSearchParams({ metadata: `cluster-suite=${t.tag}`, limit: '100' })
+  const r = await api(base, 'GET', `/v2/sandboxes?${q}`)
+  if (r.status !== 200) throw new Error(`GET /v2/sandboxes: ${r.status} ${r.text}`)
+  const out = {}
+  for (const s of r.body) if (ids.includes(s.sandboxID)) out[s.sandboxID] = s.clusterNode
+  return out
 }
