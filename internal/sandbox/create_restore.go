@@ -101,13 +101,9 @@ func (m *Manager) restoredRecord(src restoreSource, req CreateRequest, allowInte
 // copy of the saved layer, a restore of the saved memory image, then /init
 // with the new identity, env vars (template, saved, request) and clock.
 func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req CreateRequest, allowInternet bool) (*Sandbox, error) {
-	cp, err := m.checkpointer()
+	cp, ls, err := m.restorer("start sandboxes from snapshots")
 	if err != nil {
 		return nil, err
-	}
-	ls := m.caps.LayerSaver
-	if ls == nil {
-		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot start sandboxes from snapshots", m.cfg.Runtime.Name())
 	}
 	parent := m.restoredRecord(src, req, allowInternet)
 	start := time.Now()
@@ -255,15 +251,7 @@ func (m *Manager) wakeChild(ctx context.Context, cp runtime.Checkpointer, k *chi
 // The caller cleans up on error.
 func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.Sandbox, timeout time.Duration) (*Sandbox, error) {
 	host := k.ep.GuestIP.String()
-	envs := maps.Clone(k.baseEnv)
-	if envs == nil {
-		envs = map[string]string{}
-	}
-	maps.Copy(envs, parent.EnvVars)
-	envs["E2B_SANDBOX"] = "true"
-	envs["E2B_SANDBOX_ID"] = k.id
-	envs["E2B_TEMPLATE_ID"] = parent.TemplateID
-	body := guest.InitRequest{EnvVars: envs, Timestamp: time.Now().UTC(), DefaultUser: DefaultUser,
+	body := guest.InitRequest{EnvVars: initEnv(k.baseEnv, parent.EnvVars, k.id, parent.TemplateID), Timestamp: time.Now().UTC(), DefaultUser: DefaultUser,
 		DefaultWorkdir: DefaultWorkdir}
 	if k.token != "" {
 		body.AccessToken = &k.token
@@ -284,4 +272,33 @@ func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.San
 	rec.StartedAt = now
 	rec.EndAt = now.Add(timeout)
 	return m.register(ctx, &rec, k.ep.GuestIP, false, "fork child")
+}
+
+// restorer returns the runtime's checkpoint and layer-saving abilities, or
+// a 501 saying the runtime cannot do what (e.g. "start sandboxes from
+// snapshots").
+func (m *Manager) restorer(what string) (runtime.Checkpointer, runtime.LayerSaver, error) {
+	cp, err := m.checkpointer()
+	if err != nil {
+		return nil, nil, err
+	}
+	ls := m.caps.LayerSaver
+	if ls == nil {
+		return nil, nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot %s", m.cfg.Runtime.Name(), what)
+	}
+	return cp, ls, nil
+}
+
+// initEnv is the environment /init gives a restored sandbox's agent:
+// base (the template's), then vars (the sandbox's), then E2B's own.
+func initEnv(base, vars map[string]string, id, templateID string) map[string]string {
+	envs := maps.Clone(base)
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	maps.Copy(envs, vars)
+	envs["E2B_SANDBOX"] = "true"
+	envs["E2B_SANDBOX_ID"] = id
+	envs["E2B_TEMPLATE_ID"] = templateID
+	return envs
 }

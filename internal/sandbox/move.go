@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/netip"
 	"os"
@@ -540,13 +539,9 @@ func (e *Live) imported() bool {
 // from the store. On failure it stays paused here, image kept.
 func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sandbox, error) {
 	m, id := e.m, e.rec.ID
-	cp, err := m.checkpointer()
+	cp, ls, err := m.restorer("restore moved sandboxes")
 	if err != nil {
 		return nil, err
-	}
-	ls := m.caps.LayerSaver
-	if ls == nil {
-		return nil, userErrorf(http.StatusNotImplemented, "the %q runtime cannot restore moved sandboxes", m.cfg.Runtime.Name())
 	}
 	start := time.Now()
 	if err := e.claimHere(ctx); err != nil {
@@ -613,15 +608,7 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 		return nil, fmt.Errorf("resuming moved sandbox %s: %w", id, err)
 	}
 	host := k.ep.GuestIP.String()
-	envs := maps.Clone(tpl.Env)
-	if envs == nil {
-		envs = map[string]string{}
-	}
-	maps.Copy(envs, rec.EnvVars)
-	envs["E2B_SANDBOX"] = "true"
-	envs["E2B_SANDBOX_ID"] = id
-	envs["E2B_TEMPLATE_ID"] = rec.TemplateID
-	body := guest.InitRequest{EnvVars: envs, Timestamp: time.Now().UTC(), DefaultUser: DefaultUser, DefaultWorkdir: DefaultWorkdir}
+	body := guest.InitRequest{EnvVars: initEnv(tpl.Env, rec.EnvVars, id, rec.TemplateID), Timestamp: time.Now().UTC(), DefaultUser: DefaultUser, DefaultWorkdir: DefaultWorkdir}
 	if rec.AccessToken != "" {
 		body.AccessToken = &rec.AccessToken
 	}

@@ -253,6 +253,21 @@ func newTwoNodes(t *testing.T) *twoNodes {
 	return c
 }
 
+// pausedOnAAdoptedByB creates a sandbox on a, pauses it (uploading its
+// image) and has b adopt it.
+func (c *twoNodes) pausedOnAAdoptedByB(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	ctx := context.Background()
+	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
+	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
 func (c *twoNodes) ownerOf(id string) string {
 	c.sh.mu.Lock()
 	defer c.sh.mu.Unlock()
@@ -413,13 +428,7 @@ func TestRestoreKeepsAdoptedAfterInterruptedResume(t *testing.T) {
 	t.Parallel()
 	c := newTwoNodes(t)
 	ctx := context.Background()
-	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
-	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
-		t.Fatal(err)
-	}
+	sb := c.pausedOnAAdoptedByB(t)
 	gate := make(chan struct{})
 	c.rtB.mu.Lock()
 	c.rtB.gate = gate
@@ -448,13 +457,7 @@ func TestStaleCopyCannotTakeTheRowBack(t *testing.T) {
 	t.Parallel()
 	c := newTwoNodes(t)
 	ctx := context.Background()
-	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
-	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
-		t.Fatal(err)
-	}
+	sb := c.pausedOnAAdoptedByB(t)
 	if _, err := resume(c.b.Manager, ctx, sb.ID, time.Minute); err != nil {
 		t.Fatal(err)
 	}

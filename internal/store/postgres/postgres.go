@@ -176,29 +176,21 @@ func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 }
 
 // scanSandboxNode is scanSandbox of a row selected with node_id last.
-func scanSandboxNode(r pgx.Row, node *string) (*store.Sandbox, error) {
-	var (
-		s               store.Sandbox
-		meta, envs      string
-		started, endsAt *time.Time
-	)
-	if err := r.Scan(&s.ID, &s.TemplateID, &s.TemplateHash, &s.Alias, &s.State, &s.Runtime, &s.Slot, &s.GuestIP,
-		&s.AccessToken, &s.TrafficToken, &meta, &envs, &s.AllowInternet,
-		&s.CPUCount, &s.MemoryMB, &s.DiskSizeMB, &started, &endsAt, &s.OnTimeout, &s.Extra, node); err != nil {
-		return nil, err
-	}
-	return finishSandbox(&s, meta, envs, started, endsAt)
-}
+func scanSandboxNode(r pgx.Row, node *string) (*store.Sandbox, error) { return scanSandboxInto(r, node) }
 
-func scanSandbox(r pgx.Row) (*store.Sandbox, error) {
+func scanSandbox(r pgx.Row) (*store.Sandbox, error) { return scanSandboxInto(r) }
+
+// scanSandboxInto scans sandboxColumns, then more.
+func scanSandboxInto(r pgx.Row, more ...any) (*store.Sandbox, error) {
 	var (
 		s               store.Sandbox
 		meta, envs      string
 		started, endsAt *time.Time
 	)
-	if err := r.Scan(&s.ID, &s.TemplateID, &s.TemplateHash, &s.Alias, &s.State, &s.Runtime, &s.Slot, &s.GuestIP,
+	dst := append([]any{&s.ID, &s.TemplateID, &s.TemplateHash, &s.Alias, &s.State, &s.Runtime, &s.Slot, &s.GuestIP,
 		&s.AccessToken, &s.TrafficToken, &meta, &envs, &s.AllowInternet,
-		&s.CPUCount, &s.MemoryMB, &s.DiskSizeMB, &started, &endsAt, &s.OnTimeout, &s.Extra); err != nil {
+		&s.CPUCount, &s.MemoryMB, &s.DiskSizeMB, &started, &endsAt, &s.OnTimeout, &s.Extra}, more...)
+	if err := r.Scan(dst...); err != nil {
 		return nil, err
 	}
 	return finishSandbox(&s, meta, envs, started, endsAt)
