@@ -176,7 +176,9 @@ func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 }
 
 // scanSandboxNode is scanSandbox of a row selected with node_id last.
-func scanSandboxNode(r pgx.Row, node *string) (*store.Sandbox, error) { return scanSandboxInto(r, node) }
+func scanSandboxNode(r pgx.Row, node *string) (*store.Sandbox, error) {
+	return scanSandboxInto(r, node)
+}
 
 func scanSandbox(r pgx.Row) (*store.Sandbox, error) { return scanSandboxInto(r) }
 
