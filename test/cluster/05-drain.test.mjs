@@ -1,6 +1,7 @@
 // The CLI against the cluster (E2B_API_URL = haproxy): `airlock node ls`
 // lists the nodes, `airlock node drain` stops placement on one (its
-// sandboxes keep running), `airlock node undrain` lets placement use it again.
+// sandboxes keep running: moved to other nodes, 09-move.test.mjs checks
+// where), `airlock node undrain` lets placement use it again.
 import { describe, it, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
