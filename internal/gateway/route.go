@@ -43,6 +43,8 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) {
 		g.listSnapshots(w, r)
 	case m == http.MethodGet && p == "/sandboxes/metrics":
 		g.listMetrics(w, r)
+	case m == http.MethodGet && p == "/metrics":
+		g.metrics(w, r)
 
 	// One sandbox: its node.
 	case seg[0] == "sandboxes" && len(seg) >= 2 && seg[1] != "metrics" && seg[1] != "":

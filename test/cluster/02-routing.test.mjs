@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { Sandbox } from 'e2b'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
-import { API1, API2, NODE_IDS, api, tracker, via, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
+import { LB, API1, API2, API_KEY, NODE_IDS, api, tracker, via, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
 
 const t = tracker('routing')
 after(() => t.killAll())
@@ -104,3 +104,20 @@ for (const [name, base] of [['api1', API1], ['api2', API2]]) {
     })
   })
 }
+
+describe('GET /metrics through the api tier', () => {
+  it("is every node's Prometheus metrics, each sample labelled with its node", async () => {
+    for (const base of [LB, API1, API2]) {
+      const r = await fetch(base + '/metrics', { headers: { 'X-API-Key': API_KEY, Accept: 'application/openmetrics-text' } })
+      const text = await r.text()
+      assert.equal(r.status, 200, `${base}/metrics: ${r.status} ${text.slice(0, 300)}`)
+      assert.match(r.headers.get('content-type') || '', /^text\/plain/)
+      for (const id of NODE_IDS) {
+        assert.ok(text.includes(`airlock_node="${id}"`), `${base}/metrics has no sample of ${id}:\n${text.slice(0, 500)}`)
+      }
+      assert.equal(r.headers.get('x-airlock-partial'), null)
+    }
+    const anon = await fetch(LB + '/metrics')
+    assert.equal(anon.status, 401)
+  })
+})
