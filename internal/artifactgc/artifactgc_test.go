@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,35 +105,11 @@ func backends() []backend {
 	}
 }
 
-var (
-	s3Runs   atomic.Int64
-	s3Once   sync.Once
-	s3Shared *s3test.Server
-	s3Err    error
-)
+var s3Runs atomic.Int64
 
-func sharedS3(t *testing.T) *s3test.Server {
-	s3Once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		s3Shared, s3Err = s3test.Start(ctx, "")
-	})
-	if s3Err != nil {
-		t.Fatalf("starting the S3 test server: %v", s3Err)
-	}
-	return s3Shared
-}
+func sharedS3(t *testing.T) *s3test.Server { return s3test.Shared(t) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if s3Shared != nil {
-		if err := s3Shared.Stop(); err != nil {
-			slog.Error("stopping the S3 test server", "err", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(s3test.RunMain(m)) }
 
 func testLog(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -72,36 +72,11 @@ func newLocalEnv(t *testing.T) *env {
 	}
 }
 
-// s3Servers: one server per test binary for the subtests that do not stop
+// sharedS3: one server per test binary (s3test.Shared) for the subtests that do not stop
 // it; each of those gets its own key prefix.
-var (
-	s3Once   sync.Once
-	s3Shared *s3test.Server
-	s3Err    error
-)
+func sharedS3(t *testing.T) *s3test.Server { return s3test.Shared(t) }
 
-func sharedS3(t *testing.T) *s3test.Server {
-	s3Once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		s3Shared, s3Err = s3test.Start(ctx, "")
-	})
-	if s3Err != nil {
-		t.Fatalf("starting the S3 test server: %v", s3Err)
-	}
-	return s3Shared
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if s3Shared != nil {
-		if err := s3Shared.Stop(); err != nil {
-			slog.Error("stopping the S3 test server", "err", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(s3test.RunMain(m)) }
 
 func newS3Env(t *testing.T, srv *s3test.Server) *env {
 	prefix := "t/" + strings.NewReplacer("/", "-", "#", "-").Replace(t.Name())

@@ -73,7 +73,7 @@ func (m *Manager) agentOf(rec *store.Sandbox) (string, error) {
 	}
 	// The same build in this node's agents directory (a sandbox or snapshot
 	// another node recorded: one directory per content hash).
-	here := filepath.Join(m.agentsDir(), filepath.Base(filepath.Dir(a)), filepath.Base(a))
+	here := m.agentHere(a)
 	if _, err := os.Stat(here); err == nil {
 		return here, nil
 	}

@@ -201,6 +201,13 @@ func withImage(x extra, ex exported) extra {
 // directory per content hash): the parent of its current agent's.
 func (m *Manager) agentsDir() string { return filepath.Dir(filepath.Dir(m.cfg.AgentPath)) }
 
+// agentHere is where the agent build at path (recorded by any node: its
+// directory name is the build's content hash) is in this node's agents
+// directory, if this node has it.
+func (m *Manager) agentHere(path string) string {
+	return filepath.Join(m.agentsDir(), filepath.Base(filepath.Dir(path)), filepath.Base(path))
+}
+
 // localAgent is the path here of the agent build at path (recorded by
 // another node, whose agents directory differs: the build's directory name
 // is its content hash), installing it from the store (blob) when this node
@@ -210,7 +217,7 @@ func (m *Manager) localAgent(ctx context.Context, path, blob string) (string, er
 	if path == "" || path == m.cfg.AgentPath {
 		return m.cfg.AgentPath, nil
 	}
-	here := filepath.Join(m.agentsDir(), filepath.Base(filepath.Dir(path)), filepath.Base(path))
+	here := m.agentHere(path)
 	if _, err := os.Stat(here); err == nil {
 		return here, nil
 	}
@@ -244,8 +251,7 @@ func (m *Manager) canResume(rec *store.Sandbox) error {
 			rec.ID, m.cfg.Runtime.Name(), x.ImageBuild, m.cfg.NodeID, m.runtimeBuild())
 	}
 	if x.Agent != "" && x.Agent != m.cfg.AgentPath && x.AgentBlob == "" {
-		here := filepath.Join(m.agentsDir(), filepath.Base(filepath.Dir(x.Agent)), filepath.Base(x.Agent))
-		if _, err := os.Stat(here); err != nil {
+		if _, err := os.Stat(m.agentHere(x.Agent)); err != nil {
 			return userErrorf(http.StatusConflict, "sandbox %q runs an agent build node %s does not have", rec.ID, m.cfg.NodeID)
 		}
 	}
@@ -316,6 +322,14 @@ func (m *Manager) dropLocal(ctx context.Context, e *Live) {
 	m.log.Info("paused sandbox moved to another node; dropped here", "sandbox", rec.ID)
 }
 
+// idleWithImage reports whether e is paused with its image in the store
+// and no operation in progress: what may be dropped or left here.
+func (e *Live) idleWithImage() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.gone && e.op == "" && e.rec.State == StatePaused && decodeExtra(e.rec.Extra).Image != ""
+}
+
 // leaveMovable frees what the paused sandboxes whose image is in the
 // artifact store hold here, keeping their rows and images: KillAll (a
 // node stopping with --kill-on-exit, after drainOnStop paused its
@@ -326,15 +340,11 @@ func (m *Manager) leaveMovable(ctx context.Context) {
 		return
 	}
 	for _, e := range m.liveList() {
-		e.mu.Lock()
-		movable := !e.gone && e.op == "" && e.rec.State == StatePaused && decodeExtra(e.rec.Extra).Image != ""
-		slot := e.rec.Slot
-		e.mu.Unlock()
-		if !movable || !m.unindex(e) {
+		if !e.idleWithImage() || !m.unindex(e) {
 			continue
 		}
 		var u undo
-		g := giveBack{m: m, id: e.rec.ID, slot: slot, dir: e.Dir()}
+		g := giveBack{m: m, id: e.rec.ID, slot: e.record().Slot, dir: e.Dir()}
 		g.slotStep(&u)
 		g.network(&u)
 		g.runtime(&u)
@@ -355,9 +365,7 @@ func (m *Manager) DropMoved(ctx context.Context) {
 	}
 	var candidates []*Live
 	for _, e := range m.liveList() {
-		e.mu.Lock()
-		movable := !e.gone && e.op == "" && e.rec.State == StatePaused && decodeExtra(e.rec.Extra).Image != ""
-		e.mu.Unlock()
+		movable := e.idleWithImage()
 		if movable {
 			candidates = append(candidates, e)
 		}
@@ -392,9 +400,7 @@ func (m *Manager) DropIfMoved(ctx context.Context, id string) {
 	if err != nil {
 		return
 	}
-	e.mu.Lock()
-	movable := !e.gone && e.op == "" && e.rec.State == StatePaused && decodeExtra(e.rec.Extra).Image != ""
-	e.mu.Unlock()
+	movable := e.idleWithImage()
 	if !movable {
 		return
 	}

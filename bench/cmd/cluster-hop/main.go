@@ -17,10 +17,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"sort"
 	"text/tabwriter"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/bench/internal/stats"
 	"github.com/airlock-sandbox/airlock/internal/cluster"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
@@ -111,10 +111,10 @@ func run(ctx context.Context, out io.Writer, apiURL, nodeURL, secret, key, tpl s
 		name string
 		m    map[string][]time.Duration
 	}{{"command `true` round trip", cmd}, {"create (" + tpl + ")", crt}} {
-		d50, _ := pct(op.m["direct"])
+		d50, _ := stats.P50P99(op.m["direct"])
 		for _, path := range []string{"direct", "api"} {
-			p50, p99 := pct(op.m[path])
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.2f×\n", op.name, label(path), len(op.m[path]), ms(p50), ms(p99), float64(p50)/float64(d50))
+			p50, p99 := stats.P50P99(op.m[path])
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.2f×\n", op.name, label(path), len(op.m[path]), stats.MS(p50), stats.MS(p99), float64(p50)/float64(d50))
 		}
 	}
 	return tw.Flush()
@@ -125,18 +125,4 @@ func label(path string) string {
 		return "to the node directly (cluster secret)"
 	}
 	return "through the api tier"
-}
-
-func pct(ds []time.Duration) (p50, p99 time.Duration) {
-	if len(ds) == 0 {
-		return 0, 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
-	return at(0.5), at(0.99)
-}
-
-func ms(d time.Duration) string {
-	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
 }

@@ -21,11 +21,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/bench/internal/stats"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
@@ -234,30 +234,16 @@ func (b *bench) run(ctx context.Context, out io.Writer, n, drainN int) (err erro
 
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "operation (%s, %d MiB in memory)\tn\tp50\tp99\tp50 vs resume on its node\n", b.tpl, b.memMB)
-	base, _ := pct(samples["resume on its node"])
+	base, _ := stats.P50P99(samples["resume on its node"])
 	for _, op := range []string{"pause (uploads the image)", "resume on its node", "resume on another node"} {
-		p50, p99 := pct(samples[op])
+		p50, p99 := stats.P50P99(samples[op])
 		ratio := ""
 		if strings.HasPrefix(op, "resume") {
 			ratio = fmt.Sprintf("%.2f×", float64(p50)/float64(base))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", op, len(samples[op]), ms(p50), ms(p99), ratio)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", op, len(samples[op]), stats.MS(p50), stats.MS(p99), ratio)
 	}
 	fmt.Fprintf(tw, "drain of %s: %d running sandboxes moved (%d failed)\t1\t%s\t\t%s a sandbox\n",
-		node, len(res.Moved), len(res.Failed), ms(d), ms(d/time.Duration(max(len(res.Moved), 1))))
+		node, len(res.Moved), len(res.Failed), stats.MS(d), stats.MS(d/time.Duration(max(len(res.Moved), 1))))
 	return tw.Flush()
-}
-
-func pct(ds []time.Duration) (p50, p99 time.Duration) {
-	if len(ds) == 0 {
-		return 0, 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
-	return at(0.5), at(0.99)
-}
-
-func ms(d time.Duration) string {
-	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
 }

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -119,6 +120,42 @@ func StartT(t testing.TB) *Server {
 		}
 	})
 	return s
+}
+
+// The test binary's shared server (Shared, RunMain).
+var (
+	sharedOnce sync.Once
+	shared     *Server
+	sharedErr  error
+)
+
+// Shared returns one server for the whole test binary, started on first
+// use, for tests that do not stop it (each should use its own key
+// prefix); RunMain stops it. A server that cannot start fails the test.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	sharedOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		shared, sharedErr = Start(ctx, "")
+	})
+	if sharedErr != nil {
+		t.Fatalf("starting the S3 test server: %v", sharedErr)
+	}
+	return shared
+}
+
+// RunMain runs the tests of m, then stops the Shared server if one was
+// started; it returns the exit code (TestMain: os.Exit(s3test.RunMain(m))).
+func RunMain(m *testing.M) int {
+	code := m.Run()
+	if shared != nil {
+		if err := shared.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping the S3 test server: %v\n", err)
+			code = 1
+		}
+	}
+	return code
 }
 
 func (s *Server) start(ctx context.Context, bin string) error {
