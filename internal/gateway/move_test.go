@@ -42,6 +42,15 @@ func (c *testCluster) adoptingNode(n *fakeNode, adopted *[]cluster.AdoptRequest)
 	}
 }
 
+// pausedOn records sandbox id as paused on node, its image in the store
+// when movable.
+func (c *testCluster) pausedOn(id, node string, movable bool) {
+	c.store.mu.Lock()
+	defer c.store.mu.Unlock()
+	c.store.sandboxes[id] = node
+	c.store.routes[id] = cluster.Route{NodeID: node, State: "paused", Movable: movable, TemplateID: "base", CPUCount: 2, MemoryMB: 512}
+}
+
 // TestMovePausedOffDrainingNode: a request for a paused sandbox with its
 // image in the store, whose node is draining, makes another node adopt it
 // and goes there; a running one stays on its draining node.
@@ -49,8 +58,7 @@ func TestMovePausedOffDrainingNode(t *testing.T) {
 	c := newTestCluster(t, 2)
 	var adopted []cluster.AdoptRequest
 	c.adoptingNode(c.nodes["n2"], &adopted)
-	c.store.sandboxes["sp"] = "n1"
-	c.store.routes["sp"] = cluster.Route{NodeID: "n1", State: "paused", Movable: true, TemplateID: "base", CPUCount: 2, MemoryMB: 512}
+	c.pausedOn("sp", "n1", true)
 	c.store.sandboxes["sr"] = "n1"
 	c.setNode("n1", func(n *cluster.Node) { n.State = cluster.StateDraining })
 
@@ -74,10 +82,8 @@ func TestMovePausedOffLostNode(t *testing.T) {
 	c := newTestCluster(t, 2)
 	var adopted []cluster.AdoptRequest
 	c.adoptingNode(c.nodes["n2"], &adopted)
-	c.store.sandboxes["sp"] = "n1"
-	c.store.routes["sp"] = cluster.Route{NodeID: "n1", State: "paused", Movable: true, TemplateID: "base", CPUCount: 2, MemoryMB: 512}
-	c.store.sandboxes["sl"] = "n1"
-	c.store.routes["sl"] = cluster.Route{NodeID: "n1", State: "paused", TemplateID: "base"}
+	c.pausedOn("sp", "n1", true)
+	c.pausedOn("sl", "n1", false)
 	c.setNode("n1", func(n *cluster.Node) { n.State = cluster.StateLost })
 
 	var got map[string]any
@@ -99,8 +105,7 @@ func TestMovePausedOffUnreachableNode(t *testing.T) {
 	c := newTestCluster(t, 2)
 	var adopted []cluster.AdoptRequest
 	c.adoptingNode(c.nodes["n2"], &adopted)
-	c.store.sandboxes["sp"] = "n1"
-	c.store.routes["sp"] = cluster.Route{NodeID: "n1", State: "paused", Movable: true, TemplateID: "base", CPUCount: 2, MemoryMB: 512}
+	c.pausedOn("sp", "n1", true)
 	c.nodes["n1"].srv.Close()
 
 	var got map[string]any
@@ -118,8 +123,7 @@ func TestDrainMovesSandboxes(t *testing.T) {
 	var adopted []cluster.AdoptRequest
 	c.adoptingNode(c.nodes["n2"], &adopted)
 	for _, id := range []string{"a", "b"} {
-		c.store.sandboxes[id] = "n1"
-		c.store.routes[id] = cluster.Route{NodeID: "n1", State: "paused", Movable: true, TemplateID: "base", CPUCount: 2, MemoryMB: 512}
+		c.pausedOn(id, "n1", true)
 	}
 	n1 := c.nodes["n1"]
 	n1.mu.Lock()
