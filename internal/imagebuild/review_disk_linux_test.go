@@ -167,7 +167,7 @@ func TestReviewDisk(t *testing.T) {
 	}
 
 	t.Run("ok-a-normal-step", func(t *testing.T) {
-		disk := step(t, []string{"write "+newFile+" /etc/hostname", "rm /etc/motd"}, nil)
+		disk := step(t, []string{"write " + newFile + " /etc/hostname", "rm /etc/motd"}, nil)
 		up, err := upper(t, disk)
 		if err != nil {
 			t.Fatalf("Upper: %v", err)
@@ -211,7 +211,7 @@ func TestReviewDisk(t *testing.T) {
 		}
 	})
 	t.Run("attack/M6-extent-past-end", func(t *testing.T) {
-		disk := step(t, []string{"write "+newFile+" /etc/hostname"}, func(t *testing.T, img string) {
+		disk := step(t, []string{"write " + newFile + " /etc/hostname"}, func(t *testing.T, img string) {
 			// i_block words 3-5 are the first extent; 5 is its start.
 			debugfsW(t, img, "sif /usr/bin/tool block[5] 0x7ffffff0", "sif /etc/hostname block[5] 0x7ffffff0")
 		})
@@ -226,7 +226,7 @@ func TestReviewDisk(t *testing.T) {
 		wantRefused(t, err, "a directory loop")
 	})
 	t.Run("attack/M6-entry-names-bad-inode", func(t *testing.T) {
-		disk := step(t, []string{"write "+newFile+" /etc/hostname"}, func(t *testing.T, img string) {
+		disk := step(t, []string{"write " + newFile + " /etc/hostname"}, func(t *testing.T, img string) {
 			debugfsW(t, img, "sif /etc/hostname mode 0170000")
 		})
 		_, err := upper(t, disk)
