@@ -112,7 +112,12 @@ type FS struct {
 	hugeFile   bool
 	cache      map[uint64][]byte
 	cacheOrder []uint64
+	dirBytes   uint64 // read by ReadDir so far
 }
+
+// maxDirBytes is what ReadDir may read in all: twice the image, at least
+// 1 GiB (each directory is read once per comparison).
+func (f *FS) maxDirBytes() uint64 { return max(1<<30, 2*uint64(f.size)) }
 
 // Open reads the superblock of the image r of size bytes.
 func Open(r io.ReaderAt, size int64) (*FS, error) {
@@ -193,6 +198,9 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 	}
 	return f, nil
 }
+
+// Size returns the size of the image in bytes.
+func (f *FS) Size() int64 { return f.size }
 
 // readAt reads len(b) bytes at off, which must lie inside the image.
 func (f *FS) readAt(b []byte, off int64) error {
@@ -535,18 +543,42 @@ func (f *FS) ReadDir(in *Inode) ([]DirEntry, error) {
 	if in.Size > maxDirSize || in.Size%uint64(f.blockSize) != 0 {
 		return nil, corrupt("inode %d: directory of %d bytes", in.Ino, in.Size)
 	}
-	r, err := f.Open(in)
+	ext, err := f.extents(in)
 	if err != nil {
 		return nil, err
+	}
+	// Every block of a directory is allocated (the kernel calls a hole
+	// "Directory hole found" and fails), so reading one costs no more
+	// than its blocks on disk; all directories together may not read
+	// more than maxDirBytes.
+	bs := uint64(f.blockSize)
+	nblocks := in.Size / bs
+	var next uint64
+	for _, x := range ext {
+		if x.logical >= nblocks {
+			break
+		}
+		if x.logical != next || x.phys == 0 {
+			return nil, corrupt("directory inode %d: a hole at block %d", in.Ino, next)
+		}
+		next = x.logical + x.length
+	}
+	if next < nblocks {
+		return nil, corrupt("directory inode %d: a hole at block %d", in.Ino, next)
+	}
+	f.dirBytes += in.Size
+	if f.dirBytes > f.maxDirBytes() {
+		return nil, corrupt("more than %d bytes of directories read", f.maxDirBytes())
 	}
 	le := binary.LittleEndian
 	var out []DirEntry
 	seen := map[string]bool{}
 	buf := make([]byte, f.blockSize)
-	for {
-		if _, err := io.ReadFull(r, buf); err == io.EOF {
-			break
-		} else if err != nil {
+	for lb := uint64(0); lb < nblocks; lb++ {
+		for len(ext) > 0 && ext[0].logical+ext[0].length <= lb {
+			ext = ext[1:]
+		}
+		if err := f.readAt(buf, int64((ext[0].phys+lb-ext[0].logical)*bs)); err != nil {
 			return nil, fmt.Errorf("directory inode %d: %w", in.Ino, err)
 		}
 		for off := 0; off < len(buf); {

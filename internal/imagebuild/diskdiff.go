@@ -74,6 +74,7 @@ type imageDiffer struct {
 	seen     map[uint32]bool        // cur's directory inodes visited
 	groups   map[uint32]*linkGroup
 	order    []uint32
+	data     uint64 // bytes of file contents written
 }
 
 // walk compares the directory rel of cur (cdir) with the one of old (odir,
@@ -306,10 +307,19 @@ func (d *imageDiffer) entry(rel string, in *ext4.Inode, link string) error {
 	case ext4.TypeDir:
 		hdr.Typeflag = tar.TypeDir
 	case ext4.TypeRegular:
-		hdr.Typeflag, hdr.Size = tar.TypeReg, int64(in.Size)
-		if hdr.Size < 0 {
-			return fmt.Errorf("%w: /%s: size %d", ext4.ErrCorrupt, rel, in.Size)
+		// A sparse file larger than the whole disk would be written out
+		// in full on the host.
+		if in.Size > uint64(d.cur.Size()) {
+			return userErr("the step left /%s, a sparse file of %d bytes: larger than its disk (%d bytes), not supported in a layer",
+				rel, in.Size, d.cur.Size())
 		}
+		// Nor may all files together be more than twice the disk (blocks
+		// shared between inodes would let a crafted image claim more).
+		d.data += in.Size
+		if d.data > 2*uint64(d.cur.Size()) {
+			return userErr("the step's changes hold more than %d bytes of file data, twice its disk: not supported in a layer", 2*d.cur.Size())
+		}
+		hdr.Typeflag, hdr.Size = tar.TypeReg, int64(in.Size)
 		if body, err = d.cur.Open(in); err != nil {
 			return fmt.Errorf("/%s: %w", rel, err)
 		}
