@@ -150,10 +150,15 @@ func (s *DiskSource) diffDisks(ctx context.Context, base, disk, upper string) er
 		return fmt.Errorf("starting the disk reader: %w", err)
 	}
 	xerr := extractUpper(ctx, out, upper)
+	if xerr == nil {
+		// The tar's end; the reader writes nothing after it.
+		if n, _ := io.CopyN(io.Discard, out, 64<<10); n == 64<<10 {
+			xerr = errors.New("reading the VM disk: data after the end of the layer stream")
+		}
+	}
 	if xerr != nil {
 		cancel() // the reader may be blocked writing
 	}
-	_, _ = io.Copy(io.Discard, out)
 	werr := cmd.Wait()
 	msg := strings.TrimSpace(stderr.String())
 	var ee *exec.ExitError
