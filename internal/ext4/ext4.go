@@ -447,7 +447,7 @@ type fileReader struct {
 // Open returns a reader of the contents of the regular file or slow
 // symlink in.
 func (f *FS) Open(in *Inode) (io.Reader, error) {
-	if t := in.Type(); t != TypeRegular && t != TypeSymlink && t != TypeDir {
+	if t := in.Type(); t != TypeRegular && t != TypeSymlink {
 		return nil, corrupt("inode %d: not a file", in.Ino)
 	}
 	ext, err := f.extents(in)
