@@ -22,6 +22,9 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
+// fileCap is a security.capability value (version 2, cap_net_raw).
+var fileCap = []byte{0, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
 // mkImage makes an ext4 image of src the way the microVM runtime makes a
 // template's base image.
 func mkImage(t *testing.T, src, img string) {
@@ -132,7 +135,12 @@ func TestDiffTrees(t *testing.T) {
 	if err := os.Chown(m("owner"), 1000, 1001); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Lsetxattr(m("xattr"), "user.airlock", []byte("v1"), 0); err != nil {
+	// Binary values (NUL bytes) and a file capability cross the reader's
+	// tar stream unchanged.
+	if err := unix.Lsetxattr(m("xattr"), "user.airlock", []byte("v\x001"), 0); err != nil {
+		t.Fatalf("setxattr: %v", err)
+	}
+	if err := unix.Lsetxattr(m("xattr"), "security.capability", fileCap, 0); err != nil {
 		t.Fatalf("setxattr: %v", err)
 	}
 	if err := os.Symlink("../keep", m("sub/newlink")); err != nil {
@@ -200,6 +208,13 @@ func TestDiffTrees(t *testing.T) {
 	}
 	if s := st("owner"); s.Uid != 1000 || s.Gid != 1001 {
 		t.Errorf("owner: %d:%d, want 1000:1001", s.Uid, s.Gid)
+	}
+	for name, want := range map[string][]byte{"user.airlock": []byte("v\x001"), "security.capability": fileCap} {
+		got := make([]byte, 64)
+		n, err := unix.Lgetxattr(filepath.Join(dst, "xattr"), name, got)
+		if err != nil || !bytes.Equal(got[:n], want) {
+			t.Errorf("xattr %s: %q (err %v), want %q", name, got[:max(n, 0)], err, want)
+		}
 	}
 	if s := st("modeonly"); s.Mode&0o7777 != 0o755 {
 		t.Errorf("modeonly: mode %o, want 755", s.Mode&0o7777)
