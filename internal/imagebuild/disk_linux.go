@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -42,9 +43,9 @@ type DiskExporter interface {
 //
 // The guest controlled every byte of that image, so the host kernel never
 // mounts it. A child process - this executable again (DiffDisksChild),
-// run as the runtime's unprivileged user with no capabilities, an empty
-// environment, resource limits and only the two images and a pipe as
-// descriptors - reads both the pristine base image and the exported one
+// run as the runtime's unprivileged user with no capabilities, in its own
+// empty network namespace, with an empty environment, resource limits and
+// only the two images and a pipe as descriptors - reads both the pristine base image and the exported one
 // with the user-space reader internal/ext4, and writes the difference
 // (diffImages) as a tar stream. The daemon unpacks that stream into an
 // upper directory with extractUpper, which checks every entry again. Both
@@ -140,6 +141,13 @@ func (s *DiskSource) diffDisks(ctx context.Context, base, disk, upper string) er
 	cmd.ExtraFiles = files
 	cmd.Env = []string{}
 	cmd.Dir = "/"
+	// Its own (empty) network, IPC and UTS namespaces: no loopback
+	// services of the host to talk to. (No Pdeathsig: it follows the
+	// forking thread, which the Go runtime may end; the child ends on a
+	// broken pipe or the context.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+	}
 	var stderr limitedBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()

@@ -24,7 +24,10 @@ func init() { DiffDisksChild() }
 
 // fakeVM is a DiskExporter whose "VM disk" is a prepared image; the reader
 // runs jailed exactly as with the microVM runtime (setpriv to nobody).
-type fakeVM struct{ base, disk string }
+type fakeVM struct {
+	base, disk string
+	record     string // if set, the reader's uid, capabilities and net namespace are written here
+}
 
 func (v fakeVM) ExportRootDisk(_ context.Context, _, dst string) (string, error) {
 	in, err := os.Open(v.disk)
@@ -43,9 +46,14 @@ func (v fakeVM) ExportRootDisk(_ context.Context, _, dst string) (string, error)
 	return v.base, nil
 }
 
-func (fakeVM) UnprivilegedCommand(ctx context.Context, name string, arg ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, "setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups",
-		"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", name}, arg...)...)
+func (v fakeVM) UnprivilegedCommand(ctx context.Context, name string, arg ...string) *exec.Cmd {
+	argv := []string{"--reuid=65534", "--regid=65534", "--clear-groups",
+		"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"}
+	if v.record != "" {
+		argv = append(argv, "sh", "-c", `{ id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; readlink /proc/self/ns/net; } > '`+
+			v.record+`'; exec "$0" "$@"`)
+	}
+	return exec.CommandContext(ctx, "setpriv", append(append(argv, name), arg...)...)
 }
 
 // watchMounts polls, until stop is called, for an ext4 or loop mount and
@@ -180,6 +188,41 @@ func TestReviewDisk(t *testing.T) {
 		}
 		if _, err := os.Lstat(filepath.Join(up, "usr")); err == nil {
 			t.Error("an unchanged directory is in the layer")
+		}
+	})
+	t.Run("jail-unprivileged-own-netns", func(t *testing.T) {
+		recDir, err := os.MkdirTemp("", "airlock-m6-") // reachable by nobody, unlike t.TempDir
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(recDir) })
+		if err := os.Chmod(recDir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		rec := filepath.Join(recDir, "rec")
+		disk := step(t, []string{"write " + newFile + " /etc/hostname"}, nil)
+		src := NewDiskSource(fakeVM{base: base, disk: disk, record: rec}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		_, release, err := src.Upper(context.Background(), t.TempDir(), "")
+		if err != nil {
+			t.Fatalf("Upper: %v", err)
+		}
+		release()
+		b, err := os.ReadFile(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, err := os.Readlink("/proc/self/ns/net")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := string(b)
+		for _, want := range []string{"65534\n", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("the reader ran with %q, want %q in it", got, want)
+			}
+		}
+		if !strings.Contains(got, "net:[") || strings.Contains(got, own) {
+			t.Errorf("the reader's network namespace %q: want its own, not the host's %s", got, own)
 		}
 	})
 	t.Run("attack/M6-truncated-image", func(t *testing.T) {
