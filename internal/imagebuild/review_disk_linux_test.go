@@ -56,21 +56,29 @@ func (v fakeVM) UnprivilegedCommand(ctx context.Context, name string, arg ...str
 	return exec.CommandContext(ctx, "setpriv", append(append(argv, name), arg...)...)
 }
 
-// watchMounts polls, until stop is called, for an ext4 or loop mount and
-// for a loop device whose backing file lies under dir; it returns what it
-// saw.
-func watchMounts(dir string) (stop func() []string) {
+// watchMounts polls, until stop is called, for a mount and for a loop
+// device that involve one of paths (the sandbox dir, the images); it
+// returns what it saw.
+func watchMounts(paths ...string) (stop func() []string) {
 	var mu sync.Mutex
 	var seen []string
 	var done atomic.Bool
 	var wg sync.WaitGroup
+	involves := func(s string) bool {
+		for _, p := range paths {
+			if strings.Contains(s, p) {
+				return true
+			}
+		}
+		return false
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for !done.Load() {
 			if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 				for _, l := range strings.Split(string(b), "\n") {
-					if strings.Contains(l, dir) || strings.Contains(l, " - ext4 /dev/loop") {
+					if involves(l) {
 						mu.Lock()
 						seen = append(seen, "mount: "+l)
 						mu.Unlock()
@@ -79,7 +87,7 @@ func watchMounts(dir string) (stop func() []string) {
 			}
 			files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
 			for _, f := range files {
-				if b, err := os.ReadFile(f); err == nil && strings.HasPrefix(string(b), dir) {
+				if b, err := os.ReadFile(f); err == nil && involves(string(b)) {
 					mu.Lock()
 					seen = append(seen, "loop device: "+f+" -> "+strings.TrimSpace(string(b)))
 					mu.Unlock()
@@ -148,7 +156,7 @@ func TestReviewDisk(t *testing.T) {
 	upper := func(t *testing.T, disk string) (string, error) {
 		sbDir := t.TempDir()
 		src := NewDiskSource(fakeVM{base: base, disk: disk}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		stop := watchMounts(sbDir)
+		stop := watchMounts(sbDir, base, disk)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		up, release, err := src.Upper(ctx, sbDir, "")
