@@ -372,7 +372,7 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 		mgrCfg.Admit = d.node.admit
 		mgrCfg.NodeID = d.role.nodeID
 		if d.artifacts != nil { // paused sandboxes and snapshots move between nodes
-			mgrCfg.Images = artifactImages{st: d.artifacts}
+			mgrCfg.Images = artifacts.Images{St: d.artifacts}
 		}
 	}
 	mgr, err := sandbox.New(mgrCfg)
