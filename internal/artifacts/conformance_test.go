@@ -764,7 +764,7 @@ func TestGetCallerGivingUpLeavesOthers(t *testing.T) {
 	}
 	stayer := make(chan error, 1)
 	go func() {
-		p, err := s.Get(ctx, info.Key)
+		p, err := s.GetRef(ctx, info.Key, info.Digest)
 		if err == nil {
 			if b, _ := os.ReadFile(p); !bytes.Equal(b, data) {
 				err = errors.New("wrong bytes")
@@ -777,7 +777,7 @@ func TestGetCallerGivingUpLeavesOthers(t *testing.T) {
 	}
 	quitter, quit := context.WithCancel(ctx)
 	quit()
-	if _, err := s.Get(quitter, info.Key); !errors.Is(err, context.Canceled) {
+	if _, err := s.GetRef(quitter, info.Key, info.Digest); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the caller that gave up got %v, want context.Canceled", err)
 	}
 	close(gb.release)
