@@ -75,13 +75,20 @@ const manifestFile = "manifest.json"
 // push stores the template or layer hash (present here) in the artifact
 // store and returns the digest of its manifest there, which the caller
 // records in the template's row: another host pulls the template only when
-// the manifest it finds has that digest. The manifest this host wrote (or
-// pulled) before is kept in the template's directory; it is uploaded again
-// when the store's copy is missing or differs, and the tree when the store
-// lacks it. "" without an artifact store.
-func (m *Manager) push(ctx context.Context, hash string) (artifacts.Digest, error) {
+// the manifest it finds has that digest. known is the digest a row of hash
+// records already (knownDigest; "" for none): when the store holds that
+// manifest and its tree, nothing is uploaded and known is returned, even if
+// this host built the hash itself (two hosts that built one recipe do not
+// take turns rewriting it). Otherwise this host's manifest, kept in the
+// template's directory, is uploaded again when the store's copy is missing
+// or differs, and the tree when the store lacks it. "" without an artifact
+// store.
+func (m *Manager) push(ctx context.Context, hash, known string) (artifacts.Digest, error) {
 	if m.art == nil {
 		return "", nil
+	}
+	if d, ok := m.storeHolds(ctx, hash, known); ok {
+		return d, nil
 	}
 	key := ManifestKey(hash)
 	if b, err := os.ReadFile(filepath.Join(m.hashDir(hash), manifestFile)); err == nil {
@@ -117,6 +124,39 @@ func (m *Manager) push(ctx context.Context, hash string) (artifacts.Digest, erro
 	m.log.Info("pushed template to the artifact store", "hash", hash, "store", m.art.String(), "tree", info.Digest,
 		"packed_bytes", info.Size, "tree_duration", treeDone.Round(time.Millisecond), "duration", time.Since(start).Round(time.Millisecond))
 	return d, nil
+}
+
+// storeHolds reports whether the store's manifest of hash has the digest
+// known and the tree it names is in the store. Any failure says no: the
+// caller pushes this host's copy.
+func (m *Manager) storeHolds(ctx context.Context, hash, known string) (artifacts.Digest, bool) {
+	d, err := artifacts.ParseDigest(known)
+	if err != nil {
+		return "", false
+	}
+	if info, err := m.art.Stat(ctx, ManifestKey(hash)); err != nil || info.Digest != d {
+		return "", false
+	}
+	man, _, err := m.readManifest(ctx, hash, d)
+	if err != nil {
+		return "", false
+	}
+	if ok, err := m.art.Exists(ctx, artifacts.TreeKey(man.RootFS)); err != nil || !ok {
+		return "", false
+	}
+	return d, true
+}
+
+// knownDigest is the artifact digest a row of hash records: name's when it
+// is of hash, else any other's; "" when none does.
+func (m *Manager) knownDigest(ctx context.Context, name, hash string) string {
+	if rec, err := m.st.GetTemplate(ctx, name); err == nil && rec.Hash == hash && rec.ArtifactDigest != "" {
+		return rec.ArtifactDigest
+	}
+	if rec, err := m.byHash(ctx, hash); err == nil {
+		return rec.ArtifactDigest
+	}
+	return ""
 }
 
 // pushManifest makes the store hold the manifest b (of man, this host's)
@@ -188,7 +228,7 @@ func (m *Manager) PushMissing(ctx context.Context) {
 				continue
 			}
 			release := m.Hold() // not collected while it is packed
-			d, err = m.push(ctx, r.Hash)
+			d, err = m.push(ctx, r.Hash, r.ArtifactDigest)
 			release()
 			if err != nil {
 				m.log.Warn("pushing a template to the artifact store", "name", r.Name, "hash", r.Hash, "err", err)

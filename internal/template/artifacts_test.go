@@ -590,3 +590,34 @@ func TestArtifactsPushMissing(t *testing.T) {
 	}
 	sameTree(t, base.RootFS, got.RootFS)
 }
+
+// Two nodes that built one recipe each keep the row's copy: the second
+// build finds the store holding the manifest the row names and records
+// that digest, uploading nothing (no turns at rewriting the manifest).
+func TestArtifactsSecondBuildKeepsRecordedCopy(t *testing.T) {
+	ctx := context.Background()
+	st := newFakeStore()
+	b, _ := newLocalBackend(t)
+	a, bn := newNode(t, st, b), newNode(t, st, b)
+	if _, err := a.m.Build(ctx, "base", BuildOptions{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.GetTemplate(ctx, "base")
+	if err != nil || rec.ArtifactDigest == "" {
+		t.Fatalf("A's record: %+v, %v", rec, err)
+	}
+	if _, err := bn.m.Build(ctx, "base", BuildOptions{Force: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if bn.fb.calls.Load() != 1 {
+		t.Fatalf("B built %d times, want 1 (forced)", bn.fb.calls.Load())
+	}
+	after, err := st.GetTemplate(ctx, "base")
+	if err != nil || after.ArtifactDigest != rec.ArtifactDigest {
+		t.Fatalf("B's build changed the record's digest: %q, was %q (%v)", after.ArtifactDigest, rec.ArtifactDigest, err)
+	}
+	info, err := a.store.Stat(ctx, ManifestKey(rec.Hash))
+	if err != nil || string(info.Digest) != rec.ArtifactDigest {
+		t.Fatalf("the store's manifest after B's build: %s, %v; want %s", info.Digest, err, rec.ArtifactDigest)
+	}
+}

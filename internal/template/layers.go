@@ -65,7 +65,7 @@ func (m *Manager) Register(ctx context.Context, name, hash, spec string) (*Templ
 	if err != nil {
 		return nil, fmt.Errorf("measuring template %q: %w", name, err)
 	}
-	d, err := m.push(ctx, hash)
+	d, err := m.push(ctx, hash, m.knownDigest(ctx, name, hash))
 	if err != nil {
 		return nil, err
 	}

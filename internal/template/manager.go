@@ -246,11 +246,18 @@ func (m *Manager) Ensure(ctx context.Context, name string, progress func(Progres
 		return m.Get(ctx, name)
 	}
 	if t, err := m.get(ctx, name, r.Hash()); err == nil && t.Hash == r.Hash() {
-		d, err := m.push(ctx, t.Hash) // built before --artifacts, or the store lost it
+		// Pushed unless the store holds what the row names: built before
+		// --artifacts, or the store lost it.
+		rec, rerr := m.st.GetTemplate(ctx, name)
+		known := ""
+		if rerr == nil && rec.Hash == t.Hash {
+			known = rec.ArtifactDigest
+		}
+		d, err := m.push(ctx, t.Hash, known)
 		if err != nil {
 			return nil, err
 		}
-		if rec, err := m.st.GetTemplate(ctx, name); err == nil && rec.Hash == t.Hash {
+		if rerr == nil && rec.Hash == t.Hash {
 			if err := m.recordDigest(ctx, rec, d); err != nil {
 				return nil, fmt.Errorf("recording template %q: %w", name, err)
 			}
@@ -511,7 +518,7 @@ func (m *Manager) readMeta(hash string) (*templateMeta, error) {
 // record stores the alias r.Name → meta.Hash, after pushing the template
 // to the artifact store (SetArtifacts).
 func (m *Manager) record(ctx context.Context, r *Recipe, meta *templateMeta) (*Template, error) {
-	d, err := m.push(ctx, meta.Hash)
+	d, err := m.push(ctx, meta.Hash, m.knownDigest(ctx, r.Name, meta.Hash))
 	if err != nil {
 		return nil, err
 	}
