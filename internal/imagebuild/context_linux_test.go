@@ -38,15 +38,15 @@ func contextWith(t *testing.T, files, links map[string]string) string {
 func TestResolveCopySymlinks(t *testing.T) {
 	dir := contextWith(t, map[string]string{"sub/f.txt": "in", "sub/deep/g.txt": "g", "hostname": "ctx-hostname"},
 		map[string]string{
-			"d":          "sub",              // in the context
-			"chain":      "d/deep",           // a chain staying inside
-			"up":         "sub/..",           // the root, through ".."
-			"abs":        "/etc",             // absolute: outside
-			"proc":       "/proc/self",       // absolute: outside
-			"climb":      "../../../etc",     // ".." out
-			"sub/out":    "../..",            // ".." out from a subdirectory
-			"hop1":       "sub/hop2",         // a chain that ends outside
-			"sub/hop2":   "../climb",         //
+			"d":          "sub",               // in the context
+			"chain":      "d/deep",            // a chain staying inside
+			"up":         "sub/..",            // the root, through ".."
+			"abs":        "/etc",              // absolute: outside
+			"proc":       "/proc/self",        // absolute: outside
+			"climb":      "../../../etc",      // ".." out
+			"sub/out":    "../..",             // ".." out from a subdirectory
+			"hop1":       "sub/hop2",          // a chain that ends outside
+			"sub/hop2":   "../climb",          //
 			"sub/inlink": "../sub/deep/g.txt", // copied as a link in a walk
 			"loop":       "loop",
 		})
