@@ -297,6 +297,9 @@ func (c *buildContext) resolveCopy(sources []string, dest string) ([]copyItem, e
 	var items []copyItem
 	for _, m := range matches {
 		src, err := c.resolve(m, m, true)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, userErr("%q: a symlink in it points to nothing in the build context", m)
+		}
 		if err != nil {
 			return nil, err
 		}
