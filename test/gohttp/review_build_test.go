@@ -345,7 +345,10 @@ func TestReviewBuild(t *testing.T) {
 		check := e.hostUnchanged(t, tpl)
 		before := hits.Load()
 		r := e.postBuild(t, tpl, contextTar(t, []ctxEntry{{name: "Dockerfile", content: "FROM " + u.Host + "/some/image:1\nRUN true\n"}}))
-		wantRefused(t, r, secret, "Dockerfile line 1", "refusing to connect")
+		// go-containerregistry v0.22.1 itself refuses a realm that is a
+		// literal private address; the dialer also covers realms that are
+		// names (this host has no name for ::1 to test that here).
+		wantRefused(t, r, secret, "Dockerfile line 1")
 		if hits.Load() != before {
 			t.Errorf("the denied token realm was fetched %d times", hits.Load()-before)
 		}
