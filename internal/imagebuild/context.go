@@ -265,8 +265,9 @@ type copyItem struct {
 
 // resolveCopy expands the COPY/ADD sources (globs, directories, ignore
 // rules) into the entries to copy, in a stable order. dest is absolute.
-// A source that is a symlink is followed (inside the context), as BuildKit
-// does; symlinks met while walking a directory are copied as links.
+// Links on the way to a source are followed inside the context; a source
+// that is itself a link, and links met while walking a directory, are
+// copied as links (copying a link reads nothing, whatever its target).
 func (c *buildContext) resolveCopy(sources []string, dest string) ([]copyItem, error) {
 	destIsDir := strings.HasSuffix(dest, "/") || len(sources) > 1
 	dest = path.Clean(dest)
@@ -296,7 +297,7 @@ func (c *buildContext) resolveCopy(sources []string, dest string) ([]copyItem, e
 	}
 	var items []copyItem
 	for _, m := range matches {
-		src, err := c.resolve(m, m, true)
+		src, err := c.resolve(m, m, false)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, userErr("%q: a symlink in it points to nothing in the build context", m)
 		}
