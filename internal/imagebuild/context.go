@@ -194,7 +194,7 @@ func (c *buildContext) glob(src, pattern string) ([]string, error) {
 	for _, elem := range splitRel(pattern) {
 		if !hasMeta(elem) {
 			for i := range cands {
-				cands[i] = path.Join(cands[i], unescapeMeta(elem))
+				cands[i] = path.Join(cands[i], elem)
 			}
 			continue
 		}
@@ -236,23 +236,9 @@ func (c *buildContext) glob(src, pattern string) ([]string, error) {
 	return out, nil
 }
 
+// hasMeta reports whether a pattern element holds wildcards or escapes
+// (path.Match handles both).
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
-
-// unescapeMeta removes the backslashes of a pattern element without
-// wildcards (filepath.Glob's escaping).
-func unescapeMeta(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			i++
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
 
 // copyItem is one context entry to copy: src (path relative to the context
 // root, with no symlink in it but possibly the entry itself), dst (path in
