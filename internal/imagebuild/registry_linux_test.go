@@ -127,3 +127,25 @@ func TestLocalImageDir(t *testing.T) {
 		t.Errorf("without --image-dir: %v", err)
 	}
 }
+
+// TestImageBudget: an image whose layers unpack to more than the budget
+// stops with a 413 naming the cap.
+func TestImageBudget(t *testing.T) {
+	img := testImage(t)
+	ls, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newLayerApplier(t.TempDir())
+	budget := &imageBudget{left: 1024, ref: "big/image:1"}
+	var last error
+	for _, l := range ls {
+		if last = applyImageLayer(a, l, budget); last != nil {
+			break
+		}
+	}
+	ue, ok := sandbox.AsUserError(last)
+	if !ok || ue.Code != http.StatusRequestEntityTooLarge || !strings.Contains(ue.Msg, "big/image:1") || !strings.Contains(ue.Msg, "--max-image-mb") {
+		t.Fatalf("over the budget: %v", last)
+	}
+}
