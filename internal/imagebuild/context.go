@@ -89,6 +89,7 @@ func (c *buildContext) resolve(src, rel string, followLast bool) (string, error)
 	var done []string // resolved elements: no symlink among them
 	todo := splitRel(rel)
 	hops := 0
+	via := "" // the last link followed, for the error
 	for len(todo) > 0 {
 		elem := todo[0]
 		todo = todo[1:]
@@ -97,6 +98,9 @@ func (c *buildContext) resolve(src, rel string, followLast bool) (string, error)
 			continue
 		case "..":
 			if len(done) == 0 {
+				if via != "" {
+					return "", userErr("%s: %s, outside the build context", src, via)
+				}
 				return "", userErr("%s: the path leaves the build context", src)
 			}
 			done = done[:len(done)-1]
@@ -121,38 +125,18 @@ func (c *buildContext) resolve(src, rel string, followLast bool) (string, error)
 		if err != nil {
 			return "", fmt.Errorf("reading the build context: %w", err)
 		}
+		via = fmt.Sprintf("symlink %s points to %s", cur, target)
 		if path.IsAbs(target) {
-			return "", userErr("%s: symlink %s points to %s, outside the build context", src, cur, target)
+			return "", userErr("%s: %s, outside the build context", src, via)
 		}
-		// The target is relative to the link's directory: climbing above
-		// the context root is caught by ".." above.
-		if escapes(done, target) {
-			return "", userErr("%s: symlink %s points to %s, outside the build context", src, cur, target)
-		}
+		// The target is relative to the link's directory (done): a ".."
+		// climbing above the context root is refused above.
 		todo = append(splitRel(target), todo...)
 	}
 	if len(done) == 0 {
 		return ".", nil
 	}
 	return path.Join(done...), nil
-}
-
-// escapes reports whether target, relative to the directory dir (resolved
-// elements), climbs above the root.
-func escapes(dir []string, target string) bool {
-	depth := len(dir)
-	for _, e := range splitRel(target) {
-		switch e {
-		case ".":
-		case "..":
-			if depth--; depth < 0 {
-				return true
-			}
-		default:
-			depth++
-		}
-	}
-	return false
 }
 
 func splitRel(p string) []string {

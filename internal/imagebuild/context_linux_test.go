@@ -121,19 +121,3 @@ func TestResolveCopySymlinks(t *testing.T) {
 		t.Error(".dockerignore through an in-context link was not applied")
 	}
 }
-
-// TestEscapes covers the lexical check of link targets.
-func TestEscapes(t *testing.T) {
-	for _, tc := range []struct {
-		dir    []string
-		target string
-		want   bool
-	}{
-		{nil, "a", false}, {nil, "..", true}, {[]string{"a"}, "..", false}, {[]string{"a"}, "../..", true},
-		{[]string{"a", "b"}, "../c/../../d", false}, {[]string{"a"}, "x/../../..", true}, {nil, "./.", false},
-	} {
-		if got := escapes(tc.dir, tc.target); got != tc.want {
-			t.Errorf("escapes(%q, %q) = %v, want %v", tc.dir, tc.target, got, tc.want)
-		}
-	}
-}

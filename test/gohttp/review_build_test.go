@@ -290,7 +290,7 @@ func TestReviewBuild(t *testing.T) {
 	// and nothing is stored.
 	t.Run("attack/L3-gzip-bomb-upload", func(t *testing.T) {
 		tpl := "review-bomb-" + uniqueTag(t)
-		bomb := gzipBomb(t, 3<<30)
+		bomb := gzipBomb(t, tpl, 3<<30)
 		sum := sha256.Sum256(bomb)
 		hash := hex.EncodeToString(sum[:])
 		check := e.hostUnchanged(t, "")
@@ -506,10 +506,10 @@ func (e env) uploadTarGz(t *testing.T, templateID string, entries []ctxEntry) st
 	return hash
 }
 
-// gzipBomb is a gzip stream of a tar holding one file of size zero bytes:
-// one compressed 64 MiB block of zeros repeated as gzip members (a reader
-// joins them), so making it costs one block's compression.
-func gzipBomb(t *testing.T, size int64) []byte {
+// gzipBomb is a gzip stream of a tar holding one file, name, of size zero
+// bytes: one compressed 64 MiB block of zeros repeated as gzip members (a
+// reader joins them), so making it costs one block's compression.
+func gzipBomb(t *testing.T, name string, size int64) []byte {
 	t.Helper()
 	member := func(b []byte) []byte {
 		var buf bytes.Buffer
@@ -520,7 +520,7 @@ func gzipBomb(t *testing.T, size int64) []byte {
 	}
 	var hdr bytes.Buffer
 	tw := tar.NewWriter(&hdr)
-	if err := tw.WriteHeader(&tar.Header{Name: "zeros", Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
 		t.Fatal(err)
 	}
 	const block = 64 << 20
