@@ -5,6 +5,7 @@ package imagebuild
 import (
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,4 +121,43 @@ func TestResolveCopySymlinks(t *testing.T) {
 	if _, err := gc.resolveCopy([]string{"a.key"}, "/x"); err == nil {
 		t.Error(".dockerignore through an in-context link was not applied")
 	}
+}
+
+// FuzzResolve: whatever links a context holds and whatever path a COPY
+// names, a resolved path is inside the context (also by the kernel's own
+// resolution of it).
+func FuzzResolve(f *testing.F) {
+	f.Add("../..", "/etc", "a/b/..", "l1/l2/x")
+	f.Add("a", "../l1/../..", "l3", "l2/b/f")
+	f.Add("l2", "l1", "..", "l3/etc/hostname")
+	f.Fuzz(func(t *testing.T, t1, t2, t3, p string) {
+		if len(p) > 200 || t1 == "" || t2 == "" || t3 == "" || strings.ContainsRune(t1+t2+t3+p, 0) {
+			return
+		}
+		dir := contextWith(t, map[string]string{"a/b/f": "f", "a/g": "g"},
+			map[string]string{"l1": t1, "a/l2": t2, "a/b/l3": t3})
+		c, err := openContext(dir)
+		if err != nil {
+			return
+		}
+		defer c.close()
+		rel := path.Clean("/" + p)[1:]
+		if rel == "" {
+			rel = "."
+		}
+		got, err := c.resolve(p, rel, true)
+		if err != nil {
+			return
+		}
+		if got != "." && (strings.HasPrefix(got, "../") || got == ".." || path.IsAbs(got)) {
+			t.Fatalf("resolve(%q) = %q", p, got)
+		}
+		real, err := filepath.EvalSymlinks(filepath.Join(dir, got))
+		if err != nil {
+			t.Fatalf("resolve(%q) = %q, which does not exist: %v", p, got, err)
+		}
+		if real != dir && !strings.HasPrefix(real, dir+"/") {
+			t.Fatalf("resolve(%q) = %q, which is %s on the host, outside %s", p, got, real, dir)
+		}
+	})
 }
