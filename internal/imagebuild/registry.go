@@ -32,7 +32,11 @@ type registryClient struct {
 
 func newRegistry(cfg PullConfig) *registryClient {
 	r := &registryClient{cfg: cfg, dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}, hostAddrs: net.InterfaceAddrs}
-	t := remote.DefaultTransport.(*http.Transport).Clone()
+	base, ok := remote.DefaultTransport.(*http.Transport)
+	if !ok {
+		base = http.DefaultTransport.(*http.Transport)
+	}
+	t := base.Clone()
 	t.DialContext = r.dial
 	t.DialTLSContext = nil
 	r.transport = guardedTransport{next: t, r: r}
