@@ -99,17 +99,15 @@ func (e *reviewEnv) evilTree(t *testing.T) (artifacts.Digest, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.a.Get(context.Background(), info.Key)
-	if err == nil {
-		// Get of a tree key fetches the packed bytes.
-		b, rerr := os.ReadFile(p)
-		if rerr != nil {
-			t.Fatal(rerr)
-		}
-		return info.Digest, b
+	p, err := e.a.Get(context.Background(), info.Key) // the packed bytes
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal(err)
-	return "", nil
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Digest, b
 }
 
 // probeBackend records whether anything named marker existed under watch
