@@ -129,9 +129,9 @@ type child struct {
 	id, token string
 	// trafficToken guards the child's non-envd ports ("" when public).
 	trafficToken string
-	slot      int
-	ep        *network.Endpoint
-	spec      runtime.Spec
+	slot         int
+	ep           *network.Endpoint
+	spec         runtime.Spec
 	// baseEnv is set under the parent's env vars at /init (template env of
 	// sandboxes restored from a snapshot).
 	baseEnv map[string]string
