@@ -29,6 +29,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/daemonlock"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 	"github.com/airlock-sandbox/airlock/internal/metrics"
@@ -238,6 +239,10 @@ func (d *daemon) open(ctx context.Context) error {
 	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
+	// Every credential in the environment has been read (artifact store,
+	// store, cluster secret, API key): no process started from here on
+	// inherits them (helpers get their own minimal env anyway).
+	helperenv.DropSecrets()
 	auditGroup, err := d.cfg.Egress.group(d.cfg.NetPrefix)
 	if err != nil {
 		return err

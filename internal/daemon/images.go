@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 
 	"github.com/airlock-sandbox/airlock/internal/artifacts"
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -88,9 +88,9 @@ func (a artifactImages) GetShared(ctx context.Context, key, dst string) error {
 	}
 	// Hard links (the cache and dst are both in the data dir); a copy
 	// when they are on different file systems.
-	if out, err := exec.CommandContext(ctx, "cp", "-al", src, dst).CombinedOutput(); err != nil {
+	if out, err := helperenv.Command(ctx, "cp", "-al", src, dst).CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dst)
-		if out2, err2 := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", src, dst).CombinedOutput(); err2 != nil {
+		if out2, err2 := helperenv.Command(ctx, "cp", "-a", "--reflink=auto", src, dst).CombinedOutput(); err2 != nil {
 			return fmt.Errorf("fetching %s: linking the tree: %v: %s; copying it: %w: %s", key, err, bytes.TrimSpace(out), err2, bytes.TrimSpace(out2))
 		}
 	}

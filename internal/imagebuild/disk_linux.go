@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 )
 
 // DiskExporter is what a VM runtime offers the builder (microvm.Runtime).
@@ -100,7 +101,7 @@ func (s *DiskSource) Upper(ctx context.Context, sandboxDir, _ string) (upper str
 // device that goes away with the mount. noload: the image's journal was
 // replayed by e2fsck (the base image was never mounted).
 func mountImage(ctx context.Context, img, dir string) error {
-	out, err := exec.CommandContext(ctx, "mount", "-t", "ext4", "-o", "ro,loop,noload,nosuid,nodev,noexec", img, dir).CombinedOutput()
+	out, err := helperenv.Command(ctx, "mount", "-t", "ext4", "-o", "ro,loop,noload,nosuid,nodev,noexec", img, dir).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mounting %s: %w: %s", filepath.Base(img), err, bytes.TrimSpace(out))
 	}

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/artifacts"
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 )
 
 // Templates in the artifact store (internal/artifacts, `serve --artifacts`):
@@ -300,7 +300,7 @@ func (m *Manager) pullOnce(ctx context.Context, hash string) (err error) {
 // copyTree copies src to dst (not existing) with owners, modes, times,
 // links and extended attributes.
 func copyTree(src, dst string) error {
-	if out, err := exec.Command("cp", "-a", "--", src, dst).CombinedOutput(); err != nil {
+	if out, err := helperenv.Command(context.Background(), "cp", "-a", "--", src, dst).CombinedOutput(); err != nil {
 		return fmt.Errorf("copying %s: %w: %s", src, err, strings.TrimSpace(string(out)))
 	}
 	return nil
