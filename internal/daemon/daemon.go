@@ -195,6 +195,10 @@ type daemon struct {
 	// files are the uploaded file sets of SDK template builds.
 	files *api.FileSets
 
+	// infraBlocked are the store's and the artifact store's addresses,
+	// which no sandbox reaches (blocked.go).
+	infraBlocked []netip.Addr
+
 	// role is the cluster role (--role) and, for a node, its identity.
 	role role
 	// node is the node's heartbeat state (nil unless --role node).
@@ -239,6 +243,7 @@ func (d *daemon) open(ctx context.Context) error {
 	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
+	d.infraBlocked = d.infraAddrs(ctx, os.Getenv(artifacts.EnvEndpoint))
 	// Every credential in the environment has been read (artifact store,
 	// store, cluster secret, API key): no process started from here on
 	// inherits them (helpers get their own minimal env anyway).
@@ -256,7 +261,8 @@ func (d *daemon) open(ctx context.Context) error {
 	d.nameservers = sandbox.HostNameservers("/etc/resolv.conf")
 	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix,
 		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs,
-		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers)}, d.log)
+		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers),
+		BlockedAddrs: d.infraBlocked}, d.log)
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
