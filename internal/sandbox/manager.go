@@ -284,7 +284,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg.HTTPClient = &http.Client{Transport: cfg.Conns.Wrap(&http.Transport{
 			Proxy:           nil,
 			IdleConnTimeout: 30 * time.Second,
-		})}
+		}), CheckRedirect: guest.NoRedirect} // never follow the sandbox elsewhere
 	}
 	events := newEventLog(cfg.Logs)
 	return &Manager{
