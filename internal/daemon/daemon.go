@@ -439,6 +439,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Transport:       conns.Wrap(sandboxTransport),
 		Logger:          d.log.With("component", "proxy"),
 		UploadGuard:     d.mgr.CheckHostDisk,
+		APIKey:          d.apiKey, // never passed on to sandbox code
 	})
 	if d.node != nil {
 		return d.node.guard(h)
