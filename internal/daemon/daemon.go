@@ -267,6 +267,11 @@ func (d *daemon) open(ctx context.Context) error {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
 	d.log.Info("operator deny list", "deny_out", prefixList(d.denyOut), "deny_out_except", prefixList(d.denyOutExcept))
+	if d.node != nil && d.node.cs != nil {
+		// The other nodes' addresses, before a sandbox is restored (the
+		// heartbeat loop keeps them current once the node is ready).
+		d.node.refreshBlocked(ctx)
+	}
 	if d.role.node {
 		// Sandboxes move between nodes under their ids; nodes sharing a
 		// host (the one-machine cluster) must not share their cgroups.
