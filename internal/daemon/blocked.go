@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/airlock-sandbox/airlock/internal/cluster"
 )
 
 // The cluster's own addresses no sandbox reaches, whatever --deny-out,
@@ -123,6 +125,19 @@ func (d *daemon) infraAddrs(ctx context.Context, s3Endpoint string) []netip.Addr
 	return addrs
 }
 
+// blockedAddrs is the blocked set: every node's advertise address
+// (resolved) and infra, sorted, without duplicates.
+func blockedAddrs(ctx context.Context, nodes []cluster.Node, infra []netip.Addr) ([]netip.Addr, []error) {
+	var hosts []string
+	for _, nd := range nodes {
+		hosts = append(hosts, addrHost(nd.Addr))
+	}
+	addrs, errs := resolveHosts(ctx, hosts)
+	addrs = append(addrs, infra...)
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	return slices.Compact(addrs), errs
+}
+
 // blockedState is what the last refresh of a node's blocked set found
 // (used by the heartbeat loop only).
 type blockedState struct {
@@ -145,17 +160,10 @@ func (n *nodeState) refreshBlocked(ctx context.Context) {
 		n.d.log.Warn("cluster node: listing nodes for the blocked set", "err", err)
 		return
 	}
-	var hosts []string
-	for _, nd := range nodes {
-		hosts = append(hosts, addrHost(nd.Addr))
-	}
-	addrs, errs := resolveHosts(ctx, hosts)
+	addrs, errs := blockedAddrs(ctx, nodes, n.d.infraBlocked)
 	for _, err := range errs {
 		n.d.log.Warn("cluster node: a node's address is not blocked for sandboxes", "err", err)
 	}
-	addrs = append(addrs, n.d.infraBlocked...)
-	slices.SortFunc(addrs, netip.Addr.Compare)
-	addrs = slices.Compact(addrs)
 	if slices.Equal(addrs, n.blocked.addrs) {
 		return
 	}

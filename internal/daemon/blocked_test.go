@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/airlock-sandbox/airlock/internal/cluster"
 )
 
 func TestStoreHosts(t *testing.T) {
@@ -62,5 +64,17 @@ func TestResolveHosts(t *testing.T) {
 	}
 	if len(errs) != 1 {
 		t.Errorf("resolveHosts errors = %v, want one for the unknown name", errs)
+	}
+}
+
+func TestBlockedAddrsOfNodes(t *testing.T) {
+	nodes := []cluster.Node{{ID: "a", Addr: "10.0.0.7:49982"}, {ID: "b", Addr: "203.0.113.9:49982"}, {ID: "c", Addr: "10.0.0.7:49983"},
+		{ID: "d", Addr: "localhost:49982"}}
+	infra := []netip.Addr{netip.MustParseAddr("10.0.0.5"), netip.MustParseAddr("203.0.113.9")}
+	got, errs := blockedAddrs(context.Background(), nodes, infra)
+	want := []netip.Addr{netip.MustParseAddr("10.0.0.5"), netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("127.0.0.1"),
+		netip.MustParseAddr("203.0.113.9")}
+	if len(errs) != 0 || !slices.Equal(got, want) {
+		t.Fatalf("blockedAddrs = %v, %v; want %v", got, errs, want)
 	}
 }
