@@ -97,8 +97,9 @@ func mmdebstrapBuild(ctx context.Context, r *Recipe, rootfs string, progress fun
 		mmdebstrapArgs(r, rootfs, setupPath, sources)...)
 	cmd := exec.CommandContext(ctx, unshare, args...)
 	// A minimal environment (never the daemon's credentials), with the
-	// operator's proxy settings for apt and TMPDIR for mmdebstrap.
-	pass := helperenv.Pass(append([]string{"TMPDIR"}, helperenv.ProxyVars...)...)
+	// operator's proxy settings for apt, and TMPDIR and APT_CONFIG, which
+	// mmdebstrap honours.
+	pass := helperenv.Pass(append([]string{"TMPDIR", "APT_CONFIG"}, helperenv.ProxyVars...)...)
 	cmd.Env = helperenv.Env(append(pass, "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C.UTF-8")...)
 	cmd.Stdin = nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
