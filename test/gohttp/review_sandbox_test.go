@@ -102,7 +102,9 @@ func TestReviewSandbox(t *testing.T) {
 		if !gofer {
 			t.Fatalf("positive control: no gofer among the daemon's helper processes %v", procs)
 		}
-		t.Logf("checked %d helper processes of the daemon and sandbox %s", len(procs), s.SandboxID)
+		for pid, cmd := range procs {
+			t.Logf("checked helper process %d: %s", pid, sbxShort(cmd))
+		}
 	})
 
 	// L2: port 49999 takes no token on /contexts (the E2B SDKs send none):
