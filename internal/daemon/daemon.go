@@ -29,6 +29,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/daemonlock"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 	"github.com/airlock-sandbox/airlock/internal/metrics"
@@ -203,6 +204,10 @@ type daemon struct {
 	// files are the uploaded file sets of SDK template builds.
 	files *api.FileSets
 
+	// infraBlocked are the store's and the artifact store's addresses,
+	// which no sandbox reaches (blocked.go).
+	infraBlocked []netip.Addr
+
 	// role is the cluster role (--role) and, for a node, its identity.
 	role role
 	// node is the node's heartbeat state (nil unless --role node).
@@ -247,6 +252,11 @@ func (d *daemon) open(ctx context.Context) error {
 	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
+	d.infraBlocked = d.infraAddrs(ctx, os.Getenv(artifacts.EnvEndpoint))
+	// Every credential in the environment has been read (artifact store,
+	// store, cluster secret, API key): no process started from here on
+	// inherits them (helpers get their own minimal env anyway).
+	helperenv.DropSecrets()
 	auditGroup, err := d.cfg.Egress.group(d.cfg.NetPrefix)
 	if err != nil {
 		return err
@@ -260,11 +270,17 @@ func (d *daemon) open(ctx context.Context) error {
 	d.nameservers = sandbox.HostNameservers("/etc/resolv.conf")
 	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix,
 		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs,
-		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers)}, d.log)
+		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers),
+		BlockedAddrs: d.infraBlocked}, d.log)
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
 	d.log.Info("operator deny list", "deny_out", prefixList(d.denyOut), "deny_out_except", prefixList(d.denyOutExcept))
+	if d.node != nil && d.node.cs != nil {
+		// The other nodes' addresses, before a sandbox is restored (the
+		// heartbeat loop keeps them current once the node is ready).
+		d.node.refreshBlocked(ctx)
+	}
 	if d.role.node {
 		// Sandboxes move between nodes under their ids; nodes sharing a
 		// host (the one-machine cluster) must not share their cgroups.
@@ -437,6 +453,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Transport:       conns.Wrap(sandboxTransport),
 		Logger:          d.log.With("component", "proxy"),
 		UploadGuard:     d.mgr.CheckHostDisk,
+		APIKey:          d.apiKey, // never passed on to sandbox code
 	})
 	if d.node != nil {
 		return d.node.guard(h)

@@ -54,6 +54,9 @@ type nodeState struct {
 	admitMu        sync.Mutex
 	admitting      sandbox.Limits
 	admittingCount int
+
+	// blocked is the blocked set's refresh state (blocked.go; run's loop).
+	blocked blockedState
 }
 
 func newNodeState(d *daemon) *nodeState {
@@ -213,6 +216,7 @@ func (n *nodeState) run(ctx context.Context) {
 	go n.d.mgr.RunDropMoved(ctx, dropMovedInterval)
 	for {
 		n.beat(ctx)
+		n.refreshBlocked(ctx) // blocked.go
 		select {
 		case <-ctx.Done():
 			return

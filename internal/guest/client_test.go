@@ -242,3 +242,40 @@ func TestReceive(t *testing.T) {
 		t.Fatalf("Receive until close = %v, %v, want the end and the deadline error", end, err)
 	}
 }
+
+// An agent that answers with a redirect (a sandbox that controls its
+// port) never makes the daemon's client request the target: not for
+// /health, /init, /freeze, the clock nor the Process service; the call
+// fails instead.
+func TestClientNeverFollowsRedirects(t *testing.T) {
+	followed := make(chan string, 16)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metadata/", func(w http.ResponseWriter, r *http.Request) {
+		followed <- r.Method + " " + r.URL.Path + " token=" + r.Header.Get(HeaderAccessToken)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://169.254.169.254/metadata/"+strings.TrimPrefix(r.URL.Path, "/"), http.StatusTemporaryRedirect)
+	})
+	c := fakeAgent(t, mux)
+	ctx := context.Background()
+	if err := c.Health(ctx, "10.0.0.2"); err == nil {
+		t.Error("Health through a redirect succeeded")
+	}
+	if err := c.Init(ctx, "10.0.0.2", InitRequest{}, "tok"); err == nil {
+		t.Error("Init through a redirect succeeded")
+	}
+	if err := c.Freeze(ctx, "10.0.0.2"); err == nil {
+		t.Error("Freeze through a redirect succeeded")
+	}
+	if err := c.SetClock(ctx, "10.0.0.2"); err == nil {
+		t.Error("SetClock through a redirect succeeded")
+	}
+	if _, err := c.Process("10.0.0.2", "tok", "root").List(ctx, connect.NewRequest(&processpb.ListRequest{})); err == nil {
+		t.Error("Process.List through a redirect succeeded")
+	}
+	select {
+	case hit := <-followed:
+		t.Fatalf("the client followed a redirect: %s", hit)
+	default:
+	}
+}

@@ -73,6 +73,10 @@ type Options struct {
 	// UploadGuard, when set, is asked before an upload (POST/PUT /files to
 	// envd) is forwarded; an error refuses it (see uploadGuard in disk.go).
 	UploadGuard func() error
+	// APIKey is the daemon's API key: an X-API-Key or Authorization header
+	// that carries it is removed before a request reaches sandbox code
+	// (keyheaders.go).
+	APIKey string
 }
 
 type proxy struct {
@@ -247,6 +251,7 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del(HeaderSandboxID)
 	pr.Out.Header.Del(HeaderSandboxPort)
 	pr.Out.Header.Del(HeaderTrafficToken)
+	stripAPIKey(pr.Out.Header, p.opts.APIKey)
 }
 
 // upstreamError answers 502 when the sandbox cannot be reached.
