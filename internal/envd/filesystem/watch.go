@@ -132,15 +132,22 @@ func (s *Service) startWatch(u *identity.User, spec watchSpec) (*dirWatch, error
 }
 
 // add watches dir and, when recursive, every directory below it that can
-// be read. Call it through d.as.
+// be read. Call it through d.as. The directory is opened first, as the
+// user: that open is the permission check, since gVisor's
+// inotify_add_watch (unlike Linux's) does not check read permission.
 func (d *dirWatch) add(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("adding watch on %s: %w", dir, err)
+	}
+	defer f.Close()
 	if err := d.w.Add(dir); err != nil {
 		return fmt.Errorf("adding watch on %s: %w", dir, err)
 	}
 	if !d.recursive {
 		return nil
 	}
-	des, err := os.ReadDir(dir)
+	des, err := f.ReadDir(-1)
 	if err != nil {
 		return nil // unreadable subtree: watch what we can
 	}
