@@ -7,7 +7,9 @@ package gohttp
 // attack/R2-<n>-<name> so the reliability report counts them.
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -126,4 +128,78 @@ func TestReviewEnvd(t *testing.T) {
 			}
 		}
 	})
+
+	// R2-8: Start's cwd check and PATH search run as the acting user, so
+	// user cannot tell a directory or a program under /root from a missing one.
+	t.Run("attack/R2-8-existence-oracle-under-root", func(t *testing.T) {
+		tag := uniqueTag(t)
+		if r := e.run(t, s, "root", "mkdir -p /root/r28-"+tag+"/sub && printf '#!/bin/sh\\n' > /root/r28-"+tag+"/tool && chmod 700 /root && chmod 755 /root/r28-"+tag+"/tool", time.Minute); r.exitCode != 0 {
+			t.Fatalf("setup: %+v", r)
+		}
+		dir := "/root/r28-" + tag
+		norm := func(m string) string {
+			return strings.NewReplacer(dir+"/sub", "X", dir+"/nope", "X", `"tool"`, "X", `"nope"`, "X", dir+"/tool", "X").Replace(m)
+		}
+		hidden := e.startError(t, s, "user", "true", dir+"/sub", "")
+		missing := e.startError(t, s, "user", "true", dir+"/nope", "")
+		if hidden == "" || norm(hidden) != norm(missing) {
+			t.Errorf("cwd: an existing directory under /root answers %q, a missing one %q", hidden, missing)
+		}
+		hidden = e.startError(t, s, "user", "tool", "", dir)
+		missing = e.startError(t, s, "user", "nope", "", dir)
+		if hidden == "" || norm(hidden) != norm(missing) {
+			t.Errorf("PATH: a program under /root answers %q, a missing one %q", hidden, missing)
+		}
+	})
+}
+
+// startError starts cmd as user (with cwd and PATH when set) through
+// Process.Start and returns the stream's error message ("" when it ran).
+func (e env) startError(t *testing.T, s sandboxInfo, user, cmd, cwd, path string) string {
+	t.Helper()
+	proc := map[string]any{"cmd": cmd, "envs": map[string]string{}}
+	if cwd != "" {
+		proc["cwd"] = cwd
+	}
+	if path != "" {
+		proc["envs"] = map[string]string{"PATH": path}
+	}
+	msg, err := json.Marshal(map[string]any{"process": proc, "stdin": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 5, 5+len(msg))
+	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
+	body = append(body, msg...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := e.envdRequest(ctx, t, s, http.MethodPost, "/process.Process/Start", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/connect+json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	req.Header.Set("Authorization", basicUser(user))
+	res, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	for len(raw) >= 5 {
+		n := int(binary.BigEndian.Uint32(raw[1:5]))
+		if len(raw) < 5+n {
+			break
+		}
+		if raw[0]&2 != 0 {
+			var end struct {
+				Error *struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(raw[5:5+n], &end) == nil && end.Error != nil {
+				return end.Error.Message
+			}
+			return ""
+		}
+		raw = raw[5+n:]
+	}
+	return ""
 }
