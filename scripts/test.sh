@@ -220,7 +220,12 @@ LISTEN="127.0.0.1:$PORT"
 # --warm-pool code-interpreter-v1=0: the reliability suite's leak checks count
 # every runtime sandbox, and a pool refilling in the background would be one;
 # the default (automatic) pool has its own test (test/gohttp/warmpool_test.go).
-SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16} --dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.12 --deny-out-except ${AIRLOCK_E2E_EXT_NET:-10.78.255}.0/27 --warm-pool code-interpreter-v1=0"
+# --registry-allow 127.0.0.1: the template tests' registries run on loopback,
+# which FROM may not reach otherwise (review_build_test.go proves [::1] stays
+# closed); --image-dir: where they write FROM oci-layout:// images.
+IMAGE_DIR=$WORK/images
+mkdir -p "$IMAGE_DIR"
+SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16} --dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.12 --deny-out-except ${AIRLOCK_E2E_EXT_NET:-10.78.255}.0/27 --warm-pool code-interpreter-v1=0 --registry-allow 127.0.0.1 --image-dir $IMAGE_DIR"
 export AIRLOCK_E2E_NETNS_PREFIX=${AIRLOCK_TEST_NET_PREFIX:-ale2e}-
 echo "data dir $DATA_DIR, listen $LISTEN, log $DAEMON_LOG"
 # shellcheck disable=SC2086 # SERVE_CMD is split on purpose (no spaces in its parts)
@@ -277,6 +282,7 @@ export AIRLOCK_E2E_SERVE_CMD=$SERVE_CMD
 export AIRLOCK_E2E_DATA_DIR=$DATA_DIR
 export AIRLOCK_E2E_SUBNET=${AIRLOCK_TEST_SUBNET:-10.79.0.0/16}
 export AIRLOCK_E2E_DAEMON_LOG=$DAEMON_LOG
+export AIRLOCK_E2E_IMAGE_DIR=$IMAGE_DIR
 
 # ---------------------------------------------------------------- reliability report (on request)
 if [ "${AIRLOCK_TEST_REPORT:-0}" = 1 ]; then
@@ -305,7 +311,7 @@ record npm-ci $?
 node_flags=(--test --test-reporter=spec)
 if node --test-concurrency=2 -e 0 >/dev/null 2>&1; then node_flags+=(--test-concurrency=2); fi
 if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then node_flags+=(--test-timeout=900000); fi
-read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs egress.test.mjs security.test.mjs metrics.test.mjs limits.test.mjs ports.test.mjs interpreter.test.mjs templates.test.mjs templates-sdk.test.mjs templates-cli.test.mjs snapshots.test.mjs fspause.test.mjs}"
+read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs egress.test.mjs security.test.mjs metrics.test.mjs limits.test.mjs ports.test.mjs interpreter.test.mjs templates.test.mjs templates-sdk.test.mjs templates-cli.test.mjs templates-review.test.mjs snapshots.test.mjs fspause.test.mjs}"
 (cd test/e2e && node "${node_flags[@]}" "${node_files[@]}") 2>&1 | tee "$NODE_OUT"
 record js-e2e "${PIPESTATUS[0]}"
 

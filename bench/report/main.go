@@ -2,7 +2,13 @@
 // and writes docs/RELIABILITY.md:
 //
 //   - attacks tried / contained: `go test -json` subtests named attack/* and
-//     abuse/* (test/gohttp), plus the E2B SDK security tests (node spec output);
+//     abuse/* (test/gohttp, and the TestReview* root tests of internal
+//     packages), plus the E2B SDK security tests (node spec output) and the
+//     tests of other node suites (cluster, microVM) whose titles start with a
+//     security-review finding id;
+//   - per security-review finding (H1, M4, L6, R2-3 …): how many attacks
+//     tried it and held, from the id in the subtest name
+//     (attack/<id>-<what>) or the start of a node test title;
 //   - faults injected / survived: subtests named fault/*;
 //   - load held: the JSON summary of bench/soak;
 //   - fuzz executions: the log of scripts/fuzz.sh.
@@ -17,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,8 +36,10 @@ type outcome struct {
 }
 
 func main() {
-	goJSON := flag.String("go-json", "", "`go test -json` output of test/gohttp (attack/, abuse/, fault/ subtests)")
-	nodeOut := flag.String("node", "", "node --test spec output of test/e2e/security.test.mjs")
+	var goJSON, nodeOut, nodeReview listFlag
+	flag.Var(&goJSON, "go-json", "`go test -json` output of test/gohttp or of TestReview* root tests (attack/, abuse/, fault/ subtests; repeatable)")
+	flag.Var(&nodeOut, "node", "node --test spec output of test/e2e/security.test.mjs: every test is an attack (repeatable)")
+	flag.Var(&nodeReview, "node-review", "node --test spec output of another suite (cluster, microVM): only tests whose title starts with a finding id (H1, M6 …) count (repeatable)")
 	fuzzLog := flag.String("fuzz", "", "log of scripts/fuzz.sh")
 	soakJSON := flag.String("soak", "", "JSON summary of bench/soak")
 	findings := flag.String("findings", "bench/report/findings.md", "markdown appended as the findings section")
@@ -38,13 +47,18 @@ func main() {
 	flag.Parse()
 
 	var r report
-	if *goJSON != "" {
-		if err := r.readGoJSON(*goJSON); err != nil {
+	for _, p := range goJSON {
+		if err := r.readGoJSON(p); err != nil {
 			fail(err)
 		}
 	}
-	if *nodeOut != "" {
-		if err := r.readNode(*nodeOut); err != nil {
+	for _, p := range nodeOut {
+		if err := r.readNode(p, false); err != nil {
+			fail(err)
+		}
+	}
+	for _, p := range nodeReview {
+		if err := r.readNode(p, true); err != nil {
 			fail(err)
 		}
 	}
@@ -76,6 +90,31 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "wrote", *out)
 	}
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// findingID matches a security-review finding id at the start of a name:
+// H1, M4, L6 (the first review) or R2-3 (the second pass), followed by a
+// separator.
+var findingID = regexp.MustCompile(`^((?:[HML]\d+)|(?:R\d+-\d+))(?:[-:. ]|$)`)
+
+// finding returns the review finding an attack's name starts with ("" if
+// none): the part after attack/ for a Go subtest, after "sdk: " for a node
+// test.
+func finding(name string) string {
+	if i := strings.LastIndex(name, "/attack/"); i >= 0 {
+		name = name[i+len("/attack/"):]
+	}
+	name = strings.TrimPrefix(name, "sdk: ")
+	if m := findingID.FindStringSubmatch(name); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 func fail(err error) {
@@ -155,7 +194,8 @@ func (r *report) readGoJSON(path string) error {
 }
 
 // readNode reads node's spec reporter: "✔ name (12ms)" / "✖ name (..)".
-func (r *report) readNode(path string) error {
+// With reviewOnly only tests whose title starts with a finding id count.
+func (r *report) readNode(path string, reviewOnly bool) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -174,7 +214,11 @@ func (r *report) readNode(path string) error {
 		if i := strings.LastIndex(name, " ("); i > 0 {
 			name = name[:i]
 		}
-		if name == "security" || !strings.HasPrefix(line, "  ") { // the describe block itself
+		if reviewOnly {
+			if finding(name) == "" {
+				continue
+			}
+		} else if name == "security" || !strings.HasPrefix(line, "  ") { // the describe block itself
 			continue
 		}
 		r.attacks = append(r.attacks, outcome{"sdk: " + name, passed})
@@ -197,6 +241,40 @@ func (r *report) readFuzz(path string) error {
 		r.fuzz = append(r.fuzz, fuzzResult{target: f[1], pkg: f[2], execs: n, ok: f[4] == "ok"})
 	}
 	return nil
+}
+
+// byFinding groups the attacks named after a review finding by its id.
+func (r *report) byFinding() map[string][]outcome {
+	m := map[string][]outcome{}
+	for _, o := range r.attacks {
+		if id := finding(o.name); id != "" {
+			m[id] = append(m[id], o)
+		}
+	}
+	return m
+}
+
+// findingLess orders ids H before M before L before R…, then by number.
+func findingLess(a, b string) bool {
+	rank := func(id string) (int, int, int) {
+		k := strings.IndexByte("HMLR", id[0])
+		if id[0] == 'R' {
+			var pass, n int
+			fmt.Sscanf(id, "R%d-%d", &pass, &n)
+			return k, pass, n
+		}
+		n, _ := strconv.Atoi(id[1:])
+		return k, 0, n
+	}
+	ak, ap, an := rank(a)
+	bk, bp, bn := rank(b)
+	if ak != bk {
+		return ak < bk
+	}
+	if ap != bp {
+		return ap < bp
+	}
+	return an < bn
 }
 
 func count(list []outcome) (passed int) {
@@ -248,9 +326,10 @@ func (r *report) markdown(table, findings string) string {
 	fmt.Fprintln(&b, "# Reliability and security report")
 	fmt.Fprintln(&b)
 	fmt.Fprintf(&b, "Generated by `bench/report` (`bash bench/report/run.sh`) on %s. Inputs: the raw-HTTP suite\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintln(&b, "`test/gohttp` (security_test.go, abuse_test.go, apiabuse_test.go, faults*_test.go, diskfull_test.go), the E2B SDK suite")
-	fmt.Fprintln(&b, "`test/e2e/security.test.mjs`, `bench/soak` and `scripts/fuzz.sh`. A \"held\" attack failed *and* the")
-	fmt.Fprintln(&b, "daemon and a witness sandbox were unharmed afterwards.")
+	fmt.Fprintln(&b, "`test/gohttp` (security_test.go, abuse_test.go, apiabuse_test.go, review_*_test.go, faults*_test.go, diskfull_test.go),")
+	fmt.Fprintln(&b, "the `TestReview*` root tests of `internal/…`, the E2B SDK suite `test/e2e/security.test.mjs`, the security-review tests")
+	fmt.Fprintln(&b, "of the cluster and microVM suites (titles that start with a finding id), `bench/soak` and `scripts/fuzz.sh`. A \"held\"")
+	fmt.Fprintln(&b, "attack failed *and* the daemon and a witness sandbox were unharmed afterwards.")
 	fmt.Fprintln(&b)
 	fmt.Fprint(&b, table)
 	section := func(title string, list []outcome) {
@@ -264,6 +343,17 @@ func (r *report) markdown(table, findings string) string {
 				mark = "**FAILED**"
 			}
 			fmt.Fprintf(&b, "- %s — %s\n", o.name, mark)
+		}
+	}
+	if byID := r.byFinding(); len(byID) > 0 {
+		fmt.Fprintln(&b, "\n## Security review findings\n\nAttacks named after a finding of a security review (`docs/security/`, issue 23): how many tried it, how many held.\n\n| finding | tried | held |\n|---|---:|---:|")
+		ids := make([]string, 0, len(byID))
+		for id := range byID {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return findingLess(ids[i], ids[j]) })
+		for _, id := range ids {
+			fmt.Fprintf(&b, "| %s | %d | %d |\n", id, len(byID[id]), count(byID[id]))
 		}
 	}
 	section("Attacks and abuse", r.attacks)

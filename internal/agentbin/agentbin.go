@@ -25,6 +25,31 @@ import (
 // FileName is the agent's file name inside its content directory.
 const FileName = "airlock-envd"
 
+// InDir is where the agent build at path (recorded by any node, whose
+// agents directory may differ: a build's directory name is its content
+// hash) is in the agents directory dir. path is untrusted (it comes from a
+// database row or a stored image another node wrote): it must end in
+// <64 lowercase hex digits>/airlock-envd, else ok is false.
+func InDir(dir, path string) (p string, ok bool) {
+	sum, name := filepath.Base(filepath.Dir(path)), filepath.Base(path)
+	if name != FileName || !isHex64(sum) {
+		return "", false
+	}
+	return filepath.Join(dir, sum, FileName), true
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // Install copies src into dir/<sha256 of src>/airlock-envd unless it is
 // already there, and returns that path. The copy is written to a temporary
 // file, synced and renamed, so a crash leaves either nothing or a whole

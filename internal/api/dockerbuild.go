@@ -76,11 +76,13 @@ func (a *api) buildDockerfile(w http.ResponseWriter, r *http.Request, name strin
 	}
 	t, err := ad.BuildDockerfile(r.Context(), name, r.Body, opts, func(p airlock.Progress) { emit(p) })
 	if err != nil {
-		msg := err.Error()
-		if _, user := sandbox.AsUserError(err); !user {
+		msg, code := err.Error(), http.StatusInternalServerError
+		if ue, user := sandbox.AsUserError(err); user {
+			code = ue.Code
+		} else {
 			a.log.Error("template build failed", "template", name, "err", err)
 		}
-		emit(buildResult{Error: msg})
+		emit(buildResult{Error: msg, Code: code})
 		return
 	}
 	tj := toTemplateJSON(*t)

@@ -335,6 +335,10 @@ type buildResult struct {
 	Done     bool          `json:"done,omitempty"`
 	Template *templateJSON `json:"template,omitempty"`
 	Error    string        `json:"error,omitempty"`
+	// Code is the HTTP status the error would have answered (4xx: the
+	// request was refused, 500: the daemon failed); the stream itself
+	// started with 200.
+	Code int `json:"code,omitempty"`
 }
 
 // buildTemplate streams NDJSON progress lines, then a final result line.

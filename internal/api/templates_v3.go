@@ -293,11 +293,16 @@ func (a *api) uploadFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	n, err := copyTar(tmp, r.Body)
+	n, err := copyTar(tmp, r.Body, maxFilesBytes, maxFilesEntries)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			middleware.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("upload larger than %d bytes", mbe.Limit))
+			return
+		}
+		var big *tarTooLargeError
+		if errors.As(err, &big) {
+			middleware.WriteError(w, http.StatusRequestEntityTooLarge, "upload of files "+hash+": "+big.Error())
 			return
 		}
 		middleware.WriteError(w, http.StatusBadRequest, "upload of files "+hash+": "+err.Error())
@@ -309,6 +314,13 @@ func (a *api) uploadFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := tmp.Sync(); err != nil {
 		a.fail(w, r, err)
+		return
+	}
+	// A stored file set is never replaced: the first upload under a hash
+	// stands (a later PUT with a still valid URL cannot swap the content
+	// of a set that builds already use).
+	if bs.Files().Present(hash) {
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	if err := bs.Files().Commit(tmp.Name(), hash); err != nil {
@@ -330,10 +342,46 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// maxFilesBytes and maxFilesEntries cap one uploaded file set once
+// decompressed: its tar stream's bytes and its entries. The compressed
+// body is capped like a build context (maxContextBytes); a gzip bomb
+// within it stops at these.
+const (
+	maxFilesBytes   = 2 << 30
+	maxFilesEntries = 1_000_000
+)
+
+// tarTooLargeError is an upload over maxFilesBytes or maxFilesEntries.
+type tarTooLargeError struct{ msg string }
+
+func (e *tarTooLargeError) Error() string { return e.msg }
+
+// limitedReader fails with a tarTooLargeError past max bytes.
+type limitedReader struct {
+	r      io.Reader
+	n, max int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n > l.max {
+		return 0, &tarTooLargeError{fmt.Sprintf("the files decompress to more than %d MiB, the most one upload may hold", l.max>>20)}
+	}
+	if int64(len(p)) > l.max-l.n+1 {
+		p = p[:l.max-l.n+1]
+	}
+	n, err := l.r.Read(p)
+	l.n += int64(n)
+	if l.n > l.max {
+		return n, &tarTooLargeError{fmt.Sprintf("the files decompress to more than %d MiB, the most one upload may hold", l.max>>20)}
+	}
+	return n, err
+}
+
 // copyTar reads a tar (gzip-compressed or not) from src and writes it,
 // uncompressed and re-encoded entry by entry, to dst; it returns the bytes
-// read from src.
-func copyTar(dst io.Writer, src io.Reader) (int64, error) {
+// read from src. The decompressed stream may hold at most maxBytes bytes
+// and maxEntries entries (a tarTooLargeError).
+func copyTar(dst io.Writer, src io.Reader, maxBytes int64, maxEntries int) (int64, error) {
 	cr := &countingReader{r: src}
 	br := bufio.NewReader(cr)
 	var in io.Reader = br
@@ -344,20 +392,32 @@ func copyTar(dst io.Writer, src io.Reader) (int64, error) {
 		}
 		in = zr
 	}
-	tr := tar.NewReader(in)
+	tr := tar.NewReader(&limitedReader{r: in, max: maxBytes})
 	tw := tar.NewWriter(dst)
+	entries := 0
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		var big *tarTooLargeError
+		if errors.As(err, &big) {
+			return cr.n, big
+		}
 		if err != nil {
 			return cr.n, fmt.Errorf("not a readable tar: %w", err)
+		}
+		if entries++; entries > maxEntries {
+			return cr.n, &tarTooLargeError{fmt.Sprintf("the files hold more than %d entries, the most one upload may hold", maxEntries)}
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return cr.n, fmt.Errorf("tar entry %s: %w", h.Name, err)
 		}
 		if _, err := io.Copy(tw, tr); err != nil {
+			var big *tarTooLargeError
+			if errors.As(err, &big) {
+				return cr.n, big
+			}
 			return cr.n, fmt.Errorf("tar entry %s: %w", h.Name, err)
 		}
 	}

@@ -7,9 +7,13 @@
 // that digest (BlobKey for a file, TreeKey for a directory packed as
 // tar+zstd, see internal/artifacts/tree), so an object under such a key never changes. Put
 // verifies the digest while it streams and leaves nothing under the key on a
-// mismatch; Get and GetDir fetch into a local cache directory, check the
-// digest, and rename into place, so the cache only ever holds verified
-// content. A backend that cannot be reached answers an *UnavailableError
+// mismatch; Get and GetDir fetch a content-addressed object into a local
+// cache directory, check the digest, and rename into place (a tree is
+// checked before it is unpacked), so the cache only ever holds verified
+// content. Other keys (refs: small manifests under rewritable names) are
+// read only with GetRef and the digest their writer recorded somewhere the
+// reader trusts (a database row): the digest an object is stored with is
+// its writer's word, and anyone who can write the bucket can write it. A backend that cannot be reached answers an *UnavailableError
 // (errors.Is(err, ErrUnavailable)), so a caller — a pause — can fail clearly
 // and leave the sandbox as it was.
 package artifacts

@@ -304,7 +304,7 @@ func TestDigestMismatchLeavesNothing(t *testing.T) {
 		if _, err := s.Put(ctx, "refs/keep", strings.NewReader("bad"), 3, wrong); !errors.Is(err, artifacts.ErrDigestMismatch) {
 			t.Fatalf("overwrite with a wrong digest = %v", err)
 		}
-		if p, err := s.Get(ctx, "refs/keep"); err != nil {
+		if p, err := s.GetRef(ctx, "refs/keep", artifacts.DigestOf(good)); err != nil {
 			t.Fatal(err)
 		} else if b, _ := os.ReadFile(p); !bytes.Equal(b, good) {
 			t.Fatalf("refs/keep holds %q after a rejected overwrite", b)
@@ -583,21 +583,29 @@ func TestExistsListDelete(t *testing.T) {
 		if _, err := s.Stat(ctx, "snapshots/s1/manifest"); !errors.Is(err, artifacts.ErrNotFound) {
 			t.Fatalf("Stat of a deleted key = %v, want ErrNotFound", err)
 		}
-		if _, err := s.Get(ctx, "snapshots/s1/manifest"); !errors.Is(err, artifacts.ErrNotFound) {
-			t.Fatalf("Get of a deleted key = %v, want ErrNotFound", err)
+		if _, err := s.GetRef(ctx, "snapshots/s1/manifest", artifacts.DigestOf([]byte("s1"))); !errors.Is(err, artifacts.ErrNotFound) {
+			t.Fatalf("GetRef of a deleted key = %v, want ErrNotFound", err)
 		}
 		if _, err := s.Get(ctx, artifacts.BlobKey(artifacts.DigestOf([]byte("never stored")))); !errors.Is(err, artifacts.ErrNotFound) {
 			t.Fatalf("Get of a missing blob = %v, want ErrNotFound", err)
 		}
-		// A key that is not content-addressed may be overwritten; Get
-		// follows its digest.
+		// A key that is not content-addressed may be overwritten; GetRef
+		// fetches the version whose digest it is given, and refuses
+		// another. Get refuses such a key (its digest would be the
+		// store's word).
 		put("templates/abc", "tmpl v2")
-		p, err := s.Get(ctx, "templates/abc")
+		p, err := s.GetRef(ctx, "templates/abc", artifacts.DigestOf([]byte("tmpl v2")))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if b, _ := os.ReadFile(p); string(b) != "tmpl v2" {
-			t.Fatalf("Get after an overwrite = %q", b)
+			t.Fatalf("GetRef after an overwrite = %q", b)
+		}
+		if _, err := s.GetRef(ctx, "templates/abc", artifacts.DigestOf([]byte("tmpl v1"))); !errors.Is(err, artifacts.ErrDigestMismatch) {
+			t.Fatalf("GetRef of an overwritten key with the old digest = %v, want ErrDigestMismatch", err)
+		}
+		if _, err := s.Get(ctx, "templates/abc"); !errors.Is(err, artifacts.ErrInvalidKey) {
+			t.Fatalf("Get of a ref key = %v, want ErrInvalidKey", err)
 		}
 		for _, bad := range []string{"", "/abs", "a//b", "../x", "a/../b", ".hidden", "a/.b", "sp ace", "a/"} {
 			if _, err := s.Exists(ctx, bad); !errors.Is(err, artifacts.ErrInvalidKey) {
@@ -756,7 +764,7 @@ func TestGetCallerGivingUpLeavesOthers(t *testing.T) {
 	}
 	stayer := make(chan error, 1)
 	go func() {
-		p, err := s.Get(ctx, info.Key)
+		p, err := s.GetRef(ctx, info.Key, info.Digest)
 		if err == nil {
 			if b, _ := os.ReadFile(p); !bytes.Equal(b, data) {
 				err = errors.New("wrong bytes")
@@ -769,7 +777,7 @@ func TestGetCallerGivingUpLeavesOthers(t *testing.T) {
 	}
 	quitter, quit := context.WithCancel(ctx)
 	quit()
-	if _, err := s.Get(quitter, info.Key); !errors.Is(err, context.Canceled) {
+	if _, err := s.GetRef(quitter, info.Key, info.Digest); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the caller that gave up got %v, want context.Canceled", err)
 	}
 	close(gb.release)

@@ -174,38 +174,60 @@ func (s *Store) List(ctx context.Context, prefix string) ([]Info, error) {
 	return s.b.List(ctx, prefix)
 }
 
-// digestOf returns the digest key holds: named by a content-addressed key
-// (no request), else the object's recorded digest.
-func (s *Store) digestOf(ctx context.Context, key string) (Digest, error) {
+// caDigest returns the digest a content-addressed key names. Other keys
+// (refs: paused/…, snapshots/…, templates/…) are rewritable, and the digest
+// S3 metadata records for them is whatever their last writer said: they are
+// fetched with GetRef and the digest their owner recorded in the database.
+func caDigest(key string) (Digest, error) {
 	if err := ValidKey(key); err != nil {
 		return "", err
 	}
-	if d, ok := KeyDigest(key); ok {
-		return d, nil
+	d, ok := KeyDigest(key)
+	if !ok {
+		return "", fmt.Errorf("%w %q: not content-addressed; fetch it with GetRef and the digest its writer recorded", ErrInvalidKey, key)
 	}
-	info, err := s.b.Stat(ctx, key)
-	if err != nil {
-		return "", err
-	}
-	return info.Digest, nil
+	return d, nil
 }
 
-// Get returns the path of a cached, verified copy of the object under key,
-// downloading it when the cache does not hold its digest yet. A
-// content-addressed key that is cached needs no request to the backend.
+// Get returns the path of a cached, verified copy of the object under the
+// content-addressed key (BlobKey, TreeKey), downloading it when the cache
+// does not hold its digest yet; when it does, no request is made.
 func (s *Store) Get(ctx context.Context, key string) (string, error) {
-	d, err := s.digestOf(ctx, key)
+	d, err := caDigest(key)
 	if err != nil {
 		return "", err
 	}
+	return s.getFile(ctx, key, d)
+}
+
+// GetRef returns the path of a cached copy of the object under the ref key
+// (any key), verified against want: the digest its writer recorded where
+// the reader trusts it (a database row), never the object's metadata. A
+// rewritten object is ErrDigestMismatch, and nothing of it is kept.
+func (s *Store) GetRef(ctx context.Context, key string, want Digest) (string, error) {
+	if err := ValidKey(key); err != nil {
+		return "", err
+	}
+	if err := want.Validate(); err != nil {
+		return "", err
+	}
+	if d, ok := KeyDigest(key); ok && d != want {
+		return "", fmt.Errorf("%w: key %s names %s, %s was given", ErrDigestMismatch, key, d, want)
+	}
+	return s.getFile(ctx, key, want)
+}
+
+func (s *Store) getFile(ctx context.Context, key string, d Digest) (string, error) {
 	dst := filepath.Join(s.cache, "sha256", d.Hex())
 	return s.once(ctx, dst, func(ctx context.Context) error { return s.dropCorrupt(ctx, key, s.fetchFile(ctx, key, d, dst)) })
 }
 
 // GetDir returns the path of a cached, verified, unpacked copy of the tree
-// under key (an object written by PutDir or tree.Pack).
+// under the content-addressed key (TreeKey: an object written by PutDir or
+// tree.Pack). The packed tree is downloaded to a temporary file and checked
+// before it is unpacked: the unpacker never reads unverified bytes.
 func (s *Store) GetDir(ctx context.Context, key string) (string, error) {
-	d, err := s.digestOf(ctx, key)
+	d, err := caDigest(key)
 	if err != nil {
 		return "", err
 	}
@@ -234,116 +256,102 @@ func (s *Store) dropCorrupt(ctx context.Context, key string, err error) error {
 	return fmt.Errorf("%w (the corrupted object was removed; the next put uploads it again)", err)
 }
 
-// fetchStart begins a download of key into the cache: it opens the object,
-// checks its recorded digest is want, and makes a temporary cache entry of
-// kind (a directory when dir, else an empty file). The caller hashes what it
-// reads, closes rc, and calls cleanup unless it renamed the entry into
-// place.
-func (s *Store) fetchStart(ctx context.Context, key string, want Digest, kind string, dir bool) (rc io.ReadCloser, tmp string, cleanup func(), err error) {
+// download fetches the object under key into a new temporary file of the
+// cache and checks that its bytes hash to want (the object's recorded
+// digest is checked first, to fail early, but decides nothing). On success
+// the caller owns the file (named .tmp-<kind>-*: NewStore removes left
+// overs); on failure nothing is left.
+func (s *Store) download(ctx context.Context, key string, want Digest, kind string) (tmp string, err error) {
 	rc, info, err := s.b.Open(ctx, key)
 	if err != nil {
-		return nil, "", nil, err
+		return "", err
 	}
+	defer rc.Close()
+	if info.Digest != want {
+		return "", fmt.Errorf("%w: %s is stored with digest %s, want %s", ErrDigestMismatch, key, info.Digest, want)
+	}
+	f, err := os.CreateTemp(s.cache, ".tmp-"+kind+"-*")
+	if err != nil {
+		return "", err
+	}
+	name := f.Name()
 	defer func() {
+		f.Close() // after the explicit Close below: an error, ignored
 		if err != nil {
-			rc.Close()
+			os.Remove(name)
 		}
 	}()
-	if info.Digest != want {
-		return nil, "", nil, fmt.Errorf("%w: %s is stored with digest %s, want %s", ErrDigestMismatch, key, info.Digest, want)
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(f, h), ctxReader{ctx, rc}); err != nil {
+		return "", fmt.Errorf("downloading %s: %w", key, err)
 	}
-	pattern := ".tmp-" + kind + "-*"
-	if dir {
-		if tmp, err = os.MkdirTemp(s.cache, pattern); err != nil {
-			return nil, "", nil, err
-		}
-		return rc, tmp, func() {
-			if err := removeAll(tmp); err != nil {
-				s.log.Warn("artifacts: removing a partial cache entry", "path", tmp, "err", err)
-			}
-		}, nil
+	if got := digestOf(h); got != want {
+		return "", fmt.Errorf("%w: %s downloaded as %s, want %s", ErrDigestMismatch, key, got, want)
 	}
-	f, err := os.CreateTemp(s.cache, pattern)
-	if err != nil {
-		return nil, "", nil, err
+	if err := f.Close(); err != nil {
+		return "", err
 	}
-	tmp = f.Name()
-	if err = f.Close(); err != nil {
-		os.Remove(tmp)
-		return nil, "", nil, err
-	}
-	return rc, tmp, func() { os.Remove(tmp) }, nil
+	return name, nil
 }
 
 func (s *Store) fetchFile(ctx context.Context, key string, want Digest, dst string) (err error) {
-	rc, tmpPath, cleanup, err := s.fetchStart(ctx, key, want, "get", false)
+	tmp, err := s.download(ctx, key, want, "get")
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
 	defer func() {
 		if err != nil {
-			cleanup()
+			os.Remove(tmp)
 		}
 	}()
-	tmp, err := os.OpenFile(tmpPath, os.O_WRONLY, 0)
+	f, err := os.Open(tmp)
 	if err != nil {
 		return err
 	}
-	defer tmp.Close() // after the explicit Close below: an error, ignored
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx, rc}); err != nil {
-		return fmt.Errorf("downloading %s: %w", key, err)
-	}
-	if got := digestOf(h); got != want {
-		return fmt.Errorf("%w: %s downloaded as %s, want %s", ErrDigestMismatch, key, got, want)
-	}
-	if err := tmp.Chmod(0o444); err != nil {
+	defer f.Close()
+	if err := f.Chmod(0o444); err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := f.Sync(); err != nil {
 		return err
 	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmpPath, dst); err != nil {
+	if err := os.Rename(tmp, dst); err != nil {
 		return err
 	}
 	syncDir(filepath.Dir(dst))
 	return nil
 }
 
+// fetchTree downloads the packed tree under key into a temporary file,
+// checks its digest, and only then unpacks it (as root: owners, modes,
+// the extended attributes and device nodes tree.Unpack accepts) into a
+// temporary directory that is renamed to dst. Neither the decoder, the tar
+// reader nor anything that later reads the unpacked files (a runtime's
+// memory state, a root filesystem) sees bytes that were not verified.
 func (s *Store) fetchTree(ctx context.Context, key string, want Digest, dst string) (err error) {
-	rc, tmp, cleanup, err := s.fetchStart(ctx, key, want, "tree", true)
+	pack, err := s.download(ctx, key, want, "pack")
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
+	defer os.Remove(pack)
+	f, err := os.Open(pack)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tmp, err := os.MkdirTemp(s.cache, ".tmp-tree-*")
+	if err != nil {
+		return err
+	}
 	defer func() {
 		if err != nil {
-			cleanup()
-		}
-	}()
-	h := sha256.New()
-	tee := io.TeeReader(ctxReader{ctx, rc}, h)
-	if err := tree.Unpack(ctx, tee, filepath.Join(tmp, "t")); err != nil {
-		// Corrupted bytes usually fail the decoder before the digest
-		// can: hash the rest, and call a mismatch a mismatch (which
-		// dropCorrupt acts on) rather than a bad archive.
-		if _, cerr := io.Copy(io.Discard, tee); cerr == nil {
-			if got := digestOf(h); got != want {
-				return fmt.Errorf("%w: %s downloaded as %s, want %s (unpacking: %v)", ErrDigestMismatch, key, got, want, err)
+			if rerr := removeAll(tmp); rerr != nil {
+				s.log.Warn("artifacts: removing a partial cache entry", "path", tmp, "err", rerr)
 			}
 		}
+	}()
+	if err := tree.Unpack(ctx, ctxReader{ctx, f}, filepath.Join(tmp, "t")); err != nil {
 		return fmt.Errorf("unpacking %s: %w", key, err)
-	}
-	// Hash what the decoder did not need (padding, the end of the frame).
-	if _, err := io.Copy(io.Discard, tee); err != nil {
-		return fmt.Errorf("downloading %s: %w", key, err)
-	}
-	if got := digestOf(h); got != want {
-		return fmt.Errorf("%w: %s downloaded as %s, want %s", ErrDigestMismatch, key, got, want)
 	}
 	if err := os.Rename(filepath.Join(tmp, "t"), dst); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/artifactgc"
 	"github.com/airlock-sandbox/airlock/internal/daemon"
 	"github.com/airlock-sandbox/airlock/internal/dnsfilter"
+	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/metrics"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/runtime/gvisor"
@@ -65,6 +66,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.StringVar(&o.Subnet, "subnet", network.DefaultSubnet, "IPv4 pool for sandbox addresses")
 	addLimitFlags(f, &o.Limits)
 	addEgressFlags(f, &o.Egress)
+	addBuildFlags(f, &o.Builds)
 	f.DurationVar(&o.MetricsInterval, "metrics-interval", metrics.DefaultInterval, "how often each sandbox's CPU, memory and disk use is sampled")
 	f.StringVar(&o.NetPrefix, "net-prefix", network.DefaultNamePrefix, "name prefix of network namespaces, host veths and the nftables table (two daemons on one host need different prefixes and subnets, neither prefix the start of the other)")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -101,6 +103,15 @@ func addLimitFlags(f *pflag.FlagSet, l *daemon.Limits) {
 	f.IntVar(&l.MaxMemoryMB, "max-memory-mb", sandbox.DefaultMaxMemoryMB, "largest memoryMB a create request may ask for")
 	f.IntVar(&l.MaxDiskMB, "max-disk-mb", sandbox.DefaultMaxDiskMB, "largest diskSizeMB a create request may ask for")
 	f.IntVar(&l.DiskReserveMB, "disk-reserve-mb", sandbox.DefaultDiskReserveMB, "free space in MiB the data dir's filesystem must keep: below it creates, pauses, forks and uploads answer 507 (-1: refuse only when completely full)")
+}
+
+func addBuildFlags(f *pflag.FlagSet, b *daemon.Builds) {
+	f.StringSliceVar(&b.RegistryAllow, "registry-allow", nil,
+		"addresses (IP, CIDR or ip:port) a template build's FROM may pull from although sandboxes may not reach them: a registry on this host's loopback or in a private network (by default FROM connects to neither, nor to --deny-out ranges or this host's addresses)")
+	f.StringVar(&b.ImageDir, "image-dir", "",
+		"directory that FROM oci-layout:///… and docker-archive:///… images must be in (default: none, local images are refused)")
+	f.IntVar(&b.MaxImageMB, "max-image-mb", imagebuild.DefaultMaxImageBytes>>20,
+		"most a template build's FROM image may pull and unpack, in MiB")
 }
 
 func addEgressFlags(f *pflag.FlagSet, e *daemon.Egress) {

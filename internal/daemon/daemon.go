@@ -83,6 +83,8 @@ type Config struct {
 	MetricsInterval time.Duration
 	Limits          Limits
 	Egress          Egress
+	// Builds limits what a template build's FROM reads (builds.go).
+	Builds Builds
 	// Stdout receives the `export E2B_API_URL=...` line once ready.
 	Stdout io.Writer
 
@@ -131,6 +133,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	pull, err := cfg.Builds.pullConfig(subnet, denyOut, denyOutExcept)
+	if err != nil {
+		return err
+	}
 	envdPath, err := findEnvd(cfg.EnvdPath)
 	if err != nil {
 		return err
@@ -147,7 +153,7 @@ func Run(ctx context.Context, cfg Config) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	d := &daemon{cfg: cfg, log: log, dataDir: dataDir, envdPath: envdPath, subnet: subnet, stop: cancel,
-		denyOut: denyOut, denyOutExcept: denyOutExcept, role: role}
+		denyOut: denyOut, denyOutExcept: denyOutExcept, pull: pull, role: role}
 	defer d.close()
 	err = d.open(ctx)
 	if err == nil {
@@ -169,6 +175,9 @@ type daemon struct {
 	// denyOut and denyOutExcept are the parsed --deny-out and
 	// --deny-out-except.
 	denyOut, denyOutExcept []netip.Prefix
+	// pull is what a template build's FROM may read (--registry-allow,
+	// --image-dir, --max-image-mb, and the deny list).
+	pull imagebuild.PullConfig
 	// nameservers are the sandboxes' resolv.conf servers, read once: the
 	// same list is given to the sandbox manager and, as the resolvers DNS
 	// may reach past the deny list, to the network manager.
@@ -372,7 +381,7 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 		mgrCfg.Admit = d.node.admit
 		mgrCfg.NodeID = d.role.nodeID
 		if d.artifacts != nil { // paused sandboxes and snapshots move between nodes
-			mgrCfg.Images = artifactImages{st: d.artifacts}
+			mgrCfg.Images = artifacts.Images{St: d.artifacts}
 		}
 	}
 	mgr, err := sandbox.New(mgrCfg)
@@ -407,7 +416,7 @@ func (d *daemon) restore(ctx context.Context) {
 // console and the REST API behind middleware.RequestID (sandbox traffic
 // keeps the sandbox's own headers).
 func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
-	builder := imagebuild.New(d.mgr, d.tm, d.rtInfo.layers, d.log)
+	builder := imagebuild.New(d.mgr, d.tm, d.rtInfo.layers, d.log, imagebuild.WithPull(d.pull))
 	sdkStore := newSDKBuildStore(d.st, d.dataDir)
 	d.files = sdkStore.files
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,

@@ -80,6 +80,7 @@ func (b *Builder) Build(ctx context.Context, req Request, emit func(Event)) (*Re
 	if err != nil {
 		return nil, err
 	}
+	defer bctx.close()
 	total := len(f.Commands) + 1
 	st := &state{env: dockerfile.NewEnv(), args: dockerfile.NewEnv(), shell: []string{"/bin/sh", "-c"}, labels: map[string]string{}}
 	// ARGs before FROM are only usable in FROM.
@@ -329,7 +330,7 @@ func (b *Builder) copy(ctx context.Context, req Request, bctx *buildContext, st 
 	if err != nil {
 		return outBuilt, err
 	}
-	sum, err := hashItems(items)
+	sum, err := bctx.hashItems(items)
 	if err != nil {
 		return outBuilt, err
 	}
@@ -349,7 +350,7 @@ func (b *Builder) copy(ctx context.Context, req Request, bctx *buildContext, st 
 	}
 	key := chain(st.key, "copy", dest, chown, chmod, sum)
 	return b.layer(req, st, key, func(rootfs string) error {
-		return copyInto(rootfs, items, own, mode)
+		return copyInto(bctx, rootfs, items, own, mode)
 	})
 }
 

@@ -141,16 +141,32 @@ type Builder struct {
 	tpl    Templates
 	layers LayerSource
 	log    *slog.Logger
+	// pull limits FROM; reg is its registry client (registry.go).
+	pull PullConfig
+	reg  *registryClient
 }
+
+// Option configures a Builder.
+type Option func(*Builder)
+
+// WithPull sets what FROM may read (PullConfig); without it, registry
+// pulls refuse only the host's own, loopback and link-local addresses,
+// and local images are refused.
+func WithPull(c PullConfig) Option { return func(b *Builder) { b.pull = c } }
 
 // New returns a Builder. layers reads a RUN step's writes from its build
 // sandbox (UpperDir(gvisor.UpperDir), NewDiskSource for microVMs); nil
 // makes Build answer 501.
-func New(sb Sandboxes, tpl Templates, layers LayerSource, log *slog.Logger) *Builder {
+func New(sb Sandboxes, tpl Templates, layers LayerSource, log *slog.Logger, opts ...Option) *Builder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Builder{sb: sb, tpl: tpl, layers: layers, log: log.With("component", "imagebuild")}
+	b := &Builder{sb: sb, tpl: tpl, layers: layers, log: log.With("component", "imagebuild")}
+	for _, o := range opts {
+		o(b)
+	}
+	b.reg = newRegistry(b.pull)
+	return b
 }
 
 // userErr is a build error caused by the user's input.

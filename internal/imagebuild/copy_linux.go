@@ -15,9 +15,11 @@ import (
 // owner is a uid/gid pair; nil means "keep the context's owner as root".
 type owner struct{ uid, gid int }
 
-// copyInto copies items into rootfs. All writes go through an os.Root so
-// that symlinks inside the image cannot redirect them outside of it.
-func copyInto(rootfs string, items []copyItem, own *owner, chmod fs.FileMode) error {
+// copyInto copies items of the build context c into rootfs. All writes go
+// through an os.Root so that symlinks inside the image cannot redirect them
+// outside of it; all reads go through the context's (resolveCopy left no
+// symlink in a source path but the entry itself).
+func copyInto(c *buildContext, rootfs string, items []copyItem, own *owner, chmod fs.FileMode) error {
 	root, err := os.OpenRoot(rootfs)
 	if err != nil {
 		return fmt.Errorf("opening layer: %w", err)
@@ -64,11 +66,11 @@ func copyInto(rootfs string, items []copyItem, own *owner, chmod fs.FileMode) er
 			}
 			switch {
 			case it.fi.Mode().IsRegular():
-				if err := copyFileRoot(root, it.src, rel); err != nil {
+				if err := copyFileRoot(c, root, it.src, rel); err != nil {
 					return err
 				}
 			case it.fi.Mode()&fs.ModeSymlink != 0:
-				t, err := os.Readlink(it.src)
+				t, err := c.root.Readlink(it.src)
 				if err != nil {
 					return fmt.Errorf("reading link %s: %w", it.src, err)
 				}
@@ -124,10 +126,10 @@ func mkdirAllOwned(root *os.Root, dir string, uid, gid int) error {
 	return nil
 }
 
-func copyFileRoot(root *os.Root, src, rel string) error {
-	in, err := os.Open(src)
+func copyFileRoot(c *buildContext, root *os.Root, src, rel string) error {
+	in, err := c.openRegular(src, src)
 	if err != nil {
-		return fmt.Errorf("opening %s: %w", src, err)
+		return err
 	}
 	defer in.Close()
 	out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)

@@ -152,10 +152,10 @@ func TestResolveCopy(t *testing.T) {
 	if _, err := c.resolveCopy([]string{"app/sub/c.key"}, "/x"); err == nil || !strings.Contains(err.Error(), "dockerignore") {
 		t.Errorf("an ignored source resolved: %v", err)
 	}
-	h1, _ := hashItems(items)
+	h1, _ := c.hashItems(items)
 	write(t, filepath.Join(dir, "one.txt"), "changed", 0o644)
 	items, _ = c.resolveCopy([]string{"one.txt"}, "/etc/renamed")
-	if h2, _ := hashItems(items); h1 == h2 {
+	if h2, _ := c.hashItems(items); h1 == h2 {
 		t.Error("content change did not change the COPY hash")
 	}
 }
@@ -176,7 +176,7 @@ func TestCopyIntoChownAndSymlinkSafety(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := copyInto(rootfs, items, &owner{uid: 1000, gid: 1001}, 0); err != nil {
+	if err := copyInto(c, rootfs, items, &owner{uid: 1000, gid: 1001}, 0); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(filepath.Join(rootfs, "srv/app/f"))
@@ -188,7 +188,7 @@ func TestCopyIntoChownAndSymlinkSafety(t *testing.T) {
 		t.Errorf("copied file: uid %d gid %d mode %v, want 1000 1001 0640", st.Uid, st.Gid, fi.Mode().Perm())
 	}
 	items, _ = c.resolveCopy([]string{"f"}, "/evil/f")
-	if err := copyInto(rootfs, items, nil, 0); err == nil {
+	if err := copyInto(c, rootfs, items, nil, 0); err == nil {
 		t.Error("copy through a symlink leaving the image succeeded")
 	}
 	if _, err := os.Stat(filepath.Join(outside, "f")); err == nil {

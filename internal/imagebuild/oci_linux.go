@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,14 +20,17 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
 // Image references accepted by FROM besides template names:
 //
-//	oci-layout:///abs/dir[:tag]           OCI image layout directory on the daemon host
+//	oci-layout:///abs/dir[:tag]           OCI image layout directory on the daemon host (inside --image-dir)
 //	oci-layout:///abs/dir@sha256:<hex>    ... one manifest of it by digest
-//	docker-archive:///abs/file.tar        `docker save` / OCI tarball on the daemon host
-//	[registry/]repo[:tag|@digest]         registry image (HTTPS; plain HTTP only for loopback)
+//	docker-archive:///abs/file.tar        `docker save` / OCI tarball on the daemon host (inside --image-dir)
+//	[registry/]repo[:tag|@digest]         registry image (HTTPS; plain HTTP only for loopback; never to a
+//	                                      denied address unless --registry-allow names it: registry.go)
 const (
 	schemeLayout  = "oci-layout://"
 	schemeArchive = "docker-archive://"
@@ -50,15 +52,17 @@ func isImageRef(from string) bool {
 // context (Request.RegistryUsername/RegistryPassword).
 type registryAuthKey struct{}
 
-// openImage resolves ref to a linux/amd64 image.
-func openImage(ctx context.Context, ref string) (v1.Image, error) {
+// openImage resolves ref to a linux/amd64 image: a local image under
+// PullConfig.ImageDir, or a registry image fetched through b.reg (denied
+// destinations refused, no response body in an error).
+func (b *Builder) openImage(ctx context.Context, ref string) (v1.Image, error) {
 	switch {
 	case strings.HasPrefix(ref, schemeLayout):
-		return openLayout(strings.TrimPrefix(ref, schemeLayout))
+		return b.openLayout(strings.TrimPrefix(ref, schemeLayout))
 	case strings.HasPrefix(ref, schemeArchive):
-		p := strings.TrimPrefix(ref, schemeArchive)
-		if !filepath.IsAbs(p) {
-			return nil, userErr("%s: want an absolute path on the daemon host", ref)
+		p, err := b.localImagePath(ref, strings.TrimPrefix(ref, schemeArchive))
+		if err != nil {
+			return nil, err
 		}
 		img, err := tarball.ImageFromPath(p, nil)
 		if err != nil {
@@ -70,8 +74,7 @@ func openImage(ctx context.Context, ref string) (v1.Image, error) {
 	if err != nil {
 		return nil, userErr("invalid image reference %q: %v", ref, err)
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(platform),
-		remote.WithTransport(loopbackHTTPOnly{remote.DefaultTransport})}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(platform), remote.WithTransport(b.reg.transport)}
 	if a, ok := ctx.Value(registryAuthKey{}).(authn.Authenticator); ok {
 		opts = append(opts, remote.WithAuth(a))
 	}
@@ -80,21 +83,56 @@ func openImage(ctx context.Context, ref string) (v1.Image, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, userErr("pulling image %s: %v", ref, err)
+		return nil, pullErr("pulling image %s", []any{ref}, err)
 	}
 	return img, nil
 }
 
+// localImagePath checks that p, a local image path of ref, lies inside
+// PullConfig.ImageDir (after resolving symlinks) and returns it resolved.
+func (b *Builder) localImagePath(ref, p string) (string, error) {
+	dir := b.pull.ImageDir
+	if dir == "" {
+		return "", userErr("%s: local images are turned off on this daemon (an operator turns them on with --image-dir)", ref)
+	}
+	if !filepath.IsAbs(p) {
+		return "", userErr("%s: want an absolute path on the daemon host, inside %s", ref, dir)
+	}
+	outside := userErr("%s: local images must be inside %s (--image-dir)", ref, dir)
+	if !within(dir, filepath.Clean(p)) {
+		return "", outside
+	}
+	rdir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolving --image-dir: %w", err)
+	}
+	rp, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", userErr("%s: %v", ref, errors.Unwrap(err))
+	}
+	if !within(rdir, rp) {
+		return "", outside
+	}
+	return rp, nil
+}
+
+// within reports whether p is dir or below it (both clean and absolute).
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // openLayout opens "/dir[:tag]" or "/dir@sha256:..." of an OCI layout.
-func openLayout(spec string) (v1.Image, error) {
+func (b *Builder) openLayout(spec string) (v1.Image, error) {
 	dir, digest, tag := spec, "", ""
 	if i := strings.LastIndex(spec, "@"); i >= 0 {
 		dir, digest = spec[:i], spec[i+1:]
 	} else if i := strings.LastIndex(spec, ":"); i > strings.LastIndex(spec, "/") {
 		dir, tag = spec[:i], spec[i+1:]
 	}
-	if !filepath.IsAbs(dir) {
-		return nil, userErr("%s%s: want an absolute path on the daemon host", schemeLayout, spec)
+	dir, err := b.localImagePath(schemeLayout+spec, dir)
+	if err != nil {
+		return nil, err
 	}
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
@@ -148,38 +186,20 @@ func pickImage(idx v1.ImageIndex, digest, tag, where string) (v1.Image, error) {
 	return img, nil
 }
 
-// loopbackHTTPOnly refuses plain-HTTP registry traffic except to loopback.
-type loopbackHTTPOnly struct{ next http.RoundTripper }
-
-func (t loopbackHTTPOnly) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme == "http" && !isLoopbackHost(req.URL.Hostname()) {
-		return nil, fmt.Errorf("refusing insecure (http) registry %s: only loopback registries may use plain HTTP", req.URL.Host)
-	}
-	return t.next.RoundTrip(req)
-}
-
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
-
 // imageBase makes (or finds) the base layer for the image and returns its
 // hash and the image's configuration.
 func (b *Builder) imageBase(ctx context.Context, ref string, emit func(string)) (string, *v1.Config, error) {
-	img, err := openImage(ctx, ref)
+	img, err := b.openImage(ctx, ref)
 	if err != nil {
 		return "", nil, err
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return "", nil, userErr("image %s: %v", ref, err)
+		return "", nil, pullErr("image %s", []any{ref}, err)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return "", nil, userErr("image %s: reading config: %v", ref, err)
+		return "", nil, pullErr("image %s: reading config", []any{ref}, err)
 	}
 	if (cf.OS != "" && cf.OS != platform.OS) || (cf.Architecture != "" && cf.Architecture != platform.Architecture) {
 		return "", nil, userErr("image %s is %s/%s; only linux/amd64 can run here", ref, cf.OS, cf.Architecture)
@@ -191,7 +211,18 @@ func (b *Builder) imageBase(ctx context.Context, ref string, emit func(string)) 
 	}
 	layers, err := img.Layers()
 	if err != nil {
-		return "", nil, userErr("image %s: listing layers: %v", ref, err)
+		return "", nil, pullErr("image %s: listing layers", []any{ref}, err)
+	}
+	// The compressed sizes the manifest declares, before fetching any.
+	limit := b.maxImageBytes()
+	var declared int64
+	for _, l := range layers {
+		if n, err := l.Size(); err == nil {
+			declared += n
+		}
+	}
+	if declared > limit {
+		return "", nil, tooLarge(ref, limit)
 	}
 	emit(fmt.Sprintf("image %s (%s): unpacking %d layers", ref, digest, len(layers)))
 	tmp, err := os.MkdirTemp(b.tpl.Dir(), ".tmp-")
@@ -212,8 +243,9 @@ func (b *Builder) imageBase(ctx context.Context, ref string, emit func(string)) 
 		return "", nil, err
 	}
 	a := newLayerApplier(rootfs)
+	budget := &imageBudget{left: limit, ref: ref}
 	for i, l := range layers {
-		if err := applyImageLayer(a, l); err != nil {
+		if err := applyImageLayer(a, l, budget); err != nil {
 			return "", nil, fmt.Errorf("image layer %d: %w", i+1, err)
 		}
 	}
@@ -232,13 +264,57 @@ func (b *Builder) imageBase(ctx context.Context, ref string, emit func(string)) 
 	return hash, &cf.Config, nil
 }
 
-func applyImageLayer(a *layerApplier, l v1.Layer) error {
+func applyImageLayer(a *layerApplier, l v1.Layer, budget *imageBudget) error {
 	rc, err := l.Uncompressed()
 	if err != nil {
-		return userErr("opening layer: %v", err)
+		return pullErr("opening layer", nil, err)
 	}
 	defer rc.Close()
-	return a.apply(rc)
+	if err := a.apply(&budgetReader{r: rc, b: budget}); err != nil {
+		if budget.left < 0 {
+			return tooLarge(budget.ref, budget.limit())
+		}
+		return err
+	}
+	return nil
+}
+
+// imageBudget is what an image may still unpack to (uncompressed bytes).
+type imageBudget struct {
+	left, spent int64
+	ref         string
+}
+
+func (b *imageBudget) limit() int64 { return b.left + b.spent }
+
+// budgetReader fails once its budget is spent.
+type budgetReader struct {
+	r io.Reader
+	b *imageBudget
+}
+
+func (r *budgetReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.b.left -= int64(n)
+	r.b.spent += int64(n)
+	if r.b.left < 0 {
+		return n, errImageTooLarge
+	}
+	return n, err
+}
+
+var errImageTooLarge = errors.New("image too large")
+
+func tooLarge(ref string, limit int64) error {
+	return &sandbox.Error{Code: http.StatusRequestEntityTooLarge,
+		Msg: fmt.Sprintf("image %s is larger than %d MiB, the most a template build may pull (an operator raises it with --max-image-mb)", ref, limit>>20)}
+}
+
+func (b *Builder) maxImageBytes() int64 {
+	if b.pull.MaxImageBytes > 0 {
+		return b.pull.MaxImageBytes
+	}
+	return DefaultMaxImageBytes
 }
 
 // fixupImageRoot makes an image root filesystem usable by the agent:

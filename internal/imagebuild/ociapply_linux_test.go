@@ -244,8 +244,13 @@ func TestOpenImageSources(t *testing.T) {
 	if err := tarball.WriteToFile(arch, r, img); err != nil {
 		t.Fatal(err)
 	}
+	rules, err := ParseAddrRules([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(nil, nil, nil, nil, WithPull(PullConfig{Allow: rules, ImageDir: filepath.Dir(dir)}))
 	for _, ref := range []string{ref, "oci-layout://" + dir + ":v1", "oci-layout://" + dir, "oci-layout://" + dir + "@" + want.String(), "docker-archive://" + arch} {
-		got, err := openImage(context.Background(), ref)
+		got, err := b.openImage(context.Background(), ref)
 		if err != nil {
 			t.Fatalf("%s: %v", ref, err)
 		}
@@ -257,7 +262,7 @@ func TestOpenImageSources(t *testing.T) {
 		a := newLayerApplier(root)
 		ls, _ := got.Layers()
 		for _, l := range ls {
-			if err := applyImageLayer(a, l); err != nil {
+			if err := applyImageLayer(a, l, &imageBudget{left: 1 << 30}); err != nil {
 				t.Fatalf("%s: %v", ref, err)
 			}
 		}
@@ -265,8 +270,9 @@ func TestOpenImageSources(t *testing.T) {
 			t.Errorf("%s: unexpected root filesystem", ref)
 		}
 	}
-	for _, bad := range []string{"oci-layout://" + dir + ":nope", "oci-layout://relative/dir", "docker-archive://rel.tar", u.Host + "/test/missing:1", "UPPER/case:x"} {
-		if _, err := openImage(context.Background(), bad); err == nil {
+	for _, bad := range []string{"oci-layout://" + dir + ":nope", "oci-layout://relative/dir", "docker-archive://rel.tar", u.Host + "/test/missing:1", "UPPER/case:x",
+		"oci-layout:///etc", "docker-archive:///etc/passwd", "oci-layout://" + filepath.Dir(dir) + "/../../etc"} {
+		if _, err := b.openImage(context.Background(), bad); err == nil {
 			t.Errorf("%s accepted", bad)
 		} else if _, ok := sandbox.AsUserError(err); !ok {
 			t.Errorf("%s: want a user error, got %v", bad, err)
@@ -276,7 +282,7 @@ func TestOpenImageSources(t *testing.T) {
 
 func TestInsecureRegistryRefused(t *testing.T) {
 	called := false
-	rt := loopbackHTTPOnly{roundTripFunc(func(*http.Request) (*http.Response, error) {
+	rt := guardedTransport{next: roundTripFunc(func(*http.Request) (*http.Response, error) {
 		called = true
 		return nil, io.EOF
 	})}

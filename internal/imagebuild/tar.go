@@ -13,7 +13,10 @@ import (
 
 // ExtractContext unpacks a build context tar into the empty directory dir.
 // Only directories, regular files and symlinks are accepted; paths may not
-// leave dir (all writes go through an os.Root), owners are not kept.
+// leave dir (all writes go through an os.Root), owners are not kept. A
+// symlink is created with whatever target it names: a link is data, copied
+// as a link; the build follows one only while it stays inside the context
+// (buildContext.resolve).
 func ExtractContext(r io.Reader, dir string) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {

@@ -73,9 +73,10 @@ func (m *Manager) agentOf(rec *store.Sandbox) (string, error) {
 	}
 	// The same build in this node's agents directory (a sandbox or snapshot
 	// another node recorded: one directory per content hash).
-	here := m.agentHere(a)
-	if _, err := os.Stat(here); err == nil {
-		return here, nil
+	if here := m.agentHere(a); here != "" {
+		if _, err := os.Stat(here); err == nil {
+			return here, nil
+		}
 	}
 	if _, err := os.Stat(a); err != nil {
 		return "", fmt.Errorf("the agent binary the saved sandbox ran is gone; it cannot be restored: %w", err)

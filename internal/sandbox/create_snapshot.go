@@ -57,7 +57,7 @@ func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, 
 		defer os.RemoveAll(parent)
 		dir = filepath.Join(parent, "snapshot")
 		start := time.Now()
-		if err := m.cfg.Images.GetShared(ctx, snapshotKey(snap.ID), dir); err != nil {
+		if err := m.cfg.Images.GetShared(ctx, snapshotKey(snap.ID), sp.ImageDigest, dir); err != nil {
 			return nil, m.storeError(fmt.Sprintf("fetching snapshot %s from the artifact store", snap.ID), err)
 		}
 		agent, err := m.localAgent(ctx, sp.AgentPath, sp.AgentBlob)

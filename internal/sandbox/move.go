@@ -46,15 +46,20 @@ import (
 // Images stores directories where every node of the cluster can fetch them
 // (the daemon's artifact store).
 type Images interface {
-	// Put stores the directory dir under key, replacing what was there.
-	Put(ctx context.Context, key, dir string) error
+	// Put stores the directory dir under key, replacing what was there,
+	// and returns its digest, which the caller records in the row that
+	// names key: the key is rewritable by anyone with write access to the
+	// store, the row is not.
+	Put(ctx context.Context, key, dir string) (digest string, err error)
 	// Get fetches what key holds into the new directory dst, which is
-	// then the caller's (a paused image: used once).
-	Get(ctx context.Context, key, dst string) error
-	// GetShared fetches what key holds into the new directory dst, whose
-	// files may be shared with other fetches of key (hard links): the
-	// caller only reads them (a snapshot: many creates).
-	GetShared(ctx context.Context, key, dst string) error
+	// then the caller's (a paused image: used once). What is fetched must
+	// have the digest Put returned; anything else fails before a byte is
+	// unpacked, and dst is not created.
+	Get(ctx context.Context, key, digest, dst string) error
+	// GetShared is Get into a directory whose files may be shared with
+	// other fetches of key (hard links): the caller only reads them (a
+	// snapshot: many creates).
+	GetShared(ctx context.Context, key, digest, dst string) error
 	// Delete removes key and the content only it names.
 	Delete(ctx context.Context, key string) error
 	// PutFile stores a file by its content (not again when the store has
@@ -129,6 +134,7 @@ func (m *Manager) storeError(what string, err error) error {
 // adopts the sandbox checks before it claims it (recorded in the row).
 type exported struct {
 	key       string
+	digest    string // what Images.Put returned: the image's digest
 	build     string // the runtime build that saved the memory image
 	agentBlob string // the agent binary in the store (Images.PutFile)
 }
@@ -184,7 +190,7 @@ func (e *Live) export(ctx context.Context) (exported, error) {
 		return ex, err
 	}
 	saved := time.Since(start)
-	if err := m.cfg.Images.Put(ctx, ex.key, img); err != nil {
+	if ex.digest, err = m.cfg.Images.Put(ctx, ex.key, img); err != nil {
 		return ex, err
 	}
 	m.log.Info("paused sandbox uploaded", "sandbox", id, "key", ex.key, "save", saved, "elapsed", time.Since(start))
@@ -193,7 +199,7 @@ func (e *Live) export(ctx context.Context) (exported, error) {
 
 // withImage records ex in x (the row's extra of a paused sandbox).
 func withImage(x extra, ex exported) extra {
-	x.Image, x.ImageBuild, x.AgentBlob = ex.key, ex.build, ex.agentBlob
+	x.Image, x.ImageDigest, x.ImageBuild, x.AgentBlob = ex.key, ex.digest, ex.build, ex.agentBlob
 	return x
 }
 
@@ -203,9 +209,11 @@ func (m *Manager) agentsDir() string { return filepath.Dir(filepath.Dir(m.cfg.Ag
 
 // agentHere is where the agent build at path (recorded by any node: its
 // directory name is the build's content hash) is in this node's agents
-// directory, if this node has it.
+// directory, or "" when path is not an agent build's (agentbin.InDir: the
+// path is untrusted).
 func (m *Manager) agentHere(path string) string {
-	return filepath.Join(m.agentsDir(), filepath.Base(filepath.Dir(path)), filepath.Base(path))
+	p, _ := agentbin.InDir(m.agentsDir(), path)
+	return p
 }
 
 // localAgent is the path here of the agent build at path (recorded by
@@ -218,6 +226,9 @@ func (m *Manager) localAgent(ctx context.Context, path, blob string) (string, er
 		return m.cfg.AgentPath, nil
 	}
 	here := m.agentHere(path)
+	if here == "" {
+		return "", userErrorf(http.StatusConflict, "the recorded agent build %q is not one (want <64 hex digits>/%s)", path, agentbin.FileName)
+	}
 	if _, err := os.Stat(here); err == nil {
 		return here, nil
 	}
@@ -251,7 +262,9 @@ func (m *Manager) canResume(rec *store.Sandbox) error {
 			rec.ID, m.cfg.Runtime.Name(), x.ImageBuild, m.cfg.NodeID, m.runtimeBuild())
 	}
 	if x.Agent != "" && x.Agent != m.cfg.AgentPath && x.AgentBlob == "" {
-		if _, err := os.Stat(m.agentHere(x.Agent)); err != nil {
+		if here := m.agentHere(x.Agent); here == "" {
+			return userErrorf(http.StatusConflict, "sandbox %q: the recorded agent build %q is not one", rec.ID, x.Agent)
+		} else if _, err := os.Stat(here); err != nil {
 			return userErrorf(http.StatusConflict, "sandbox %q runs an agent build node %s does not have", rec.ID, m.cfg.NodeID)
 		}
 	}
@@ -574,7 +587,7 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 	defer os.RemoveAll(parent)
 	dir := filepath.Join(parent, "image")
 	x := decodeExtra(rec.Extra)
-	if err := m.cfg.Images.Get(ctx, x.Image, dir); err != nil {
+	if err := m.cfg.Images.Get(ctx, x.Image, x.ImageDigest, dir); err != nil {
 		return nil, m.storeError(fmt.Sprintf("fetching the image of paused sandbox %s", id), err)
 	}
 	fetched := time.Since(start)
@@ -641,7 +654,7 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 
 // resumedExtra clears what only a paused sandbox has.
 func resumedExtra(x extra) extra {
-	x.Image, x.ImageBuild, x.AgentBlob, x.Evacuated, x.LeftMs = "", "", "", false, 0
+	x.Image, x.ImageDigest, x.ImageBuild, x.AgentBlob, x.Evacuated, x.LeftMs = "", "", "", "", false, 0
 	return x
 }
 

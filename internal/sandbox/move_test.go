@@ -143,6 +143,10 @@ type dirImages struct {
 	down bool
 	puts []string
 	dels []string
+	// digests are what Put returned per key (a counter: the fake's
+	// "content digest"); Get refuses another, as the real store does.
+	digests map[string]string
+	n       int
 }
 
 func (d *dirImages) check() error {
@@ -154,27 +158,43 @@ func (d *dirImages) check() error {
 	return nil
 }
 
-func (d *dirImages) Put(ctx context.Context, key, dir string) error {
+func (d *dirImages) Put(ctx context.Context, key, dir string) (string, error) {
 	if err := d.check(); err != nil {
-		return err
+		return "", err
 	}
 	dst := filepath.Join(d.root, key)
 	_ = os.RemoveAll(dst)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return err
+		return "", err
 	}
 	if out, err := exec.Command("cp", "-a", dir, dst).CombinedOutput(); err != nil {
-		return fmt.Errorf("%v: %s", err, out)
+		return "", fmt.Errorf("%v: %s", err, out)
 	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.puts = append(d.puts, key)
-	d.mu.Unlock()
-	return nil
+	d.n++
+	d.digests[key] = fmt.Sprintf("sha256:%064d", d.n)
+	return d.digests[key], nil
 }
 
-func (d *dirImages) Get(ctx context.Context, key, dst string) error {
+// tamper makes the image under key another one than its writer recorded
+// (as a rewrite of the store's object would).
+func (d *dirImages) tamper(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.digests[key] = "tampered"
+}
+
+func (d *dirImages) Get(ctx context.Context, key, digest, dst string) error {
 	if err := d.check(); err != nil {
 		return err
+	}
+	d.mu.Lock()
+	got := d.digests[key]
+	d.mu.Unlock()
+	if digest == "" || got != digest {
+		return fmt.Errorf("%s: digest %q, %q recorded: refused", key, got, digest)
 	}
 	if out, err := exec.Command("cp", "-a", filepath.Join(d.root, key), dst).CombinedOutput(); err != nil {
 		return fmt.Errorf("%v: %s", err, out)
@@ -182,8 +202,8 @@ func (d *dirImages) Get(ctx context.Context, key, dst string) error {
 	return nil
 }
 
-func (d *dirImages) GetShared(ctx context.Context, key, dst string) error {
-	return d.Get(ctx, key, dst)
+func (d *dirImages) GetShared(ctx context.Context, key, digest, dst string) error {
+	return d.Get(ctx, key, digest, dst)
 }
 
 func (d *dirImages) PutFile(ctx context.Context, path string) (string, error) {
@@ -235,7 +255,7 @@ type twoNodes struct {
 
 func newTwoNodes(t *testing.T) *twoNodes {
 	t.Helper()
-	c := &twoNodes{sh: &sharedRows{rows: map[string]store.Sandbox{}, owner: map[string]string{}}, img: &dirImages{root: t.TempDir()},
+	c := &twoNodes{sh: &sharedRows{rows: map[string]store.Sandbox{}, owner: map[string]string{}}, img: &dirImages{root: t.TempDir(), digests: map[string]string{}},
 		stores: map[string]*nodeStore{}}
 	all := map[string]*sandboxtest.Store{}
 	node := func(id string) (*sandboxtest.Env, *snapRuntime) {
@@ -327,6 +347,72 @@ func TestMovePausedSandbox(t *testing.T) {
 	}
 	if err := c.b.Manager.Kill(ctx, sb.ID); err != nil {
 		t.Fatalf("kill on b: %v", err)
+	}
+}
+
+// TestResumeRefusesRewrittenImage: an image that is not the one the pause
+// recorded in the row (its digest: the store's copy was rewritten) is not
+// restored; the resume fails and the sandbox stays paused, its row and its
+// image kept (security review M4).
+func TestResumeRefusesRewrittenImage(t *testing.T) {
+	t.Parallel()
+	c := newTwoNodes(t)
+	ctx := context.Background()
+	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
+	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	r, err := c.stores["a"].GetSandbox(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x struct{ Image, ImageDigest string }
+	if err := json.Unmarshal([]byte(r.Extra), &x); err != nil || x.Image == "" || x.ImageDigest == "" {
+		t.Fatalf("the paused row records image %q digest %q (%v); want both", x.Image, x.ImageDigest, err)
+	}
+	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
+		t.Fatalf("Adopt: %v", err)
+	}
+	c.img.tamper(x.Image)
+	if _, err := resume(c.b.Manager, ctx, sb.ID, time.Minute); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("resume of a rewritten image = %v, want it refused", err)
+	}
+	if v, err := get(c.b.Manager, sb.ID); err != nil || v.State != sandbox.StatePaused {
+		t.Fatalf("after the refused resume: %+v, %v (want paused)", v, err)
+	}
+	if r, err := c.stores["b"].GetSandbox(ctx, sb.ID); err != nil || r.State != sandbox.StatePaused || !strings.Contains(r.Extra, x.ImageDigest) {
+		t.Fatalf("b's row after the refused resume: %+v, %v", r, err)
+	}
+	if !c.img.has(x.Image) {
+		t.Fatal("the image was removed after a refused resume")
+	}
+}
+
+// TestSnapshotOnAnotherNodeVerified: a node creates from a snapshot another
+// node made by fetching its image with the digest in the snapshot's row,
+// and refuses an image that is not that one (security review M4).
+func TestSnapshotOnAnotherNodeVerified(t *testing.T) {
+	t.Parallel()
+	c := newTwoNodes(t)
+	ctx := context.Background()
+	src := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
+	snap := func() string {
+		info, err := c.a.Manager.CreateSnapshot(ctx, src.ID, "")
+		if err != nil {
+			t.Fatalf("CreateSnapshot: %v", err)
+		}
+		waitIdle(t, c.a.Manager, src.ID)
+		return info.ID
+	}
+	good := snap()
+	sb := create(t, c.b, sandbox.CreateRequest{TemplateID: good, Timeout: time.Minute})
+	if sb.State != sandbox.StateRunning {
+		t.Fatalf("created on b from a's snapshot: %+v", sb)
+	}
+	bad := snap()
+	c.img.tamper("snapshots/" + bad)
+	if _, err := c.b.Manager.Create(ctx, sandbox.CreateRequest{TemplateID: bad, Timeout: time.Minute}); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("create from a rewritten snapshot image = %v, want it refused", err)
 	}
 }
 

@@ -72,6 +72,10 @@ type snapshotSpec struct {
 	// (runtime.ImageBuilder); "" for runtimes without one and in snapshots
 	// from before it was kept.
 	RuntimeBuild string `json:"runtimeBuild,omitempty"`
+	// ImageDigest is the digest of the snapshot's image in the artifact
+	// store (cluster nodes: Images.Put), which a node that fetches it
+	// checks; the row, not the store, is what says what the snapshot is.
+	ImageDigest string `json:"imageDigest,omitempty"`
 }
 
 // runtimeBuild is the runtime's image build (runtime.ImageBuilder), or "".
@@ -218,7 +222,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 		// recorded.
 		err := error(nil)
 		if sp.AgentBlob, err = m.cfg.Images.PutFile(ctx, sp.AgentPath); err == nil {
-			err = m.cfg.Images.Put(ctx, snapshotKey(snapID), final)
+			sp.ImageDigest, err = m.cfg.Images.Put(ctx, snapshotKey(snapID), final)
 		}
 		if err != nil {
 			_ = os.RemoveAll(final)

@@ -56,6 +56,12 @@ type Template struct {
 	SizeBytes int64
 	CreatedAt time.Time
 	Spec      string // JSON description of how it was built
+	// ArtifactDigest is the digest of the template's manifest in the
+	// artifact store (templates/<hash>) as the host that recorded it wrote
+	// it: another host pulls the template only when the store's copy has
+	// it. "" when there is no artifact store (or in rows from before it was
+	// kept: such a template is not pulled).
+	ArtifactDigest string
 }
 
 // Store is the persistence interface.

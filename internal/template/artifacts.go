@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/artifacts"
+	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
 // Templates in the artifact store (internal/artifacts, `serve --artifacts`):
@@ -64,48 +65,152 @@ func (m *Manager) SetArtifacts(st *artifacts.Store) { m.art = st }
 // the manager is used.
 func (m *Manager) OnPull(f func()) { m.onPull = f }
 
+// manifestFile is the manifest of a template this host pushed or pulled,
+// as its bytes are in the store (templates/<hash>/manifest.json): its
+// digest is what the template's records name (store.Template.
+// ArtifactDigest), so a push need not pack the root filesystem again to
+// know it.
+const manifestFile = "manifest.json"
+
 // push stores the template or layer hash (present here) in the artifact
-// store, unless its manifest is there and names a tree the store holds.
-func (m *Manager) push(ctx context.Context, hash string) error {
+// store and returns the digest of its manifest there, which the caller
+// records in the template's row: another host pulls the template only when
+// the manifest it finds has that digest. known is the digest a row of hash
+// records already (knownDigest; "" for none): when the store holds that
+// manifest and its tree, nothing is uploaded and known is returned, even if
+// this host built the hash itself (two hosts that built one recipe do not
+// take turns rewriting it). Otherwise this host's manifest, kept in the
+// template's directory, is uploaded again when the store's copy is missing
+// or differs, and the tree when the store lacks it. "" without an artifact
+// store.
+func (m *Manager) push(ctx context.Context, hash, known string) (artifacts.Digest, error) {
 	if m.art == nil {
-		return nil
+		return "", nil
+	}
+	if d, ok := m.storeHolds(ctx, hash, known); ok {
+		return d, nil
 	}
 	key := ManifestKey(hash)
-	if man, err := m.readManifest(ctx, hash); err == nil {
-		if ok, err := m.art.Exists(ctx, artifacts.TreeKey(man.RootFS)); err == nil && ok {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("pushing template %s to the artifact store: %w", short(hash), err)
+	if b, err := os.ReadFile(filepath.Join(m.hashDir(hash), manifestFile)); err == nil {
+		if man, err := parseManifest(hash, b); err == nil {
+			d, err := m.pushManifest(ctx, hash, man, b)
+			if err != nil {
+				return "", fmt.Errorf("pushing template %s to the artifact store: %w", short(hash), err)
+			}
+			return d, nil
 		}
-	} else if !errors.Is(err, artifacts.ErrNotFound) {
-		return fmt.Errorf("pushing template %s to the artifact store: %w", short(hash), err)
 	}
 	meta, err := os.ReadFile(filepath.Join(m.hashDir(hash), metaFile))
 	if err != nil {
-		return fmt.Errorf("pushing template %s: %w", short(hash), err)
+		return "", fmt.Errorf("pushing template %s: %w", short(hash), err)
 	}
 	start := time.Now()
 	info, err := m.art.PutDir(ctx, m.rootFS(hash))
 	if err != nil {
-		return fmt.Errorf("pushing template %s to the artifact store: root filesystem: %w", short(hash), err)
+		return "", fmt.Errorf("pushing template %s to the artifact store: root filesystem: %w", short(hash), err)
 	}
 	treeDone := time.Since(start)
 	b, err := json.Marshal(manifest{Version: manifestVersion, Hash: hash, RootFS: info.Digest, PackedBytes: info.Size, Meta: json.RawMessage(bytes.TrimSpace(meta))})
 	if err != nil {
-		return err
+		return "", err
 	}
-	if _, err := m.art.Put(ctx, key, bytes.NewReader(b), int64(len(b)), artifacts.DigestOf(b)); err != nil {
-		return fmt.Errorf("pushing template %s to the artifact store: manifest %s: %w", short(hash), key, err)
+	d := artifacts.DigestOf(b)
+	if _, err := m.art.Put(ctx, key, bytes.NewReader(b), int64(len(b)), d); err != nil {
+		return "", fmt.Errorf("pushing template %s to the artifact store: manifest %s: %w", short(hash), key, err)
+	}
+	if err := writeFileAtomic(filepath.Join(m.hashDir(hash), manifestFile), b); err != nil {
+		return "", fmt.Errorf("pushing template %s: %w", short(hash), err)
 	}
 	m.log.Info("pushed template to the artifact store", "hash", hash, "store", m.art.String(), "tree", info.Digest,
 		"packed_bytes", info.Size, "tree_duration", treeDone.Round(time.Millisecond), "duration", time.Since(start).Round(time.Millisecond))
+	return d, nil
+}
+
+// storeHolds reports whether the store's manifest of hash has the digest
+// known and the tree it names is in the store. Any failure says no: the
+// caller pushes this host's copy.
+func (m *Manager) storeHolds(ctx context.Context, hash, known string) (artifacts.Digest, bool) {
+	d, err := artifacts.ParseDigest(known)
+	if err != nil {
+		return "", false
+	}
+	if info, err := m.art.Stat(ctx, ManifestKey(hash)); err != nil || info.Digest != d {
+		return "", false
+	}
+	man, _, err := m.readManifest(ctx, hash, d)
+	if err != nil {
+		return "", false
+	}
+	if ok, err := m.art.Exists(ctx, artifacts.TreeKey(man.RootFS)); err != nil || !ok {
+		return "", false
+	}
+	return d, true
+}
+
+// knownDigest is the artifact digest a row of hash records: name's when it
+// is of hash, else any other's; "" when none does.
+func (m *Manager) knownDigest(ctx context.Context, name, hash string) string {
+	if rec, err := m.st.GetTemplate(ctx, name); err == nil && rec.Hash == hash && rec.ArtifactDigest != "" {
+		return rec.ArtifactDigest
+	}
+	if rec, err := m.byHash(ctx, hash); err == nil {
+		return rec.ArtifactDigest
+	}
+	return ""
+}
+
+// pushManifest makes the store hold the manifest b (of man, this host's)
+// and the tree it names, uploading what is missing or differs, and returns
+// b's digest.
+func (m *Manager) pushManifest(ctx context.Context, hash string, man *manifest, b []byte) (artifacts.Digest, error) {
+	d := artifacts.DigestOf(b)
+	key := ManifestKey(hash)
+	info, statErr := m.art.Stat(ctx, key)
+	if statErr != nil && !errors.Is(statErr, artifacts.ErrNotFound) {
+		return "", statErr
+	}
+	ok, err := m.art.Exists(ctx, artifacts.TreeKey(man.RootFS))
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		tinfo, err := m.art.PutDir(ctx, m.rootFS(hash))
+		if err != nil {
+			return "", fmt.Errorf("root filesystem: %w", err)
+		}
+		if tinfo.Digest != man.RootFS {
+			return "", fmt.Errorf("root filesystem packs to %s now, its manifest names %s: it changed here", tinfo.Digest, man.RootFS)
+		}
+	}
+	if statErr == nil && info.Digest == d && ok {
+		return d, nil
+	}
+	if _, err := m.art.Put(ctx, key, bytes.NewReader(b), int64(len(b)), d); err != nil {
+		return "", fmt.Errorf("manifest %s: %w", key, err)
+	}
+	m.log.Info("pushed template to the artifact store again", "hash", hash, "store", m.art.String(), "manifest", d, "tree_uploaded", !ok)
+	return d, nil
+}
+
+// writeFileAtomic writes b to p through a temporary file and a rename.
+func writeFileAtomic(p string, b []byte) error {
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return err
+	}
 	return nil
 }
 
 // PushMissing pushes every recorded template that is present here and not
 // in the artifact store yet (recorded before --artifacts was given, say), so
-// that other nodes can pull it. Failures are logged, not returned: the
-// daemon runs it in the background once it is ready.
+// that other nodes can pull it, and records the manifest's digest in rows
+// that lack it or name another (rows from before digests were kept).
+// Failures are logged, not returned: the daemon runs it in the background
+// once it is ready.
 func (m *Manager) PushMissing(ctx context.Context) {
 	if m.art == nil {
 		return
@@ -115,31 +220,40 @@ func (m *Manager) PushMissing(ctx context.Context) {
 		m.log.Warn("pushing templates to the artifact store: listing templates", "err", err)
 		return
 	}
-	seen := map[string]bool{}
+	pushed := map[string]artifacts.Digest{}
 	for _, r := range recs {
-		if seen[r.Hash] || !m.present(r.Hash) {
-			continue
+		d, seen := pushed[r.Hash]
+		if !seen {
+			if !m.present(r.Hash) {
+				continue
+			}
+			release := m.Hold() // not collected while it is packed
+			d, err = m.push(ctx, r.Hash, r.ArtifactDigest)
+			release()
+			if err != nil {
+				m.log.Warn("pushing a template to the artifact store", "name", r.Name, "hash", r.Hash, "err", err)
+				continue
+			}
+			pushed[r.Hash] = d
 		}
-		seen[r.Hash] = true
-		release := m.Hold() // not collected while it is packed
-		err := m.push(ctx, r.Hash)
-		release()
-		if err != nil {
-			m.log.Warn("pushing a template to the artifact store", "name", r.Name, "hash", r.Hash, "err", err)
+		if err := m.recordDigest(ctx, r, d); err != nil {
+			m.log.Warn("recording a template's artifact digest", "name", r.Name, "hash", r.Hash, "err", err)
 		}
 	}
 }
 
-// readManifest fetches and checks the manifest of hash.
-func (m *Manager) readManifest(ctx context.Context, hash string) (*manifest, error) {
-	p, err := m.art.Get(ctx, ManifestKey(hash))
-	if err != nil {
-		return nil, err
+// recordDigest writes d into the row r when it names another digest.
+func (m *Manager) recordDigest(ctx context.Context, r *store.Template, d artifacts.Digest) error {
+	if d == "" || r.ArtifactDigest == string(d) {
+		return nil
 	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil, err
-	}
+	nr := *r
+	nr.ArtifactDigest = string(d)
+	return m.st.PutTemplate(ctx, &nr)
+}
+
+// parseManifest decodes and checks the manifest of hash.
+func parseManifest(hash string, b []byte) (*manifest, error) {
 	var man manifest
 	if err := json.Unmarshal(b, &man); err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", ManifestKey(hash), err)
@@ -160,6 +274,21 @@ func (m *Manager) readManifest(ctx context.Context, hash string) (*manifest, err
 	return &man, nil
 }
 
+// readManifest fetches the manifest of hash, verified against want (the
+// digest in the template's row), and checks it.
+func (m *Manager) readManifest(ctx context.Context, hash string, want artifacts.Digest) (*manifest, []byte, error) {
+	p, err := m.art.GetRef(ctx, ManifestKey(hash), want)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	man, err := parseManifest(hash, b)
+	return man, b, err
+}
+
 // pullCall is one pull in progress; concurrent Gets of a template share it.
 // It is cancelled when every waiter has gone.
 type pullCall struct {
@@ -169,11 +298,17 @@ type pullCall struct {
 	cancel  context.CancelFunc
 }
 
-// pull installs template hash from the artifact store unless it is here.
-// Concurrent pulls of one hash share one download and install.
-func (m *Manager) pull(ctx context.Context, hash string) error {
+// pull installs template hash from the artifact store unless it is here,
+// if the manifest there has the digest want (from the template's row:
+// the row, not the store, says what the template is). Concurrent pulls of
+// one hash share one download and install.
+func (m *Manager) pull(ctx context.Context, hash, want string) error {
 	if !validHash(hash) {
 		return fmt.Errorf("%w: invalid template hash %q", ErrNotFound, hash)
+	}
+	d, err := artifacts.ParseDigest(want)
+	if err != nil {
+		return fmt.Errorf("%w: template %s: its record names no artifact digest (recorded before digests were kept, or by a host without the artifact store): not pulled", artifacts.ErrNotFound, short(hash))
 	}
 	m.mu.Lock()
 	c, ok := m.pulls[hash]
@@ -182,7 +317,7 @@ func (m *Manager) pull(ctx context.Context, hash string) error {
 		c = &pullCall{done: make(chan struct{}), cancel: cancel}
 		m.pulls[hash] = c
 		go func() {
-			err := m.pullOnce(pctx, hash)
+			err := m.pullOnce(pctx, hash, d)
 			cancel()
 			m.mu.Lock()
 			c.err = err
@@ -224,13 +359,13 @@ func validHash(h string) bool { return hashName.MatchString(h) }
 
 // pullOnce fetches the manifest and tree of hash and publishes them as
 // templates/<hash>.
-func (m *Manager) pullOnce(ctx context.Context, hash string) (err error) {
+func (m *Manager) pullOnce(ctx context.Context, hash string, want artifacts.Digest) (err error) {
 	defer m.Hold()() // no GC between the publish and the caller's use
 	if m.present(hash) {
 		return nil
 	}
 	start := time.Now()
-	man, err := m.readManifest(ctx, hash)
+	man, manBytes, err := m.readManifest(ctx, hash, want)
 	if err != nil {
 		return fmt.Errorf("manifest %s in the artifact store %s: %w", ManifestKey(hash), m.art, err)
 	}
@@ -278,6 +413,9 @@ func (m *Manager) pullOnce(ctx context.Context, hash string) (err error) {
 		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, metaFile), append(append([]byte(nil), man.Meta...), '\n'), 0o644); err != nil {
+		return fmt.Errorf("installing template %s: %w", short(hash), err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, manifestFile), manBytes, 0o644); err != nil {
 		return fmt.Errorf("installing template %s: %w", short(hash), err)
 	}
 	if err := os.Rename(tmp, m.hashDir(hash)); err != nil {

@@ -104,6 +104,17 @@ func sameTree(t *testing.T, a, b string) {
 	}
 }
 
+// recordedManifest fetches the manifest of hash with the digest a record
+// of hash names.
+func recordedManifest(ctx context.Context, m *Manager, hash string) (*manifest, error) {
+	rec, err := m.byHash(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	man, _, err := m.readManifest(ctx, hash, artifacts.Digest(rec.ArtifactDigest))
+	return man, err
+}
+
 func noCachedTrees(t *testing.T, n *node) {
 	t.Helper()
 	ents, _ := os.ReadDir(filepath.Join(n.store.CacheDir(), "trees"))
@@ -210,25 +221,21 @@ func TestArtifactsPushPull(t *testing.T) {
 	}
 }
 
-// A third node that starts after the store has the recipe's build pulls it
-// in Ensure instead of building; a node whose store has none builds and
-// pushes.
+// A node that starts after another built and recorded the recipe pulls it
+// in Ensure instead of building. Only a record says what the store's copy
+// must be (its artifact digest): with the record gone, the store's
+// manifest alone is not trusted, and the node builds (security review M4).
 func TestArtifactsEnsurePullsInsteadOfBuilding(t *testing.T) {
 	ctx := context.Background()
 	st := newFakeStore()
 	b, _ := newLocalBackend(t)
-	a, c := newNode(t, st, b), newNode(t, st, b)
+	a, c, d := newNode(t, st, b), newNode(t, st, b), newNode(t, st, b)
 	// No record yet, nothing in the store: A builds and pushes.
 	if _, err := a.m.Ensure(ctx, "base", nil); err != nil {
 		t.Fatal(err)
 	}
 	if a.fb.calls.Load() != 1 {
 		t.Fatalf("A built %d times", a.fb.calls.Load())
-	}
-	// The record is dropped (another version's record, say): C still
-	// finds the recipe's build in the store by its hash.
-	if err := st.DeleteTemplate(ctx, "base"); err != nil {
-		t.Fatal(err)
 	}
 	tpl, err := c.m.Ensure(ctx, "base", nil)
 	if err != nil {
@@ -240,8 +247,19 @@ func TestArtifactsEnsurePullsInsteadOfBuilding(t *testing.T) {
 	if _, ok := c.m.LayerPath(tpl.Hash); !ok {
 		t.Fatal("not installed on C")
 	}
-	if _, err := st.GetTemplate(ctx, "base"); err != nil {
-		t.Fatalf("C did not record base: %v", err)
+	// The record is dropped (another version's record, say): D does not
+	// take the store's manifest on its own word; it builds, and records.
+	if err := st.DeleteTemplate(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.m.Ensure(ctx, "base", nil); err != nil {
+		t.Fatal(err)
+	}
+	if d.fb.calls.Load() != 1 {
+		t.Fatalf("D built %d times, want 1 (no record names the store's copy)", d.fb.calls.Load())
+	}
+	if rec, err := st.GetTemplate(ctx, "base"); err != nil || rec.ArtifactDigest == "" {
+		t.Fatalf("D's record of base: %+v, %v", rec, err)
 	}
 }
 
@@ -257,7 +275,7 @@ func TestArtifactsCorruptTreeRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	man, err := a.m.readManifest(ctx, base.Hash)
+	man, err := recordedManifest(ctx, a.m, base.Hash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +333,7 @@ func TestArtifactsConcurrentGetsPullOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	man, err := a.m.readManifest(ctx, base.Hash)
+	man, err := recordedManifest(ctx, a.m, base.Hash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,7 +532,7 @@ func TestArtifactsRealTemplate(t *testing.T) {
 				t.Fatal(err)
 			}
 			again := time.Since(start)
-			man, err := a.m.readManifest(ctx, hash)
+			man, err := recordedManifest(ctx, a.m, hash)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -571,4 +589,35 @@ func TestArtifactsPushMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTree(t, base.RootFS, got.RootFS)
+}
+
+// Two nodes that built one recipe each keep the row's copy: the second
+// build finds the store holding the manifest the row names and records
+// that digest, uploading nothing (no turns at rewriting the manifest).
+func TestArtifactsSecondBuildKeepsRecordedCopy(t *testing.T) {
+	ctx := context.Background()
+	st := newFakeStore()
+	b, _ := newLocalBackend(t)
+	a, bn := newNode(t, st, b), newNode(t, st, b)
+	if _, err := a.m.Build(ctx, "base", BuildOptions{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.GetTemplate(ctx, "base")
+	if err != nil || rec.ArtifactDigest == "" {
+		t.Fatalf("A's record: %+v, %v", rec, err)
+	}
+	if _, err := bn.m.Build(ctx, "base", BuildOptions{Force: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if bn.fb.calls.Load() != 1 {
+		t.Fatalf("B built %d times, want 1 (forced)", bn.fb.calls.Load())
+	}
+	after, err := st.GetTemplate(ctx, "base")
+	if err != nil || after.ArtifactDigest != rec.ArtifactDigest {
+		t.Fatalf("B's build changed the record's digest: %q, was %q (%v)", after.ArtifactDigest, rec.ArtifactDigest, err)
+	}
+	info, err := a.store.Stat(ctx, ManifestKey(rec.Hash))
+	if err != nil || string(info.Digest) != rec.ArtifactDigest {
+		t.Fatalf("the store's manifest after B's build: %s, %v; want %s", info.Digest, err, rec.ArtifactDigest)
+	}
 }

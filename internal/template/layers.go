@@ -65,10 +65,11 @@ func (m *Manager) Register(ctx context.Context, name, hash, spec string) (*Templ
 	if err != nil {
 		return nil, fmt.Errorf("measuring template %q: %w", name, err)
 	}
-	if err := m.push(ctx, hash); err != nil {
+	d, err := m.push(ctx, hash, m.knownDigest(ctx, name, hash))
+	if err != nil {
 		return nil, err
 	}
-	rec := &store.Template{Name: name, Hash: hash, SizeBytes: size, CreatedAt: time.Now().UTC(), Spec: spec}
+	rec := &store.Template{Name: name, Hash: hash, SizeBytes: size, CreatedAt: time.Now().UTC(), Spec: spec, ArtifactDigest: string(d)}
 	if err := m.st.PutTemplate(ctx, rec); err != nil {
 		return nil, fmt.Errorf("recording template %q: %w", name, err)
 	}

@@ -186,7 +186,7 @@ func (m *Manager) get(ctx context.Context, name, want string) (*Template, error)
 	}
 	var pullErr error
 	if m.art != nil && (want == "" || rec.Hash == want) {
-		pullErr = m.pull(ctx, rec.Hash)
+		pullErr = m.pull(ctx, rec.Hash, rec.ArtifactDigest)
 		if pullErr == nil {
 			return m.fromRecord(rec), nil
 		}
@@ -246,8 +246,21 @@ func (m *Manager) Ensure(ctx context.Context, name string, progress func(Progres
 		return m.Get(ctx, name)
 	}
 	if t, err := m.get(ctx, name, r.Hash()); err == nil && t.Hash == r.Hash() {
-		if err := m.push(ctx, t.Hash); err != nil { // built before --artifacts
+		// Pushed unless the store holds what the row names: built before
+		// --artifacts, or the store lost it.
+		rec, rerr := m.st.GetTemplate(ctx, name)
+		known := ""
+		if rerr == nil && rec.Hash == t.Hash {
+			known = rec.ArtifactDigest
+		}
+		d, err := m.push(ctx, t.Hash, known)
+		if err != nil {
 			return nil, err
+		}
+		if rerr == nil && rec.Hash == t.Hash {
+			if err := m.recordDigest(ctx, rec, d); err != nil {
+				return nil, fmt.Errorf("recording template %q: %w", name, err)
+			}
 		}
 		return t, nil
 	} else if err != nil && !errors.Is(err, ErrNotFound) {
@@ -388,7 +401,13 @@ func (m *Manager) buildOnce(ctx context.Context, r *Recipe, force bool, progress
 		if progress != nil {
 			progress(Progress{Phase: PhaseFinalize, Message: "looking for the template in the artifact store"})
 		}
-		err := m.pull(ctx, hash)
+		// Only a record says what it built: the store's manifest is
+		// pulled when a record of this hash names its digest.
+		want := ""
+		if rec, err := m.byHash(ctx, hash); err == nil {
+			want = rec.ArtifactDigest
+		}
+		err := m.pull(ctx, hash, want)
 		if err == nil {
 			meta, err := m.readMeta(hash)
 			if err != nil {
@@ -499,15 +518,17 @@ func (m *Manager) readMeta(hash string) (*templateMeta, error) {
 // record stores the alias r.Name → meta.Hash, after pushing the template
 // to the artifact store (SetArtifacts).
 func (m *Manager) record(ctx context.Context, r *Recipe, meta *templateMeta) (*Template, error) {
-	if err := m.push(ctx, meta.Hash); err != nil {
+	d, err := m.push(ctx, meta.Hash, m.knownDigest(ctx, r.Name, meta.Hash))
+	if err != nil {
 		return nil, err
 	}
 	rec := &store.Template{
-		Name:      r.Name,
-		Hash:      meta.Hash,
-		SizeBytes: meta.SizeBytes,
-		CreatedAt: meta.CreatedAt,
-		Spec:      meta.Spec,
+		Name:           r.Name,
+		Hash:           meta.Hash,
+		SizeBytes:      meta.SizeBytes,
+		CreatedAt:      meta.CreatedAt,
+		Spec:           meta.Spec,
+		ArtifactDigest: string(d),
 	}
 	if err := m.st.PutTemplate(ctx, rec); err != nil {
 		return nil, fmt.Errorf("recording template %q: %w", r.Name, err)

@@ -15,6 +15,7 @@
 //	AIRLOCK_E2E_DATA_DIR     the daemon's --data-dir
 //	AIRLOCK_E2E_SUBNET       the daemon's --subnet (the disk-full test's own daemon uses its top /24)
 //	AIRLOCK_E2E_DAEMON_LOG   file the restarted daemon appends its output to
+//	AIRLOCK_E2E_IMAGE_DIR    the daemon's --image-dir (FROM oci-layout:// images go there)
 package gohttp
 
 import (

@@ -288,7 +288,16 @@ func TestTemplateFromOCILayoutGlibc(t *testing.T) {
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	// Local images must be inside the daemon's --image-dir.
+	images := os.Getenv("AIRLOCK_E2E_IMAGE_DIR")
+	if images == "" {
+		t.Fatal("AIRLOCK_E2E_IMAGE_DIR must be set (run scripts/test.sh)")
+	}
+	dir, err := os.MkdirTemp(images, "glibc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	lp, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		t.Fatal(err)

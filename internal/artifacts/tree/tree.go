@@ -56,6 +56,42 @@ const (
 	maxSparseSegments = 1 << 24
 )
 
+// What Unpack refuses to make, whatever the archive says (it runs as root,
+// and the archive comes from a store that others can write; a sandbox image
+// or a root filesystem never needs these on the host):
+//   - character and block devices, except the character device 0/0 (an
+//     overlay whiteout, which a sandbox's saved writable layer holds; it
+//     opens nothing). A root filesystem's /dev is made by the runtime
+//     (gVisor's own /dev, the guest kernel's devtmpfs), so its device nodes
+//     are not needed; one such as /dev/mem or a disk's block device would
+//     give whoever opens it on the host the host's memory or disks;
+//   - extended attributes outside user.*, system.posix_acl_access,
+//     system.posix_acl_default, security.capability (file capabilities:
+//     ping and the like in a root filesystem, which only the sandbox's
+//     kernel, gVisor's or the guest's, acts on) and trusted.overlay.opaque
+//     (an opaque directory of an overlay upper layer, as the host kernel's
+//     overlayfs writes it under a gVisor sandbox's layer). Other trusted.*
+//     attributes (overlayfs redirects and metacopy, which the host kernel
+//     follows when it mounts the layer) and other security.* ones (SELinux
+//     labels, IMA/EVM) are dropped.
+//
+// Pack keeps everything: what is dropped is decided when it is unpacked.
+
+// keepXattr reports whether Unpack sets the extended attribute name.
+func keepXattr(name string) bool {
+	switch name {
+	case "security.capability", "trusted.overlay.opaque", "system.posix_acl_access", "system.posix_acl_default":
+		return true
+	}
+	return strings.HasPrefix(name, "user.")
+}
+
+// keepDevice reports whether Unpack makes the device node of hdr (a
+// character or block device).
+func keepDevice(hdr *tar.Header) bool {
+	return hdr.Typeflag == tar.TypeChar && hdr.Devmajor == 0 && hdr.Devminor == 0
+}
+
 // xattrPrefix is the PAX record prefix of extended attributes (as GNU tar
 // and Go's archive/tar name them).
 const xattrPrefix = "SCHILY.xattr."
@@ -313,7 +349,9 @@ func copySegments(w io.Writer, p string, segs []segment, buf []byte) error {
 // or be empty. Entries may not leave dst: names are clean relative paths,
 // every parent is a directory this stream made (never a symlink), and hard
 // links point at regular files extracted before. Owners are restored when
-// running as root, else left to the caller.
+// running as root, else left to the caller. Device nodes other than
+// overlay whiteouts and extended attributes a sandbox image does not need
+// are not made (see keepDevice and keepXattr).
 func Unpack(ctx context.Context, r io.Reader, dst string) error {
 	zr, err := zstd.NewReader(r)
 	if err != nil {
@@ -403,6 +441,9 @@ func unpackTar(ctx context.Context, tr *tar.Reader, dst string) error {
 			files[name] = true
 			continue // the metadata is the first name's
 		case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+			if hdr.Typeflag != tar.TypeFifo && !keepDevice(hdr) {
+				continue // not made: see keepDevice
+			}
 			typ := uint32(unix.S_IFIFO)
 			switch hdr.Typeflag {
 			case tar.TypeChar:
@@ -502,7 +543,7 @@ func applyMeta(p string, hdr *tar.Header, mode uint32, root bool) error {
 	}
 	for k, v := range hdr.PAXRecords {
 		name, ok := strings.CutPrefix(k, xattrPrefix)
-		if !ok {
+		if !ok || !keepXattr(name) {
 			continue
 		}
 		if err := unix.Lsetxattr(p, name, []byte(v), 0); err != nil {

@@ -99,7 +99,8 @@ func (r *Runtime) ExportRootDisk(ctx context.Context, dir, dst string) (base str
 		return "", fmt.Errorf("qemu-img convert of the root disk: %w: %s", err, bytes.TrimSpace(o))
 	}
 	// The guest's file system was never unmounted: replay its journal and
-	// check it (in user space, unprivileged) before the host mounts it.
+	// check it (in user space, unprivileged) before the daemon's user-space
+	// reader (imagebuild.DiskSource) reads it; the host never mounts it.
 	fsck := exec.CommandContext(ctx, r.setpriv, "--reuid="+strconv.Itoa(r.uid), "--regid="+strconv.Itoa(r.gid),
 		"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
 		r.e2fsck, "-f", "-y", "/dev/fd/3")

@@ -147,6 +147,10 @@ ALTER TABLE daemon_lease ADD COLUMN node_id text NOT NULL DEFAULT '';
 ALTER TABLE daemon_lease DROP COLUMN id; -- and with it the one-row key
 ALTER TABLE daemon_lease ADD PRIMARY KEY (node_id);`,
 	},
+	{
+		name: "template artifact digest",
+		sql:  `ALTER TABLE templates ADD COLUMN artifact_digest text NOT NULL DEFAULT '';`,
+	},
 }
 
 // SchemaVersionKey is the settings key mirroring the applied schema

@@ -243,7 +243,7 @@ func (d *DB) DeleteSandbox(ctx context.Context, id string) error {
 		SELECT pg_notify($3, id) FROM gone`, "sandbox", id, d.nodeID, RoutesChannel)
 }
 
-const templateColumns = "name, hash, runtime, size_bytes, created_at, spec"
+const templateColumns = "name, hash, runtime, size_bytes, created_at, spec, artifact_digest"
 
 // PutTemplate inserts or replaces a template row (keyed by name, which
 // includes the tag of a tagged template: "name:tag").
@@ -251,10 +251,11 @@ func (d *DB) PutTemplate(ctx context.Context, t *store.Template) error {
 	if t == nil || t.Name == "" {
 		return errors.New("put template: empty name")
 	}
-	_, err := d.exec(ctx, `INSERT INTO templates (`+templateColumns+`) VALUES ($1,$2,$3,$4,$5,$6)
+	_, err := d.exec(ctx, `INSERT INTO templates (`+templateColumns+`) VALUES ($1,$2,$3,$4,$5,$6,$7)
 		ON CONFLICT (name) DO UPDATE SET hash=excluded.hash, runtime=excluded.runtime,
-		size_bytes=excluded.size_bytes, created_at=excluded.created_at, spec=excluded.spec`,
-		t.Name, t.Hash, t.Runtime, t.SizeBytes, encodeTime(t.CreatedAt), t.Spec)
+		size_bytes=excluded.size_bytes, created_at=excluded.created_at, spec=excluded.spec,
+		artifact_digest=excluded.artifact_digest`,
+		t.Name, t.Hash, t.Runtime, t.SizeBytes, encodeTime(t.CreatedAt), t.Spec, t.ArtifactDigest)
 	if err != nil {
 		return fmt.Errorf("put template %s: %w", t.Name, err)
 	}
@@ -266,7 +267,7 @@ func scanTemplate(r pgx.Row) (*store.Template, error) {
 		t       store.Template
 		created *time.Time
 	)
-	if err := r.Scan(&t.Name, &t.Hash, &t.Runtime, &t.SizeBytes, &created, &t.Spec); err != nil {
+	if err := r.Scan(&t.Name, &t.Hash, &t.Runtime, &t.SizeBytes, &created, &t.Spec, &t.ArtifactDigest); err != nil {
 		return nil, err
 	}
 	t.CreatedAt = decodeTime(created)

@@ -82,6 +82,10 @@ CREATE TABLE template_builds (
 );
 CREATE INDEX template_builds_template ON template_builds (template_id, created_at);`,
 	},
+	{
+		name: "template artifact digest",
+		sql:  `ALTER TABLE templates ADD COLUMN artifact_digest TEXT NOT NULL DEFAULT '';`,
+	},
 }
 
 // migrate applies every migration newer than the recorded schema version,

@@ -210,25 +210,26 @@ func (d *DB) PutTemplate(ctx context.Context, t *store.Template) error {
 	if t == nil || t.Name == "" {
 		return errors.New("put template: empty name")
 	}
-	_, err := d.db.ExecContext(ctx, `INSERT INTO templates (name, hash, runtime, size_bytes, created_at, spec)
-		VALUES (?,?,?,?,?,?)
+	_, err := d.db.ExecContext(ctx, `INSERT INTO templates (`+templateColumns+`)
+		VALUES (?,?,?,?,?,?,?)
 		ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, runtime=excluded.runtime,
-		size_bytes=excluded.size_bytes, created_at=excluded.created_at, spec=excluded.spec`,
-		t.Name, t.Hash, t.Runtime, t.SizeBytes, encodeTime(t.CreatedAt), t.Spec)
+		size_bytes=excluded.size_bytes, created_at=excluded.created_at, spec=excluded.spec,
+		artifact_digest=excluded.artifact_digest`,
+		t.Name, t.Hash, t.Runtime, t.SizeBytes, encodeTime(t.CreatedAt), t.Spec, t.ArtifactDigest)
 	if err != nil {
 		return fmt.Errorf("put template %s: %w", t.Name, err)
 	}
 	return nil
 }
 
-const templateColumns = "name, hash, runtime, size_bytes, created_at, spec"
+const templateColumns = "name, hash, runtime, size_bytes, created_at, spec, artifact_digest"
 
 func scanTemplate(r scanner) (*store.Template, error) {
 	var (
 		t       store.Template
 		created int64
 	)
-	if err := r.Scan(&t.Name, &t.Hash, &t.Runtime, &t.SizeBytes, &created, &t.Spec); err != nil {
+	if err := r.Scan(&t.Name, &t.Hash, &t.Runtime, &t.SizeBytes, &created, &t.Spec, &t.ArtifactDigest); err != nil {
 		return nil, err
 	}
 	t.CreatedAt = decodeTime(created)

@@ -218,7 +218,8 @@ func testTemplateCRUD(t *testing.T, open Opener) {
 	db := open(t)
 	created := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
 	base := &store.Template{Name: "base", Hash: "h1", Runtime: "", SizeBytes: 1 << 33, CreatedAt: created, Spec: `{"suite": "bookworm","b":1, "a":2}`}
-	ci := &store.Template{Name: "code-interpreter-v1", Hash: "h2", Runtime: "gvisor", SizeBytes: 5, CreatedAt: created.Add(time.Minute)}
+	ci := &store.Template{Name: "code-interpreter-v1", Hash: "h2", Runtime: "gvisor", SizeBytes: 5, CreatedAt: created.Add(time.Minute),
+		ArtifactDigest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
 	// A tag is a row of its own, named name:tag.
 	tagged := &store.Template{Name: "app:v1.2", Hash: "h4", SizeBytes: 9, CreatedAt: created.Add(time.Hour), Spec: `{"dockerfile":"FROM x"}`}
 	for _, tp := range []*store.Template{base, ci, tagged} {

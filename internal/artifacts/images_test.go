@@ -1,4 +1,4 @@
-package daemon
+package artifacts_test
 
 import (
 	"bytes"
@@ -13,13 +13,13 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/artifacts"
 )
 
-func newImages(t *testing.T, b artifacts.Backend) artifactImages {
+func newImages(t *testing.T, b artifacts.Backend) artifacts.Images {
 	t.Helper()
 	st, err := artifacts.NewStore(b, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return artifactImages{st: st}
+	return artifacts.Images{St: st}
 }
 
 // TestArtifactImages: a directory put under a key comes back by Get (moved
@@ -38,7 +38,8 @@ func TestArtifactImages(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "disk.img"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := newImages(t, b).Put(ctx, "snapshots/s1", src); err != nil {
+	digest, err := newImages(t, b).Put(ctx, "snapshots/s1", src)
+	if err != nil {
 		t.Fatal(err)
 	}
 	other := newImages(t, b) // another node, empty cache
@@ -47,7 +48,7 @@ func TestArtifactImages(t *testing.T) {
 	dsts := make([]string, 4)
 	for i := range errs {
 		dsts[i] = filepath.Join(t.TempDir(), "snapshot")
-		wg.Go(func() { errs[i] = other.GetShared(ctx, "snapshots/s1", dsts[i]) })
+		wg.Go(func() { errs[i] = other.GetShared(ctx, "snapshots/s1", digest, dsts[i]) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -59,7 +60,7 @@ func TestArtifactImages(t *testing.T) {
 		}
 	}
 	dst := filepath.Join(t.TempDir(), "image")
-	if err := newImages(t, b).Get(ctx, "snapshots/s1", dst); err != nil {
+	if err := newImages(t, b).Get(ctx, "snapshots/s1", digest, dst); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := os.ReadFile(filepath.Join(dst, "disk.img")); err != nil || !bytes.Equal(got, data) {
