@@ -330,7 +330,7 @@ if [ "${AIRLOCK_TEST_SKIP_CONSOLE:-0}" != 1 ]; then
 	fi
 	(cd test/console && npm ci --no-audit --no-fund --loglevel=error)
 	record console-npm-ci $?
-	(cd test/console && node --test --test-reporter=spec console.test.mjs) 2>&1 | tee "$WORK/console.out"
+	(cd test/console && node --test --test-concurrency=1 --test-reporter=spec console.test.mjs review.test.mjs) 2>&1 | tee "$WORK/console.out"
 	record console "${PIPESTATUS[0]}"
 	echo "console screenshots: $AIRLOCK_TEST_ARTIFACTS"
 fi

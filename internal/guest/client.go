@@ -243,6 +243,15 @@ func (c *Client) Process(host, token, user string) processpbconnect.ProcessClien
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	hc := &http.Client{Transport: &authTransport{base: base, user: user, token: token}, CheckRedirect: NoRedirect}
-	return processpbconnect.NewProcessClient(hc, c.url(host, ""), connect.WithProtoJSON())
+	// A sandbox's agent is not trusted: it may answer from a guest whose
+	// root rewrote it. So the stream's messages are capped (the agent sends
+	// at most 32 KiB of output per event) and redirects are never followed
+	// from the host's network namespace (review R2-4).
+	hc := &http.Client{Transport: &authTransport{base: base, user: user, token: token},
+		CheckRedirect: NoRedirect}
+	return processpbconnect.NewProcessClient(hc, c.url(host, ""), connect.WithProtoJSON(), connect.WithReadMaxBytes(MaxProcessMessage))
 }
+
+// MaxProcessMessage caps one Process stream message the host accepts from
+// an agent.
+const MaxProcessMessage = 4 << 20

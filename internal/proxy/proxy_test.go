@@ -532,3 +532,42 @@ func TestRedirectPassedToClient(t *testing.T) {
 		t.Fatalf("proxy answered %d Location %q, want the sandbox's 302", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
+
+// TestSandboxContentOnAPIOrigin: what a sandbox answers on the API's origin
+// (header-routed or signed /files) carries a CSP sandbox, so an HTML file
+// from a sandbox cannot run script on the console's origin; a sandbox's own
+// host keeps the sandbox's headers.
+func TestSandboxContentOnAPIOrigin(t *testing.T) {
+	t.Parallel()
+	html := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Security-Policy", "script-src *")
+		_, _ = io.WriteString(w, "<script>alert(1)</script>")
+	}
+	_ = startUpstream(t, "h", "127.0.0.81:49983", html)
+	srv := newProxy(t, fakeResolver{"ih": {ID: "ih", Addr: netip.MustParseAddr("127.0.0.81"), AccessToken: "tok-h"}})
+	q := url.Values{"path": {"/home/user/x.html"}, "username": {"user"}}
+	q.Set("signature", sign("/home/user/x.html", "read", "user", "tok-h", 0))
+
+	for name, r := range map[string]result{
+		"signed":         send(t, srv, "GET", "/files?"+q.Encode(), "", nil),
+		"signed on api":  send(t, srv, "GET", "/files?"+q.Encode(), "api.sbx.test", nil),
+		"header-routed":  send(t, srv, "GET", "/files?path=x.html", "", map[string]string{"E2b-Sandbox-Id": "ih"}),
+		"header on host": send(t, srv, "GET", "/files?path=x.html", "localhost:3000", map[string]string{"E2b-Sandbox-Id": "ih"}),
+	} {
+		if r.status != 200 {
+			t.Fatalf("%s: status %d %s", name, r.status, r.body)
+		}
+		if got := r.header.Values("Content-Security-Policy"); len(got) != 1 || got[0] != proxy.SandboxContentPolicy {
+			t.Errorf("%s: Content-Security-Policy %q, want exactly %q", name, got, proxy.SandboxContentPolicy)
+		}
+		if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s: X-Content-Type-Options %q", name, got)
+		}
+	}
+	// The sandbox's own host is its own origin: its headers pass unchanged.
+	r := send(t, srv, "GET", "/x.html", "49983-ih.sbx.test", nil)
+	if r.status != 200 || r.header.Get("Content-Security-Policy") != "script-src *" || r.header.Get("X-Content-Type-Options") != "" {
+		t.Fatalf("sandbox host: %d %v", r.status, r.header)
+	}
+}
