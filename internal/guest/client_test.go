@@ -250,7 +250,7 @@ func TestReceive(t *testing.T) {
 // port) never makes the daemon's client request the target: not for
 // /health, /init, /freeze, the clock nor the Process service; the call
 // fails instead.
-func TestClientNeverFollowsRedirects(t *testing.T) {
+func testClientNeverFollowsRedirects(t *testing.T) {
 	followed := make(chan string, 16)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metadata/", func(w http.ResponseWriter, r *http.Request) {
@@ -283,10 +283,10 @@ func TestClientNeverFollowsRedirects(t *testing.T) {
 	}
 }
 
-// TestProcessClientDistrustsAgent: an agent a guest's root rewrote can
+// testProcessClientDistrustsAgent: an agent a guest's root rewrote can
 // neither make the host buffer one huge stream message nor send the host's
 // Process client elsewhere with a redirect (review R2-4).
-func TestProcessClientDistrustsAgent(t *testing.T) {
+func testProcessClientDistrustsAgent(t *testing.T) {
 	var redirected atomic.Bool
 	mux := http.NewServeMux()
 	mux.HandleFunc("/process.Process/Start", func(w http.ResponseWriter, r *http.Request) {
@@ -338,4 +338,11 @@ func TestProcessClientDistrustsAgent(t *testing.T) {
 	if redirected.Load() {
 		t.Error("the client followed the agent's redirect")
 	}
+}
+
+// TestReviewGuest runs the attacks of the security reviews (issue 23) on the
+// daemon's agent client, named for the reliability report.
+func TestReviewGuest(t *testing.T) {
+	t.Run("attack/L1-agent-redirects-daemon-requests", testClientNeverFollowsRedirects)
+	t.Run("attack/R2-4-agent-huge-message-or-redirect", testProcessClientDistrustsAgent)
 }

@@ -52,7 +52,7 @@ func newBlockedManager(t *testing.T, cfg Config) *Manager {
 // an allowOut that name the cluster's addresses still cannot reach them;
 // the set follows SetBlockedAddrs and survives a reinstall. Azure's
 // WireServer (but for DNS) and Alibaba's metadata server are closed too.
-func TestBlockedAddrs(t *testing.T) {
+func testBlockedAddrs(t *testing.T) {
 	needRoot(t)
 	ctx := testCtx(t)
 	out := makeOutsideNS(t, bkExtNS, bkExtIf, []string{"198.51.100.201/29", "168.63.129.1/24", "100.100.100.1/24"},
@@ -149,4 +149,10 @@ func wantBlocked(t *testing.T, m *Manager, want ...netip.Addr) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("set %s = %v, want %v", BlockedSetName, got, want)
 	}
+}
+
+// TestReviewNetwork runs the attack of the security review (issue 23) this file tests,
+// named for the reliability report (docs/RELIABILITY.md).
+func TestReviewNetwork(t *testing.T) {
+	t.Run("attack/M1-cluster-addresses-always-blocked", testBlockedAddrs)
 }

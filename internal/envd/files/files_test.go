@@ -680,11 +680,11 @@ func TestUploadCreatesParentsAsRoot(t *testing.T) {
 	wantJSONError(t, r, 400, "not a directory")
 }
 
-// TestUploadParentSwapRace: a sandbox process that swaps a directory the
+// testUploadParentSwapRace: a sandbox process that swaps a directory the
 // agent just made (as root) for a symlink to a root file does not get that
 // file chmod'ed 0755 or chowned (review R2-3). The swap happens exactly in
 // the window through the afterMkdir hook.
-func TestUploadParentSwapRace(t *testing.T) {
+func testUploadParentSwapRace(t *testing.T) {
 	e := newEnv(t)
 	dir := openDir(t, 0o777) // the user's own writable directory
 	victim := filepath.Join(t.TempDir(), "shadow")
@@ -715,4 +715,10 @@ func TestUploadParentSwapRace(t *testing.T) {
 	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o600 || st.Uid != 0 {
 		t.Fatalf("victim is now %v uid %d: the agent followed the swapped-in symlink", fi.Mode().Perm(), st.Uid)
 	}
+}
+
+// TestReviewUploads runs the attack of the security review (issue 23) this file tests,
+// named for the reliability report (docs/RELIABILITY.md).
+func TestReviewUploads(t *testing.T) {
+	t.Run("attack/R2-3-upload-parent-swapped-for-symlink", testUploadParentSwapRace)
 }
