@@ -1,0 +1,409 @@
+// Package clustertls is the transport security of the api → node hop
+// (issue 23, finding M1): a cluster CA, the certificates it issues, and the
+// TLS configurations both sides use.
+//
+// Every hop from the api tier to a node (forwarded REST and sandbox traffic,
+// list fan-outs, the internal move API, PTY WebSockets, metrics) is TLS 1.3
+// with mutual authentication against one cluster CA:
+//
+//   - A node's certificate is for server authentication only and names the
+//     node: the URI SAN airlock:node:<id> (NodeURI), plus DNS/IP SANs of its
+//     advertise address for other clients' benefit.
+//   - The api tier's certificate is for client authentication only and
+//     names the tier: the URI SAN airlock:api (APIURI).
+//   - A node accepts a client certificate only when it chains to the CA for
+//     client authentication AND names airlock:api (VerifyAPIClient): a
+//     node's certificate is refused, so that one node cannot call another as
+//     if it were the api tier, even if its certificate was issued without
+//     extended key usages.
+//   - The api tier, dialing node X at the address the nodes table gives,
+//     accepts the server only when its certificate chains to the CA for
+//     server authentication AND names airlock:node:X (VerifyNode): a node
+//     cannot answer for another, and a taken-over address is detected. The
+//     host name is not checked: the identity is the node id, the address is
+//     only where to find it.
+//
+// The CA and the certificates are plain PEM files (Init, CA.Issue*), made
+// by `airlock cluster ca init` and `airlock cluster cert`, or by cert-manager
+// (deploy/helm/airlock). A TLS directory (--cluster-tls-dir) holds ca.crt
+// and node.crt/node.key (a node) or api.crt/api.key (the api tier): Load.
+package clustertls
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Identities, as URI SANs.
+const (
+	// APIURI names the api tier.
+	APIURI = "airlock:api"
+	// nodeURIPrefix + node id names a node.
+	nodeURIPrefix = "airlock:node:"
+)
+
+// NodeURI is the URI SAN that names node id.
+func NodeURI(id string) string { return nodeURIPrefix + id }
+
+// Files of a TLS directory.
+const (
+	CACert  = "ca.crt"
+	CAKey   = "ca.key" // only in the CA's directory: never on a node or api instance
+	NodeCrt = "node.crt"
+	NodeKey = "node.key"
+	APICrt  = "api.crt"
+	APIKey  = "api.key"
+)
+
+// Validity of what Init and the Issue methods make.
+const (
+	CAValidity   = 10 * 365 * 24 * time.Hour
+	CertValidity = 825 * 24 * time.Hour
+)
+
+// CA is a cluster CA: its certificate and, to issue, its key.
+type CA struct {
+	Cert *x509.Certificate
+	Key  crypto.Signer
+}
+
+// Init makes a new CA (ECDSA P-256) in dir: ca.crt (0644) and ca.key
+// (0600). It refuses to overwrite an existing one.
+func Init(dir string) (*CA, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	for _, f := range []string{CACert, CAKey} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return nil, fmt.Errorf("%s already exists: not replacing a cluster CA (every certificate it issued would stop working)", filepath.Join(dir, f))
+		}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating the CA key: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "Airlock cluster CA", Organization: []string{"Airlock"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(CAValidity),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		MaxPathLenZero:        true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, fmt.Errorf("making the CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the CA certificate: %w", err)
+	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, CAKey), keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, CACert), encodeCert(der), 0o644); err != nil {
+		return nil, err
+	}
+	return &CA{Cert: cert, Key: key}, nil
+}
+
+// LoadCA reads the CA (ca.crt and ca.key) of dir.
+func LoadCA(dir string) (*CA, error) {
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, CACert), filepath.Join(dir, CAKey))
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster CA in %s: %w", dir, err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", filepath.Join(dir, CACert), err)
+	}
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok || !cert.IsCA {
+		return nil, fmt.Errorf("%s is not a CA certificate with a signing key", filepath.Join(dir, CACert))
+	}
+	return &CA{Cert: cert, Key: signer}, nil
+}
+
+// CertPEM is ca.crt's content.
+func (c *CA) CertPEM() []byte { return encodeCert(c.Cert.Raw) }
+
+// IssueNode issues node id's server certificate; hosts are DNS names or IP
+// addresses it is reached at (its advertise address's host). It returns the
+// certificate and key, PEM.
+func (c *CA) IssueNode(id string, hosts []string) (certPEM, keyPEM []byte, err error) {
+	if id == "" {
+		return nil, nil, errors.New("a node certificate needs the node id")
+	}
+	return c.issue("airlock node "+id, NodeURI(id), x509.ExtKeyUsageServerAuth, hosts)
+}
+
+// IssueAPI issues an api-tier client certificate.
+func (c *CA) IssueAPI() (certPEM, keyPEM []byte, err error) {
+	return c.issue("airlock api", APIURI, x509.ExtKeyUsageClientAuth, nil)
+}
+
+func (c *CA) issue(cn, uri string, eku x509.ExtKeyUsage, hosts []string) ([]byte, []byte, error) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return nil, nil, fmt.Errorf("identity %q: %w", uri, err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generating a key: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{"Airlock"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(CertValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{eku},
+		URIs:         []*url.URL{u},
+	}
+	for _, h := range hosts {
+		if h == "" {
+			continue
+		}
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.Cert, key.Public(), c.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("issuing %s: %w", uri, err)
+	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return encodeCert(der), keyPEM, nil
+}
+
+// Material is what one side of the hop holds: the CA to verify the other
+// side against, and its own certificate.
+type Material struct {
+	Roots *x509.CertPool
+	Cert  tls.Certificate
+	// Leaf is Cert's parsed leaf.
+	Leaf *x509.Certificate
+}
+
+// Role of a TLS directory's owner.
+const (
+	RoleNode = "node"
+	RoleAPI  = "api"
+)
+
+// Load reads a TLS directory: ca.crt and, for role node, node.crt and
+// node.key (which must name nodeID), for role api api.crt and api.key
+// (which must name the api tier). Both must chain to ca.crt.
+func Load(dir, role, nodeID string) (*Material, error) {
+	crtName, keyName := APICrt, APIKey
+	want, eku := APIURI, x509.ExtKeyUsageClientAuth
+	if role == RoleNode {
+		crtName, keyName = NodeCrt, NodeKey
+		want, eku = NodeURI(nodeID), x509.ExtKeyUsageServerAuth
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, CACert))
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster CA: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", filepath.Join(dir, CACert))
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, crtName), filepath.Join(dir, keyName))
+	if err != nil {
+		return nil, fmt.Errorf("reading this %s's certificate: %w", role, err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", filepath.Join(dir, crtName), err)
+	}
+	m := &Material{Roots: roots, Cert: pair, Leaf: leaf}
+	if _, err := verify(roots, leaf, intermediates(pair.Certificate[1:]), eku, time.Now()); err != nil {
+		return nil, fmt.Errorf("%s does not chain to %s: %w", filepath.Join(dir, crtName), filepath.Join(dir, CACert), err)
+	}
+	if !hasURI(leaf, want) {
+		return nil, fmt.Errorf("%s names %v, not %s: it is another %s's certificate", filepath.Join(dir, crtName), uris(leaf), want, role)
+	}
+	return m, nil
+}
+
+// ServerConfig is a node's listener configuration: its certificate, and a
+// client certificate verified when given (the node's guard refuses every
+// request but GET /health without one: APIClient). A given certificate
+// that does not chain to the CA for client authentication, or that names
+// anyone but the api tier, fails the handshake.
+func (m *Material) ServerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{m.Cert},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    m.Roots,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return nil
+			}
+			return VerifyAPIClient(m.Roots, cs, time.Now())
+		},
+	}
+}
+
+// ClientConfig is the api tier's configuration to dial node nodeID: its
+// client certificate, and the node's verified by VerifyNode.
+func (m *Material) ClientConfig(nodeID string) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{m.Cert},
+		// The chain and the node identity are verified in VerifyConnection
+		// (the address's host name is not what identifies a node).
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return VerifyNode(m.Roots, cs, nodeID, time.Now())
+		},
+		NextProtos: []string{"http/1.1"},
+	}
+}
+
+// VerifyNode checks a server's certificate: it chains to roots for server
+// authentication and names node nodeID.
+func VerifyNode(roots *x509.CertPool, cs tls.ConnectionState, nodeID string, now time.Time) error {
+	if nodeID == "" {
+		return errors.New("no node id to verify the server against")
+	}
+	return verifyPeer(roots, cs, x509.ExtKeyUsageServerAuth, NodeURI(nodeID), now)
+}
+
+// VerifyAPIClient checks a client's certificate: it chains to roots for
+// client authentication and names the api tier.
+func VerifyAPIClient(roots *x509.CertPool, cs tls.ConnectionState, now time.Time) error {
+	return verifyPeer(roots, cs, x509.ExtKeyUsageClientAuth, APIURI, now)
+}
+
+// APIClient reports whether a request's connection carries a verified api
+// tier certificate (a node's guard).
+func APIClient(roots *x509.CertPool, cs *tls.ConnectionState) bool {
+	return cs != nil && len(cs.PeerCertificates) > 0 && VerifyAPIClient(roots, *cs, time.Now()) == nil
+}
+
+func verifyPeer(roots *x509.CertPool, cs tls.ConnectionState, eku x509.ExtKeyUsage, want string, now time.Time) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("no certificate presented")
+	}
+	leaf := cs.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := verify(roots, leaf, inter, eku, now); err != nil {
+		return fmt.Errorf("certificate %q: %w", leaf.Subject.CommonName, err)
+	}
+	if !hasURI(leaf, want) {
+		return fmt.Errorf("certificate %q names %v, want %s", leaf.Subject.CommonName, uris(leaf), want)
+	}
+	return nil
+}
+
+func verify(roots *x509.CertPool, leaf *x509.Certificate, inter *x509.CertPool, eku x509.ExtKeyUsage, now time.Time) ([][]*x509.Certificate, error) {
+	return leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{eku}})
+}
+
+func intermediates(ders [][]byte) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, d := range ders {
+		if c, err := x509.ParseCertificate(d); err == nil {
+			p.AddCert(c)
+		}
+	}
+	return p
+}
+
+func hasURI(c *x509.Certificate, want string) bool {
+	return slices.ContainsFunc(c.URIs, func(u *url.URL) bool { return u.String() == want })
+}
+
+func uris(c *x509.Certificate) []string {
+	out := []string{}
+	for _, u := range c.URIs {
+		out = append(out, u.String())
+	}
+	return out
+}
+
+type nodeKey struct{}
+
+// WithNode marks ctx's requests as meant for node id: Transport verifies
+// the server it reaches is that node.
+func WithNode(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, nodeKey{}, id)
+}
+
+// NodeFrom is the node id WithNode set ("" when none).
+func NodeFrom(ctx context.Context) string {
+	id, _ := ctx.Value(nodeKey{}).(string)
+	return id
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic(err) // crypto/rand does not fail
+	}
+	return n
+}
+
+func encodeCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func encodeKey(k *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return nil, fmt.Errorf("encoding a key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// WriteFile writes data to path with mode (a key 0600), replacing it.
+func WriteFile(path string, data []byte, mode os.FileMode) error { return writeFile(path, data, mode) }
+
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
