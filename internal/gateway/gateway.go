@@ -1,8 +1,9 @@
 // Package gateway is the request router of a cluster's api tier
 // (`airlock serve --role api`, issue 17). It is stateless: it serves the E2B
 // REST API and the sandbox traffic of every node by forwarding each request,
-// unbuffered, to the `--role node` daemon that owns it (adding the cluster
-// secret), places creates with internal/placement, fans lists out to every
+// unbuffered, to the `--role node` daemon that owns it over mutual TLS
+// (internal/cluster/clustertls: the gateway proves it is the api tier and
+// verifies it reached that very node; the cluster secret rides along), places creates with internal/placement, fans lists out to every
 // node and merges them, and answers GET /health and its own node API
 // (/airlock/v1/nodes) itself. The nodes, routes and lost sandboxes live in
 // cluster.Store.
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/placement"
 )
@@ -28,6 +30,9 @@ import (
 type Options struct {
 	Store  cluster.Store
 	Secret string // cluster secret sent to nodes (cluster.HeaderSecret)
+	// TLS is the api tier's certificate and the cluster CA: every request
+	// to a node is TLS, authenticated both ways (clustertls.Transport).
+	TLS    *clustertls.Material
 	APIKey string // the clients' API key (middleware.Key)
 	// Domain: sandboxes are reached at <port>-<id>.<domain>; api.<domain>
 	// is an API host.
@@ -39,7 +44,8 @@ type Options struct {
 	// token (guest.VerifySignature); nil: header-less signed URLs are not
 	// routed.
 	VerifySignature func(q url.Values, op, token string, now time.Time) error
-	// Transport to the nodes; nil: a pooled http.Transport.
+	// Transport to the nodes; nil: a clustertls.Transport with TLS (its
+	// requests name their node: clustertls.WithNode).
 	Transport http.RoundTripper
 	Logger    *slog.Logger
 	Placement placement.Config
@@ -96,8 +102,11 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.TLS == nil {
+		return nil, errors.New("gateway: no cluster TLS material (the api tier's certificate and the cluster CA)")
+	}
 	if opts.Transport == nil {
-		opts.Transport = defaultTransport()
+		opts.Transport = clustertls.NewTransport(opts.TLS, defaultTransport)
 	}
 	g := &Gateway{
 		opts:     opts,

@@ -225,35 +225,50 @@ const (
 // (which must name the api tier). Both must chain to ca.crt.
 func Load(dir, role, nodeID string) (*Material, error) {
 	crtName, keyName := APICrt, APIKey
-	want, eku := APIURI, x509.ExtKeyUsageClientAuth
 	if role == RoleNode {
 		crtName, keyName = NodeCrt, NodeKey
-		want, eku = NodeURI(nodeID), x509.ExtKeyUsageServerAuth
 	}
-	caPEM, err := os.ReadFile(filepath.Join(dir, CACert))
+	var data [3][]byte
+	for i, name := range []string{CACert, crtName, keyName} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("reading this %s's TLS material: %w", role, err)
+		}
+		data[i] = b
+	}
+	m, err := NewMaterial(data[0], data[1], data[2], role, nodeID)
 	if err != nil {
-		return nil, fmt.Errorf("reading the cluster CA: %w", err)
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return m, nil
+}
+
+// NewMaterial is Load's check of PEM data: the CA certificate(s), and the
+// certificate and key of a node (naming nodeID) or of the api tier.
+func NewMaterial(caPEM, certPEM, keyPEM []byte, role, nodeID string) (*Material, error) {
+	want, eku := APIURI, x509.ExtKeyUsageClientAuth
+	if role == RoleNode {
+		want, eku = NodeURI(nodeID), x509.ExtKeyUsageServerAuth
 	}
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", filepath.Join(dir, CACert))
+		return nil, fmt.Errorf("%s holds no PEM certificate", CACert)
 	}
-	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, crtName), filepath.Join(dir, keyName))
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("reading this %s's certificate: %w", role, err)
+		return nil, fmt.Errorf("this %s's certificate and key: %w", role, err)
 	}
 	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", filepath.Join(dir, crtName), err)
+		return nil, fmt.Errorf("parsing this %s's certificate: %w", role, err)
 	}
-	m := &Material{Roots: roots, Cert: pair, Leaf: leaf}
 	if _, err := verify(roots, leaf, intermediates(pair.Certificate[1:]), eku, time.Now()); err != nil {
-		return nil, fmt.Errorf("%s does not chain to %s: %w", filepath.Join(dir, crtName), filepath.Join(dir, CACert), err)
+		return nil, fmt.Errorf("this %s's certificate does not chain to %s: %w", role, CACert, err)
 	}
 	if !hasURI(leaf, want) {
-		return nil, fmt.Errorf("%s names %v, not %s: it is another %s's certificate", filepath.Join(dir, crtName), uris(leaf), want, role)
+		return nil, fmt.Errorf("this %s's certificate names %v, not %s: it is another's certificate", role, uris(leaf), want)
 	}
-	return m, nil
+	return &Material{Roots: roots, Cert: pair, Leaf: leaf}, nil
 }
 
 // ServerConfig is a node's listener configuration: its certificate, and a
