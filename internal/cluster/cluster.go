@@ -180,8 +180,9 @@ type Store interface {
 	BuildNode(ctx context.Context, buildID string) (string, error)
 	// TemplateBuildNode is the node of a template's newest build.
 	TemplateBuildNode(ctx context.Context, templateID string) (string, error)
-	// SandboxTokens lists every sandbox's id, node and envd access token
-	// (to route a header-less signed /files URL).
+	// SandboxTokens lists the id, node and envd access token of every
+	// sandbox that has a token (to route a header-less signed /files URL;
+	// the api tier reads it at most once a second: gateway.tokenIndex).
 	SandboxTokens(ctx context.Context) ([]SandboxToken, error)
 
 	// ReapLostNodes marks nodes whose heartbeat is older than bound as

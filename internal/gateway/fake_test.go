@@ -39,6 +39,7 @@ type fakeStore struct {
 	lost           map[string]cluster.Lost
 	fail           error // every call fails with it when set
 	sandboxReads   int
+	tokenReads     int // SandboxTokens calls
 	watch          chan cluster.RouteChange
 }
 
@@ -128,6 +129,7 @@ func (s *fakeStore) TemplateBuildNode(ctx context.Context, id string) (string, e
 func (s *fakeStore) SandboxTokens(ctx context.Context) ([]cluster.SandboxToken, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.tokenReads++
 	return slices.Clone(s.tokens), s.fail
 }
 

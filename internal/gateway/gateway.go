@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/airlock-sandbox/airlock/internal/cluster"
 	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
@@ -49,6 +51,12 @@ type Options struct {
 	Transport http.RoundTripper
 	Logger    *slog.Logger
 	Placement placement.Config
+	// UnauthRate and UnauthBurst bound, per client address, what requests
+	// without the API key make the api tier do: store reads for routes it
+	// has not cached, moves and resumes of paused sandboxes, signed /files
+	// lookups (0: DefaultUnauthRate, DefaultUnauthBurst).
+	UnauthRate  float64
+	UnauthBurst int
 	// PullTemplates says the nodes share an artifact store (--artifacts) and
 	// pull a template they lack on first use: a create may then go to any
 	// node (holders are still preferred), not only to those holding it.
@@ -72,8 +80,10 @@ type Gateway struct {
 	placer   *placement.Placer
 	reg      registry
 	routes   routeCache
-	unknown  ttlSet // ids the store does not know, for a few seconds
-	stay     ttlSet // sandboxes of draining nodes that cannot move (running), for a few seconds
+	unknown  ttlSet         // ids the store does not know, for a few seconds
+	stay     ttlSet         // sandboxes of draining nodes that cannot move (running), for a few seconds
+	unauth   *clientLimiter // per client: the cost of requests without the API key
+	tokens   tokenIndex     // access tokens, for header-less signed /files URLs
 	fwd      *forwarder
 	client   *http.Client // fan-out lists
 	auth     http.Handler // middleware.Key.Require in front of route
@@ -102,6 +112,12 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.UnauthRate <= 0 {
+		opts.UnauthRate = DefaultUnauthRate
+	}
+	if opts.UnauthBurst <= 0 {
+		opts.UnauthBurst = DefaultUnauthBurst
+	}
 	if opts.TLS == nil {
 		return nil, errors.New("gateway: no cluster TLS material (the api tier's certificate and the cluster CA)")
 	}
@@ -115,6 +131,7 @@ func New(opts Options) (*Gateway, error) {
 		apiHosts: map[string]bool{},
 		store:    opts.Store,
 		placer:   placement.New(opts.Placement),
+		unauth:   newClientLimiter(rate.Limit(opts.UnauthRate), opts.UnauthBurst),
 		// Never follow a node's redirect: the request carries the secret.
 		client: &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
