@@ -221,12 +221,18 @@ const (
 )
 
 // Load reads a TLS directory: ca.crt and, for role node, node.crt and
-// node.key (which must name nodeID), for role api api.crt and api.key
-// (which must name the api tier). Both must chain to ca.crt.
+// node.key (which must name nodeID) or, when the directory has no
+// node.crt, <nodeID>.crt and <nodeID>.key (one directory holding several
+// nodes' certificates, as a Kubernetes DaemonSet mounts one Secret); for
+// role api, api.crt and api.key (which must name the api tier). The
+// certificate must chain to ca.crt.
 func Load(dir, role, nodeID string) (*Material, error) {
 	crtName, keyName := APICrt, APIKey
 	if role == RoleNode {
 		crtName, keyName = NodeCrt, NodeKey
+		if _, err := os.Stat(filepath.Join(dir, NodeCrt)); errors.Is(err, os.ErrNotExist) && nodeID != "" {
+			crtName, keyName = nodeID+".crt", nodeID+".key"
+		}
 	}
 	var data [3][]byte
 	for i, name := range []string{CACert, crtName, keyName} {

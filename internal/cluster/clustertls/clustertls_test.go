@@ -269,3 +269,27 @@ func issueRaw(t *testing.T, ca *CA, uri string, eku []x509.ExtKeyUsage) tls.Cert
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+// A directory with several nodes' certificates named by node id (a
+// DaemonSet's Secret): each node loads its own.
+func TestLoadByNodeID(t *testing.T) {
+	ca, _ := testCA(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, CACert), ca.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"worker-1", "worker-2"} {
+		crt, key, _ := ca.IssueNode(id, nil)
+		_ = os.WriteFile(filepath.Join(dir, id+".crt"), crt, 0o600)
+		_ = os.WriteFile(filepath.Join(dir, id+".key"), key, 0o600)
+	}
+	for _, id := range []string{"worker-1", "worker-2"} {
+		m, err := Load(dir, RoleNode, id)
+		if err != nil || !hasURI(m.Leaf, NodeURI(id)) {
+			t.Fatalf("Load %s: %v", id, err)
+		}
+	}
+	if _, err := Load(dir, RoleNode, "worker-3"); err == nil {
+		t.Fatal("a node without a certificate in the directory loaded")
+	}
+}
