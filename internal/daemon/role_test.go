@@ -53,7 +53,7 @@ func TestCheckRole(t *testing.T) {
 		{name: "all refuses tls", cfg: Config{ClusterTLSDir: n1Dir}, want: "--cluster-tls-dir is a cluster flag"},
 		{name: "node with another node's certificate", cfg: Config{Role: "node", Store: pg, Listen: "10.0.0.5:1", NodeID: "n1", ClusterSecretFile: secretFile, ClusterTLSDir: n2Dir}, want: "airlock:node:n2"},
 		{name: "api with a node's certificate", cfg: Config{Role: "api", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: n1Dir}, want: "--cluster-tls-dir"},
-		{name: "node with the api's directory", cfg: Config{Role: "node", Store: pg, Listen: "10.0.0.5:1", NodeID: "n1", ClusterSecretFile: secretFile, ClusterTLSDir: apiDir}, want: "node.crt"},
+		{name: "node with the api's directory", cfg: Config{Role: "node", Store: pg, Listen: "10.0.0.5:1", NodeID: "n1", ClusterSecretFile: secretFile, ClusterTLSDir: apiDir}, want: "n1.crt"},
 		{name: "secret too short", cfg: Config{Role: "node", Store: pg, Listen: "127.0.0.1:1", ClusterSecretFile: short}, want: "too short"},
 		{name: "api refuses node flags", cfg: Config{Role: "api", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: apiDir, NodeID: "x"}, want: "node flags"},
 		{name: "api", cfg: Config{Role: "api", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: apiDir}, check: func(t *testing.T, r role) {

@@ -47,6 +47,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -212,6 +213,67 @@ type Material struct {
 	Cert  tls.Certificate
 	// Leaf is Cert's parsed leaf.
 	Leaf *x509.Certificate
+
+	// src, for a Material read by Load, re-reads the certificate and key
+	// when their files change (a renewal, e.g. by cert-manager): handshakes
+	// use the newest that still passes NewMaterial's checks.
+	src *source
+}
+
+// reloadEvery is how often a loaded certificate's files are looked at.
+const reloadEvery = 30 * time.Second
+
+type source struct {
+	dir, crt, key, role, nodeID string
+
+	mu      sync.Mutex
+	checked time.Time        // guarded by mu
+	mod     time.Time        // newest mtime of crt and key at the last read; guarded by mu
+	cur     *tls.Certificate // guarded by mu
+}
+
+// certificate is the certificate to present now.
+func (m *Material) certificate() *tls.Certificate {
+	if m.src == nil {
+		return &m.Cert
+	}
+	s := m.src
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.checked) < reloadEvery {
+		return s.cur
+	}
+	s.checked = time.Now()
+	mod, err := newestMod(filepath.Join(s.dir, s.crt), filepath.Join(s.dir, s.key))
+	if err != nil || !mod.After(s.mod) {
+		return s.cur
+	}
+	crt, err1 := os.ReadFile(filepath.Join(s.dir, s.crt))
+	key, err2 := os.ReadFile(filepath.Join(s.dir, s.key))
+	ca, err3 := os.ReadFile(filepath.Join(s.dir, CACert))
+	if err1 != nil || err2 != nil || err3 != nil {
+		return s.cur
+	}
+	fresh, err := NewMaterial(ca, crt, key, s.role, s.nodeID)
+	if err != nil || !fresh.Roots.Equal(m.Roots) {
+		return s.cur // half-written, or a new CA: that needs a restart
+	}
+	s.cur, s.mod = &fresh.Cert, mod
+	return s.cur
+}
+
+func newestMod(paths ...string) (time.Time, error) {
+	var t time.Time
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return t, err
+		}
+		if st.ModTime().After(t) {
+			t = st.ModTime()
+		}
+	}
+	return t, nil
 }
 
 // Role of a TLS directory's owner.
@@ -242,10 +304,12 @@ func Load(dir, role, nodeID string) (*Material, error) {
 		}
 		data[i] = b
 	}
+	mod, _ := newestMod(filepath.Join(dir, crtName), filepath.Join(dir, keyName))
 	m, err := NewMaterial(data[0], data[1], data[2], role, nodeID)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	m.src = &source{dir: dir, crt: crtName, key: keyName, role: role, nodeID: nodeID, checked: time.Now(), mod: mod, cur: &m.Cert}
 	return m, nil
 }
 
@@ -283,11 +347,10 @@ func NewMaterial(caPEM, certPEM, keyPEM []byte, role, nodeID string) (*Material,
 // that does not chain to the CA for client authentication, or that names
 // anyone but the api tier, fails the handshake.
 func (m *Material) ServerConfig() *tls.Config {
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{m.Cert},
-		ClientAuth:   tls.VerifyClientCertIfGiven,
-		ClientCAs:    m.Roots,
+	base := &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		ClientAuth: tls.VerifyClientCertIfGiven,
+		ClientCAs:  m.Roots,
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
 				return nil
@@ -295,14 +358,26 @@ func (m *Material) ServerConfig() *tls.Config {
 			return VerifyAPIClient(m.Roots, cs, time.Now())
 		},
 	}
+	cfg := base.Clone()
+	cfg.Certificates = []tls.Certificate{m.Cert}
+	// Each handshake presents the newest certificate (a renewal is picked
+	// up without a restart).
+	cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		c := base.Clone()
+		c.Certificates = []tls.Certificate{*m.certificate()}
+		return c, nil
+	}
+	return cfg
 }
 
 // ClientConfig is the api tier's configuration to dial node nodeID: its
 // client certificate, and the node's verified by VerifyNode.
 func (m *Material) ClientConfig(nodeID string) *tls.Config {
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{m.Cert},
+		MinVersion: tls.VersionTLS13,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return m.certificate(), nil
+		},
 		// The chain and the node identity are verified in VerifyConnection
 		// (the address's host name is not what identifies a node).
 		InsecureSkipVerify: true,

@@ -293,3 +293,54 @@ func TestLoadByNodeID(t *testing.T) {
 		t.Fatal("a node without a certificate in the directory loaded")
 	}
 }
+
+// A renewed certificate (new files in the directory) is served without a
+// restart; a broken one is not.
+func TestReloadRenewedCertificate(t *testing.T) {
+	ca, _ := testCA(t)
+	crt, key, _ := ca.IssueNode("n1", []string{"127.0.0.1"})
+	dir := tlsDir(t, ca, RoleNode, crt, key)
+	m, err := Load(dir, RoleNode, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := node(t, m)
+	tr := NewTransport(apiMaterial(t, ca), baseTransport)
+	served := func() string {
+		t.Helper()
+		tr.CloseIdleConnections()
+		req, _ := http.NewRequestWithContext(WithNode(context.Background(), "n1"), http.MethodGet, srv.URL, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.TLS.PeerCertificates[0].SerialNumber.String()
+	}
+	first := served()
+	renew := func(crt, key []byte) {
+		t.Helper()
+		later := time.Now().Add(time.Minute)
+		for name, data := range map[string][]byte{NodeCrt: crt, NodeKey: key} {
+			p := filepath.Join(dir, name)
+			if err := os.WriteFile(p, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_ = os.Chtimes(p, later, later)
+		}
+		m.src.mu.Lock()
+		m.src.checked = time.Time{}
+		m.src.mu.Unlock()
+	}
+	// Another node's certificate is not taken.
+	crt2, key2, _ := ca.IssueNode("n2", nil)
+	renew(crt2, key2)
+	if got := served(); got != first {
+		t.Fatalf("n2's certificate was loaded for n1 (serial %s)", got)
+	}
+	crt3, key3, _ := ca.IssueNode("n1", nil)
+	renew(crt3, key3)
+	if got := served(); got == first {
+		t.Fatal("the renewed certificate is not served")
+	}
+}
