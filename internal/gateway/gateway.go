@@ -82,6 +82,7 @@ type Gateway struct {
 	routes   routeCache
 	unknown  ttlSet         // ids the store does not know, for a few seconds
 	stay     ttlSet         // sandboxes of draining nodes that cannot move (running), for a few seconds
+	routed   ttlSet         // sandboxes routed a moment ago (their traffic is not limited)
 	unauth   *clientLimiter // per client: the cost of requests without the API key
 	tokens   tokenIndex     // access tokens, for header-less signed /files URLs
 	fwd      *forwarder

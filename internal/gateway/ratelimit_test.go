@@ -144,6 +144,31 @@ func TestUnauthenticatedTrafficIsRateLimited(t *testing.T) {
 	}
 }
 
+// With the route cache off (no watch: the store's notifications broke),
+// a sandbox routed a moment ago is not limited; made-up ids still are.
+func TestRoutedSandboxNotLimitedWithoutRouteCache(t *testing.T) {
+	c := newTestCluster(t, 1, func(o *Options) { o.UnauthRate, o.UnauthBurst = 0.001, 2 })
+	c.store.mu.Lock()
+	c.store.sandboxes["live1"] = "n1"
+	c.store.mu.Unlock()
+	for i := range 10 {
+		resp := c.do("GET", "/health", false, nil, "E2b-Sandbox-Id", "live1")
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d to a routed sandbox: %d", i, resp.StatusCode)
+		}
+	}
+	codes := []int{}
+	for i := range 3 {
+		resp := c.do("GET", "/health", false, nil, "E2b-Sandbox-Id", fmt.Sprintf("nope%d", i))
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+	}
+	if !slices.Equal(codes, []int{http.StatusBadGateway, http.StatusTooManyRequests, http.StatusTooManyRequests}) {
+		t.Fatalf("made-up ids after the burst went to live1: %v", codes)
+	}
+}
+
 func TestClientLimiter(t *testing.T) {
 	l := newClientLimiter(1, 2)
 	now := time.Now()

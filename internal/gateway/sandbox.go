@@ -99,7 +99,7 @@ func (g *Gateway) serveTraffic(w http.ResponseWriter, r *http.Request, id string
 		http.Error(w, "invalid sandbox id", http.StatusBadRequest)
 		return
 	}
-	if !g.cheapRoute(id) && !g.allowUnauth(w, r, "routing sandbox "+id) {
+	if !g.cheapRoute(id) && !g.routed.has(id, time.Now()) && !g.allowUnauth(w, r, "routing sandbox "+id) {
 		return
 	}
 	n, rerr := g.ownerOrMove(r.Context(), id)
@@ -107,6 +107,10 @@ func (g *Gateway) serveTraffic(w http.ResponseWriter, r *http.Request, id string
 		trafficError(w, r, id, rerr)
 		return
 	}
+	// Routed: its traffic is not limited for a while even when the route
+	// cache is off (a broken watch), which would otherwise throttle every
+	// sandbox behind one balancer.
+	g.routed.add(id, time.Now())
 	g.forwardOwned(w, r, id, n)
 }
 
