@@ -153,6 +153,11 @@ func (n *nodeState) guard(next http.Handler) http.Handler {
 				return
 			}
 			r.Header.Del(cluster.HeaderSecret)
+			// The hop's TLS is not the client's: the scheme the client used
+			// is the api tier's X-Forwarded-Proto (found by the cluster's
+			// template build: a file upload link came back https://).
+			r = r.WithContext(r.Context())
+			r.TLS = nil
 			if r.Header.Get(cluster.HeaderInternal) != "" {
 				// The api tier's own call (it strips the header from what it
 				// forwards): never a client's, never sandbox traffic.

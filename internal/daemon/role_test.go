@@ -139,9 +139,10 @@ func TestNodeGuard(t *testing.T) {
 	}
 	n := &nodeState{d: &daemon{role: role{node: true, nodeID: "n7", secret: secret, tls: self}}}
 	n.gen.Store(41)
-	var sawSecret bool
+	var sawSecret, sawTLS bool
 	h := n.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sawSecret = r.Header.Get(cluster.HeaderSecret) != ""
+		sawTLS = r.TLS != nil
 		w.WriteHeader(http.StatusCreated)
 	}))
 	peer := conn(api)
@@ -164,8 +165,8 @@ func TestNodeGuard(t *testing.T) {
 	if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: "wrong-wrong-wrong-wrong"}); w.Code != http.StatusUnauthorized {
 		t.Errorf("wrong secret: %d", w.Code)
 	}
-	if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: secret}); w.Code != http.StatusCreated || sawSecret {
-		t.Errorf("with the secret: %d, secret passed on: %v", w.Code, sawSecret)
+	if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: secret}); w.Code != http.StatusCreated || sawSecret || sawTLS {
+		t.Errorf("with the secret: %d, secret passed on: %v, the hop's TLS passed on as the client's: %v", w.Code, sawSecret, sawTLS)
 	} else if w.Header().Get(cluster.HeaderNode) != "n7" {
 		t.Errorf("%s = %q", cluster.HeaderNode, w.Header().Get(cluster.HeaderNode))
 	}
