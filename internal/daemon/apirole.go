@@ -54,7 +54,7 @@ func runAPI(ctx context.Context, cfg Config, r role, log *slog.Logger) error {
 	}
 	helperenv.DropSecrets() // every credential in the environment has been read
 	g, err := gateway.New(gateway.Options{
-		Store: st, Secret: r.secret, APIKey: apiKey, Domain: cfg.Domain,
+		Store: st, Secret: r.secret, TLS: r.tls, APIKey: apiKey, Domain: cfg.Domain,
 		Template: templateResources(st),
 		// With an artifact store every node can pull any template.
 		PullTemplates:   cfg.Artifacts != "",

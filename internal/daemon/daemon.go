@@ -7,6 +7,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -99,6 +100,9 @@ type Config struct {
 	AdvertiseAddr string
 	// ClusterSecretFile is --cluster-secret-file ("" = $AIRLOCK_CLUSTER_SECRET).
 	ClusterSecretFile string
+	// ClusterTLSDir is --cluster-tls-dir: ca.crt and node.crt/node.key (a
+	// node) or api.crt/api.key (the api tier).
+	ClusterTLSDir string
 	// NodeLabels is --node-labels (besides the detected "kvm").
 	NodeLabels []string
 	// NodeCPUs and NodeMemoryMB are --node-cpus and --node-memory: the
@@ -467,6 +471,11 @@ func (d *daemon) serve(ctx context.Context) error {
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", d.cfg.Listen, err)
+	}
+	if d.node != nil {
+		// Mutual TLS with the api tier (clustertls); the guard refuses what
+		// comes without its certificate.
+		ln = tls.NewListener(ln, d.role.tls.ServerConfig())
 	}
 	srv := &http.Server{
 		Handler:           d.handler,

@@ -89,6 +89,15 @@ func (r *Rendered) Check(existingSecrets ...string) []error {
 			secrets[s.Name] = s
 		}
 	}
+	// A cert-manager Certificate writes its Secret: tls.crt, tls.key, ca.crt.
+	for _, o := range r.Objects {
+		if c, ok := o.Obj.(*Certificate); ok {
+			if secrets[c.Spec.SecretName] != nil {
+				fail("%s: Certificate %s writes Secret %s, which the chart also renders", o.Source, c.Name, c.Spec.SecretName)
+			}
+			secrets[c.Spec.SecretName] = &corev1.Secret{Data: map[string][]byte{"tls.crt": nil, "tls.key": nil, "ca.crt": nil}}
+		}
+	}
 	hasSecretKey := func(name, key string) bool {
 		if slices.Contains(existingSecrets, name) {
 			return true
@@ -126,6 +135,30 @@ func (r *Rendered) Check(existingSecrets ...string) []error {
 			volumes[v.Name] = v
 			if v.Secret != nil && !slices.Contains(existingSecrets, v.Secret.SecretName) && secrets[v.Secret.SecretName] == nil {
 				fail("%s: volume %s mounts Secret %s, which is neither rendered nor declared existing", p.Workload, v.Name, v.Secret.SecretName)
+			}
+			if v.Secret != nil {
+				for _, it := range v.Secret.Items {
+					if !hasSecretKey(v.Secret.SecretName, it.Key) {
+						fail("%s: volume %s mounts key %q of Secret %s, which it does not have", p.Workload, v.Name, it.Key, v.Secret.SecretName)
+					}
+				}
+			}
+			if v.Projected != nil {
+				paths := map[string]bool{}
+				for _, src := range v.Projected.Sources {
+					if src.Secret == nil {
+						continue
+					}
+					for _, it := range src.Secret.Items {
+						if !hasSecretKey(src.Secret.Name, it.Key) {
+							fail("%s: volume %s projects key %q of Secret %s, which is neither rendered nor declared existing", p.Workload, v.Name, it.Key, src.Secret.Name)
+						}
+						if paths[it.Path] {
+							fail("%s: volume %s projects two files to %s", p.Workload, v.Name, it.Path)
+						}
+						paths[it.Path] = true
+					}
+				}
 			}
 		}
 		for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {

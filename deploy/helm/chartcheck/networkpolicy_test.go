@@ -73,7 +73,7 @@ func TestNetworkPolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, err := range r.Check() {
+			for _, err := range r.Check(defaultTLSSecrets...) {
 				t.Error(err)
 			}
 			pg := Find[*networkingv1.NetworkPolicy](r, "airlock-postgres")
