@@ -84,9 +84,11 @@ type Runtime struct {
 	build     string
 
 	// mu guards deleting: background deletes of checkpointed containers
-	// (checkpoint.go), by id.
+	// (checkpoint.go), by id; and watches, the memory watchers of running
+	// sandboxes (memwatch.go), by id.
 	mu       sync.Mutex
 	deleting map[string]chan struct{}
+	watches  map[string]*memWatch
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -329,6 +331,7 @@ func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 			errs = append(errs, err)
 		}
 	}
+	r.unwatchMemory(id)
 	t0 := time.Now()
 	if _, err := r.exec(ctx, "kill", id, "KILL"); err != nil && !notFound(err) {
 		// Usually "not running" for a stopped container; delete --force
