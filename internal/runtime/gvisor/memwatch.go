@@ -78,6 +78,18 @@ func (r *Runtime) watchMemory(id string) {
 	}()
 }
 
+// ensureWatched starts watching sandbox id, seen running, unless a watcher
+// runs: sandboxes that a previous daemon started (State and States see
+// them at restart, and every few seconds after).
+func (r *Runtime) ensureWatched(id string) {
+	r.mu.Lock()
+	_, ok := r.watches[id]
+	r.mu.Unlock()
+	if !ok {
+		r.watchMemory(id)
+	}
+}
+
 // unwatchMemory stops the watcher of id, if any.
 func (r *Runtime) unwatchMemory(id string) {
 	r.mu.Lock()

@@ -369,7 +369,8 @@ type runscState struct {
 	Bundle string `json:"bundle"`
 }
 
-// State implements runtime.Runtime.
+// State implements runtime.Runtime; a running sandbox without a memory
+// watcher gets one (memwatch.go).
 func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return "", err
@@ -387,6 +388,7 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 	}
 	switch st.Status {
 	case "running":
+		r.ensureWatched(id)
 		return runtime.StateRunning, nil
 	case "paused":
 		return runtime.StatePaused, nil
