@@ -14,8 +14,9 @@
 // the runtime's kernel serves (gVisor's Sentry, on the host's CPU). When the
 // host watches the sandbox's memory cgroup and signals the agent whenever it
 // grows (EnvWake), the guard checks every DefaultInterval only while memory
-// is within reach of the limit (half of it or more) or it was just woken,
-// and otherwise every IdleInterval as a safety net. Without a host watcher
+// is within reach of the limit (half of it or more), while the agent serves
+// a request and shortly after (Activity), or when it was just woken, and
+// otherwise every IdleInterval as a safety net. Without a host watcher
 // it checks every DefaultInterval, as before.
 package oomguard
 
@@ -70,6 +71,31 @@ const IdleInterval = 10 * time.Second
 // wake-up: an allocation that crossed the host's step may go on.
 const wakeBurst = 2 * time.Second
 
+// activeWindow is how long the guard keeps checking every DefaultInterval
+// after the agent's last request ended (Activity): a sandbox in use is
+// guarded as closely as before, and the host's wake-up, whose latency grows
+// with the host's load, is only needed once the sandbox has gone quiet.
+const activeWindow = 5 * time.Second
+
+// Activity marks a request to the agent in progress: the running guard
+// checks every DefaultInterval from now until done is called and for
+// activeWindow after. Without a running guard it does nothing.
+func Activity() (done func()) {
+	g := running.Load()
+	if g == nil {
+		return func() {}
+	}
+	g.inflight.Add(1)
+	select {
+	case g.poke <- struct{}{}:
+	default:
+	}
+	return func() {
+		g.lastActive.Store(time.Now().UnixNano())
+		g.inflight.Add(-1)
+	}
+}
+
 // Kill is one process the guard ended.
 type Kill struct {
 	PID      int
@@ -88,9 +114,15 @@ type Guard struct {
 	// host wakes the guard (hostWakes); otherwise unused.
 	idle      time.Duration
 	hostWakes bool
-	self      int
-	log       *slog.Logger
-	kill      func(pid int) error
+	// inflight counts the agent's requests in progress, lastActive is when
+	// the last one ended (Unix ns), and poke wakes the loop when one
+	// starts (Activity).
+	inflight   atomic.Int64
+	lastActive atomic.Int64
+	poke       chan struct{}
+	self       int
+	log        *slog.Logger
+	kill       func(pid int) error
 
 	// mu guards kills.
 	mu    sync.Mutex
@@ -104,7 +136,7 @@ func New(limitBytes uint64, log *slog.Logger) *Guard {
 		return nil
 	}
 	return &Guard{limit: limitBytes, proc: "/proc", interval: DefaultInterval, idle: IdleInterval, self: os.Getpid(), log: log,
-		kill: func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }}
+		poke: make(chan struct{}, 1), kill: func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }}
 }
 
 // FromEnv returns the guard EnvLimit asks for, or nil.
@@ -149,9 +181,13 @@ func (g *Guard) loop(ctx context.Context, wake <-chan os.Signal) {
 		case <-t.C:
 		case <-wake:
 			fastUntil = time.Now().Add(wakeBurst)
+		case <-g.poke:
 		}
 		_, used, haveUsed := g.check()
-		t.Reset(g.next(wake != nil, used, haveUsed, time.Now().Before(fastUntil)))
+		now := time.Now()
+		recent := now.Before(fastUntil) || g.inflight.Load() > 0 ||
+			now.Sub(time.Unix(0, g.lastActive.Load())) < activeWindow
+		t.Reset(g.next(wake != nil, used, haveUsed, recent))
 	}
 }
 

@@ -256,3 +256,48 @@ func TestLoopWakesOnSignal(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A request to the agent wakes a sleeping guard at once, and it checks
+// every interval while the request runs.
+func TestActivityWakesGuard(t *testing.T) {
+	g := New(512<<20, quiet())
+	g.interval = 5 * time.Millisecond
+	g.idle = time.Hour
+	g.proc = fakeProc(t, map[int][2]any{1: {"airlock-envd", 10 << 10}})
+	low := "MemTotal:       1048576 kB\nMemAvailable:   1000000 kB\n"
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(low), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	killed := make(chan int, 16)
+	g.kill = func(pid int) error { killed <- pid; return nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	running.Store(g)
+	defer running.CompareAndSwap(g, nil)
+	done := make(chan struct{})
+	go func() { defer close(done); g.loop(ctx, make(chan os.Signal)) }()
+	time.Sleep(wakeBurst + 100*time.Millisecond) // asleep now
+	end := Activity()
+	defer end()
+	time.Sleep(50 * time.Millisecond) // the request runs; then memory jumps
+	if err := os.MkdirAll(filepath.Join(g.proc, "60"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(g.proc, "60", "status"), []byte("Name:\tpython3\nVmRSS:\t614400 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	high := "MemTotal:       1048576 kB\nMemAvailable:   400000 kB\n"
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(high), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case pid := <-killed:
+		if pid != 60 {
+			t.Fatalf("killed %d, want 60", pid)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no kill while a request was in progress")
+	}
+	cancel()
+	<-done
+}

@@ -29,6 +29,12 @@ const (
 	// guard is woken. A memory bomb grows ~100-200 MB per 20 ms here; the
 	// guard's headroom (oomGuardHeadroom) is 256 MiB.
 	memWatchStep = 32 << 20
+	// memWakeMinGap is the shortest time between two wake-ups of one
+	// guard: the guard checks every 20 ms for 2 s after each (oomguard's
+	// wake burst), so a closer one adds nothing, and a guest that makes its
+	// memory swing around a threshold cannot make the host run `runsc
+	// kill` more than once a second.
+	memWakeMinGap = time.Second
 	// memWatchPoll is the host-side polling interval where the cgroup has
 	// no usage thresholds (cgroup v2): a read of memory.current on the
 	// host, which does not wake the sandbox.
@@ -70,6 +76,7 @@ func (r *Runtime) watchMemory(id string) {
 				delete(r.watches, id)
 			}
 			r.mu.Unlock()
+			w.close()
 		}()
 		err := r.memWatchLoop(id, w.stop)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -110,17 +117,29 @@ func (r *Runtime) wakeGuard(id string) {
 	}
 }
 
+// gapped returns wake limited to one call per memWakeMinGap (the calls
+// in between are dropped).
+func gapped(wake func()) func() {
+	var last time.Time
+	return func() {
+		if now := time.Now(); last.IsZero() || now.Sub(last) >= memWakeMinGap {
+			last = now
+			wake()
+		}
+	}
+}
+
 // memWatchLoop watches until stop is closed or the cgroup is gone (an
 // error wrapping os.ErrNotExist).
 func (r *Runtime) memWatchLoop(id string, stop <-chan struct{}) error {
 	cg := r.cgroupsPath(id)
 	v1 := filepath.Join("/sys/fs/cgroup/memory", cg)
 	if _, err := os.Stat(filepath.Join(v1, "cgroup.event_control")); err == nil {
-		return memWatchThresholds(v1, stop, func() { r.wakeGuard(id) })
+		return memWatchThresholds(v1, stop, gapped(func() { r.wakeGuard(id) }))
 	}
 	v2 := filepath.Join("/sys/fs/cgroup", cg, "memory.current")
 	if _, err := os.Stat(v2); err == nil {
-		return memWatchPolling(v2, stop, func() { r.wakeGuard(id) })
+		return memWatchPolling(v2, stop, gapped(func() { r.wakeGuard(id) }))
 	}
 	return nil
 }
@@ -140,8 +159,14 @@ func memWatchThresholds(dir string, stop <-chan struct{}, wake func()) error {
 		cur    *os.File
 		closed bool
 	)
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
-		<-stop
+		select {
+		case <-stop:
+		case <-done:
+			return
+		}
 		mu.Lock()
 		closed = true
 		if cur != nil {

@@ -83,6 +83,7 @@ time.sleep(60)`)
 			t.Fatalf("%d wake-ups after 96 MiB of growth, want at least 2", i)
 		}
 	}
+	// (The watcher itself does not limit its rate: gapped does, below.)
 	close(stop)
 	select {
 	case err := <-done:
@@ -91,5 +92,17 @@ time.sleep(60)`)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("watcher did not stop")
+	}
+}
+
+// gapped drops wake-ups closer than memWakeMinGap to the last one.
+func TestGappedWakes(t *testing.T) {
+	n := 0
+	w := gapped(func() { n++ })
+	for i := 0; i < 100; i++ {
+		w()
+	}
+	if n != 1 {
+		t.Fatalf("%d wake-ups from 100 calls at once, want 1", n)
 	}
 }
