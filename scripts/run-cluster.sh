@@ -22,7 +22,10 @@
 #   everything lives there: nodes/<id>/ and api/<n>/ (data dirs), pg/ (the
 #   database), logs/<name>.log, pids/<name>.pid, cmd/<name> (the exact command
 #   that started each daemon: run it again to restart that one; the tests do),
-#   cluster-secret (0600), api-key, haproxy.cfg and env.
+#   cluster-secret (0600), api-key, haproxy.cfg, env, and tls/: the cluster CA
+#   (tls/ca, made with `airlock cluster ca init`) and the TLS directory of each
+#   node and of the api tier (tls/<node>, tls/api: `airlock cluster cert`), which
+#   the daemons get as --cluster-tls-dir (mutual TLS between the tiers).
 # --seed-templates DATA_DIR: hard-link (cp -al) DATA_DIR/templates, the built
 #   templates of another daemon's data dir, into each node's data dir instead of
 #   building them (building base and code-interpreter-v1 takes minutes a node).
@@ -178,7 +181,7 @@ wait_health() {
 				off=$size
 			fi
 		fi
-		if body=$(curl -fsS -m 2 "$url" 2>/dev/null); then
+		if body=$(curl -fsS -m 2 --cacert "$STATE/tls/ca/ca.crt" "$url" 2>/dev/null); then
 			if [ -z "$want" ] || grep -qE "$want" <<<"$body"; then
 				log "$name healthy after $(($(date +%s) - start))s: $body"
 				return 0
@@ -272,6 +275,21 @@ up() {
 	fi
 	api_key=$(cat "$key_file")
 
+	# ---------------------------------------------------------- TLS
+	# The cluster CA and one certificate per node (its identity, for server
+	# authentication) and for the api tier (client authentication): every
+	# api → node request is mutual TLS. Kept across runs; the CA key stays
+	# in tls/ca, never in a daemon's directory.
+	local tls="$STATE/tls"
+	mkdir -p "$tls"
+	chmod 0700 "$tls"
+	if [ ! -s "$tls/ca/ca.crt" ]; then
+		"$BIN" cluster ca init --dir "$tls/ca" >/dev/null || die "creating the cluster CA in $tls/ca failed"
+	fi
+	if [ ! -s "$tls/api/api.crt" ]; then
+		"$BIN" cluster cert --ca "$tls/ca" --api --out "$tls/api" >/dev/null || die "issuing the api tier's certificate failed"
+	fi
+
 	# ---------------------------------------------------------- PostgreSQL
 	local pgdir pgdata pg_port pg_pass store
 	pgdir=$(pg_dir)
@@ -359,20 +377,24 @@ EOF
 
 	for i in "${!NODES[@]}"; do
 		n=${NODES[$i]}
+		# A node's certificate names its id and its address (a new port each
+		# run: issued again).
+		"$BIN" cluster cert --ca "$tls/ca" --node "$n" --addr "127.0.0.1:${node_ports[$i]}" --out "$tls/$n" >/dev/null ||
+			die "issuing $n's certificate failed"
 		mkdir -p "$STATE/nodes/$n"
 		# --kill-on-exit: `down` leaves no sandbox behind.
 		write_cmd "$n" "$STATE/logs/$n.log" "AIRLOCK_STORE=$store" "${s3_env[@]}" -- \
 			"$BIN" serve --role node --node-id "$n" \
 			--listen "127.0.0.1:${node_ports[$i]}" --advertise-addr "127.0.0.1:${node_ports[$i]}" \
 			--data-dir "$STATE/nodes/$n" --net-prefix "${PREFIXES[$i]}" --subnet "${SUBNETS[$i]}" \
-			--cluster-secret-file "$secret_file" --kill-on-exit "${node_extra[@]}"
+			--cluster-secret-file "$secret_file" --cluster-tls-dir "$tls/$n" --kill-on-exit "${node_extra[@]}"
 	done
 	for i in "${!APIS[@]}"; do
 		n=${APIS[$i]}
 		mkdir -p "$STATE/api/$n"
 		write_cmd "$n" "$STATE/logs/$n.log" "AIRLOCK_STORE=$store" "AIRLOCK_API_KEY=$api_key" "${s3_env[@]}" -- \
 			"$BIN" serve --role api --listen "127.0.0.1:${api_ports[$i]}" --data-dir "$STATE/api/$n" \
-			--net-prefix "${API_PREFIXES[$i]}" --cluster-secret-file "$secret_file" "${api_extra[@]}"
+			--net-prefix "${API_PREFIXES[$i]}" --cluster-secret-file "$secret_file" --cluster-tls-dir "$tls/api" "${api_extra[@]}"
 	done
 
 	# haproxy: round robin over the api tier; a dead instance is out within
@@ -427,12 +449,13 @@ EOF
 		done
 		echo "export AIRLOCK_CLUSTER_NODES='${NODES[*]}'"
 		for i in "${!NODES[@]}"; do
-			echo "export AIRLOCK_CLUSTER_NODE_$(tr '[:lower:]' '[:upper:]' <<<"${NODES[$i]}")=http://127.0.0.1:${node_ports[$i]}"
+			echo "export AIRLOCK_CLUSTER_NODE_$(tr '[:lower:]' '[:upper:]' <<<"${NODES[$i]}")=https://127.0.0.1:${node_ports[$i]}"
 			echo "export AIRLOCK_CLUSTER_PREFIX_$(tr '[:lower:]' '[:upper:]' <<<"${NODES[$i]}")=${PREFIXES[$i]}"
 		done
 		echo "export AIRLOCK_CLUSTER_PG_URL='$store'"
 		printf 'export AIRLOCK_CLUSTER_PGDATA=%q\n' "$pgdata"
 		printf 'export AIRLOCK_CLUSTER_SECRET_FILE=%q\n' "$secret_file"
+		printf 'export AIRLOCK_CLUSTER_TLS=%q\n' "$tls"
 		printf 'export AIRLOCK_CLUSTER_PIDS=%q\n' "$STATE/pids"
 		printf 'export AIRLOCK_CLUSTER_CMDS=%q\n' "$STATE/cmd"
 		printf 'export AIRLOCK_CLUSTER_LOGS=%q\n' "$STATE/logs"
@@ -451,14 +474,14 @@ EOF
 	else
 		log "n1 builds the default templates (minutes on the first run); n2 and n3 are seeded from it"
 		start n1
-		wait_health n1 "http://127.0.0.1:${node_ports[0]}/health"
+		wait_health n1 "https://127.0.0.1:${node_ports[0]}/health"
 		for n in "${NODES[@]:1}"; do
 			seed_templates "$STATE/nodes/n1" "$STATE/nodes/$n"
 			start "$n"
 		done
 	fi
 	for i in "${!NODES[@]}"; do
-		wait_health "${NODES[$i]}" "http://127.0.0.1:${node_ports[$i]}/health"
+		wait_health "${NODES[$i]}" "https://127.0.0.1:${node_ports[$i]}/health"
 	done
 	for n in "${APIS[@]}"; do start "$n"; done
 	# An api instance is ready when it sees every node live.

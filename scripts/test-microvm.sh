@@ -4,7 +4,9 @@
 # hardware KVM - on its own data dir, network prefix, subnet and port, runs
 # test/e2e/microvm.test.mjs and test/e2e/microvm-templates-sdk.test.mjs (a
 # template built with the SDK's Template.build) with the official e2b SDK and
-# test/e2e/microvm-interpreter.test.mjs with @e2b/code-interpreter. The root Go tests of
+# test/e2e/microvm-interpreter.test.mjs with @e2b/code-interpreter, and
+# test/e2e/microvm-review-m6.test.mjs (security review M6: no host mount of a
+# build step's disk). The root Go tests of
 # internal/runtime/microvm run in test.sh's `go test ./...` stage.
 #
 # Knobs: AIRLOCK_TEST_DATA_DIR (the main suite's data dir, whose built
@@ -79,7 +81,7 @@ grep -m1 'isolation runtime' "$LOG"
 (cd test/e2e && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund --loglevel=error)
 (cd test/e2e && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
 	AIRLOCK_TEST_VM_DAEMON_LOG=$LOG node --test --test-concurrency=1 --test-reporter=spec \
-	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs})
+	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs})
 rc=$?
 if [ "$rc" -ne 0 ]; then
 	echo "microVM daemon log (last 60 lines):"

@@ -227,9 +227,14 @@ IMAGE_DIR=$WORK/images
 mkdir -p "$IMAGE_DIR"
 SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16} --dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.12 --deny-out-except ${AIRLOCK_E2E_EXT_NET:-10.78.255}.0/27 --warm-pool code-interpreter-v1=0 --registry-allow 127.0.0.1 --image-dir $IMAGE_DIR"
 export AIRLOCK_E2E_NETNS_PREFIX=${AIRLOCK_TEST_NET_PREFIX:-ale2e}-
+# Stand-in credentials in the daemon's environment (this set-up reads none of
+# them: no --artifacts, --api-key given): test/gohttp's TestReviewSandbox
+# (attack/M5) checks that no helper process (runsc, its gofer) inherits them.
+# Daemons the Go e2e tests restart get them too (restartDaemonArgs).
+export AIRLOCK_E2E_CANARY_ENV="AWS_ACCESS_KEY_ID=airlock-canary-aws-id AWS_SECRET_ACCESS_KEY=airlock-canary-aws-secret AIRLOCK_CLUSTER_SECRET=airlock-canary-cluster-secret AIRLOCK_API_KEY=airlock-canary-api-key PGPASSWORD=airlock-canary-db-password"
 echo "data dir $DATA_DIR, listen $LISTEN, log $DAEMON_LOG"
 # shellcheck disable=SC2086 # SERVE_CMD is split on purpose (no spaces in its parts)
-$SERVE_CMD </dev/null >>"$DAEMON_LOG" 2>&1 &
+env $AIRLOCK_E2E_CANARY_ENV $SERVE_CMD </dev/null >>"$DAEMON_LOG" 2>&1 &
 echo $! >"$PID_FILE"
 
 echo "waiting for /health (up to ${HEALTH_WAIT_SECS}s; the first start builds the base template)"
@@ -325,7 +330,7 @@ if [ "${AIRLOCK_TEST_SKIP_CONSOLE:-0}" != 1 ]; then
 	fi
 	(cd test/console && npm ci --no-audit --no-fund --loglevel=error)
 	record console-npm-ci $?
-	(cd test/console && node --test --test-reporter=spec console.test.mjs) 2>&1 | tee "$WORK/console.out"
+	(cd test/console && node --test --test-concurrency=1 --test-reporter=spec console.test.mjs review.test.mjs) 2>&1 | tee "$WORK/console.out"
 	record console "${PIPESTATUS[0]}"
 	echo "console screenshots: $AIRLOCK_TEST_ARTIFACTS"
 fi
@@ -446,7 +451,7 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 		record cluster-npm-ci $?
 		cluster_flags=(--test --test-reporter=spec --test-concurrency=1)
 		if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then cluster_flags+=(--test-timeout=900000); fi
-		read -r -a cluster_files <<<"${AIRLOCK_TEST_CLUSTER_FILES:-01-placement.test.mjs 02-routing.test.mjs 03-cross-api.test.mjs 04-templates.test.mjs 05-drain.test.mjs 06-faults-api.test.mjs 07-faults-node.test.mjs 08-faults-pg.test.mjs 09-move.test.mjs 10-move-faults.test.mjs}"
+		read -r -a cluster_files <<<"${AIRLOCK_TEST_CLUSTER_FILES:-01-placement.test.mjs 02-routing.test.mjs 03-cross-api.test.mjs 04-templates.test.mjs 05-drain.test.mjs 06-faults-api.test.mjs 07-faults-node.test.mjs 08-faults-pg.test.mjs 09-move.test.mjs 10-move-faults.test.mjs 11-security.test.mjs 12-artifact-integrity.test.mjs}"
 		(cd test/cluster && AIRLOCK_CLUSTER_STATE=$CLUSTER_STATE AIRLOCK_CLUSTER_S3_DIR=${CLUSTER_S3_DIR} node "${cluster_flags[@]}" "${cluster_files[@]}") 2>&1 | tee "$WORK/cluster.out"
 		cluster_rc=${PIPESTATUS[0]}
 		record cluster-e2e "$cluster_rc"

@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
+
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 )
 
 // Images keeps a cluster node's paused sandboxes and named snapshots in a
@@ -112,9 +113,9 @@ func (a Images) GetShared(ctx context.Context, key, digest, dst string) error {
 	}
 	// Hard links (the cache and dst are both in the data dir); a copy
 	// when they are on different file systems.
-	if out, err := exec.CommandContext(ctx, "cp", "-al", src, dst).CombinedOutput(); err != nil {
+	if out, err := helperenv.Command(ctx, "cp", "-al", src, dst).CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dst)
-		if out2, err2 := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", src, dst).CombinedOutput(); err2 != nil {
+		if out2, err2 := helperenv.Command(ctx, "cp", "-a", "--reflink=auto", src, dst).CombinedOutput(); err2 != nil {
 			return fmt.Errorf("fetching %s: linking the tree: %v: %s; copying it: %w: %s", key, err, bytes.TrimSpace(out), err2, bytes.TrimSpace(out2))
 		}
 	}

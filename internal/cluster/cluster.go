@@ -5,7 +5,8 @@
 // both sides and the shared PostgreSQL store agree on: the headers of the
 // api → node hop, the node states and time bounds, the node record, and the
 // Store the cluster's own rows live behind (internal/store/postgres
-// implements it).
+// implements it). The hop's transport security (a cluster CA, per-node
+// identities, mutual TLS) is in internal/cluster/clustertls.
 package cluster
 
 import (
@@ -30,8 +31,10 @@ const (
 // Headers of the api → node hop.
 const (
 	// HeaderSecret carries the cluster secret on every request the api tier
-	// sends a node. A node refuses any request without it (GET /health
-	// excepted); the api tier removes it from what clients send.
+	// sends a node, inside the mutually authenticated TLS connection
+	// (clustertls): a second factor besides the api tier's certificate. A
+	// node refuses any request without both (GET /health excepted); the api
+	// tier removes the header from what clients send.
 	HeaderSecret = "X-Airlock-Cluster-Secret"
 	// HeaderAuthenticated is set by the api tier on a request whose API key
 	// it checked (its value says how: "api-key"), and removed from every
@@ -180,8 +183,9 @@ type Store interface {
 	BuildNode(ctx context.Context, buildID string) (string, error)
 	// TemplateBuildNode is the node of a template's newest build.
 	TemplateBuildNode(ctx context.Context, templateID string) (string, error)
-	// SandboxTokens lists every sandbox's id, node and envd access token
-	// (to route a header-less signed /files URL).
+	// SandboxTokens lists the id, node and envd access token of every
+	// sandbox that has a token (to route a header-less signed /files URL;
+	// the api tier reads it at most once a second: gateway.tokenIndex).
 	SandboxTokens(ctx context.Context) ([]SandboxToken, error)
 
 	// ReapLostNodes marks nodes whose heartbeat is older than bound as

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/gateway"
 	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/store"
@@ -51,8 +52,9 @@ func runAPI(ctx context.Context, cfg Config, r role, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	helperenv.DropSecrets() // every credential in the environment has been read
 	g, err := gateway.New(gateway.Options{
-		Store: st, Secret: r.secret, APIKey: apiKey, Domain: cfg.Domain,
+		Store: st, Secret: r.secret, TLS: r.tls, APIKey: apiKey, Domain: cfg.Domain,
 		Template: templateResources(st),
 		// With an artifact store every node can pull any template.
 		PullTemplates:   cfg.Artifacts != "",

@@ -7,6 +7,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/daemonlock"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 	"github.com/airlock-sandbox/airlock/internal/metrics"
@@ -98,6 +100,9 @@ type Config struct {
 	AdvertiseAddr string
 	// ClusterSecretFile is --cluster-secret-file ("" = $AIRLOCK_CLUSTER_SECRET).
 	ClusterSecretFile string
+	// ClusterTLSDir is --cluster-tls-dir: ca.crt and node.crt/node.key (a
+	// node) or api.crt/api.key (the api tier).
+	ClusterTLSDir string
 	// NodeLabels is --node-labels (besides the detected "kvm").
 	NodeLabels []string
 	// NodeCPUs and NodeMemoryMB are --node-cpus and --node-memory: the
@@ -203,6 +208,10 @@ type daemon struct {
 	// files are the uploaded file sets of SDK template builds.
 	files *api.FileSets
 
+	// infraBlocked are the store's and the artifact store's addresses,
+	// which no sandbox reaches (blocked.go).
+	infraBlocked []netip.Addr
+
 	// role is the cluster role (--role) and, for a node, its identity.
 	role role
 	// node is the node's heartbeat state (nil unless --role node).
@@ -247,6 +256,11 @@ func (d *daemon) open(ctx context.Context) error {
 	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
+	d.infraBlocked = d.infraAddrs(ctx, os.Getenv(artifacts.EnvEndpoint))
+	// Every credential in the environment has been read (artifact store,
+	// store, cluster secret, API key): no process started from here on
+	// inherits them (helpers get their own minimal env anyway).
+	helperenv.DropSecrets()
 	auditGroup, err := d.cfg.Egress.group(d.cfg.NetPrefix)
 	if err != nil {
 		return err
@@ -260,11 +274,17 @@ func (d *daemon) open(ctx context.Context) error {
 	d.nameservers = sandbox.HostNameservers("/etc/resolv.conf")
 	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix,
 		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs,
-		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers)}, d.log)
+		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers),
+		BlockedAddrs: d.infraBlocked}, d.log)
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
 	d.log.Info("operator deny list", "deny_out", prefixList(d.denyOut), "deny_out_except", prefixList(d.denyOutExcept))
+	if d.node != nil && d.node.cs != nil {
+		// The other nodes' addresses, before a sandbox is restored (the
+		// heartbeat loop keeps them current once the node is ready).
+		d.node.refreshBlocked(ctx)
+	}
 	if d.role.node {
 		// Sandboxes move between nodes under their ids; nodes sharing a
 		// host (the one-machine cluster) must not share their cgroups.
@@ -437,6 +457,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Transport:       conns.Wrap(sandboxTransport),
 		Logger:          d.log.With("component", "proxy"),
 		UploadGuard:     d.mgr.CheckHostDisk,
+		APIKey:          d.apiKey, // never passed on to sandbox code
 	})
 	if d.node != nil {
 		return d.node.guard(h)
@@ -450,6 +471,11 @@ func (d *daemon) serve(ctx context.Context) error {
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", d.cfg.Listen, err)
+	}
+	if d.node != nil {
+		// Mutual TLS with the api tier (clustertls); the guard refuses what
+		// comes without its certificate.
+		ln = tls.NewListener(ln, d.role.tls.ServerConfig())
 	}
 	srv := &http.Server{
 		Handler:           d.handler,

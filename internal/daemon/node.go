@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
@@ -29,7 +30,7 @@ import (
 const cpuOvercommit = 4
 
 // nodeState is a --role node daemon's side of the cluster: it guards the
-// node's HTTP stack with the cluster secret, stamps responses with the node
+// node's HTTP stack (mutual TLS and the cluster secret), stamps responses with the node
 // id and creates with the heartbeat generation that counts them, and
 // heartbeats the node's capacity and load into the nodes table.
 type nodeState struct {
@@ -54,6 +55,9 @@ type nodeState struct {
 	admitMu        sync.Mutex
 	admitting      sandbox.Limits
 	admittingCount int
+
+	// blocked is the blocked set's refresh state (blocked.go; run's loop).
+	blocked blockedState
 }
 
 func newNodeState(d *daemon) *nodeState {
@@ -130,20 +134,33 @@ func (n *nodeState) admit(l sandbox.Limits) (func(), error) {
 	}, nil
 }
 
-// guard refuses every request without the cluster secret, except GET
-// /health of the node itself (probes). The secret is removed before the
+// guard refuses every request, except GET /health of the node itself
+// (probes), that does not come over TLS with the api tier's client
+// certificate (clustertls.APIClient: it chains to the cluster CA and names
+// airlock:api, so another node's certificate is refused) and with the
+// cluster secret (a second factor). The secret is removed before the
 // request goes on, so it never reaches a sandbox.
 func (n *nodeState) guard(next http.Handler) http.Handler {
 	id := n.d.role.nodeID
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(cluster.HeaderNode, id)
 		if !n.public(r) {
+			if n.d.role.tls == nil || !clustertls.APIClient(n.d.role.tls.Roots, r.TLS) {
+				middleware.WriteError(w, http.StatusUnauthorized,
+					"this is an Airlock cluster node: requests come through the api tier (no api-tier client certificate of the cluster CA)")
+				return
+			}
 			if !cluster.SecretValid(n.d.role.secret, r.Header.Get(cluster.HeaderSecret)) {
 				middleware.WriteError(w, http.StatusUnauthorized,
 					"this is an Airlock cluster node: requests come through the api tier (missing or wrong cluster secret)")
 				return
 			}
 			r.Header.Del(cluster.HeaderSecret)
+			// The hop's TLS is not the client's: the scheme the client used
+			// is the api tier's X-Forwarded-Proto (found by the cluster's
+			// template build: a file upload link came back https://).
+			r = r.WithContext(r.Context())
+			r.TLS = nil
 			if r.Header.Get(cluster.HeaderInternal) != "" {
 				// The api tier's own call (it strips the header from what it
 				// forwards): never a client's, never sandbox traffic.
@@ -213,6 +230,7 @@ func (n *nodeState) run(ctx context.Context) {
 	go n.d.mgr.RunDropMoved(ctx, dropMovedInterval)
 	for {
 		n.beat(ctx)
+		n.refreshBlocked(ctx) // blocked.go
 		select {
 		case <-ctx.Done():
 			return

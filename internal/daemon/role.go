@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 )
 
 // role is the daemon's part in a cluster (--role) and what it needs for it.
@@ -20,8 +21,12 @@ type role struct {
 	// api: stateless api tier (internal/gateway); node: runs sandboxes for
 	// the api tier. Neither: --role all, one host.
 	api, node bool
-	// secret is the cluster secret (api and node).
+	// secret is the cluster secret (api and node): a second factor on the
+	// mutually authenticated TLS hop.
 	secret string
+	// tls is the api tier's or the node's TLS material (--cluster-tls-dir):
+	// the cluster CA and its own certificate.
+	tls *clustertls.Material
 	// nodeID, advertise and labels are a node's identity (--node-id,
 	// --advertise-addr, --node-labels); nodeID is "" for --role all,
 	// which is the store's single-host scope.
@@ -40,7 +45,7 @@ func checkRole(cfg *Config) (role, error) {
 	case "", cluster.RoleAll:
 		r.name = cluster.RoleAll
 		for flag, set := range map[string]bool{"--node-id": cfg.NodeID != "", "--advertise-addr": cfg.AdvertiseAddr != "",
-			"--cluster-secret-file": cfg.ClusterSecretFile != "", "--node-labels": len(cfg.NodeLabels) > 0,
+			"--cluster-secret-file": cfg.ClusterSecretFile != "", "--cluster-tls-dir": cfg.ClusterTLSDir != "", "--node-labels": len(cfg.NodeLabels) > 0,
 			"--node-cpus": cfg.NodeCPUs != 0, "--node-memory": cfg.NodeMemoryMB != 0} {
 			if set {
 				return r, fmt.Errorf("%s is a cluster flag: it needs --role node (or api)", flag)
@@ -62,9 +67,16 @@ func checkRole(cfg *Config) (role, error) {
 		return r, err
 	}
 	r.secret = secret
+	if cfg.ClusterTLSDir == "" {
+		return r, fmt.Errorf("--role %s needs --cluster-tls-dir (or $AIRLOCK_CLUSTER_TLS_DIR): the api tier and the nodes authenticate each other with certificates of a cluster CA "+
+			"(airlock cluster ca init, then airlock cluster cert; see README \"Run a cluster\"); the cluster secret alone is no longer accepted", cfg.Role)
+	}
 	if r.api {
 		if cfg.NodeID != "" || cfg.AdvertiseAddr != "" || len(cfg.NodeLabels) > 0 || cfg.NodeCPUs != 0 || cfg.NodeMemoryMB != 0 {
 			return r, errors.New("--node-id, --advertise-addr, --node-labels, --node-cpus and --node-memory are node flags: not for --role api")
+		}
+		if r.tls, err = clustertls.Load(cfg.ClusterTLSDir, clustertls.RoleAPI, ""); err != nil {
+			return r, fmt.Errorf("--cluster-tls-dir: %w", err)
 		}
 		return r, nil
 	}
@@ -77,6 +89,9 @@ func checkRole(cfg *Config) (role, error) {
 	}
 	if !nodeIDPattern.MatchString(r.nodeID) {
 		return r, fmt.Errorf("invalid node id %q: want lower-case letters, digits, '.', '_' or '-' (at most 63)", r.nodeID)
+	}
+	if r.tls, err = clustertls.Load(cfg.ClusterTLSDir, clustertls.RoleNode, r.nodeID); err != nil {
+		return r, fmt.Errorf("--cluster-tls-dir: %w", err)
 	}
 	if cfg.NodeCPUs < 0 || cfg.NodeMemoryMB < 0 {
 		return r, errors.New("--node-cpus and --node-memory must not be negative")

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 )
 
 func TestCheckRole(t *testing.T) {
@@ -22,6 +25,11 @@ func TestCheckRole(t *testing.T) {
 	}
 	t.Setenv("AIRLOCK_CLUSTER_SECRET", "")
 	const pg = "postgres://u:p@127.0.0.1:5432/db"
+	ca, err := clustertls.Init(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiDir, n1Dir, n2Dir := tlsDir(t, ca, ""), tlsDir(t, ca, "n1"), tlsDir(t, ca, "n2")
 	for _, tc := range []struct {
 		name  string
 		cfg   Config
@@ -35,35 +43,41 @@ func TestCheckRole(t *testing.T) {
 		}},
 		{name: "all refuses node flags", cfg: Config{Role: "all", NodeID: "n1"}, want: "--node-id is a cluster flag"},
 		{name: "all refuses capacity flags", cfg: Config{NodeCPUs: 8}, want: "--node-cpus is a cluster flag"},
-		{name: "negative capacity", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:1", NodeID: "n1", NodeMemoryMB: -1}, want: "must not be negative"},
+		{name: "negative capacity", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: n1Dir, Listen: "127.0.0.1:1", NodeID: "n1", NodeMemoryMB: -1}, want: "must not be negative"},
 		{name: "unknown role", cfg: Config{Role: "worker"}, want: `invalid --role "worker"`},
 		{name: "api needs postgres", cfg: Config{Role: "api", ClusterSecretFile: secretFile}, want: "needs --store postgres://"},
 		{name: "node needs postgres not sqlite", cfg: Config{Role: "node", Store: "/tmp/x.db", ClusterSecretFile: secretFile}, want: "needs --store postgres://"},
 		{name: "secret required", cfg: Config{Role: "node", Store: pg, Listen: "127.0.0.1:1"}, want: "need a cluster secret"},
+		{name: "tls required", cfg: Config{Role: "node", Store: pg, Listen: "10.0.0.5:1", NodeID: "n1", ClusterSecretFile: secretFile}, want: "needs --cluster-tls-dir"},
+		{name: "api tls required", cfg: Config{Role: "api", Store: pg, ClusterSecretFile: secretFile}, want: "needs --cluster-tls-dir"},
+		{name: "all refuses tls", cfg: Config{ClusterTLSDir: n1Dir}, want: "--cluster-tls-dir is a cluster flag"},
+		{name: "node with another node's certificate", cfg: Config{Role: "node", Store: pg, Listen: "10.0.0.5:1", NodeID: "n1", ClusterSecretFile: secretFile, ClusterTLSDir: n2Dir}, want: "airlock:node:n2"},
+		{name: "api with a node's certificate", cfg: Config{Role: "api", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: n1Dir}, want: "--cluster-tls-dir"},
+		{name: "node with the api's directory", cfg: Config{Role: "node", Store: pg, Listen: "10.0.0.5:1", NodeID: "n1", ClusterSecretFile: secretFile, ClusterTLSDir: apiDir}, want: "n1.crt"},
 		{name: "secret too short", cfg: Config{Role: "node", Store: pg, Listen: "127.0.0.1:1", ClusterSecretFile: short}, want: "too short"},
-		{name: "api refuses node flags", cfg: Config{Role: "api", Store: pg, ClusterSecretFile: secretFile, NodeID: "x"}, want: "node flags"},
-		{name: "api", cfg: Config{Role: "api", Store: pg, ClusterSecretFile: secretFile}, check: func(t *testing.T, r role) {
-			if !r.api || r.node || r.secret != "0123456789abcdef0123" {
+		{name: "api refuses node flags", cfg: Config{Role: "api", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: apiDir, NodeID: "x"}, want: "node flags"},
+		{name: "api", cfg: Config{Role: "api", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: apiDir}, check: func(t *testing.T, r role) {
+			if !r.api || r.node || r.secret != "0123456789abcdef0123" || r.tls == nil {
 				t.Errorf("role %+v", r)
 			}
 		}},
-		{name: "node advertises its listen address", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "10.0.0.5:7000", NodeID: "n1", NodeLabels: []string{"ssd", "gpu", "ssd"}},
+		{name: "node advertises its listen address", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: n1Dir, Listen: "10.0.0.5:7000", NodeID: "n1", NodeLabels: []string{"ssd", "gpu", "ssd"}},
 			check: func(t *testing.T, r role) {
 				if !r.node || r.nodeID != "n1" || r.advertise != "10.0.0.5:7000" || strings.Join(r.labels, ",") != "ssd,gpu" {
 					t.Errorf("role %+v", r)
 				}
 			}},
-		{name: "node on 0.0.0.0 needs --advertise-addr", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "0.0.0.0:7000", NodeID: "n1"}, want: "give --advertise-addr"},
-		{name: "node advertise flag", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "0.0.0.0:7000", NodeID: "n1", AdvertiseAddr: "192.168.1.4:7000"},
+		{name: "node on 0.0.0.0 needs --advertise-addr", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: n1Dir, Listen: "0.0.0.0:7000", NodeID: "n1"}, want: "give --advertise-addr"},
+		{name: "node advertise flag", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: n1Dir, Listen: "0.0.0.0:7000", NodeID: "n1", AdvertiseAddr: "192.168.1.4:7000"},
 			check: func(t *testing.T, r role) {
 				if r.advertise != "192.168.1.4:7000" {
 					t.Errorf("advertise %q", r.advertise)
 				}
 			}},
-		{name: "bad node id", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:1", NodeID: "Node One"}, want: "invalid node id"},
-		{name: "bad label", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "10.0.0.5:1", NodeID: "n1", NodeLabels: []string{"a b"}}, want: "invalid --node-labels"},
-		{name: "loopback listen needs --advertise-addr", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:7000", NodeID: "n1"}, want: "is a loopback address"},
-		{name: "loopback advertised on purpose", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, Listen: "127.0.0.1:7000", AdvertiseAddr: "127.0.0.1:7000", NodeID: "n1"},
+		{name: "bad node id", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: n1Dir, Listen: "127.0.0.1:1", NodeID: "Node One"}, want: "invalid node id"},
+		{name: "bad label", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: n1Dir, Listen: "10.0.0.5:1", NodeID: "n1", NodeLabels: []string{"a b"}}, want: "invalid --node-labels"},
+		{name: "loopback listen needs --advertise-addr", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: n1Dir, Listen: "127.0.0.1:7000", NodeID: "n1"}, want: "is a loopback address"},
+		{name: "loopback advertised on purpose", cfg: Config{Role: "node", Store: pg, ClusterSecretFile: secretFile, ClusterTLSDir: n1Dir, Listen: "127.0.0.1:7000", AdvertiseAddr: "127.0.0.1:7000", NodeID: "n1"},
 			check: func(t *testing.T, r role) {
 				if r.advertise != "127.0.0.1:7000" {
 					t.Errorf("advertise %q", r.advertise)
@@ -89,12 +103,12 @@ func TestCheckRole(t *testing.T) {
 	}
 	t.Run("secret from the environment, node id from the host name", func(t *testing.T) {
 		t.Setenv("AIRLOCK_CLUSTER_SECRET", "env-secret-0123456789")
-		cfg := Config{Role: "node", Store: pg, Listen: "10.0.0.5:9"}
+		host, _ := os.Hostname()
+		cfg := Config{Role: "node", Store: pg, Listen: "10.0.0.5:9", ClusterTLSDir: tlsDir(t, ca, strings.ToLower(host))}
 		r, err := checkRole(&cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		host, _ := os.Hostname()
 		if r.secret != "env-secret-0123456789" || r.nodeID != strings.ToLower(host) {
 			t.Errorf("role %+v", r)
 		}
@@ -103,15 +117,38 @@ func TestCheckRole(t *testing.T) {
 
 func TestNodeGuard(t *testing.T) {
 	const secret = "s3cret-s3cret-s3cret"
-	n := &nodeState{d: &daemon{role: role{node: true, nodeID: "n7", secret: secret}}}
+	ca, err := clustertls.Init(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(id string) *clustertls.Material {
+		role := clustertls.RoleAPI
+		if id != "" {
+			role = clustertls.RoleNode
+		}
+		m, err := clustertls.Load(tlsDir(t, ca, id), role, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	self, api, other := load("n7"), load(""), load("n8")
+	// conn is the TLS state of a request: the client's certificate.
+	conn := func(m *clustertls.Material) *tls.ConnectionState {
+		return &tls.ConnectionState{PeerCertificates: []*x509.Certificate{m.Leaf}}
+	}
+	n := &nodeState{d: &daemon{role: role{node: true, nodeID: "n7", secret: secret, tls: self}}}
 	n.gen.Store(41)
-	var sawSecret bool
+	var sawSecret, sawTLS bool
 	h := n.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sawSecret = r.Header.Get(cluster.HeaderSecret) != ""
+		sawTLS = r.TLS != nil
 		w.WriteHeader(http.StatusCreated)
 	}))
+	peer := conn(api)
 	do := func(method, target, host string, hdr map[string]string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, target, nil)
+		r.TLS = peer
 		if host != "" {
 			r.Host = host
 		}
@@ -128,11 +165,24 @@ func TestNodeGuard(t *testing.T) {
 	if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: "wrong-wrong-wrong-wrong"}); w.Code != http.StatusUnauthorized {
 		t.Errorf("wrong secret: %d", w.Code)
 	}
-	if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: secret}); w.Code != http.StatusCreated || sawSecret {
-		t.Errorf("with the secret: %d, secret passed on: %v", w.Code, sawSecret)
+	if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: secret}); w.Code != http.StatusCreated || sawSecret || sawTLS {
+		t.Errorf("with the secret: %d, secret passed on: %v, the hop's TLS passed on as the client's: %v", w.Code, sawSecret, sawTLS)
 	} else if w.Header().Get(cluster.HeaderNode) != "n7" {
 		t.Errorf("%s = %q", cluster.HeaderNode, w.Header().Get(cluster.HeaderNode))
 	}
+	// The right secret, but no client certificate (plain HTTP, or TLS
+	// without one), or another node's.
+	for name, p := range map[string]*tls.ConnectionState{"plain HTTP": nil, "no certificate": {}, "node n8's certificate": conn(other)} {
+		peer = p
+		if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: secret}); w.Code != http.StatusUnauthorized ||
+			!strings.Contains(w.Body.String(), "client certificate") {
+			t.Errorf("%s with the secret: %d %s; want 401", name, w.Code, w.Body)
+		}
+		if w := do("GET", "/health", "", nil); w.Code != http.StatusCreated {
+			t.Errorf("%s: the node's /health must be public: %d", name, w.Code)
+		}
+	}
+	peer = conn(api)
 	if w := do("GET", "/health", "", nil); w.Code != http.StatusCreated {
 		t.Errorf("the node's /health must be public: %d", w.Code)
 	}
@@ -149,4 +199,26 @@ func TestNodeGuard(t *testing.T) {
 	if got := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: secret}).Header().Get(cluster.HeaderGen); got != "" {
 		t.Errorf("a non-create response carries %s = %q", cluster.HeaderGen, got)
 	}
+}
+
+// tlsDir writes a --cluster-tls-dir of ca: node id's, or the api tier's
+// when id is "".
+func tlsDir(t *testing.T, ca *clustertls.CA, id string) string {
+	t.Helper()
+	dir := t.TempDir()
+	crtName, keyName := clustertls.APICrt, clustertls.APIKey
+	crt, key, err := ca.IssueAPI()
+	if id != "" {
+		crtName, keyName = clustertls.NodeCrt, clustertls.NodeKey
+		crt, key, err = ca.IssueNode(id, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{clustertls.CACert: ca.CertPEM(), crtName: crt, keyName: key} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/runtime/gvisor"
@@ -170,6 +171,7 @@ func buildKernel(ctx context.Context, log *slog.Logger) (string, error) {
 	log.Info("building the microVM guest kernel (once per host; a few minutes, progress below)", "script", script)
 	t0 := time.Now()
 	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Env = helperenv.Env(helperenv.Pass("HOME", "AIRLOCK_KERNEL_CACHE")...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

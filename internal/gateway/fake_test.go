@@ -17,6 +17,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 )
 
 const (
@@ -38,6 +39,7 @@ type fakeStore struct {
 	lost           map[string]cluster.Lost
 	fail           error // every call fails with it when set
 	sandboxReads   int
+	tokenReads     int // SandboxTokens calls
 	watch          chan cluster.RouteChange
 }
 
@@ -127,6 +129,7 @@ func (s *fakeStore) TemplateBuildNode(ctx context.Context, id string) (string, e
 func (s *fakeStore) SandboxTokens(ctx context.Context) ([]cluster.SandboxToken, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.tokenReads++
 	return slices.Clone(s.tokens), s.fail
 }
 
@@ -171,6 +174,7 @@ type fakeNode struct {
 	t   *testing.T
 	id  string
 	srv *httptest.Server
+	tls *clustertls.Material
 
 	mu        sync.Mutex
 	creates   int
@@ -186,8 +190,10 @@ type listed struct {
 }
 
 func newFakeNode(t *testing.T, id string) *fakeNode {
-	n := &fakeNode{t: t, id: id}
-	n.srv = httptest.NewServer(http.HandlerFunc(n.serve))
+	n := &fakeNode{t: t, id: id, tls: nodeTLS(t, id)}
+	n.srv = httptest.NewUnstartedServer(http.HandlerFunc(n.serve))
+	n.srv.TLS = n.tls.ServerConfig()
+	n.srv.StartTLS()
 	t.Cleanup(n.srv.Close)
 	return n
 }
@@ -195,6 +201,11 @@ func newFakeNode(t *testing.T, id string) *fakeNode {
 func (n *fakeNode) addr() string { return n.srv.Listener.Addr().String() }
 
 func (n *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
+	if !clustertls.APIClient(n.tls.Roots, r.TLS) {
+		n.t.Errorf("node %s: %s %s arrived without the api tier's client certificate", n.id, r.Method, r.URL.Path)
+		http.Error(w, "no client certificate", http.StatusUnauthorized)
+		return
+	}
 	if got := r.Header.Values(cluster.HeaderSecret); len(got) != 1 || got[0] != testSecret {
 		n.t.Errorf("node %s: %s %s arrived with the secret header %q", n.id, r.Method, r.URL.Path, got)
 		http.Error(w, "no secret", http.StatusForbidden)
@@ -307,7 +318,7 @@ func newTestCluster(t *testing.T, nodes int, opts ...func(*Options)) *testCluste
 		c.store.nodes[id] = cluster.Node{ID: id, Addr: fn.addr(), State: cluster.StateLive, Runtime: "gvisor", Gen: 1,
 			CPUs: 8, MemoryMB: 8192, Templates: []string{"base"}, Age: time.Second, StartedAt: time.Now().Add(-time.Hour)}
 	}
-	o := Options{Store: c.store, Secret: testSecret, APIKey: testKey, Domain: testDomain,
+	o := Options{Store: c.store, Secret: testSecret, TLS: apiTLS(t), APIKey: testKey, Domain: testDomain,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Placement: placementSeed(1)}
 	for _, f := range opts {

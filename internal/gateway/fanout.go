@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 )
 
 // HeaderPartial names, comma-separated, the nodes a merged list leaves out
@@ -50,9 +51,9 @@ const fanOutTimeout = 10 * time.Second
 
 func (g *Gateway) ask(r *http.Request, n cluster.Node) nodeAnswer {
 	a := nodeAnswer{node: n}
-	ctx, cancel := context.WithTimeout(r.Context(), fanOutTimeout)
+	ctx, cancel := context.WithTimeout(clustertls.WithNode(r.Context(), n.ID), fanOutTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+n.Addr+r.URL.RequestURI(), nil)
+	req, err := http.NewRequestWithContext(ctx, r.Method, "https://"+n.Addr+r.URL.RequestURI(), nil)
 	if err != nil {
 		a.err = err
 		return a

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 )
 
@@ -84,12 +85,13 @@ func (g *Gateway) forwardAttempt(w http.ResponseWriter, r *http.Request, a *atte
 	return a
 }
 
-// rewrite points the request at the node, keeping the client's Host (nodes
-// route <port>-<id>.<domain> hosts by it), and puts the cluster secret in
-// place of any the client sent.
+// rewrite points the request at the node (over TLS, verified to be that
+// node), keeping the client's Host (nodes route <port>-<id>.<domain> hosts
+// by it), and puts the cluster secret in place of any the client sent.
 func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 	a := attemptFrom(pr.In.Context())
-	pr.SetURL(&url.URL{Scheme: "http", Host: a.node.Addr})
+	pr.Out = pr.Out.WithContext(clustertls.WithNode(pr.Out.Context(), a.node.ID))
+	pr.SetURL(&url.URL{Scheme: "https", Host: a.node.Addr})
 	pr.Out.Host = pr.In.Host
 	pr.SetXForwarded()
 	if p := pr.In.Header.Get("X-Forwarded-Proto"); p == "http" || p == "https" {

@@ -1,8 +1,9 @@
 // Package gateway is the request router of a cluster's api tier
 // (`airlock serve --role api`, issue 17). It is stateless: it serves the E2B
 // REST API and the sandbox traffic of every node by forwarding each request,
-// unbuffered, to the `--role node` daemon that owns it (adding the cluster
-// secret), places creates with internal/placement, fans lists out to every
+// unbuffered, to the `--role node` daemon that owns it over mutual TLS
+// (internal/cluster/clustertls: the gateway proves it is the api tier and
+// verifies it reached that very node; the cluster secret rides along), places creates with internal/placement, fans lists out to every
 // node and merges them, and answers GET /health and its own node API
 // (/airlock/v1/nodes) itself. The nodes, routes and lost sandboxes live in
 // cluster.Store.
@@ -19,7 +20,10 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/placement"
 )
@@ -28,6 +32,9 @@ import (
 type Options struct {
 	Store  cluster.Store
 	Secret string // cluster secret sent to nodes (cluster.HeaderSecret)
+	// TLS is the api tier's certificate and the cluster CA: every request
+	// to a node is TLS, authenticated both ways (clustertls.Transport).
+	TLS    *clustertls.Material
 	APIKey string // the clients' API key (middleware.Key)
 	// Domain: sandboxes are reached at <port>-<id>.<domain>; api.<domain>
 	// is an API host.
@@ -39,10 +46,17 @@ type Options struct {
 	// token (guest.VerifySignature); nil: header-less signed URLs are not
 	// routed.
 	VerifySignature func(q url.Values, op, token string, now time.Time) error
-	// Transport to the nodes; nil: a pooled http.Transport.
+	// Transport to the nodes; nil: a clustertls.Transport with TLS (its
+	// requests name their node: clustertls.WithNode).
 	Transport http.RoundTripper
 	Logger    *slog.Logger
 	Placement placement.Config
+	// UnauthRate and UnauthBurst bound, per client address, what requests
+	// without the API key make the api tier do: store reads for routes it
+	// has not cached, moves and resumes of paused sandboxes, signed /files
+	// lookups (0: DefaultUnauthRate, DefaultUnauthBurst).
+	UnauthRate  float64
+	UnauthBurst int
 	// PullTemplates says the nodes share an artifact store (--artifacts) and
 	// pull a template they lack on first use: a create may then go to any
 	// node (holders are still preferred), not only to those holding it.
@@ -66,8 +80,11 @@ type Gateway struct {
 	placer   *placement.Placer
 	reg      registry
 	routes   routeCache
-	unknown  ttlSet // ids the store does not know, for a few seconds
-	stay     ttlSet // sandboxes of draining nodes that cannot move (running), for a few seconds
+	unknown  ttlSet         // ids the store does not know, for a few seconds
+	stay     ttlSet         // sandboxes of draining nodes that cannot move (running), for a few seconds
+	routed   ttlSet         // sandboxes routed a moment ago (their traffic is not limited)
+	unauth   *clientLimiter // per client: the cost of requests without the API key
+	tokens   tokenIndex     // access tokens, for header-less signed /files URLs
 	fwd      *forwarder
 	client   *http.Client // fan-out lists
 	auth     http.Handler // middleware.Key.Require in front of route
@@ -96,8 +113,17 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.UnauthRate <= 0 {
+		opts.UnauthRate = DefaultUnauthRate
+	}
+	if opts.UnauthBurst <= 0 {
+		opts.UnauthBurst = DefaultUnauthBurst
+	}
+	if opts.TLS == nil {
+		return nil, errors.New("gateway: no cluster TLS material (the api tier's certificate and the cluster CA)")
+	}
 	if opts.Transport == nil {
-		opts.Transport = defaultTransport()
+		opts.Transport = clustertls.NewTransport(opts.TLS, defaultTransport)
 	}
 	g := &Gateway{
 		opts:     opts,
@@ -106,6 +132,7 @@ func New(opts Options) (*Gateway, error) {
 		apiHosts: map[string]bool{},
 		store:    opts.Store,
 		placer:   placement.New(opts.Placement),
+		unauth:   newClientLimiter(rate.Limit(opts.UnauthRate), opts.UnauthBurst),
 		// Never follow a node's redirect: the request carries the secret.
 		client: &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse

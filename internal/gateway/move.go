@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/placement"
 )
@@ -48,7 +49,7 @@ func (g *Gateway) callNode(ctx context.Context, n cluster.Node, path string, bod
 // callNodeGen is callNode, also returning the answer's cluster.HeaderGen.
 func (g *Gateway) callNodeGen(ctx context.Context, n cluster.Node, path string, body, out any) (uint64, *routeError) {
 	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.Addr+cluster.InternalPrefix+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(clustertls.WithNode(ctx, n.ID), http.MethodPost, "https://"+n.Addr+cluster.InternalPrefix+path, bytes.NewReader(b))
 	if err != nil {
 		return 0, &routeError{status: http.StatusInternalServerError, msg: err.Error()}
 	}

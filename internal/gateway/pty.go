@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -112,8 +113,8 @@ func (g *Gateway) servePTY(w http.ResponseWriter, r *http.Request, id string) {
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		hdr.Set("X-Forwarded-For", ip)
 	}
-	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-	node, resp, err := websocket.Dial(dctx, "ws://"+n.Addr+r.URL.EscapedPath(), &websocket.DialOptions{
+	dctx, dcancel := context.WithTimeout(clustertls.WithNode(ctx, n.ID), 10*time.Second)
+	node, resp, err := websocket.Dial(dctx, "wss://"+n.Addr+r.URL.EscapedPath(), &websocket.DialOptions{
 		HTTPClient: g.client, HTTPHeader: hdr, Host: r.Host})
 	dcancel()
 	if resp != nil && resp.Body != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/placement"
 )
@@ -268,21 +269,16 @@ func TestTemplateBuildRouting(t *testing.T) {
 // A header-less signed /files URL goes to the node of the sandbox whose
 // token verifies it.
 func TestSignedFiles(t *testing.T) {
-	verify := func(q url.Values, op, token string, now time.Time) error {
-		if q.Get("signature") == "sig-"+token && op == "read" {
-			return nil
-		}
-		return context.DeadlineExceeded
-	}
-	c := newTestCluster(t, 3, func(o *Options) { o.VerifySignature = verify })
+	c := newTestCluster(t, 3, func(o *Options) { o.VerifySignature = guest.VerifySignature })
 	c.store.sandboxes["sb1"], c.store.sandboxes["sb2"] = "n1", "n3"
 	c.store.tokens = []cluster.SandboxToken{{SandboxID: "sb1", NodeID: "n1", AccessToken: "t1"}, {SandboxID: "sb2", NodeID: "n3", AccessToken: "t2"}}
+	sig := guest.Sign("/x", guest.OpRead, "", "t2", 0)
 	var e echo
-	decode(t, c.do("GET", "/files?path=/x&signature=sig-t2", false, nil), http.StatusOK, &e)
+	decode(t, c.do("GET", "/files?path=/x&signature="+url.QueryEscape(sig), false, nil), http.StatusOK, &e)
 	if e.Node != "n3" {
 		t.Errorf("signed read on %s, want n3", e.Node)
 	}
-	decode(t, c.do("POST", "/files?path=/x&signature=sig-t2", false, nil), http.StatusUnauthorized, nil)
+	decode(t, c.do("POST", "/files?path=/x&signature="+url.QueryEscape(sig), false, nil), http.StatusUnauthorized, nil)
 }
 
 // The route cache serves repeated lookups and drops what the store

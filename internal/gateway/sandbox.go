@@ -99,12 +99,38 @@ func (g *Gateway) serveTraffic(w http.ResponseWriter, r *http.Request, id string
 		http.Error(w, "invalid sandbox id", http.StatusBadRequest)
 		return
 	}
+	if !g.cheapRoute(id) && !g.routed.has(id, time.Now()) && !g.allowUnauth(w, r, "routing sandbox "+id) {
+		return
+	}
 	n, rerr := g.ownerOrMove(r.Context(), id)
 	if rerr != nil {
 		trafficError(w, r, id, rerr)
 		return
 	}
+	// Routed: its traffic is not limited for a while even when the route
+	// cache is off (a broken watch), which would otherwise throttle every
+	// sandbox behind one balancer.
+	g.routed.add(id, time.Now())
 	g.forwardOwned(w, r, id, n)
+}
+
+// cheapRoute reports whether sandbox traffic for id costs nothing to
+// route: its route is cached and its node is live (no store read, no
+// move), or it is an id the store did not know a moment ago (a cached
+// 404). Other sandbox traffic without the API key takes from the client's
+// rate limit (allowUnauth): an id that is not cached costs store reads, and
+// one of a paused sandbox on a draining, lost or gone node a move and a
+// resume (E2B's autoResume, kept: within the limit it happens as before).
+func (g *Gateway) cheapRoute(id string) bool {
+	if g.unknown.has(id, time.Now()) {
+		return true
+	}
+	nodeID, ok := g.routes.get(id)
+	if !ok {
+		return false
+	}
+	n, ok := g.node(nodeID)
+	return ok && effectiveState(n) == cluster.StateLive
 }
 
 // trafficError answers sandbox traffic that cannot be routed; a gone
@@ -123,44 +149,52 @@ func trafficError(w http.ResponseWriter, r *http.Request, id string, e *routeErr
 
 // serveSigned routes a header-less signed /files request to the node of the
 // sandbox whose access token verifies the signature (the node's proxy
-// verifies it again).
+// verifies it again). Nobody is authenticated yet, so it first refuses a
+// signature not shaped like one (400, nothing read), then takes from the
+// client's rate limit, then looks the token up in the api tier's copy
+// (tokenIndex: at most one store read a second, never one per request).
 func (g *Gateway) serveSigned(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if !signatureShape.MatchString(q.Get("signature")) {
+		writeError(w, r, http.StatusBadRequest, `invalid signature: want "v1_" and 43 base64 characters`)
+		return
+	}
+	if !g.allowUnauth(w, r, "signed /files lookup") {
+		return
+	}
 	op := "read"
 	if r.Method == http.MethodPost || r.Method == http.MethodPut {
 		op = "write"
 	}
-	tokens, err := g.store.SandboxTokens(r.Context())
-	if err != nil {
-		writeError(w, r, http.StatusServiceUnavailable, storeError(err).msg)
-		return
-	}
-	q := r.URL.Query()
 	now := time.Now()
 	expired := false
-	for _, t := range tokens {
-		if t.AccessToken == "" {
-			continue
+	t, ok, err := g.tokens.find(r.Context(), g.store.SandboxTokens, func(token string) bool {
+		err := g.opts.VerifySignature(q, op, token, now)
+		if err != nil && strings.Contains(strings.ToLower(err.Error()), "expired") {
+			expired = true
 		}
-		err := g.opts.VerifySignature(q, op, t.AccessToken, now)
-		if err != nil {
-			if strings.Contains(strings.ToLower(err.Error()), "expired") {
-				expired = true
-			}
-			continue
+		return err == nil
+	})
+	if err != nil {
+		if r.Context().Err() == nil {
+			writeError(w, r, http.StatusServiceUnavailable, storeError(err).msg)
 		}
-		n, rerr := g.owner(r.Context(), t.SandboxID)
-		if rerr != nil {
-			trafficError(w, r, t.SandboxID, rerr)
-			return
-		}
-		g.forward(w, r, n, false)
 		return
 	}
-	msg := "invalid signature: no sandbox matches"
-	if expired {
-		msg = "signature is already expired"
+	if !ok {
+		msg := "invalid signature: no sandbox matches"
+		if expired {
+			msg = "signature is already expired"
+		}
+		writeError(w, r, http.StatusUnauthorized, msg)
+		return
 	}
-	writeError(w, r, http.StatusUnauthorized, msg)
+	n, rerr := g.owner(r.Context(), t.SandboxID)
+	if rerr != nil {
+		trafficError(w, r, t.SandboxID, rerr)
+		return
+	}
+	g.forward(w, r, n, false)
 }
 
 // serveOwned forwards an API request about one sandbox to its node.

@@ -16,19 +16,29 @@ import (
 )
 
 // Client reaches agents directly at their guest addresses (from the host, or
-// from inside a sandbox's network namespace through HTTP's dialer).
+// from inside a sandbox's network namespace through HTTP's dialer). It never
+// follows a redirect: an agent is sandbox code, and a redirect would send
+// the daemon's request (with the access token) from the host's network to
+// wherever the sandbox says, past its firewall.
 type Client struct {
-	// HTTP sends the requests; nil means http.DefaultClient.
+	// HTTP sends the requests (its CheckRedirect is replaced by
+	// NoRedirect); nil means http.DefaultTransport.
 	HTTP *http.Client
 	// Port is the agent's port; 0 means EnvdPort.
 	Port int
 }
 
+// NoRedirect is the CheckRedirect of every daemon → agent client: the
+// redirect response itself is returned (and treated as the error it is).
+func NoRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
 func (c *Client) http() *http.Client {
-	if c.HTTP == nil {
-		return http.DefaultClient
+	var hc http.Client
+	if c.HTTP != nil {
+		hc = *c.HTTP
 	}
-	return c.HTTP
+	hc.CheckRedirect = NoRedirect
+	return &hc
 }
 
 func (c *Client) url(host, path string) string {
@@ -233,6 +243,15 @@ func (c *Client) Process(host, token, user string) processpbconnect.ProcessClien
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	hc := &http.Client{Transport: &authTransport{base: base, user: user, token: token}}
-	return processpbconnect.NewProcessClient(hc, c.url(host, ""), connect.WithProtoJSON())
+	// A sandbox's agent is not trusted: it may answer from a guest whose
+	// root rewrote it. So the stream's messages are capped (the agent sends
+	// at most 32 KiB of output per event) and redirects are never followed
+	// from the host's network namespace (review R2-4).
+	hc := &http.Client{Transport: &authTransport{base: base, user: user, token: token},
+		CheckRedirect: NoRedirect}
+	return processpbconnect.NewProcessClient(hc, c.url(host, ""), connect.WithProtoJSON(), connect.WithReadMaxBytes(MaxProcessMessage))
 }
+
+// MaxProcessMessage caps one Process stream message the host accepts from
+// an agent.
+const MaxProcessMessage = 4 << 20

@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,4 +244,105 @@ func TestReceive(t *testing.T) {
 	if end.GetExitCode() != 1 || connect.CodeOf(err) != connect.CodeDeadlineExceeded {
 		t.Fatalf("Receive until close = %v, %v, want the end and the deadline error", end, err)
 	}
+}
+
+// An agent that answers with a redirect (a sandbox that controls its
+// port) never makes the daemon's client request the target: not for
+// /health, /init, /freeze, the clock nor the Process service; the call
+// fails instead.
+func testClientNeverFollowsRedirects(t *testing.T) {
+	followed := make(chan string, 16)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metadata/", func(w http.ResponseWriter, r *http.Request) {
+		followed <- r.Method + " " + r.URL.Path + " token=" + r.Header.Get(HeaderAccessToken)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://169.254.169.254/metadata/"+strings.TrimPrefix(r.URL.Path, "/"), http.StatusTemporaryRedirect)
+	})
+	c := fakeAgent(t, mux)
+	ctx := context.Background()
+	if err := c.Health(ctx, "10.0.0.2"); err == nil {
+		t.Error("Health through a redirect succeeded")
+	}
+	if err := c.Init(ctx, "10.0.0.2", InitRequest{}, "tok"); err == nil {
+		t.Error("Init through a redirect succeeded")
+	}
+	if err := c.Freeze(ctx, "10.0.0.2"); err == nil {
+		t.Error("Freeze through a redirect succeeded")
+	}
+	if err := c.SetClock(ctx, "10.0.0.2"); err == nil {
+		t.Error("SetClock through a redirect succeeded")
+	}
+	if _, err := c.Process("10.0.0.2", "tok", "root").List(ctx, connect.NewRequest(&processpb.ListRequest{})); err == nil {
+		t.Error("Process.List through a redirect succeeded")
+	}
+	select {
+	case hit := <-followed:
+		t.Fatalf("the client followed a redirect: %s", hit)
+	default:
+	}
+}
+
+// testProcessClientDistrustsAgent: an agent a guest's root rewrote can
+// neither make the host buffer one huge stream message nor send the host's
+// Process client elsewhere with a redirect (review R2-4).
+func testProcessClientDistrustsAgent(t *testing.T) {
+	var redirected atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("/process.Process/Start", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			t.Errorf("no Basic auth on the Start call")
+		}
+		w.Header().Set("Content-Type", "application/connect+json")
+		w.WriteHeader(http.StatusOK)
+		// One envelope announcing 1 GiB, then data until the client stops reading.
+		hdr := []byte{0, 0x40, 0, 0, 0}
+		if _, err := w.Write(hdr); err != nil {
+			return
+		}
+		chunk := bytes.Repeat([]byte("a"), 64<<10)
+		for range 16384 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	mux.HandleFunc("/process.Process/List", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	})
+	mux.HandleFunc("/elsewhere", func(w http.ResponseWriter, r *http.Request) { redirected.Store(true) })
+	pc := fakeAgent(t, mux).Process("10.0.0.2", "tok", "user")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	s, err := pc.Start(ctx, connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "x"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = Receive(s, Events{})
+	if connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("Receive of a 1 GiB message = %v, want resource_exhausted", err)
+	}
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.TotalAlloc - before.TotalAlloc); grew > 64<<20 {
+		t.Errorf("the client allocated %d MiB for one message", grew>>20)
+	}
+
+	if _, err := pc.List(ctx, connect.NewRequest(&processpb.ListRequest{})); err == nil {
+		t.Error("List answered by a redirect succeeded")
+	}
+	if redirected.Load() {
+		t.Error("the client followed the agent's redirect")
+	}
+}
+
+// TestReviewGuest runs the attacks of the security reviews (issue 23) on the
+// daemon's agent client, named for the reliability report.
+func TestReviewGuest(t *testing.T) {
+	t.Run("attack/L1-agent-redirects-daemon-requests", testClientNeverFollowsRedirects)
+	t.Run("attack/R2-4-agent-huge-message-or-redirect", testProcessClientDistrustsAgent)
 }

@@ -3,18 +3,27 @@
 package imagebuild
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/ext4"
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
+
+// fileCap is a security.capability value (version 2, cap_net_raw).
+var fileCap = []byte{0, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 // mkImage makes an ext4 image of src the way the microVM runtime makes a
 // template's base image.
@@ -126,7 +135,12 @@ func TestDiffTrees(t *testing.T) {
 	if err := os.Chown(m("owner"), 1000, 1001); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Lsetxattr(m("xattr"), "user.airlock", []byte("v1"), 0); err != nil {
+	// Binary values (NUL bytes) and a file capability cross the reader's
+	// tar stream unchanged.
+	if err := unix.Lsetxattr(m("xattr"), "user.airlock", []byte("v\x001"), 0); err != nil {
+		t.Fatalf("setxattr: %v", err)
+	}
+	if err := unix.Lsetxattr(m("xattr"), "security.capability", fileCap, 0); err != nil {
 		t.Fatalf("setxattr: %v", err)
 	}
 	if err := os.Symlink("../keep", m("sub/newlink")); err != nil {
@@ -137,21 +151,16 @@ func TestDiffTrees(t *testing.T) {
 	}
 	umount(t, mnt)
 
-	oldDir, curDir, upper := filepath.Join(dir, "old"), filepath.Join(dir, "cur"), filepath.Join(dir, "upper")
-	for _, d := range []string{oldDir, curDir, upper} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
+	upper := filepath.Join(dir, "upper")
+	if err := diffImageFiles(t, oldImg, curImg, upper); err != nil {
+		t.Fatalf("diffImages: %v", err)
 	}
-	for _, x := range []struct{ img, dir string }{{oldImg, oldDir}, {curImg, curDir}} {
-		if err := mountImage(context.Background(), x.img, x.dir); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = unix.Unmount(x.dir, unix.MNT_DETACH) })
+	// The reference: the kernel's view of the changed image.
+	curDir := filepath.Join(dir, "cur")
+	if err := os.Mkdir(curDir, 0o700); err != nil {
+		t.Fatal(err)
 	}
-	if err := diffTrees(oldDir, curDir, upper); err != nil {
-		t.Fatalf("diffTrees: %v", err)
-	}
+	mountRO(t, curImg, curDir)
 
 	// The upper holds the changes only.
 	for _, p := range []string{"keep", "sub/deep/keep2", "oldlink", "pair1", "pair2", "lost+found"} {
@@ -200,19 +209,26 @@ func TestDiffTrees(t *testing.T) {
 	if s := st("owner"); s.Uid != 1000 || s.Gid != 1001 {
 		t.Errorf("owner: %d:%d, want 1000:1001", s.Uid, s.Gid)
 	}
+	for name, want := range map[string][]byte{"user.airlock": []byte("v\x001"), "security.capability": fileCap} {
+		got := make([]byte, 64)
+		n, err := unix.Lgetxattr(filepath.Join(dst, "xattr"), name, got)
+		if err != nil || !bytes.Equal(got[:n], want) {
+			t.Errorf("xattr %s: %q (err %v), want %q", name, got[:max(n, 0)], err, want)
+		}
+	}
 	if s := st("modeonly"); s.Mode&0o7777 != 0o755 {
 		t.Errorf("modeonly: mode %o, want 755", s.Mode&0o7777)
 	}
 }
 
-// A device node other than under /dev is refused.
+// A device node other than under /dev is refused, with a user error.
 func TestDiffTreesRefusesDevices(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates device nodes")
 	}
 	dir := t.TempDir()
 	old, cur := filepath.Join(dir, "old"), filepath.Join(dir, "cur")
-	for _, d := range []string{old, cur, filepath.Join(dir, "upper")} {
+	for _, d := range []string{old, cur} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -220,9 +236,69 @@ func TestDiffTreesRefusesDevices(t *testing.T) {
 	if err := unix.Mknod(filepath.Join(cur, "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
 		t.Fatal(err)
 	}
-	if err := diffTrees(old, cur, filepath.Join(dir, "upper")); err == nil {
-		t.Fatal("diffTrees accepted a device node outside /dev")
+	oldImg, curImg := filepath.Join(dir, "old.ext4"), filepath.Join(dir, "cur.ext4")
+	mkImage(t, old, oldImg)
+	mkImage(t, cur, curImg)
+	err := diffImageFiles(t, oldImg, curImg, filepath.Join(dir, "upper"))
+	if _, ok := sandbox.AsUserError(err); !ok || !strings.Contains(err.Error(), "/null") {
+		t.Fatalf("a device node outside /dev: err = %v, want a user error naming /null", err)
 	}
+}
+
+// diffImageFiles runs diffImages on two image files in this process and
+// extracts its stream into upper.
+func diffImageFiles(t *testing.T, oldImg, curImg, upper string) error {
+	t.Helper()
+	open := func(p string) *ext4.FS {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		fi, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs, err := ext4.Open(f, fi.Size())
+		if err != nil {
+			t.Fatalf("ext4.Open %s: %v", p, err)
+		}
+		return fs
+	}
+	old, cur := open(oldImg), open(curImg)
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := diffImages(old, cur, tw)
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	err := extractUpper(context.Background(), pr, upper)
+	pr.CloseWithError(io.ErrClosedPipe)
+	return err
+}
+
+func mountRO(t *testing.T, img, dir string) {
+	t.Helper()
+	if out, err := exec.Command("mount", "-t", "ext4", "-o", "ro,loop,noload", img, dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount %s: %v: %s", img, err, out)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+}
+
+// xattrs lists the extended attributes of p (not following a symlink).
+func xattrs(p string) ([]string, error) {
+	size, err := unix.Llistxattr(p, nil)
+	if err != nil || size == 0 {
+		return nil, err
+	}
+	buf := make([]byte, size)
+	if size, err = unix.Llistxattr(p, buf); err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00"), nil
 }
 
 // compareTrees checks that b has exactly a's entries with a's type, mode,

@@ -3,18 +3,20 @@
 package imagebuild
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 )
 
 // cloneTree makes dst a copy of the tree src in which every non-directory
@@ -22,7 +24,7 @@ import (
 // layer are never modified in place afterwards (only replaced), so sharing
 // inodes with the parent layer is safe.
 func cloneTree(src, dst string) error {
-	if out, err := exec.Command("cp", "-a", "-l", "--", src, dst).CombinedOutput(); err != nil {
+	if out, err := helperenv.Command(context.Background(), "cp", "-a", "-l", "--", src, dst).CombinedOutput(); err != nil {
 		return fmt.Errorf("cloning parent layer: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil

@@ -18,15 +18,24 @@ import (
 var blockedDestinations = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("127.0.0.0/8"),
-	netip.MustParsePrefix("169.254.0.0/16"), // link-local, cloud metadata
-	netip.MustParsePrefix("224.0.0.0/4"),    // multicast
-	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, broadcast
+	netip.MustParsePrefix("169.254.0.0/16"),     // link-local, cloud metadata (AWS, GCP, Azure IMDS, …)
+	netip.MustParsePrefix("100.100.100.200/32"), // Alibaba Cloud metadata (inside 100.64/10, which --deny-out none opens)
+	netip.MustParsePrefix("224.0.0.0/4"),        // multicast
+	netip.MustParsePrefix("240.0.0.0/4"),        // reserved, broadcast
+}
+
+// blockedButDNS are never reachable from a sandbox except for DNS (UDP and
+// TCP port 53): Azure's WireServer and HostGAPlugin (168.63.129.16, ports
+// 80 and 32526; the VM's guest agent guards it with an OUTPUT owner match,
+// which forwarded sandbox traffic never passes) is also Azure's resolver.
+var blockedButDNS = []netip.Prefix{
+	netip.MustParsePrefix("168.63.129.16/32"),
 }
 
 // AlwaysBlocked returns a range Airlock blocks for every sandbox whatever
-// the operator says (blockedDestinations) that p overlaps.
+// the operator says (blockedDestinations, blockedButDNS) that p overlaps.
 func AlwaysBlocked(p netip.Prefix) (netip.Prefix, bool) {
-	for _, b := range blockedDestinations {
+	for _, b := range append(blockedDestinations[:len(blockedDestinations):len(blockedDestinations)], blockedButDNS...) {
 		if b.Overlaps(p) {
 			return b, true
 		}

@@ -78,6 +78,11 @@ func TestDenyOutDefaultsAndConflicts(t *testing.T) {
 	if b, ok := AlwaysBlocked(netip.MustParsePrefix("169.254.169.254/32")); !ok || b.String() != "169.254.0.0/16" {
 		t.Errorf("AlwaysBlocked(metadata) = %v, %v", b, ok)
 	}
+	for _, cloud := range []string{"168.63.129.16/32", "100.100.100.0/24"} { // Azure WireServer, Alibaba metadata
+		if _, ok := AlwaysBlocked(netip.MustParsePrefix(cloud)); !ok {
+			t.Errorf("AlwaysBlocked(%s) = false", cloud)
+		}
+	}
 	if _, ok := AlwaysBlocked(netip.MustParsePrefix("10.1.0.0/16")); ok {
 		t.Error("10.1.0.0/16 reported always blocked")
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -38,6 +39,11 @@ type firewall struct {
 	// (denyout_linux.go).
 	denyOut, denyOutExcept []netip.Prefix
 	resolvers              []netip.Addr
+	// blocked is the set of cluster addresses (blocked_linux.go);
+	// blockedAddrs its contents, which a reinstall keeps.
+	blocked      *nftables.Set
+	blockedMu    sync.Mutex
+	blockedAddrs []netip.Addr
 }
 
 func newFirewall(cfg Config) *firewall {
@@ -55,6 +61,8 @@ func newFirewall(cfg Config) *firewall {
 		denyOut:       cfg.DenyOut,
 		denyOutExcept: cfg.DenyOutExcept,
 		resolvers:     ipv4Resolvers(cfg.Resolvers),
+		blocked:       newBlockedSet(t),
+		blockedAddrs:  cfg.BlockedAddrs,
 	}
 }
 
@@ -128,6 +136,13 @@ func (f *firewall) install(keep []string) error {
 	if err := c.AddSet(&dns, nil); err != nil {
 		return fmt.Errorf("adding set %s: %w", DNSSetName, err)
 	}
+	blocked := *f.blocked
+	f.blockedMu.Lock()
+	err = c.AddSet(&blocked, blockedElems(f.blockedAddrs))
+	f.blockedMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("adding set %s: %w", BlockedSetName, err)
+	}
 
 	accept := nftables.ChainPolicyAccept
 	input := c.AddChain(&nftables.Chain{
@@ -188,6 +203,15 @@ func (f *firewall) install(keep []string) error {
 	for _, p := range blockedDestinations {
 		logged(forward, auditDenied, "blocked range "+p.String(), expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p))
 	}
+	// Always blocked but for DNS (Azure's WireServer is also its resolver):
+	// everything but UDP and TCP, then everything but port 53.
+	for _, p := range blockedButDNS {
+		why := "blocked range " + p.String()
+		logged(forward, auditDenied, why, expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p), notTCPOrUDP())
+		logged(forward, auditDenied, why, expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p), dportNot(53))
+	}
+	// The cluster's own addresses (blocked_linux.go).
+	logged(forward, auditDenied, blockedRule, expr.VerdictDrop, fromUs, daddrInSet(&blocked))
 	// The operator's deny list: no per-sandbox rule can open it.
 	if jump := f.installDenyOut(c); jump != nil {
 		rule(forward, fromUs, ipv4(), jump)
@@ -316,6 +340,24 @@ func inInternetSet(s *nftables.Set) []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 		&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID},
+	}
+}
+
+// notTCPOrUDP matches a packet that is neither TCP nor UDP.
+func notTCPOrUDP() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+	}
+}
+
+// dportNot matches a TCP or UDP packet whose destination port is not port
+// (after notTCPOrUDP dropped the others).
+func dportNot(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
 	}
 }
 

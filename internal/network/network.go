@@ -48,6 +48,11 @@ type Config struct {
 	// DNS (UDP and TCP port 53) to them passes DenyOut, so a host whose
 	// resolver has a private address keeps name resolution working.
 	Resolvers []netip.Addr
+	// BlockedAddrs are the cluster's own addresses (every node's advertise
+	// address, the store's, the artifact store's): no sandbox reaches them,
+	// whatever DenyOut, DenyOutExcept or its allowOut say
+	// (blocked_linux.go). Manager.SetBlockedAddrs replaces them later.
+	BlockedAddrs []netip.Addr
 }
 
 // Options for one sandbox.

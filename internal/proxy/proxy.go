@@ -73,6 +73,10 @@ type Options struct {
 	// UploadGuard, when set, is asked before an upload (POST/PUT /files to
 	// envd) is forwarded; an error refuses it (see uploadGuard in disk.go).
 	UploadGuard func() error
+	// APIKey is the daemon's API key: an X-API-Key or Authorization header
+	// that carries it is removed before a request reaches sandbox code
+	// (keyheaders.go).
+	APIKey string
 }
 
 type proxy struct {
@@ -91,6 +95,9 @@ type ctxKey struct{}
 type routeInfo struct {
 	id   string
 	addr string // host:port
+	// apiOrigin: the request did not name the sandbox by its Host, so the
+	// answer is served on the API's (and the console's) origin.
+	apiOrigin bool
 }
 
 // New returns the combined API + sandbox-traffic handler.
@@ -112,7 +119,7 @@ func New(res Resolver, api http.Handler, opts Options) http.Handler {
 		ErrorHandler:  p.upstreamError,
 		// A stream cut because its sandbox went away ends with a Connect
 		// error saying why (endstream.go).
-		ModifyResponse: p.endStreamOnGone,
+		ModifyResponse: p.modifyResponse,
 		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
 	}
 	return p
@@ -224,7 +231,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port i
 	if port == EnvdPort && !p.uploadAllowed(w, r, t.ID) {
 		return
 	}
-	info := &routeInfo{id: t.ID, addr: net.JoinHostPort(t.Addr.String(), strconv.Itoa(port))}
+	info := &routeInfo{id: t.ID, addr: net.JoinHostPort(t.Addr.String(), strconv.Itoa(port)), apiOrigin: p.onAPIOrigin(r.Host)}
 	p.owners.claim(t, p.opts.Transport)
 	ctx, stop := p.cancelWhenGone(contextWithRoute(r.Context(), info), t)
 	defer stop()
@@ -237,6 +244,42 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port i
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 
+// onAPIOrigin reports whether a request with this Host is on the API's
+// origin (not a "<port>-<id>.<domain>" sandbox host): header-routed and
+// signed /files traffic.
+func (p *proxy) onAPIOrigin(host string) bool {
+	if p.isAPIHost(host) {
+		return true
+	}
+	_, _, ok := ParseSandboxHost(host)
+	return !ok
+}
+
+// SandboxContentPolicy is the Content-Security-Policy of every answer a
+// sandbox gives on the API's origin. The origin is the console's, whose API
+// key sits in the tab's sessionStorage, so a sandbox's file (a signed
+// /files download of an .html file, or anything a sandbox's own agent
+// answers) must not run script there: `sandbox` gives the document an
+// opaque origin without scripts, forms or popups, and nothing is loaded
+// from elsewhere. Sandbox hosts (<port>-<id>.<domain>) are the sandbox's
+// own origin and keep what the sandbox sends.
+const SandboxContentPolicy = "sandbox; default-src 'none'; img-src 'self' data: blob:; media-src 'self' data: blob:; style-src 'unsafe-inline'"
+
+// SetSandboxContentHeaders marks h as sandbox content served on the API's
+// origin (see SandboxContentPolicy).
+func SetSandboxContentHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", SandboxContentPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+}
+
+// modifyResponse is the ReverseProxy's ModifyResponse.
+func (p *proxy) modifyResponse(res *http.Response) error {
+	if res.Request != nil && routeFromContext(res.Request.Context()).apiOrigin {
+		SetSandboxContentHeaders(res.Header)
+	}
+	return p.endStreamOnGone(res)
+}
+
 // rewrite points the outgoing request at the sandbox and drops routing
 // headers (ReverseProxy already strips hop-by-hop headers).
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
@@ -247,6 +290,7 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del(HeaderSandboxID)
 	pr.Out.Header.Del(HeaderSandboxPort)
 	pr.Out.Header.Del(HeaderTrafficToken)
+	stripAPIKey(pr.Out.Header, p.opts.APIKey)
 }
 
 // upstreamError answers 502 when the sandbox cannot be reached.

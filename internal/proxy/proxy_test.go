@@ -455,3 +455,119 @@ func TestFullDuplexStream(t *testing.T) {
 		t.Fatalf("upstream saw %q, want the whole body", rest)
 	}
 }
+
+// The daemon's API key never reaches sandbox code: X-API-Key and
+// Authorization headers that carry it are removed (the rule is the same on
+// every port); other values (an app's own key, envd's Basic user) pass.
+func TestAPIKeyNotPassedOn(t *testing.T) {
+	t.Parallel()
+	const key = "e2b_0123456789abcdef0123456789abcdef01234567"
+	up := startUpstream(t, "a", "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"apiKey": r.Header.Values("X-Api-Key"), "authorization": r.Header.Values("Authorization")})
+	})
+	h := proxy.New(fakeResolver{"iabc": {ID: "iabc", Addr: netip.MustParseAddr("127.0.0.1")}}, apiStub, proxy.Options{
+		APIKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	basic := func(user, pass string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+	}
+	for _, c := range []struct {
+		name, apiKey, auth    string
+		wantKey, wantAuth     bool
+		wantKeyVal, wantAuth2 string
+	}{
+		{name: "X-API-Key with the key", apiKey: key},
+		{name: "Bearer key", auth: "Bearer " + key},
+		{name: "bare key in Authorization", auth: key},
+		{name: "Basic with the key as password", auth: basic("user", key)},
+		{name: "Basic with the key as user", auth: basic(key, "")},
+		{name: "both", apiKey: key, auth: "Bearer " + key},
+		{name: "an app's own key", apiKey: "app-key", wantKey: true, wantKeyVal: "app-key"},
+		{name: "envd's Basic user", auth: basic("root", ""), wantAuth: true, wantAuth2: basic("root", "")},
+		{name: "an app's bearer token", auth: "Bearer app-token", wantAuth: true, wantAuth2: "Bearer app-token"},
+		{name: "a prefix of the key", apiKey: key[:20], wantKey: true, wantKeyVal: key[:20]},
+	} {
+		hdr := map[string]string{"E2b-Sandbox-Id": "iabc", "E2b-Sandbox-Port": up.port}
+		if c.apiKey != "" {
+			hdr["X-API-Key"] = c.apiKey
+		}
+		if c.auth != "" {
+			hdr["Authorization"] = c.auth
+		}
+		r := send(t, srv, "GET", "/", "", hdr)
+		if r.status != 200 {
+			t.Fatalf("%s: status %d %s", c.name, r.status, r.body)
+		}
+		gotKey, _ := r.echo["apiKey"].([]any)
+		gotAuth, _ := r.echo["authorization"].([]any)
+		if (len(gotKey) > 0) != c.wantKey || (c.wantKey && gotKey[0] != c.wantKeyVal) {
+			t.Errorf("%s: sandbox saw X-API-Key %v", c.name, gotKey)
+		}
+		if (len(gotAuth) > 0) != c.wantAuth || (c.wantAuth && gotAuth[0] != c.wantAuth2) {
+			t.Errorf("%s: sandbox saw Authorization %v", c.name, gotAuth)
+		}
+	}
+}
+
+// A redirect from sandbox code goes back to the client as it is: the proxy
+// never follows it from the host's network.
+func TestRedirectPassedToClient(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, "a", "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+	})
+	srv := newProxy(t, fakeResolver{"iabc": {ID: "iabc", Addr: netip.MustParseAddr("127.0.0.1")}})
+	req, _ := http.NewRequest("GET", srv.URL+"/x", nil)
+	req.Header.Set("E2b-Sandbox-Id", "iabc")
+	req.Header.Set("E2b-Sandbox-Port", up.port)
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "http://169.254.169.254/latest/meta-data/" {
+		t.Fatalf("proxy answered %d Location %q, want the sandbox's 302", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// TestSandboxContentOnAPIOrigin: what a sandbox answers on the API's origin
+// (header-routed or signed /files) carries a CSP sandbox, so an HTML file
+// from a sandbox cannot run script on the console's origin; a sandbox's own
+// host keeps the sandbox's headers.
+func TestSandboxContentOnAPIOrigin(t *testing.T) {
+	t.Parallel()
+	html := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Security-Policy", "script-src *")
+		_, _ = io.WriteString(w, "<script>alert(1)</script>")
+	}
+	_ = startUpstream(t, "h", "127.0.0.81:49983", html)
+	srv := newProxy(t, fakeResolver{"ih": {ID: "ih", Addr: netip.MustParseAddr("127.0.0.81"), AccessToken: "tok-h"}})
+	q := url.Values{"path": {"/home/user/x.html"}, "username": {"user"}}
+	q.Set("signature", sign("/home/user/x.html", "read", "user", "tok-h", 0))
+
+	for name, r := range map[string]result{
+		"signed":         send(t, srv, "GET", "/files?"+q.Encode(), "", nil),
+		"signed on api":  send(t, srv, "GET", "/files?"+q.Encode(), "api.sbx.test", nil),
+		"header-routed":  send(t, srv, "GET", "/files?path=x.html", "", map[string]string{"E2b-Sandbox-Id": "ih"}),
+		"header on host": send(t, srv, "GET", "/files?path=x.html", "localhost:3000", map[string]string{"E2b-Sandbox-Id": "ih"}),
+	} {
+		if r.status != 200 {
+			t.Fatalf("%s: status %d %s", name, r.status, r.body)
+		}
+		if got := r.header.Values("Content-Security-Policy"); len(got) != 1 || got[0] != proxy.SandboxContentPolicy {
+			t.Errorf("%s: Content-Security-Policy %q, want exactly %q", name, got, proxy.SandboxContentPolicy)
+		}
+		if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s: X-Content-Type-Options %q", name, got)
+		}
+	}
+	// The sandbox's own host is its own origin: its headers pass unchanged.
+	r := send(t, srv, "GET", "/x.html", "49983-ih.sbx.test", nil)
+	if r.status != 200 || r.header.Get("Content-Security-Policy") != "script-src *" || r.header.Get("X-Content-Type-Options") != "" {
+		t.Fatalf("sandbox host: %d %v", r.status, r.header)
+	}
+}

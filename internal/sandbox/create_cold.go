@@ -28,7 +28,7 @@ func (m *Manager) createCold(ctx context.Context, tpl *Template, req CreateReque
 			return nil, err
 		}
 	}
-	if req.AllowPublicTraffic != nil && !*req.AllowPublicTraffic {
+	if !req.publicTraffic() {
 		if req.trafficToken, err = newToken(); err != nil {
 			return nil, err
 		}

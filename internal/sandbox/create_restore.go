@@ -28,8 +28,7 @@ import (
 // is false when the caller must cold-boot (after logging why, if a restore
 // was tried and failed).
 func (m *Manager) createFromBoot(ctx context.Context, tpl *Template, req CreateRequest, allowInternet bool) (*Sandbox, bool) {
-	if !m.cfg.BootSnapshots || req.hidden || req.RootFS != "" || tpl.Hash == "" ||
-		(req.AllowPublicTraffic != nil && !*req.AllowPublicTraffic) {
+	if !m.cfg.BootSnapshots || req.hidden || req.RootFS != "" || tpl.Hash == "" || !req.publicTraffic() {
 		return nil, false
 	}
 	be := m.boot.get(tpl.Hash)
@@ -97,7 +96,8 @@ func (m *Manager) restoredRecord(src restoreSource, req CreateRequest, allowInte
 }
 
 // restoreFrom creates a sandbox from src like a fork child: new id, token
-// (when the request or the saved agent is secured), slot and network, a
+// (when the request or the saved agent is secured), traffic token (when the
+// request asks for allowPublicTraffic: false), slot and network, a
 // copy of the saved layer, a restore of the saved memory image, then /init
 // with the new identity, env vars (template, saved, request) and clock.
 func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req CreateRequest, allowInternet bool) (*Sandbox, error) {
@@ -107,7 +107,8 @@ func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req Create
 	}
 	parent := m.restoredRecord(src, req, allowInternet)
 	start := time.Now()
-	k, err := m.prepareChild(ctx, &parent, src.tpl, req.Secure || src.spec.AccessToken != "", func(ctx context.Context, spec runtime.Spec) error {
+	tokens := childTokens{access: req.Secure || src.spec.AccessToken != "", traffic: !req.publicTraffic()}
+	k, err := m.prepareChild(ctx, &parent, src.tpl, tokens, func(ctx context.Context, spec runtime.Spec) error {
 		return ls.CloneSaved(ctx, src.dir, spec)
 	})
 	if err != nil {
@@ -126,9 +127,11 @@ func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req Create
 // child is a fork child between preparation and start.
 type child struct {
 	id, token string
-	slot      int
-	ep        *network.Endpoint
-	spec      runtime.Spec
+	// trafficToken guards the child's non-envd ports ("" when public).
+	trafficToken string
+	slot         int
+	ep           *network.Endpoint
+	spec         runtime.Spec
 	// baseEnv is set under the parent's env vars at /init (template env of
 	// sandboxes restored from a snapshot).
 	baseEnv map[string]string
@@ -136,18 +139,30 @@ type child struct {
 	undo undo
 }
 
-// prepareChild allocates the child's id, token (when secure), slot and
-// network, and lets clone prepare its directory (a copy of the stopped
-// parent's, or of a saved snapshot).
-func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *Template, secure bool,
+// childTokens says which fresh tokens a child gets: an envd access token
+// (a secured parent or request) and a traffic token (a parent or request
+// that is not open to public traffic).
+type childTokens struct {
+	access, traffic bool
+}
+
+// prepareChild allocates the child's id, tokens, slot and network, and
+// lets clone prepare its directory (a copy of the stopped parent's, or of
+// a saved snapshot).
+func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *Template, tokens childTokens,
 	clone func(context.Context, runtime.Spec) error) (*child, error) {
 	id, err := newID()
 	if err != nil {
 		return nil, err
 	}
 	k := &child{id: id}
-	if secure {
+	if tokens.access {
 		if k.token, err = newToken(); err != nil {
+			return nil, err
+		}
+	}
+	if tokens.traffic {
+		if k.trafficToken, err = newToken(); err != nil {
 			return nil, err
 		}
 	}
@@ -266,7 +281,7 @@ func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.San
 	rec.Slot = k.slot
 	rec.GuestIP = host
 	rec.AccessToken = k.token
-	rec.TrafficToken = ""
+	rec.TrafficToken = k.trafficToken
 	rec.Metadata = maps.Clone(parent.Metadata)
 	rec.EnvVars = maps.Clone(parent.EnvVars)
 	rec.StartedAt = now

@@ -38,7 +38,8 @@ type ForkResult struct {
 // checkpointed, its writable layer is copied for every child, then the
 // parent is restored (same id, tokens and expiry) and every child is
 // restored from the same image into its own directory and network
-// namespace, with a new id, access token and address, and re-initialised
+// namespace, with a new id, access token, traffic token (when the parent
+// has one) and address, and re-initialised
 // (/init: env vars, token, clock). Children expire timeout from now.
 //
 // Errors before any child was attempted (unknown parent, paused, bad
@@ -110,7 +111,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 				"not enough host memory for fork child %d of %d: %d of them (%d MiB each) fit", i+1, count, fit, parent.MemoryMB)
 			continue
 		}
-		k, err := m.prepareChild(ctx, &parent, tpl, parent.AccessToken != "", func(ctx context.Context, spec runtime.Spec) error {
+		k, err := m.prepareChild(ctx, &parent, tpl, childTokens{access: parent.AccessToken != "", traffic: parent.TrafficToken != ""}, func(ctx context.Context, spec runtime.Spec) error {
 			return cl.Clone(ctx, dir, spec)
 		})
 		if err != nil {

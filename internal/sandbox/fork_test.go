@@ -280,3 +280,44 @@ func TestForkParentOperationLastsUntilChildrenRestored(t *testing.T) {
 		t.Fatalf("the paused parent's image is gone: %v", err)
 	}
 }
+
+// A private sandbox (allowPublicTraffic: false) has private children, each
+// with its own traffic token; a public one has public children.
+func TestForkKeepsTrafficPrivate(t *testing.T) {
+	t.Parallel()
+	env := forkEnv(t, false)
+	ctx := context.Background()
+	no := false
+	private := create(t, env, sandbox.CreateRequest{Timeout: time.Hour, AllowPublicTraffic: &no})
+	public := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+	if private.TrafficToken == "" || public.TrafficToken != "" {
+		t.Fatalf("parents' traffic tokens: private %q, public %q", private.TrafficToken, public.TrafficToken)
+	}
+	res, err := env.Manager.Fork(ctx, private.ID, 2, time.Minute)
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	seen := map[string]bool{private.TrafficToken: true}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("child failed: %v", r.Err)
+		}
+		tok := r.Sandbox.TrafficToken
+		if tok == "" || seen[tok] {
+			t.Fatalf("child of a private sandbox has traffic token %q (parent's or a sibling's: %v)", tok, seen[tok])
+		}
+		seen[tok] = true
+		got, err := get(env.Manager, r.Sandbox.ID)
+		if err != nil || got.TrafficToken != tok {
+			t.Fatalf("stored child traffic token %q, %v; want %q", got.TrafficToken, err, tok)
+		}
+	}
+	waitIdle(t, env.Manager, private.ID)
+	res, err = env.Manager.Fork(ctx, public.ID, 1, time.Minute)
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("Fork of the public sandbox: %v %+v", err, res)
+	}
+	if tok := res[0].Sandbox.TrafficToken; tok != "" {
+		t.Fatalf("child of a public sandbox has traffic token %q", tok)
+	}
+}

@@ -171,6 +171,12 @@ type CreateRequest struct {
 	hidden       bool   // internal sandbox (boot snapshots): not listed, never from a snapshot
 }
 
+// publicTraffic reports whether the sandbox's ports are open without a
+// traffic access token (AllowPublicTraffic unset or true).
+func (r CreateRequest) publicTraffic() bool {
+	return r.AllowPublicTraffic == nil || *r.AllowPublicTraffic
+}
+
 // Sandbox is a snapshot of one sandbox's state.
 type Sandbox struct {
 	ID            string
@@ -278,7 +284,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg.HTTPClient = &http.Client{Transport: cfg.Conns.Wrap(&http.Transport{
 			Proxy:           nil,
 			IdleConnTimeout: 30 * time.Second,
-		})}
+		}), CheckRedirect: guest.NoRedirect} // never follow the sandbox elsewhere
 	}
 	events := newEventLog(cfg.Logs)
 	return &Manager{

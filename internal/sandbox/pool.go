@@ -274,7 +274,7 @@ func (m *Manager) fillOne(ctx context.Context, name string) bool {
 	start := time.Now()
 	parent := store.Sandbox{AccessToken: be.spec.AccessToken, AllowInternet: true,
 		CPUCount: be.spec.CPUCount, MemoryMB: be.spec.MemoryMB, DiskSizeMB: be.spec.DiskSizeMB}
-	k, err := m.prepareChild(ctx, &parent, tpl, true, func(ctx context.Context, spec runtime.Spec) error {
+	k, err := m.prepareChild(ctx, &parent, tpl, childTokens{access: true}, func(ctx context.Context, spec runtime.Spec) error {
 		return ls.CloneSaved(ctx, be.dir, spec)
 	})
 	if err != nil {

@@ -325,3 +325,31 @@ func TestInitSnapshotsVerifiesAndCollects(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A create from a named snapshot honours allowPublicTraffic: false with a
+// fresh traffic token, whatever the snapshotted sandbox was.
+func TestSnapshotCreateHonoursPrivateTraffic(t *testing.T) {
+	t.Parallel()
+	env, _ := snapEnv(t)
+	ctx := context.Background()
+	src := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+	info, err := env.Manager.CreateSnapshot(ctx, src.ID, "snap-private")
+	if err != nil {
+		t.Fatalf("CreateSnapshot: %v", err)
+	}
+	waitIdle(t, env.Manager, src.ID)
+	no, yes := false, true
+	a := create(t, env, sandbox.CreateRequest{TemplateID: info.ID, AllowPublicTraffic: &no})
+	b := create(t, env, sandbox.CreateRequest{TemplateID: "snap-private", AllowPublicTraffic: &no})
+	if a.TrafficToken == "" || b.TrafficToken == "" || a.TrafficToken == b.TrafficToken {
+		t.Fatalf("private creates from a snapshot: traffic tokens %q and %q", a.TrafficToken, b.TrafficToken)
+	}
+	if got, err := get(env.Manager, a.ID); err != nil || got.TrafficToken != a.TrafficToken {
+		t.Fatalf("stored traffic token %q, %v; want %q", got.TrafficToken, err, a.TrafficToken)
+	}
+	for _, req := range []sandbox.CreateRequest{{TemplateID: info.ID}, {TemplateID: info.ID, AllowPublicTraffic: &yes}} {
+		if sb := create(t, env, req); sb.TrafficToken != "" {
+			t.Fatalf("public create from a snapshot has traffic token %q", sb.TrafficToken)
+		}
+	}
+}

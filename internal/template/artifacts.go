@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/artifacts"
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
@@ -438,7 +438,7 @@ func (m *Manager) pullOnce(ctx context.Context, hash string, want artifacts.Dige
 // copyTree copies src to dst (not existing) with owners, modes, times,
 // links and extended attributes.
 func copyTree(src, dst string) error {
-	if out, err := exec.Command("cp", "-a", "--", src, dst).CombinedOutput(); err != nil {
+	if out, err := helperenv.Command(context.Background(), "cp", "-a", "--", src, dst).CombinedOutput(); err != nil {
 		return fmt.Errorf("copying %s: %w: %s", src, err, strings.TrimSpace(string(out)))
 	}
 	return nil

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 )
 
 // dpkgFilters keep documentation, manual pages and translations out of
@@ -94,7 +96,11 @@ func mmdebstrapBuild(ctx context.Context, r *Recipe, rootfs string, progress fun
 	args := append([]string{"--mount", "--propagation", "private", "--", mmdebstrap},
 		mmdebstrapArgs(r, rootfs, setupPath, sources)...)
 	cmd := exec.CommandContext(ctx, unshare, args...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C.UTF-8")
+	// A minimal environment (never the daemon's credentials), with the
+	// operator's proxy settings for apt, and TMPDIR and APT_CONFIG, which
+	// mmdebstrap honours.
+	pass := helperenv.Pass(append([]string{"TMPDIR", "APT_CONFIG"}, helperenv.ProxyVars...)...)
+	cmd.Env = helperenv.Env(append(pass, "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C.UTF-8")...)
 	cmd.Stdin = nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error {

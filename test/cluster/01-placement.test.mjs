@@ -1,9 +1,10 @@
 // Placement and the node list: creates through the balancer spread over the
 // nodes, the api tier lists every node live with its sandbox count, and a
-// node's own API refuses anyone without the cluster secret.
+// node's own API refuses anyone without the api tier's certificate and the
+// cluster secret (11-security has the attacks).
 import { describe, it, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { LB, API1, API2, NODE_IDS, api, nodes, nodeURL, clusterSecret, asAPITier, tracker, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
+import { LB, API1, API2, NODE_IDS, api, nodes, nodeURL, nodeFetch, clusterSecret, asAPITier, tracker, waitUntil, TEST_TIMEOUT } from './helpers.mjs'
 
 const t = tracker('placement')
 after(() => t.killAll())
@@ -59,22 +60,22 @@ describe('placement', { timeout: TEST_TIMEOUT * 3 }, () => {
     assert.ok(back, `node sandbox counts after the kills: ${JSON.stringify(last?.map((n) => [n.id, n.sandboxes]))}, at the peak ${JSON.stringify(peak)}, ours ${JSON.stringify(byNode)}`)
   })
 
-  it('a node refuses requests without the cluster secret and the api tier\'s mark (401), except /health', { timeout: TEST_TIMEOUT }, async () => {
+  it('a node refuses requests, even with the api tier\'s certificate, without the cluster secret and the api tier\'s mark (401), except /health', { timeout: TEST_TIMEOUT }, async () => {
     for (const id of NODE_IDS) {
       const url = nodeURL(id)
       assert.ok(url, `no AIRLOCK_CLUSTER_NODE_${id.toUpperCase()}`)
-      const health = await fetch(url + '/health')
+      const health = await nodeFetch(url + '/health')
       assert.equal(health.status, 200, `${id} /health`)
       // No secret, the client's API key, a wrong secret, and the right secret
       // without the api tier's mark that it checked an API key.
       for (const headers of [{}, { 'X-API-Key': process.env.E2B_API_KEY }, { 'X-Airlock-Cluster-Secret': 'not-the-secret-0123456789', 'X-Airlock-Authenticated': 'api-key' },
         { 'X-Airlock-Cluster-Secret': clusterSecret() }]) {
-        const r = await fetch(url + '/sandboxes', { headers })
+        const r = await nodeFetch(url + '/sandboxes', { headers })
         assert.equal(r.status, 401, `${id} GET /sandboxes with ${JSON.stringify(Object.keys(headers))}: ${r.status}`)
-        const c = await fetch(url + '/v2/sandboxes', { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: '{"templateID":"base"}' })
+        const c = await nodeFetch(url + '/v2/sandboxes', { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: '{"templateID":"base"}' })
         assert.equal(c.status, 401, `${id} POST /v2/sandboxes with ${JSON.stringify(Object.keys(headers))}: ${c.status}`)
       }
-      const ok = await fetch(url + '/sandboxes', { headers: asAPITier() })
+      const ok = await nodeFetch(url + '/sandboxes', { headers: asAPITier() })
       assert.equal(ok.status, 200, `${id} GET /sandboxes with the secret: ${ok.status}`)
     }
   })

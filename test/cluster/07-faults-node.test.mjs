@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { Sandbox } from 'e2b'
 import {
-  LB, API1, API2, api, nodes, nodeURL, asAPITier, tracker, via, waitUntil,
+  LB, API1, API2, api, nodes, nodeURL, nodeFetch, asAPITier, tracker, via, waitUntil,
   killDaemon, restartNode, waitHealthy, logTail, sleep, TEST_TIMEOUT
 } from './helpers.mjs'
 
@@ -113,7 +113,7 @@ describe('node killed', { timeout: TEST_TIMEOUT * 4 }, () => {
       }
       await assert.rejects(Sandbox.connect(id, via(LB)), `connect to the lost ${id}`)
       // The node itself, asked with the cluster secret, does not have it.
-      const direct = await fetch(`${nodeURL(victim)}/sandboxes/${id}`, { headers: asAPITier() })
+      const direct = await nodeFetch(`${nodeURL(victim)}/sandboxes/${id}`, { headers: asAPITier() })
       assert.equal(direct.status, 404, `${victim} itself answers ${direct.status} for the lost ${id}`)
     }
     // Its processes and network are gone (the node killed what the store says is gone).

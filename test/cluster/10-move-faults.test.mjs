@@ -14,7 +14,7 @@ import assert from 'node:assert/strict'
 import { Sandbox } from 'e2b'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 import {
-  LB, API1, API2, NODE_IDS, ARTIFACTS, nodes, nodeURL, asAPITier, tracker, via, uniq, waitUntil, logTail,
+  LB, API1, API2, NODE_IDS, ARTIFACTS, nodes, nodeURL, nodeFetch, asAPITier, tracker, via, uniq, waitUntil, logTail,
   pidOf, alive, killDaemon, restartNode, waitNodeState, restoreNodes, prepare, assertKept, where, listedOn, TEST_TIMEOUT
 } from './helpers.mjs'
 
@@ -30,7 +30,7 @@ const LOST_BOUND_MS = 25_000
 
 /** GET /sandboxes/{id} on node itself (the api tier's headers): its status. */
 async function onNode (node, id) {
-  const r = await fetch(`${nodeURL(node)}/sandboxes/${id}`, { headers: asAPITier(), signal: AbortSignal.timeout(10_000) })
+  const r = await nodeFetch(`${nodeURL(node)}/sandboxes/${id}`, { headers: asAPITier(), timeoutMs: 10_000 })
   return r.status
 }
 

@@ -5,6 +5,7 @@
 // from the variables already set (E2B_API_URL = haproxy, AIRLOCK_CLUSTER_API1,
 // AIRLOCK_CLUSTER_API2, AIRLOCK_CLUSTER_PIDS, AIRLOCK_CLUSTER_CMDS, …).
 import { execFileSync } from 'node:child_process'
+import https from 'node:https'
 import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import assert from 'node:assert/strict'
@@ -43,8 +44,52 @@ export const API1 = process.env.AIRLOCK_CLUSTER_API1
 export const API2 = process.env.AIRLOCK_CLUSTER_API2
 export const API_KEY = process.env.E2B_API_KEY
 export const NODE_IDS = (process.env.AIRLOCK_CLUSTER_NODES || 'n1 n2 n3').split(/\s+/).filter(Boolean)
-/** The node's own URL (its internal API, behind the cluster secret). */
+/** The node's own URL (https: its API, behind mutual TLS and the cluster secret). */
 export function nodeURL (id) { return process.env[`AIRLOCK_CLUSTER_NODE_${id.toUpperCase()}`] }
+
+/**
+ * TLS options of a client of the nodes (node:https): the cluster CA, and
+ * the certificate and key of TLS directory dir of the cluster's tls/ (run-
+ * cluster.sh: 'api' is the api tier's; a node's own, e.g. 'n2', is for
+ * attacks), or no client certificate when dir is null.
+ */
+export function clusterTLS (dir = 'api') {
+  const base = process.env.AIRLOCK_CLUSTER_TLS
+  if (!base) throw new Error('AIRLOCK_CLUSTER_TLS is not set: start the cluster with this scripts/run-cluster.sh')
+  const opts = { ca: readFileSync(`${base}/ca/ca.crt`) }
+  if (dir === 'api') Object.assign(opts, { cert: readFileSync(`${base}/api/api.crt`), key: readFileSync(`${base}/api/api.key`) })
+  else if (dir) Object.assign(opts, { cert: readFileSync(`${base}/${dir}/node.crt`), key: readFileSync(`${base}/${dir}/node.key`) })
+  return opts
+}
+
+/**
+ * A request to a node over TLS (fetch cannot present a client
+ * certificate): by default as the api tier does, with its certificate.
+ * Resolves to {status, headers: {get}, text(), json()}; rejects when the
+ * connection or the TLS handshake fails.
+ */
+export function nodeFetch (url, { method = 'GET', headers = {}, body, timeoutMs = 60_000, tls = clusterTLS() } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = https.request(url, { method, headers, agent: false, timeout: timeoutMs, ...tls }, (res) => {
+      const chunks = []
+      res.on('data', (c) => chunks.push(c))
+      res.on('error', reject)
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString()
+        resolve({
+          status: res.statusCode,
+          headers: { get: (k) => res.headers[k.toLowerCase()] ?? null },
+          text: async () => text,
+          json: async () => JSON.parse(text)
+        })
+      })
+    })
+    req.on('timeout', () => req.destroy(new Error(`${method} ${url}: no answer in ${timeoutMs} ms`)))
+    req.on('error', reject)
+    if (body !== undefined) req.write(body)
+    req.end()
+  })
+}
 export function clusterSecret () {
   return readFileSync(process.env.AIRLOCK_CLUSTER_SECRET_FILE, 'utf8').trim()
 }
@@ -119,11 +164,11 @@ export async function createRaw (base, templateID = 'base', metadata = {}, timeo
  * any other. Returns {id, node, body}.
  */
 export async function createOn (node, templateID = 'base', metadata = {}, timeout = 300) {
-  const res = await fetch(`${nodeURL(node)}/v2/sandboxes`, {
+  const res = await nodeFetch(`${nodeURL(node)}/v2/sandboxes`, {
     method: 'POST',
     headers: { ...asAPITier(), 'Content-Type': 'application/json' },
     body: JSON.stringify({ templateID, timeout, metadata }),
-    signal: AbortSignal.timeout(120_000)
+    timeoutMs: 120_000
   })
   const text = await res.text()
   if (res.status !== 201) throw new Error(`create ${templateID} on ${node} directly: ${res.status} ${text}`)
@@ -245,7 +290,9 @@ export function restartPostgres () {
 /** Waits until GET url/health answers 200 (and pred(body) holds, if given). */
 export async function waitHealthy (url, timeoutMs = 120_000, pred = () => true) {
   const ok = await waitUntil(async () => {
-    const res = await fetch(url + '/health', { signal: AbortSignal.timeout(2_000) })
+    const res = url.startsWith('https:')
+      ? await nodeFetch(url + '/health', { timeoutMs: 2_000 })
+      : await fetch(url + '/health', { signal: AbortSignal.timeout(2_000) })
     if (res.status !== 200) return false
     const text = await res.text()
     let body

@@ -16,6 +16,7 @@
 //	AIRLOCK_E2E_SUBNET       the daemon's --subnet (the disk-full test's own daemon uses its top /24)
 //	AIRLOCK_E2E_DAEMON_LOG   file the restarted daemon appends its output to
 //	AIRLOCK_E2E_IMAGE_DIR    the daemon's --image-dir (FROM oci-layout:// images go there)
+//	AIRLOCK_E2E_CANARY_ENV   stand-in credentials ("K=V K=V") the daemon runs with (helpers must not inherit them)
 package gohttp
 
 import (

@@ -80,6 +80,8 @@ func restartDaemonArgs(t *testing.T, e env, trigger func() bool, extra []string,
 	}
 	defer devnull.Close()
 	cmd := exec.Command(cmdline[0], cmdline[1:]...)
+	// The stand-in credentials scripts/test.sh starts the daemon with.
+	cmd.Env = append(os.Environ(), strings.Fields(os.Getenv("AIRLOCK_E2E_CANARY_ENV"))...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

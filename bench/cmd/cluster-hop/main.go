@@ -1,10 +1,11 @@
 // Command cluster-hop measures what the api tier of an Airlock cluster adds
 // to a request: the same operations sent to one node directly (with the
-// cluster secret, as the api tier sends them) and through an api instance,
-// interleaved in one run, and prints p50/p99 and the ratio.
+// api tier's certificate and the cluster secret, as the api tier sends them)
+// and through an api instance, interleaved in one run, and prints p50/p99
+// and the ratio.
 //
-//	go run ./bench/cmd/cluster-hop -api http://127.0.0.1:PORT -node http://127.0.0.1:NODEPORT \
-//	    -secret-file STATE/cluster-secret -api-key KEY
+//	go run ./bench/cmd/cluster-hop -api http://127.0.0.1:PORT -node https://127.0.0.1:NODEPORT \
+//	    -node-id n1 -tls-dir STATE/tls/api -secret-file STATE/cluster-secret -api-key KEY
 //
 // scripts/run-cluster.sh starts a cluster on one machine and writes these
 // values to its env file.
@@ -22,6 +23,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/bench/internal/stats"
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
@@ -29,13 +31,15 @@ func main() {
 	api := flag.String("api", os.Getenv("E2B_API_URL"), "api tier URL (an api instance or the balancer)")
 	node := flag.String("node", "", "one node's URL (its --advertise-addr)")
 	secretFile := flag.String("secret-file", "", "the cluster secret (--cluster-secret-file)")
+	tlsDir := flag.String("tls-dir", "", "the api tier's TLS directory (its --cluster-tls-dir)")
+	nodeID := flag.String("node-id", "n1", "the node's id (its certificate names it)")
 	key := flag.String("api-key", os.Getenv("E2B_API_KEY"), "API key")
 	tpl := flag.String("template", "base", "template")
 	commands := flag.Int("commands", 60, "command round trips per path")
 	creates := flag.Int("creates", 12, "creates per path")
 	flag.Parse()
-	if *api == "" || *node == "" || *key == "" {
-		fmt.Fprintln(os.Stderr, "cluster-hop: -api, -node and -api-key are required")
+	if *api == "" || *node == "" || *key == "" || *tlsDir == "" {
+		fmt.Fprintln(os.Stderr, "cluster-hop: -api, -node, -tls-dir and -api-key are required")
 		os.Exit(2)
 	}
 	secret, err := cluster.ReadSecret(*secretFile)
@@ -43,26 +47,36 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cluster-hop:", err)
 		os.Exit(2)
 	}
-	if err := run(context.Background(), os.Stdout, *api, *node, secret, *key, *tpl, *commands, *creates); err != nil {
+	m, err := clustertls.Load(*tlsDir, clustertls.RoleAPI, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster-hop:", err)
+		os.Exit(2)
+	}
+	tr := &http.Transport{TLSClientConfig: m.ClientConfig(*nodeID)}
+	if err := run(context.Background(), os.Stdout, *api, *node, secretTransport{secret, tr}, *key, *tpl, *commands, *creates); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster-hop:", err)
 		os.Exit(1)
 	}
 }
 
-// secretTransport adds the cluster secret to every request, as the api tier
-// does on its hop to a node.
-type secretTransport struct{ secret string }
+// secretTransport adds the cluster secret to every request, over mutual
+// TLS with the api tier's certificate, as the api tier does on its hop to a
+// node.
+type secretTransport struct {
+	secret string
+	tls    http.RoundTripper
+}
 
 func (t secretTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set(cluster.HeaderSecret, t.secret)
-	return http.DefaultTransport.RoundTrip(r)
+	return t.tls.RoundTrip(r)
 }
 
-func run(ctx context.Context, out io.Writer, apiURL, nodeURL, secret, key, tpl string, commands, creates int) error {
+func run(ctx context.Context, out io.Writer, apiURL, nodeURL string, hop secretTransport, key, tpl string, commands, creates int) error {
 	viaAPI := airlock.New(apiURL, key)
 	direct := airlock.New(nodeURL, key)
-	direct.HTTP = &http.Client{Transport: secretTransport{secret}}
+	direct.HTTP = &http.Client{Transport: hop}
 
 	// One sandbox on the node, driven both ways.
 	sb, err := direct.CreateSandbox(ctx, airlock.SandboxOptions{Template: tpl, Timeout: 10 * time.Minute})

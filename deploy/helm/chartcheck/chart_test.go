@@ -60,6 +60,10 @@ func pod(t *testing.T, r *Rendered, workload string) Pod {
 	return Pod{}
 }
 
+// defaultTLSSecrets are the cluster TLS Secrets the operator creates when
+// neither clusterTLS.apiSecret nor nodeSecret names one (README, "Cluster TLS").
+var defaultTLSSecrets = []string{"airlock-cluster-tls-api", "airlock-cluster-tls-node"}
+
 // Every values file renders, decodes strictly, and passes the checks.
 func TestRender(t *testing.T) {
 	cases := []struct {
@@ -68,15 +72,15 @@ func TestRender(t *testing.T) {
 		existing []string
 		kinds    map[string]int
 	}{
-		{"defaults", nil, nil,
+		{"defaults", nil, defaultTLSSecrets,
 			map[string]int{"Secret": 3, "Service": 2, "StatefulSet": 1, "Deployment": 1, "DaemonSet": 1, "PodDisruptionBudget": 1}},
 		{"all options", []string{"all-options.yaml"}, nil,
-			map[string]int{"Secret": 4, "Service": 2, "StatefulSet": 1, "Deployment": 1, "DaemonSet": 1, "PodDisruptionBudget": 1, "Ingress": 1}},
-		{"external, existing secrets, pod network", []string{"external.yaml"}, []string{"airlock-cluster", "airlock-api-key", "airlock-db", "airlock-s3"},
-			map[string]int{"Service": 1, "Deployment": 1, "DaemonSet": 1}},
-		{"external DSN", []string{"external-dsn.yaml"}, nil,
+			map[string]int{"Secret": 4, "Service": 2, "StatefulSet": 1, "Deployment": 1, "DaemonSet": 1, "PodDisruptionBudget": 1, "Ingress": 1, "NetworkPolicy": 1, "Certificate": 3}},
+		{"external, existing secrets, pod network", []string{"external.yaml"}, []string{"airlock-cluster", "airlock-api-key", "airlock-db", "airlock-s3", "airlock-tls-api"},
+			map[string]int{"Service": 1, "Deployment": 1, "DaemonSet": 1, "NetworkPolicy": 1}},
+		{"external DSN", []string{"external-dsn.yaml"}, defaultTLSSecrets,
 			map[string]int{"Secret": 3, "Service": 1, "Deployment": 1, "DaemonSet": 1, "PodDisruptionBudget": 1}},
-		{"ephemeral postgres", []string{"postgres-ephemeral.yaml"}, nil,
+		{"ephemeral postgres", []string{"postgres-ephemeral.yaml"}, defaultTLSSecrets,
 			map[string]int{"Secret": 3, "Service": 2, "StatefulSet": 1, "Deployment": 1, "DaemonSet": 1, "PodDisruptionBudget": 1}},
 	}
 	for _, tc := range cases {
@@ -336,6 +340,11 @@ func TestRequiredValues(t *testing.T) {
 		{"not s3", map[string]any{"artifacts": map[string]any{"url": "gs://b/p"}}, "at '/artifacts/url': 'gs://b/p' does not match pattern"},
 		{"ingress without host", map[string]any{"api": map[string]any{"ingress": map[string]any{"enabled": true}}}, "set api.ingress.host"},
 		{"tls without secret", map[string]any{"api": map[string]any{"ingress": map[string]any{"enabled": true, "host": "a.example.com", "tls": map[string]any{"enabled": true}}}}, "set api.ingress.tls.secretName"},
+		{"cert-manager without issuer", map[string]any{"clusterTLS": map[string]any{"certManager": map[string]any{"enabled": true, "nodes": []any{"w1"}}}}, "set clusterTLS.certManager.issuerRef.name"},
+		{"cert-manager without nodes", map[string]any{"clusterTLS": map[string]any{"certManager": map[string]any{"enabled": true, "issuerRef": map[string]any{"name": "ca"}}}}, "clusterTLS.certManager.nodes"},
+		{"cert-manager and a secret", map[string]any{"clusterTLS": map[string]any{"nodeSecret": "x", "certManager": map[string]any{"enabled": true, "nodes": []any{"w1"}, "issuerRef": map[string]any{"name": "ca"}}}}, "leave apiSecret, nodeSecret and nodeHostPath empty"},
+		{"node secret and host path", map[string]any{"clusterTLS": map[string]any{"nodeSecret": "x", "nodeHostPath": "/etc/x"}}, "not both"},
+		{"bad cert-manager node name", map[string]any{"clusterTLS": map[string]any{"certManager": map[string]any{"nodes": []any{"Node One"}}}}, "does not match pattern"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

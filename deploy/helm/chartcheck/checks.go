@@ -2,6 +2,7 @@ package chartcheck
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -88,6 +89,15 @@ func (r *Rendered) Check(existingSecrets ...string) []error {
 			secrets[s.Name] = s
 		}
 	}
+	// A cert-manager Certificate writes its Secret: tls.crt, tls.key, ca.crt.
+	for _, o := range r.Objects {
+		if c, ok := o.Obj.(*Certificate); ok {
+			if secrets[c.Spec.SecretName] != nil {
+				fail("%s: Certificate %s writes Secret %s, which the chart also renders", o.Source, c.Name, c.Spec.SecretName)
+			}
+			secrets[c.Spec.SecretName] = &corev1.Secret{Data: map[string][]byte{"tls.crt": nil, "tls.key": nil, "ca.crt": nil}}
+		}
+	}
 	hasSecretKey := func(name, key string) bool {
 		if slices.Contains(existingSecrets, name) {
 			return true
@@ -125,6 +135,30 @@ func (r *Rendered) Check(existingSecrets ...string) []error {
 			volumes[v.Name] = v
 			if v.Secret != nil && !slices.Contains(existingSecrets, v.Secret.SecretName) && secrets[v.Secret.SecretName] == nil {
 				fail("%s: volume %s mounts Secret %s, which is neither rendered nor declared existing", p.Workload, v.Name, v.Secret.SecretName)
+			}
+			if v.Secret != nil {
+				for _, it := range v.Secret.Items {
+					if !hasSecretKey(v.Secret.SecretName, it.Key) {
+						fail("%s: volume %s mounts key %q of Secret %s, which it does not have", p.Workload, v.Name, it.Key, v.Secret.SecretName)
+					}
+				}
+			}
+			if v.Projected != nil {
+				paths := map[string]bool{}
+				for _, src := range v.Projected.Sources {
+					if src.Secret == nil {
+						continue
+					}
+					for _, it := range src.Secret.Items {
+						if !hasSecretKey(src.Secret.Name, it.Key) {
+							fail("%s: volume %s projects key %q of Secret %s, which is neither rendered nor declared existing", p.Workload, v.Name, it.Key, src.Secret.Name)
+						}
+						if paths[it.Path] {
+							fail("%s: volume %s projects two files to %s", p.Workload, v.Name, it.Path)
+						}
+						paths[it.Path] = true
+					}
+				}
 			}
 		}
 		for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
@@ -194,6 +228,58 @@ func (r *Rendered) Check(existingSecrets ...string) []error {
 		case *policyv1.PodDisruptionBudget:
 			if x.Spec.Selector == nil || podsMatching(x.Spec.Selector.MatchLabels) == 0 {
 				fail("%s: PodDisruptionBudget %s selects no rendered pod", o.Source, x.Name)
+			}
+		}
+	}
+	podPorts := func(p Pod) map[string]bool {
+		named := map[string]bool{}
+		for _, c := range p.Template.Spec.Containers {
+			for _, port := range c.Ports {
+				named[port.Name] = true
+			}
+		}
+		return named
+	}
+	for _, o := range r.Objects {
+		np, ok := o.Obj.(*networkingv1.NetworkPolicy)
+		if !ok {
+			continue
+		}
+		// A policy that selects nothing protects nothing; one whose peers
+		// select no rendered pod (or only the protected one) shuts the door
+		// on the pods it meant to let in.
+		var targets []Pod
+		for _, p := range pods {
+			if sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Template.Labels)) {
+				targets = append(targets, p)
+			}
+		}
+		if len(targets) == 0 {
+			fail("%s: NetworkPolicy %s selects no rendered pod", o.Source, np.Name)
+		}
+		for _, rule := range np.Spec.Ingress {
+			if len(rule.From) == 0 {
+				fail("%s: NetworkPolicy %s has a rule open to every source", o.Source, np.Name)
+			}
+			for _, peer := range rule.From {
+				if peer.PodSelector != nil && podsMatching(peer.PodSelector.MatchLabels) == 0 {
+					fail("%s: NetworkPolicy %s admits pods %v, which match no rendered pod", o.Source, np.Name, peer.PodSelector.MatchLabels)
+				}
+				if peer.IPBlock != nil {
+					if _, err := netip.ParsePrefix(peer.IPBlock.CIDR); err != nil {
+						fail("%s: NetworkPolicy %s: ipBlock %q: %v", o.Source, np.Name, peer.IPBlock.CIDR, err)
+					}
+				}
+			}
+			for _, port := range rule.Ports {
+				if port.Port == nil || port.Port.StrVal == "" {
+					continue
+				}
+				for _, p := range targets {
+					if !podPorts(p)[port.Port.StrVal] {
+						fail("%s: NetworkPolicy %s opens port %q, which %s does not name", o.Source, np.Name, port.Port.StrVal, p.Workload)
+					}
+				}
 			}
 		}
 	}

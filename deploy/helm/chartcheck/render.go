@@ -109,6 +109,14 @@ func Decode(files map[string]string) (*Rendered, error) {
 				continue
 			}
 			src := fmt.Sprintf("%s#%s", name, strings.TrimPrefix(key, "manifest-"))
+			if obj, ok, err := decodeCertManager([]byte(doc)); ok {
+				if err != nil {
+					errs = append(errs, fmt.Sprintf("%s: %v", src, err))
+				} else {
+					r.Objects = append(r.Objects, Object{Source: src, Obj: obj})
+				}
+				continue
+			}
 			obj, gvk, err := strict.Decode([]byte(doc), nil, nil)
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s: %v", src, err))

@@ -679,3 +679,46 @@ func TestUploadCreatesParentsAsRoot(t *testing.T) {
 	r := e.postRaw(t, url.Values{"path": {filepath.Join(dir, "a", "b", "c.txt", "x")}, "username": {testUser}}, strings.NewReader("x"), nil)
 	wantJSONError(t, r, 400, "not a directory")
 }
+
+// testUploadParentSwapRace: a sandbox process that swaps a directory the
+// agent just made (as root) for a symlink to a root file does not get that
+// file chmod'ed 0755 or chowned (review R2-3). The swap happens exactly in
+// the window through the afterMkdir hook.
+func testUploadParentSwapRace(t *testing.T) {
+	e := newEnv(t)
+	dir := openDir(t, 0o777) // the user's own writable directory
+	victim := filepath.Join(t.TempDir(), "shadow")
+	if err := os.WriteFile(victim, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newDir := filepath.Join(dir, "new")
+	afterMkdir = func(d string) {
+		if d != newDir {
+			return
+		}
+		if err := os.Rename(d, d+".moved"); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink(victim, d); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { afterMkdir = func(string) {} })
+	r := e.postRaw(t, url.Values{"path": {filepath.Join(newDir, "f.txt")}, "username": {testUser}}, strings.NewReader("data"), nil)
+	if r.status < 400 {
+		t.Errorf("upload through a swapped parent: status %d %s, want an error", r.status, r.body)
+	}
+	fi, err := os.Stat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o600 || st.Uid != 0 {
+		t.Fatalf("victim is now %v uid %d: the agent followed the swapped-in symlink", fi.Mode().Perm(), st.Uid)
+	}
+}
+
+// TestReviewUploads runs the attack of the security review (issue 23) this file tests,
+// named for the reliability report (docs/RELIABILITY.md).
+func TestReviewUploads(t *testing.T) {
+	t.Run("attack/R2-3-upload-parent-swapped-for-symlink", testUploadParentSwapRace)
+}

@@ -5,6 +5,7 @@ package files
 import (
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"mime"
@@ -310,14 +311,43 @@ func ensureParents(dir string, u *identity.User) error {
 			}
 			return err
 		}
-		// Mkdir applies the umask; the mode is 0755 whatever it is.
-		if err := os.Chmod(d, 0o755); err != nil {
+		afterMkdir(d)
+		if err := handOver(d, u); err != nil {
 			return err
 		}
-		if u != nil {
-			if err := os.Lchown(d, int(u.UID), int(u.GID)); err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+// afterMkdir is a test hook: it runs between ensureParents' mkdir and the
+// hand-over, where a racing process could swap the new directory.
+var afterMkdir = func(string) {}
+
+// handOver sets the directory ensureParents just made (as root) to 0755
+// (Mkdir applies the umask) and gives it to u. It acts on a descriptor
+// opened without following a symlink, and only when that is still an empty
+// root-owned directory: a sandbox process that renames the new directory
+// away and puts a symlink to /etc/shadow (or its own directory) in its place
+// gets an error, not a chmod of the link's target (review R2-3).
+func handOver(d string, u *identity.User) error {
+	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: d, Err: fmt.Errorf("directory replaced while it was created: %w", err)}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &fs.PathError{Op: "fstat", Path: d, Err: err}
+	}
+	if st.Uid != 0 || st.Nlink != 2 {
+		return &fs.PathError{Op: "mkdir", Path: d, Err: errors.New("directory replaced while it was created")}
+	}
+	if err := unix.Fchmod(fd, 0o755); err != nil {
+		return &fs.PathError{Op: "chmod", Path: d, Err: err}
+	}
+	if u != nil {
+		if err := unix.Fchown(fd, int(u.UID), int(u.GID)); err != nil {
+			return &fs.PathError{Op: "chown", Path: d, Err: err}
 		}
 	}
 	return nil

@@ -63,6 +63,11 @@ type dirWatch struct {
 	includeEntry bool
 	w            *fsnotify.Watcher
 	names        *names
+	// as runs everything that touches the watched tree (adding watches on
+	// subdirectories, stats for entries) as the acting user, so a watch
+	// sees no more than the user could list: not below a directory the user
+	// cannot read.
+	as *identity.Runner
 }
 
 // watchSpec is what WatchDir and CreateWatcher have in common.
@@ -109,27 +114,40 @@ func (s *Service) startWatch(u *identity.User, spec watchSpec) (*dirWatch, error
 				"path '%s' is on a network mount (%s); set allow_network_mounts to watch it", root, fstype)
 		}
 	}
+	as, err := identity.NewRunner(u)
+	if err != nil {
+		return nil, s.fsError("watching "+root, err)
+	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
+		as.Close()
 		return nil, s.fsError("creating watcher", err)
 	}
-	d := &dirWatch{root: root, recursive: spec.GetRecursive(), includeEntry: spec.GetIncludeEntry(), w: w, names: &s.names}
-	if err := d.add(root); err != nil {
-		_ = w.Close()
+	d := &dirWatch{root: root, recursive: spec.GetRecursive(), includeEntry: spec.GetIncludeEntry(), w: w, names: &s.names, as: as}
+	if err := as.Do(func() error { return d.add(root) }); err != nil {
+		d.close()
 		return nil, s.fsError("watching "+root, err)
 	}
 	return d, nil
 }
 
-// add watches dir and, when recursive, every directory below it.
+// add watches dir and, when recursive, every directory below it that can
+// be read. Call it through d.as. The directory is opened first, as the
+// user: that open is the permission check, since gVisor's
+// inotify_add_watch (unlike Linux's) does not check read permission.
 func (d *dirWatch) add(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("adding watch on %s: %w", dir, err)
+	}
+	defer f.Close()
 	if err := d.w.Add(dir); err != nil {
 		return fmt.Errorf("adding watch on %s: %w", dir, err)
 	}
 	if !d.recursive {
 		return nil
 	}
-	des, err := os.ReadDir(dir)
+	des, err := f.ReadDir(-1)
 	if err != nil {
 		return nil // unreadable subtree: watch what we can
 	}
@@ -141,7 +159,10 @@ func (d *dirWatch) add(dir string) error {
 	return nil
 }
 
-func (d *dirWatch) close() { _ = d.w.Close() }
+func (d *dirWatch) close() {
+	_ = d.w.Close()
+	d.as.Close()
+}
 
 // translate turns one fsnotify event into one wire event per op bit.
 func (d *dirWatch) translate(ev fsnotify.Event) []*filesystempb.FilesystemEvent {
@@ -153,9 +174,12 @@ func (d *dirWatch) translate(ev fsnotify.Event) []*filesystempb.FilesystemEvent 
 		name = ev.Name
 	}
 	if d.recursive && ev.Has(fsnotify.Create) {
-		if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
-			_ = d.add(ev.Name)
-		}
+		_ = d.as.Do(func() error {
+			if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
+				return d.add(ev.Name)
+			}
+			return nil
+		})
 	}
 	var out []*filesystempb.FilesystemEvent
 	for _, m := range []struct {
@@ -173,9 +197,12 @@ func (d *dirWatch) translate(ev fsnotify.Event) []*filesystempb.FilesystemEvent 
 		}
 		fe := &filesystempb.FilesystemEvent{Name: name, Type: m.t}
 		if d.includeEntry && (m.op == fsnotify.Create || m.op == fsnotify.Write || m.op == fsnotify.Chmod) {
-			if fi, err := os.Lstat(ev.Name); err == nil {
-				fe.Entry = d.names.entryInfo(ev.Name, fi)
-			}
+			_ = d.as.Do(func() error {
+				if fi, err := os.Lstat(ev.Name); err == nil {
+					fe.Entry = d.names.entryInfo(ev.Name, fi)
+				}
+				return nil
+			})
 		}
 		out = append(out, fe)
 	}

@@ -247,3 +247,58 @@ func rootUser(t *testing.T) *identity.User {
 	}
 	return u
 }
+
+// TestWatchSeesOnlyWhatTheUserCanRead: a recursive watch as nobody on a
+// readable directory does not reach into a subdirectory only root can read,
+// neither one there at the start nor one created later, and an entry is
+// stat'ed as the user (review R2-2).
+func TestWatchSeesOnlyWhatTheUserCanRead(t *testing.T) {
+	e := newEnv(t)
+	dir := openDir(t, 0o777)
+	secret := filepath.Join(dir, "secret")
+	if err := os.Mkdir(secret, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := asUser(testUser, &filesystempb.WatchDirRequest{Path: dir, Recursive: true, IncludeEntry: true})
+	stream, err := e.client.WatchDir(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() || stream.Msg().GetStart() == nil {
+		t.Fatalf("no start event: %v", stream.Err())
+	}
+	next := func() (*filesystempb.FilesystemEvent, bool) {
+		for stream.Receive() {
+			if fe := stream.Msg().GetFilesystem(); fe != nil {
+				return fe, true
+			}
+		}
+		return nil, false
+	}
+	// Created after the watch started: root makes a private directory.
+	later := filepath.Join(dir, "later")
+	if err := os.Mkdir(later, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the watcher adds "later" (or not)
+	writeFile(t, filepath.Join(secret, "hidden-at-start"), "x")
+	writeFile(t, filepath.Join(later, "hidden-later"), "x")
+	// A root-only file next to them, for the entry check, and the marker.
+	writeFile(t, filepath.Join(dir, "rootfile"), "12345")
+	if err := os.Chmod(filepath.Join(dir, "rootfile"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "marker"), "m")
+	seen := waitEvents(t, next, evKey{"marker", filesystempb.EventType_EVENT_TYPE_CREATE})
+	for k := range seen {
+		if filepath.Dir(k.name) != "." {
+			t.Errorf("nobody's watch reported %q inside a directory only root can read", k.name)
+		}
+	}
+	if ev := seen[evKey{"later", filesystempb.EventType_EVENT_TYPE_CREATE}]; ev == nil || ev.GetEntry().GetOwner() != "root" {
+		t.Errorf("create of later: %v", ev)
+	}
+}

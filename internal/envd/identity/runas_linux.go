@@ -3,9 +3,11 @@
 package identity
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -68,4 +70,81 @@ func switchThreadCreds(u *User) error {
 		return fmt.Errorf("setresuid: %w", errno)
 	}
 	return nil
+}
+
+// Runner runs functions as one user on one long-lived OS thread, for work
+// that acts as the user many times (a watcher's adds and stats, one per
+// event): RunAs would start and throw away a thread each time. Close ends
+// the thread. When no switch is needed, Do runs functions directly.
+type Runner struct {
+	work chan func()
+	done chan struct{}
+	once sync.Once
+}
+
+// NewRunner starts a Runner acting as u (see RunAs for when no switch is
+// needed and when it fails).
+func NewRunner(u *User) (*Runner, error) {
+	if u == nil || (uint32(os.Geteuid()) == u.UID && uint32(os.Getegid()) == u.GID) {
+		return &Runner{}, nil
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("acting as user %q: agent is not running as root", u.Name)
+	}
+	r := &Runner{work: make(chan func()), done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread, with its changed credentials, exits
+		// with this goroutine.
+		runtime.LockOSThread()
+		if err := switchThreadCreds(u); err != nil {
+			started <- fmt.Errorf("switching thread to user %q: %w", u.Name, err)
+			return
+		}
+		started <- nil
+		for {
+			select {
+			case fn := <-r.work:
+				fn()
+			case <-r.done:
+				return
+			}
+		}
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Do runs fn as the Runner's user and returns its error. After Close it
+// refuses to run anything.
+func (r *Runner) Do(fn func() error) error {
+	if r.work == nil {
+		return fn()
+	}
+	errc := make(chan error, 1)
+	call := func() {
+		defer func() {
+			if p := recover(); p != nil {
+				errc <- fmt.Errorf("panic while acting as a user: %v", p)
+			}
+		}()
+		errc <- fn()
+	}
+	select {
+	case r.work <- call:
+		return <-errc
+	case <-r.done:
+		return errRunnerClosed
+	}
+}
+
+var errRunnerClosed = errors.New("acting as a user: runner closed")
+
+// Close ends the Runner's thread; it is safe to call more than once.
+func (r *Runner) Close() {
+	if r.done != nil {
+		r.once.Do(func() { close(r.done) })
+	}
 }

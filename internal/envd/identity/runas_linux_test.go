@@ -75,3 +75,47 @@ func TestRunAs(t *testing.T) {
 		t.Fatal("process credentials changed")
 	}
 }
+
+func TestRunner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: switches thread credentials")
+	}
+	nobody, err := Lookup("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRunner(nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // one thread, many calls, each as nobody
+		var uid, gid int
+		if err := r.Do(func() error { uid, gid = syscall.Geteuid(), syscall.Getegid(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if uid != 65534 || gid != 65534 {
+			t.Fatalf("Do ran as %d:%d, want 65534:65534", uid, gid)
+		}
+	}
+	if os.Geteuid() != 0 || os.Getegid() != 0 {
+		t.Fatal("process credentials changed")
+	}
+	r.Close()
+	r.Close()
+	if err := r.Do(func() error { t.Error("ran after Close"); return nil }); err == nil {
+		t.Fatal("Do after Close succeeded")
+	}
+	// No switch needed: Do runs the function directly.
+	root, err := Lookup("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := NewRunner(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	if err := direct.Do(func() error { return errors.New("direct") }); err == nil || err.Error() != "direct" {
+		t.Fatalf("direct Do = %v", err)
+	}
+}

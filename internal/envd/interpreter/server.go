@@ -35,7 +35,16 @@ type Options struct {
 	StateDir string
 	// Warmup is run silently in new Python contexts ("" = none).
 	Warmup string
+	// MaxContexts caps the contexts of the sandbox (default contexts
+	// included) that POST /contexts may reach; 0 means DefaultMaxContexts.
+	MaxContexts int
 }
+
+// DefaultMaxContexts is the default cap on a sandbox's contexts. Port 49999
+// takes no access token on /contexts (the E2B SDKs send none there), so
+// anyone who can reach a public sandbox could otherwise start kernels until
+// it runs out of memory.
+const DefaultMaxContexts = 32
 
 // Server is the code-interpreter HTTP service.
 type Server struct {
@@ -50,6 +59,9 @@ type Server struct {
 	// seq numbers contexts in the order they were registered, which is the
 	// order GET /contexts lists them in.
 	seq uint64
+	// starting counts contexts being created (not yet in contexts), for
+	// the MaxContexts cap.
+	starting int
 }
 
 type entry struct {
@@ -85,6 +97,9 @@ func New(st *state.State, log *slog.Logger, opts Options) (*Server, error) {
 	}
 	if err := os.MkdirAll(opts.StateDir, 0o711); err != nil {
 		return nil, fmt.Errorf("creating interpreter state dir: %w", err)
+	}
+	if opts.MaxContexts <= 0 {
+		opts.MaxContexts = DefaultMaxContexts
 	}
 	return &Server{st: st, log: log, opts: opts, contexts: map[string]*entry{}, defaults: map[string]*entry{}}, nil
 }
@@ -243,6 +258,19 @@ func (s *Server) start(ctx context.Context, e *entry, ra runAs) error {
 
 // newContext creates a context and registers it once its kernel runs.
 func (s *Server) newContext(ctx context.Context, language, cwd string) (*entry, error) {
+	s.mu.Lock()
+	if n := len(s.contexts) + s.starting; n >= s.opts.MaxContexts {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: this sandbox has %d contexts, at most %d are allowed; delete one first (DELETE /contexts/{id})",
+			errTooManyContexts, n, s.opts.MaxContexts)
+	}
+	s.starting++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.starting--
+		s.mu.Unlock()
+	}()
 	e, ra, err := s.prepare(language, cwd)
 	if err != nil {
 		return nil, err
@@ -257,6 +285,9 @@ func (s *Server) newContext(ctx context.Context, language, cwd string) (*entry, 
 }
 
 var errUnsupported = errors.New("unsupported language")
+
+// errTooManyContexts marks a create beyond Options.MaxContexts (a 429).
+var errTooManyContexts = errors.New("too many contexts")
 
 // errBadCwd marks a context cwd the kernel cannot run in (a 400).
 var errBadCwd = errors.New("invalid cwd")
@@ -628,6 +659,10 @@ func (s *Server) handleCreateContext(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if errors.Is(err, errUnsupported) || errors.Is(err, errBadCwd) {
 			textError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if errors.Is(err, errTooManyContexts) {
+			textError(w, http.StatusTooManyRequests, err.Error())
 			return
 		}
 		textError(w, http.StatusInternalServerError, err.Error())

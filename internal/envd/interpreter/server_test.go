@@ -574,3 +574,46 @@ func TestCharts(t *testing.T) {
 		t.Fatalf("unknown chart %s", js(c))
 	}
 }
+
+// POST /contexts stops at Options.MaxContexts with a 429 that says why;
+// deleting a context makes room again.
+func TestContextsCapped(t *testing.T) {
+	st := state.New("root")
+	s, err := New(st, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{StateDir: t.TempDir(), MaxContexts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { ts.Close(); s.Close() })
+	create := func() (int, string) {
+		t.Helper()
+		resp, err := http.Post(ts.URL+"/contexts", "application/json", strings.NewReader(`{"language":"bash"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var first struct{ ID string }
+	code, body := create()
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &first) != nil {
+		t.Fatalf("1st create: %d %s", code, body)
+	}
+	if code, body := create(); code != http.StatusOK {
+		t.Fatalf("2nd create: %d %s", code, body)
+	}
+	code, body = create()
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "at most 2") {
+		t.Fatalf("3rd create: %d %q, want 429 naming the cap", code, body)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, ts.URL+"/contexts/"+first.ID, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("delete: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if code, body := create(); code != http.StatusOK {
+		t.Fatalf("create after a delete: %d %s", code, body)
+	}
+}

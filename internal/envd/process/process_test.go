@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -653,5 +654,50 @@ func TestEndNotHeldByBackgroundGrandchild(t *testing.T) {
 	}
 	if r.stdout.String() != "done\n" || r.end.GetExitCode() != 0 {
 		t.Errorf("stdout %q end %v", r.stdout.String(), r.end)
+	}
+}
+
+// TestStartChecksAsTheUser: the cwd check and the PATH search run as the
+// acting user, so nobody cannot tell a directory or an executable it
+// cannot see from a missing one (review R2-8).
+func TestStartChecksAsTheUser(t *testing.T) {
+	e := newEnv(t)
+	private := t.TempDir() // 0700, root's
+	if err := os.Mkdir(filepath.Join(private, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(private, "tool"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	startErr := func(req *processpb.StartRequest) error {
+		t.Helper()
+		r := connect.NewRequest(req)
+		r.Header().Set("Authorization", basic("nobody"))
+		s, err := e.client.Start(ctxT(t, 10*time.Second), r)
+		if err == nil {
+			for s.Receive() {
+			}
+			err = s.Err()
+		}
+		return err
+	}
+	msg := func(err error) string {
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			return strings.ReplaceAll(ce.Message(), private, "<dir>")
+		}
+		return fmt.Sprint(err)
+	}
+	cwd := func(p string) *processpb.StartRequest { req := sh("true"); req.Process.Cwd = ptr(p); return req }
+	hidden, missing := startErr(cwd(filepath.Join(private, "sub"))), startErr(cwd(filepath.Join(private, "nope")))
+	if codeOf(hidden) != connect.CodeInvalidArgument || msg(hidden) != strings.ReplaceAll(msg(missing), "nope", "sub") {
+		t.Errorf("cwd in a directory nobody cannot search: %v; a missing one: %v (want the same answer)", hidden, missing)
+	}
+	path := func(cmd string) *processpb.StartRequest {
+		return &processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: cmd, Envs: map[string]string{"PATH": private}}}
+	}
+	hidden, missing = startErr(path("tool")), startErr(path("nope"))
+	if codeOf(hidden) != connect.CodeInvalidArgument || msg(hidden) != strings.ReplaceAll(msg(missing), "nope", "tool") {
+		t.Errorf("command in a PATH directory nobody cannot search: %v; a missing one: %v (want the same answer)", hidden, missing)
 	}
 }

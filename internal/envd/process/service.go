@@ -69,16 +69,28 @@ func (s *Service) Start(ctx context.Context, req *connect.Request[processpb.Star
 		return err
 	}
 	dir := identity.ResolvePath(cfg.GetCwd(), u.Home, s.st.DefaultWorkdir())
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd '%s' does not exist or is not a directory", dir))
-	}
 	env, err := buildEnv(os.Getenv("PATH"), u, s.st.EnvVars(), cfg.GetEnvs())
 	if err != nil {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	argv0, err := lookPath(cfg.GetCmd(), env)
-	if err != nil {
-		return connect.NewError(connect.CodeInvalidArgument, err)
+	// The cwd check and the PATH search run as the user, so their answers
+	// say nothing about what the user cannot see (review R2-8).
+	var argv0 string
+	if err := identity.RunAs(u, func() error {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd '%s' does not exist or is not a directory", dir))
+		}
+		var err error
+		if argv0, err = lookPath(cfg.GetCmd(), env); err != nil {
+			return connect.NewError(connect.CodeInvalidArgument, err)
+		}
+		return nil
+	}); err != nil {
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			return ce
+		}
+		return connect.NewError(connect.CodeInternal, err)
 	}
 
 	sp := spawnSpec{

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -118,7 +118,7 @@ func (r *Runtime) CloneSaved(ctx context.Context, src string, spec runtime.Spec)
 			return copyTree(ctx, filepath.Join(src, layerDir), filepath.Join(dir, layerDir))
 		}
 		img := filepath.Join(dir, diskImage)
-		out, err := exec.CommandContext(ctx, "cp", "--reflink=auto", "--sparse=always", saved, img).CombinedOutput()
+		out, err := helperenv.Command(ctx, "cp", "--reflink=auto", "--sparse=always", saved, img).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("copying saved layer image: %w: %s", err, strings.TrimSpace(string(out)))
 		}
@@ -174,7 +174,7 @@ func (r *Runtime) cloneWith(ctx context.Context, spec runtime.Spec, from string,
 
 // copyTree copies the contents of src into the existing directory dst.
 func copyTree(ctx context.Context, src, dst string) error {
-	out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", src+"/.", dst).CombinedOutput()
+	out, err := helperenv.Command(ctx, "cp", "-a", "--reflink=auto", src+"/.", dst).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("copying layer: %w: %s", err, strings.TrimSpace(string(out)))
 	}
@@ -206,7 +206,7 @@ func copyFrozen(ctx context.Context, mnt, src, dst string) error {
 			return fmt.Errorf("syncing parent layer: %w", err)
 		}
 	}
-	out, cerr := exec.CommandContext(ctx, "cp", "--reflink=auto", "--sparse=always", src, dst).CombinedOutput()
+	out, cerr := helperenv.Command(ctx, "cp", "--reflink=auto", "--sparse=always", src, dst).CombinedOutput()
 	if frozen {
 		if err := unix.IoctlSetInt(int(f.Fd()), fiThaw, 0); err != nil {
 			cerr = errors.Join(cerr, fmt.Errorf("thawing parent layer: %w", err))

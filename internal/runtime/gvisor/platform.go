@@ -12,11 +12,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -99,7 +99,7 @@ func ProbePlatform(ctx context.Context, runsc, platform string, timeout time.Dur
 	defer os.RemoveAll(root)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, runsc, "--root", root, "--platform", platform, "--network", "none",
+	cmd := helperenv.Command(ctx, runsc, "--root", root, "--platform", platform, "--network", "none",
 		"--ignore-cgroups", "--gofer-network-namespace", "new", "do", "--quiet", "--cwd", "/", "/bin/true")
 	var out bytes.Buffer
 	cmd.Stdout = &out

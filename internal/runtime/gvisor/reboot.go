@@ -6,11 +6,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -77,7 +77,7 @@ func (r *Runtime) runDetached(ctx context.Context, id, dir string, sub ...string
 	if r.debugDir != "" {
 		args = append(args, "--debug", "--debug-log", filepath.Join(r.debugDir, id)+"/")
 	}
-	cmd := exec.CommandContext(ctx, r.runsc, append(args, sub...)...)
+	cmd := helperenv.Command(ctx, r.runsc, append(args, sub...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Run(); err != nil {

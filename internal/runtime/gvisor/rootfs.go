@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -95,7 +95,7 @@ func (r *Runtime) makeImage(ctx context.Context, img string, size int64) error {
 	if err != nil {
 		return fmt.Errorf("sizing disk image: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, r.mkfsPath, "-q", "-F", "-O", "^has_journal", "-m", "0",
+	cmd := helperenv.Command(ctx, r.mkfsPath, "-q", "-F", "-O", "^has_journal", "-m", "0",
 		"-E", "lazy_itable_init=1,nodiscard", img)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))

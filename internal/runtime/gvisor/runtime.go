@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -213,7 +214,7 @@ func notFound(err error) bool {
 // exec runs a short-lived runsc subcommand and returns its stdout.
 func (r *Runtime) exec(ctx context.Context, args ...string) ([]byte, error) {
 	full := append(r.globalArgs(), args...)
-	cmd := exec.CommandContext(ctx, r.runsc, full...)
+	cmd := helperenv.Command(ctx, r.runsc, full...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr

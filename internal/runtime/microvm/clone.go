@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
@@ -81,7 +81,7 @@ func copyFiles(ctx context.Context, src, dst string, names []string) error {
 // copyFile copies src to dst (reflink and sparse where the file system
 // can; the copy keeps src's owner).
 func copyFile(ctx context.Context, src, dst string) error {
-	out, err := exec.CommandContext(ctx, "cp", "--reflink=auto", "--sparse=always", "--preserve=mode,ownership", src, dst).CombinedOutput()
+	out, err := helperenv.Command(ctx, "cp", "--reflink=auto", "--sparse=always", "--preserve=mode,ownership", src, dst).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("copying %s: %w: %s", filepath.Base(src), err, strings.TrimSpace(string(out)))
 	}

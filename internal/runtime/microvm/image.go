@@ -11,12 +11,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 )
 
 // baseImage returns the read-only ext4 image of the template directory
@@ -55,7 +56,7 @@ func (r *Runtime) baseImage(ctx context.Context, rootfs string) (string, error) 
 	sizeMB := bytesUsed*12/10/(1<<20) + 128
 	tmp := img + ".tmp"
 	_ = os.Remove(tmp)
-	cmd := exec.CommandContext(ctx, r.mkfs, "-q", "-F", "-t", "ext4", "-L", "airlock-root",
+	cmd := helperenv.Command(ctx, r.mkfs, "-q", "-F", "-t", "ext4", "-L", "airlock-root",
 		"-N", strconv.FormatInt(inodes*3/2+8192, 10),
 		"-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard",
 		"-d", rootfs, tmp, strconv.FormatInt(sizeMB, 10)+"M")
@@ -103,7 +104,7 @@ func (r *Runtime) createOverlay(ctx context.Context, base, overlay string, diskM
 		return fmt.Errorf("base image: %w", err)
 	}
 	size := fi.Size() + int64(diskMB)<<20
-	cmd := exec.CommandContext(ctx, r.qemuImg, "create", "-q", "-f", "qcow2", "-o", "lazy_refcounts=on",
+	cmd := helperenv.Command(ctx, r.qemuImg, "create", "-q", "-f", "qcow2", "-o", "lazy_refcounts=on",
 		"-b", base, "-F", "raw", overlay, strconv.FormatInt(size, 10))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("qemu-img create %s: %w: %s", overlay, err, bytes.TrimSpace(out))

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 )
 
 // jailScript is run by sh as PID 1 of a fresh pid, mount, IPC and UTS
@@ -157,6 +159,9 @@ func jailCommand(nsenter, sh string, j jail, argv []string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	cmd.Stdin = devnull
+	// Never the daemon's environment (its credentials): the jail script and
+	// the VMM get PATH and the C locale only.
+	cmd.Env = helperenv.Env()
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Own session: the VM must outlive the daemon.
 		Setsid:     true,

@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"strconv"
+
+	"github.com/airlock-sandbox/airlock/internal/helperenv"
 )
 
 // TapName is the TAP device the VMM attaches to in the sandbox's netns.
@@ -107,7 +108,7 @@ func (r *Runtime) removeTap(ctx context.Context, nsPath string) {
 // inNetNS runs a command inside the network namespace at nsPath.
 func (r *Runtime) inNetNS(ctx context.Context, nsPath string, args ...string) ([]byte, error) {
 	full := append([]string{"--net=" + nsPath, "--"}, args...)
-	cmd := exec.CommandContext(ctx, r.nsenter, full...)
+	cmd := helperenv.Command(ctx, r.nsenter, full...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

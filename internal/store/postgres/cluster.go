@@ -262,10 +262,10 @@ func (d *DB) TemplateBuildNode(ctx context.Context, templateID string) (string, 
 		WHERE template_id = $1 ORDER BY created_at DESC NULLS LAST, id DESC LIMIT 1`)
 }
 
-// SandboxTokens lists every node's sandboxes with their envd access token,
-// by sandbox id.
+// SandboxTokens lists every node's sandboxes that have an envd access
+// token, with it, by sandbox id.
 func (d *DB) SandboxTokens(ctx context.Context) ([]cluster.SandboxToken, error) {
-	ptrs, err := list(ctx, d, "sandbox tokens", `SELECT id, node_id, access_token FROM sandboxes ORDER BY id COLLATE "C"`,
+	ptrs, err := list(ctx, d, "sandbox tokens", `SELECT id, node_id, access_token FROM sandboxes WHERE access_token <> '' ORDER BY id COLLATE "C"`,
 		func(r pgx.Row) (*cluster.SandboxToken, error) {
 			var t cluster.SandboxToken
 			return &t, r.Scan(&t.SandboxID, &t.NodeID, &t.AccessToken)

@@ -124,9 +124,84 @@ $AIRLOCK_STORE (commonEnv) itself, so its password stays out of argv.
 */}}
 {{- define "airlock.commonArgs" -}}
 - --cluster-secret-file=/etc/airlock/cluster/{{ .Values.clusterSecret.key }}
+- --cluster-tls-dir=/etc/airlock/cluster-tls
 {{- with .Values.artifacts.url }}
 - --artifacts={{ . }}
 {{- end }}
 - --log-level={{ .Values.logLevel }}
 - --log-format={{ .Values.logFormat }}
+{{- end -}}
+
+{{/*
+Cluster TLS (clusterTLS.*): the Secrets the api tier and the nodes mount as
+--cluster-tls-dir. With cert-manager the chart's Certificates write them.
+*/}}
+{{- define "airlock.apiTLSSecretName" -}}
+{{- if .Values.clusterTLS.certManager.enabled -}}
+{{- printf "%s-cluster-tls-api" (include "airlock.fullname" .) -}}
+{{- else -}}
+{{- default (printf "%s-cluster-tls-api" (include "airlock.fullname" .)) .Values.clusterTLS.apiSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "airlock.nodeTLSSecretName" -}}
+{{- default (printf "%s-cluster-tls-node" (include "airlock.fullname" .)) .Values.clusterTLS.nodeSecret -}}
+{{- end -}}
+
+{{/* The Secret cert-manager writes for node NAME: (dict "ctx" $ "node" NAME). */}}
+{{- define "airlock.nodeCertSecretName" -}}
+{{- printf "%s-node-tls-%s" (include "airlock.fullname" .ctx) .node | trunc 253 -}}
+{{- end -}}
+
+{{/* The api pod's TLS volume (ca.crt, api.crt, api.key). */}}
+{{- define "airlock.apiTLSVolume" -}}
+- name: cluster-tls
+  secret:
+    secretName: {{ include "airlock.apiTLSSecretName" . }}
+    defaultMode: 0400
+    {{- if .Values.clusterTLS.certManager.enabled }}
+    items:
+      - key: ca.crt
+        path: ca.crt
+      - key: tls.crt
+        path: api.crt
+      - key: tls.key
+        path: api.key
+    {{- end }}
+{{- end -}}
+
+{{/*
+The node pods' TLS volume: every listed node's certificate as
+<node>.crt/<node>.key with ca.crt (cert-manager), the host's own directory
+(nodeHostPath), or the nodes' Secret.
+*/}}
+{{- define "airlock.nodeTLSVolume" -}}
+{{- $tls := .Values.clusterTLS -}}
+- name: cluster-tls
+{{- if $tls.certManager.enabled }}
+  projected:
+    defaultMode: 0400
+    sources:
+      {{- range $i, $n := $tls.certManager.nodes }}
+      - secret:
+          name: {{ include "airlock.nodeCertSecretName" (dict "ctx" $ "node" $n) }}
+          items:
+            {{- if eq $i 0 }}
+            - key: ca.crt
+              path: ca.crt
+            {{- end }}
+            - key: tls.crt
+              path: {{ $n }}.crt
+            - key: tls.key
+              path: {{ $n }}.key
+      {{- end }}
+{{- else if $tls.nodeHostPath }}
+  hostPath:
+    path: {{ $tls.nodeHostPath }}
+    type: Directory
+{{- else }}
+  secret:
+    secretName: {{ include "airlock.nodeTLSSecretName" . }}
+    defaultMode: 0400
+{{- end }}
 {{- end -}}
