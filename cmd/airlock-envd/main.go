@@ -126,7 +126,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", listenAddr, err)
 	}
-	srv := server.NewHTTPServer(listenAddr, withFreeze(fz, h), log)
+	srv := server.NewHTTPServer(listenAddr, withActivity(withFreeze(fz, h)), log)
 	log.Info("airlock-envd listening", "addr", ln.Addr().String(), "version", state.Version,
 		"defaultUser", *defUser, "pid", os.Getpid())
 
@@ -183,7 +183,7 @@ func startInterpreter(ctx context.Context, st *state.State, log *slog.Logger, fz
 	// The default contexts are listed from the first request on: register
 	// them before serving (their kernels start in the background).
 	isvc.StartDefaults(ctx)
-	srv := server.NewHTTPServer(addr, isvc.Handler(), log)
+	srv := server.NewHTTPServer(addr, withActivity(isvc.Handler()), log)
 	go func() {
 		if err := fz.Serve(srv, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("interpreter server", "err", err)
@@ -195,6 +195,16 @@ func startInterpreter(ctx context.Context, st *state.State, log *slog.Logger, fz
 		isvc.Close()
 		return nil
 	}), nil
+}
+
+// withActivity tells the OOM guard that a request is in progress: it
+// checks memory closely while the sandbox is in use (oomguard.Activity).
+func withActivity(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		done := oomguard.Activity()
+		defer done()
+		h.ServeHTTP(w, r)
+	})
 }
 
 type closerFunc func() error

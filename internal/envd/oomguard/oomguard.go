@@ -9,6 +9,15 @@
 // above the limit, so the guard acts before the host does. Kills are kept
 // so that the interpreter and the process service can say that a process
 // died of memory.
+//
+// An idle sandbox must not pay for the guard: every check is a wake-up that
+// the runtime's kernel serves (gVisor's Sentry, on the host's CPU). When the
+// host watches the sandbox's memory cgroup and signals the agent whenever it
+// grows (EnvWake), the guard checks every DefaultInterval only while memory
+// is within reach of the limit (half of it or more), while the agent serves
+// a request and shortly after (Activity), or when it was just woken, and
+// otherwise every IdleInterval as a safety net. Without a host watcher
+// it checks every DefaultInterval, as before.
 package oomguard
 
 import (
@@ -17,6 +26,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -39,8 +49,52 @@ func KilledByGuard(pid int) bool {
 // the sandbox's memory limit in MiB.
 const EnvLimit = "AIRLOCK_OOM_GUARD_MB"
 
-// DefaultInterval is how often memory is checked.
+// EnvWake is the agent's environment variable saying that the host wakes
+// the guard with WakeSignal whenever the sandbox's memory grows (its value
+// is "SIGUSR2"); the guard may then sleep while memory is far from the
+// limit.
+const EnvWake = "AIRLOCK_OOM_GUARD_WAKE"
+
+// WakeSignal is the signal the host sends the agent (PID 1) to wake the
+// guard.
+const WakeSignal = syscall.SIGUSR2
+
+// DefaultInterval is how often memory is checked while it is within reach
+// of the limit (or always, without a host watcher).
 const DefaultInterval = 20 * time.Millisecond
+
+// IdleInterval is how often memory is checked while it is far from the
+// limit and the host wakes the guard on growth: a safety net only.
+const IdleInterval = 10 * time.Second
+
+// wakeBurst is how long the guard checks every DefaultInterval after a
+// wake-up: an allocation that crossed the host's step may go on.
+const wakeBurst = 2 * time.Second
+
+// activeWindow is how long the guard keeps checking every DefaultInterval
+// after the agent's last request ended (Activity): a sandbox in use is
+// guarded as closely as before, and the host's wake-up, whose latency grows
+// with the host's load, is only needed once the sandbox has gone quiet.
+const activeWindow = 5 * time.Second
+
+// Activity marks a request to the agent in progress: the running guard
+// checks every DefaultInterval from now until done is called and for
+// activeWindow after. Without a running guard it does nothing.
+func Activity() (done func()) {
+	g := running.Load()
+	if g == nil {
+		return func() {}
+	}
+	g.inflight.Add(1)
+	select {
+	case g.poke <- struct{}{}:
+	default:
+	}
+	return func() {
+		g.lastActive.Store(time.Now().UnixNano())
+		g.inflight.Add(-1)
+	}
+}
 
 // Kill is one process the guard ended.
 type Kill struct {
@@ -56,9 +110,19 @@ type Guard struct {
 	limit    uint64
 	proc     string
 	interval time.Duration
-	self     int
-	log      *slog.Logger
-	kill     func(pid int) error
+	// idle is the interval while memory is far from the limit, when the
+	// host wakes the guard (hostWakes); otherwise unused.
+	idle      time.Duration
+	hostWakes bool
+	// inflight counts the agent's requests in progress, lastActive is when
+	// the last one ended (Unix ns), and poke wakes the loop when one
+	// starts (Activity).
+	inflight   atomic.Int64
+	lastActive atomic.Int64
+	poke       chan struct{}
+	self       int
+	log        *slog.Logger
+	kill       func(pid int) error
 
 	// mu guards kills.
 	mu    sync.Mutex
@@ -71,8 +135,8 @@ func New(limitBytes uint64, log *slog.Logger) *Guard {
 	if limitBytes == 0 {
 		return nil
 	}
-	return &Guard{limit: limitBytes, proc: "/proc", interval: DefaultInterval, self: os.Getpid(), log: log,
-		kill: func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }}
+	return &Guard{limit: limitBytes, proc: "/proc", interval: DefaultInterval, idle: IdleInterval, self: os.Getpid(), log: log,
+		poke: make(chan struct{}, 1), kill: func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }}
 }
 
 // FromEnv returns the guard EnvLimit asks for, or nil.
@@ -81,27 +145,60 @@ func FromEnv(log *slog.Logger) *Guard {
 	if err != nil || mb == 0 {
 		return nil
 	}
-	return New(mb<<20, log)
+	g := New(mb<<20, log)
+	g.hostWakes = os.Getenv(EnvWake) == "SIGUSR2"
+	return g
 }
 
-// Run checks memory every interval until ctx ends.
+// Run checks memory until ctx ends: every interval, or, when the host wakes
+// the guard (EnvWake), every interval only while memory is within reach of
+// the limit or after a wake-up, and every IdleInterval otherwise.
 func (g *Guard) Run(ctx context.Context) {
 	if g == nil {
 		return
 	}
-	g.log.Info("user-space OOM guard on", "limitMB", g.limit>>20, "interval", g.interval)
+	var wake chan os.Signal
+	if g.hostWakes {
+		wake = make(chan os.Signal, 1)
+		signal.Notify(wake, WakeSignal)
+		defer signal.Stop(wake)
+	}
+	g.log.Info("user-space OOM guard on", "limitMB", g.limit>>20, "interval", g.interval, "hostWakes", g.hostWakes)
 	running.Store(g)
 	defer running.CompareAndSwap(g, nil)
-	t := time.NewTicker(g.interval)
+	g.loop(ctx, wake)
+}
+
+// loop is Run's loop; a receive on wake (nil: never) is a wake-up.
+func (g *Guard) loop(ctx context.Context, wake <-chan os.Signal) {
+	fastUntil := time.Now().Add(wakeBurst)
+	t := time.NewTimer(g.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
+			fastUntil = time.Now().Add(wakeBurst)
+		case <-g.poke:
 		}
-		g.Check()
+		_, used, haveUsed := g.check()
+		now := time.Now()
+		recent := now.Before(fastUntil) || g.inflight.Load() > 0 ||
+			now.Sub(time.Unix(0, g.lastActive.Load())) < activeWindow
+		t.Reset(g.next(wake != nil, used, haveUsed, recent))
 	}
+}
+
+// next is the wait before the following check: the idle interval only when
+// the host wakes the guard, no wake-up is recent and the kernel's count of
+// used memory is below half the limit.
+func (g *Guard) next(hostWakes bool, used uint64, haveUsed, recentWake bool) time.Duration {
+	if hostWakes && !recentWake && haveUsed && used < g.limit/2 {
+		return g.idle
+	}
+	return g.interval
 }
 
 // Check looks once and kills one process when the total is over the
@@ -109,9 +206,16 @@ func (g *Guard) Run(ctx context.Context) {
 // memory (/proc/meminfo) is well below the limit, the processes are not
 // scanned: an idle sandbox costs one small read per check.
 func (g *Guard) Check() *Kill {
+	k, _, _ := g.check()
+	return k
+}
+
+// check is Check, also returning the kernel's count of used memory (when
+// /proc/meminfo has it).
+func (g *Guard) check() (*Kill, uint64, bool) {
 	used, haveUsed := g.meminfoUsed()
 	if haveUsed && used < g.limit/4*3 {
-		return nil
+		return nil, used, haveUsed
 	}
 	procs := g.scan()
 	var total uint64
@@ -134,11 +238,11 @@ func (g *Guard) Check() *Kill {
 		total = used
 	}
 	if total <= g.limit || victim == nil {
-		return nil
+		return nil, used, haveUsed
 	}
 	if err := g.kill(victim.pid); err != nil && !errors.Is(err, syscall.ESRCH) {
 		g.log.Warn("oom guard: kill failed", "pid", victim.pid, "err", err)
-		return nil
+		return nil, used, haveUsed
 	}
 	k := Kill{PID: victim.pid, Comm: victim.comm, RSSBytes: victim.rss, Total: total, Time: time.Now()}
 	g.mu.Lock()
@@ -149,7 +253,7 @@ func (g *Guard) Check() *Kill {
 	g.mu.Unlock()
 	g.log.Warn("out of memory: killed process", "pid", k.PID, "comm", k.Comm, "rssMB", k.RSSBytes>>20,
 		"totalMB", total>>20, "limitMB", g.limit>>20)
-	return &k
+	return &k, used, haveUsed
 }
 
 // Killed reports whether the guard killed pid in the last minute.

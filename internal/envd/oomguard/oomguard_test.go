@@ -172,3 +172,132 @@ func TestKernelKilledUnknownPID(t *testing.T) {
 		t.Error("KernelKilled of an impossible pid")
 	}
 }
+
+// With a host that wakes it, the guard sleeps while memory is far from the
+// limit, and checks every interval near the limit or after a wake-up;
+// without one, it always checks every interval.
+func TestNextInterval(t *testing.T) {
+	g := New(512<<20, quiet())
+	cases := []struct {
+		name                            string
+		hostWakes, haveUsed, recentWake bool
+		used                            uint64
+		want                            time.Duration
+	}{
+		{"no host watcher", false, true, false, 10 << 20, DefaultInterval},
+		{"idle, far from the limit", true, true, false, 100 << 20, IdleInterval},
+		{"half the limit", true, true, false, 256 << 20, DefaultInterval},
+		{"just woken", true, true, true, 10 << 20, DefaultInterval},
+		{"no meminfo", true, false, false, 0, DefaultInterval},
+	}
+	for _, c := range cases {
+		if got := g.next(c.hostWakes, c.used, c.haveUsed, c.recentWake); got != c.want {
+			t.Errorf("%s: next = %v, want %v", c.name, got, c.want)
+		}
+	}
+	t.Setenv(EnvLimit, "512")
+	t.Setenv(EnvWake, "SIGUSR2")
+	if g := FromEnv(quiet()); g == nil || !g.hostWakes {
+		t.Errorf("FromEnv with %s=SIGUSR2: hostWakes off", EnvWake)
+	}
+	t.Setenv(EnvWake, "")
+	if g := FromEnv(quiet()); g == nil || g.hostWakes {
+		t.Error("FromEnv without a host watcher: hostWakes on")
+	}
+}
+
+// An idle guard that the host wakes checks at once, and keeps checking
+// every interval for the burst after the wake-up.
+func TestLoopWakesOnSignal(t *testing.T) {
+	g := New(512<<20, quiet())
+	g.interval = 5 * time.Millisecond
+	g.idle = time.Hour
+	g.proc = fakeProc(t, map[int][2]any{1: {"airlock-envd", 10 << 10}})
+	low := "MemTotal:       1048576 kB\nMemAvailable:   1000000 kB\n" // ~47 MiB used
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(low), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	killed := make(chan int, 16)
+	g.kill = func(pid int) error { killed <- pid; return nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wake := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	go func() { defer close(done); g.loop(ctx, wake) }()
+	// Past the start-up burst the guard sleeps (idle = an hour).
+	time.Sleep(wakeBurst + 100*time.Millisecond)
+	// Memory jumps over the limit; nothing happens until the host wakes it.
+	// (Written into the directory the loop reads, not by swapping g.proc.)
+	if err := os.MkdirAll(filepath.Join(g.proc, "50"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hogStatus := "Name:\tpython3\nState:\tR (running)\nVmRSS:\t614400 kB\n"
+	if err := os.WriteFile(filepath.Join(g.proc, "50", "status"), []byte(hogStatus), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	high := "MemTotal:       1048576 kB\nMemAvailable:   400000 kB\n"
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(high), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case pid := <-killed:
+		t.Fatalf("killed %d before any wake-up", pid)
+	case <-time.After(200 * time.Millisecond):
+	}
+	wake <- WakeSignal
+	select {
+	case pid := <-killed:
+		if pid != 50 {
+			t.Fatalf("killed %d, want 50", pid)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no kill after the wake-up")
+	}
+	cancel()
+	<-done
+}
+
+// A request to the agent wakes a sleeping guard at once, and it checks
+// every interval while the request runs.
+func TestActivityWakesGuard(t *testing.T) {
+	g := New(512<<20, quiet())
+	g.interval = 5 * time.Millisecond
+	g.idle = time.Hour
+	g.proc = fakeProc(t, map[int][2]any{1: {"airlock-envd", 10 << 10}})
+	low := "MemTotal:       1048576 kB\nMemAvailable:   1000000 kB\n"
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(low), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	killed := make(chan int, 16)
+	g.kill = func(pid int) error { killed <- pid; return nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	running.Store(g)
+	defer running.CompareAndSwap(g, nil)
+	done := make(chan struct{})
+	go func() { defer close(done); g.loop(ctx, make(chan os.Signal)) }()
+	time.Sleep(wakeBurst + 100*time.Millisecond) // asleep now
+	end := Activity()
+	defer end()
+	time.Sleep(50 * time.Millisecond) // the request runs; then memory jumps
+	if err := os.MkdirAll(filepath.Join(g.proc, "60"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(g.proc, "60", "status"), []byte("Name:\tpython3\nVmRSS:\t614400 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	high := "MemTotal:       1048576 kB\nMemAvailable:   400000 kB\n"
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(high), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case pid := <-killed:
+		if pid != 60 {
+			t.Fatalf("killed %d, want 60", pid)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no kill while a request was in progress")
+	}
+	cancel()
+	<-done
+}

@@ -74,22 +74,38 @@ func NewReaper(log *slog.Logger) *Reaper {
 	return &Reaper{log: log, seen: map[int]time.Time{}}
 }
 
-// Run reaps on every SIGCHLD and on a slow tick until ctx ends.
+// idleRescan is how often the reaper scans with no zombie pending: a safety
+// net only (every orphan that exits sends SIGCHLD), slow so that an idle
+// sandbox is not woken.
+const idleRescan = time.Minute
+
+// Run reaps on every SIGCHLD until ctx ends, scanning again orphanAge later
+// while a zombie is pending and otherwise only every idleRescan.
 func (r *Reaper) Run(ctx context.Context) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGCHLD)
 	defer signal.Stop(sigs)
-	tick := time.NewTicker(orphanAge)
-	defer tick.Stop()
+	t := time.NewTimer(idleRescan)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-sigs:
-		case <-tick.C:
+		case <-t.C:
 		}
 		r.ReapOnce(time.Now())
+		t.Reset(r.nextScan())
 	}
+}
+
+// nextScan is the wait before the next scan without a SIGCHLD: orphanAge
+// while a zombie seen waits for its age, else idleRescan.
+func (r *Reaper) nextScan() time.Duration {
+	if len(r.seen) > 0 {
+		return orphanAge
+	}
+	return idleRescan
 }
 
 // ReapOnce scans /proc once and reaps the orphaned zombies that have lingered

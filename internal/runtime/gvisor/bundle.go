@@ -49,7 +49,8 @@ const (
 	// the sentry, i.e. the whole sandbox. So the agent runs one
 	// (internal/envd/oomguard, AIRLOCK_OOM_GUARD_MB): it kills the largest
 	// process once the guest's processes hold more than the sandbox's
-	// memory, checked every 20 ms, and the headroom lets it act before
+	// memory, checked every 20 ms while memory is within reach of the
+	// limit or grew (memwatch.go), and the headroom lets it act before
 	// the host does (a guest allocating 100 MB chunks gains ~100-200 MB
 	// between two checks). Memory no process holds still meets the host
 	// limit: that sandbox is stopped and reported.
@@ -120,7 +121,7 @@ func buildSpec(spec runtime.Spec, rootfs string, l limits, cgroup string) *specs
 	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
 		env = append([]string{defaultPath}, env...)
 	}
-	env = append(env, oomGuardEnv+"="+strconv.FormatInt(l.memoryBytes>>20, 10))
+	env = append(env, oomGuardEnv+"="+strconv.FormatInt(l.memoryBytes>>20, 10), oomGuardWakeEnv)
 	quota := int64(l.cpus) * cpuPeriodUs
 	period := uint64(cpuPeriodUs)
 	mem := l.memoryBytes + hostMemoryOverhead

@@ -60,8 +60,8 @@ func TestBuildSpec(t *testing.T) {
 	}
 	withPath := buildSpec(runtime.Spec{ID: "x", Env: []string{"PATH=/x"}}, "/r", d, "/airlock/x")
 	// The agent's OOM guard gets the sandbox's memory (the variable
-	// internal/envd/oomguard reads).
-	if !slices.Equal(withPath.Process.Env, []string{"PATH=/x", "AIRLOCK_OOM_GUARD_MB=512"}) {
-		t.Errorf("env with PATH = %v, want PATH and the OOM guard's limit", withPath.Process.Env)
+	// internal/envd/oomguard reads), and is told that the host wakes it.
+	if !slices.Equal(withPath.Process.Env, []string{"PATH=/x", "AIRLOCK_OOM_GUARD_MB=512", "AIRLOCK_OOM_GUARD_WAKE=SIGUSR2"}) {
+		t.Errorf("env with PATH = %v, want PATH, the OOM guard's limit and its wake-up", withPath.Process.Env)
 	}
 }

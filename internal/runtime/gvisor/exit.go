@@ -16,7 +16,9 @@ var (
 	_ runtime.StopReasoner = (*Runtime)(nil)
 )
 
-// States implements runtime.StateLister with one `runsc list`.
+// States implements runtime.StateLister with one `runsc list`. A running
+// sandbox without a memory watcher (one a previous daemon started) gets one
+// (memwatch.go).
 func (r *Runtime) States(ctx context.Context) (map[string]runtime.State, error) {
 	out, err := r.exec(ctx, "list", "--format=json")
 	if err != nil {
@@ -31,6 +33,7 @@ func (r *Runtime) States(ctx context.Context) (map[string]runtime.State, error) 
 		switch s.Status {
 		case "running":
 			m[s.ID] = runtime.StateRunning
+			r.ensureWatched(s.ID)
 		case "paused":
 			m[s.ID] = runtime.StatePaused
 		default:

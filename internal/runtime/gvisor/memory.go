@@ -16,7 +16,8 @@ import (
 // guard's headroom on top of the limit its bundle sets (see
 // oomGuardHeadroom). It runs after every start, restore and boot: runsc has
 // by then sized the guest from the bundle's limit and (re)applied that
-// limit to the cgroup, so the result is always bundle + headroom.
+// limit to the cgroup, so the result is always bundle + headroom. It also
+// starts the watcher that wakes the guard when the cgroup's memory grows.
 func (r *Runtime) raiseHostMemory(id, dir string) error {
 	bl, ok := bundleMemoryLimit(dir)
 	if !ok {
@@ -34,6 +35,7 @@ func (r *Runtime) raiseHostMemory(id, dir string) error {
 		if err := os.WriteFile(f, []byte(limit), 0o644); err != nil {
 			return fmt.Errorf("raising the host memory limit of %s: %w", id, err)
 		}
+		r.watchMemory(id) // wakes the guard when memory grows (memwatch.go)
 		return nil
 	}
 	return nil // no memory cgroup (runsc --ignore-cgroups): nothing to raise

@@ -85,9 +85,11 @@ type Runtime struct {
 	build     string
 
 	// mu guards deleting: background deletes of checkpointed containers
-	// (checkpoint.go), by id.
+	// (checkpoint.go), by id; and watches, the memory watchers of running
+	// sandboxes (memwatch.go), by id.
 	mu       sync.Mutex
 	deleting map[string]chan struct{}
+	watches  map[string]*memWatch
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -330,6 +332,7 @@ func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 			errs = append(errs, err)
 		}
 	}
+	r.unwatchMemory(id)
 	t0 := time.Now()
 	if _, err := r.exec(ctx, "kill", id, "KILL"); err != nil && !notFound(err) {
 		// Usually "not running" for a stopped container; delete --force
@@ -367,7 +370,8 @@ type runscState struct {
 	Bundle string `json:"bundle"`
 }
 
-// State implements runtime.Runtime.
+// State implements runtime.Runtime; a running sandbox without a memory
+// watcher gets one (memwatch.go).
 func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return "", err
@@ -385,6 +389,7 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 	}
 	switch st.Status {
 	case "running":
+		r.ensureWatched(id)
 		return runtime.StateRunning, nil
 	case "paused":
 		return runtime.StatePaused, nil
