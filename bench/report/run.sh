@@ -28,6 +28,9 @@ review_args=()
 for f in ${AIRLOCK_REPORT_NODE_REVIEW:-}; do
 	review_args+=(-node-review "$f")
 done
+# The SDK suite needs its packages (scripts/test.sh installs them only in its
+# js e2e stage, which report mode skips).
+[ -d test/e2e/node_modules/e2b ] || (cd test/e2e && npm ci --no-audit --no-fund --loglevel=error)
 (cd test/e2e && node --test --test-reporter=spec security.test.mjs) >"$W/node.out" 2>&1
 echo "sdk security suite exit $?"
 AIRLOCK_FUZZ_LOG=$W/fuzz.log bash scripts/fuzz.sh >/dev/null
