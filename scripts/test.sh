@@ -49,6 +49,7 @@ PID_FILE=$WORK/daemon.pid
 GO_E2E_OUT=$WORK/go-e2e.out
 NODE_OUT=$WORK/node.out
 CLUSTER_STATE=""
+MICROVM_RAN=0
 FAILED=()
 PASSED=()
 
@@ -92,8 +93,11 @@ finish() {
 	# next start need it); the suite's daemons are gone for good, so are theirs:
 	# the main one's, the disk-full and warm-pool tests' second daemons'
 	# (prefixes x<prefix> and w<prefix>) and the microVM stage's.
-	local p
-	for p in "${AIRLOCK_TEST_NET_PREFIX:-ale2e}" "x${AIRLOCK_TEST_NET_PREFIX:-ale2e}" "w${AIRLOCK_TEST_NET_PREFIX:-ale2e}" "${AIRLOCK_TEST_VM_NET_PREFIX:-alvm}"; do
+	# The microVM stage's only if it ran: another suite on this host (its
+	# own prefixes) may be running that stage now.
+	local p prefixes=("${AIRLOCK_TEST_NET_PREFIX:-ale2e}" "x${AIRLOCK_TEST_NET_PREFIX:-ale2e}" "w${AIRLOCK_TEST_NET_PREFIX:-ale2e}")
+	[ "$MICROVM_RAN" = 1 ] && prefixes+=("${AIRLOCK_TEST_VM_NET_PREFIX:-alvm}")
+	for p in "${prefixes[@]}"; do
 		nft delete table inet "$p" 2>/dev/null
 	done
 	if [ "${#FAILED[@]}" -gt 0 ] || [ "$rc" -ne 0 ]; then
@@ -338,6 +342,7 @@ fi
 # ---------------------------------------------------------------- microVM e2e
 if [ "${AIRLOCK_TEST_SKIP_MICROVM:-0}" != 1 ]; then
 	stage "microvm e2e (second daemon, --runtime microvm)"
+	MICROVM_RAN=1
 	AIRLOCK_TEST_DATA_DIR=$DATA_DIR AIRLOCK_TEST_WORK=$WORK bash scripts/test-microvm.sh 2>&1 | tee "$WORK/microvm.out"
 	record microvm-e2e "${PIPESTATUS[0]}"
 fi

@@ -200,8 +200,12 @@ func (r *report) readNode(path string, reviewOnly bool) error {
 	if err != nil {
 		return err
 	}
+	nested := false // the last result was indented: an unindented one next closes its suite
 	for _, line := range strings.Split(string(b), "\n") {
 		l := strings.TrimSpace(line)
+		if l == "✖ failing tests:" { // the summary repeats the failures
+			break
+		}
 		var passed bool
 		switch {
 		case strings.HasPrefix(l, "✔ "):
@@ -210,15 +214,18 @@ func (r *report) readNode(path string, reviewOnly bool) error {
 		default:
 			continue
 		}
+		indented := strings.HasPrefix(line, "  ")
+		suite := !indented && nested
+		nested = indented
 		name := strings.TrimSpace(l[len("✔ "):])
 		if i := strings.LastIndex(name, " ("); i > 0 {
 			name = name[:i]
 		}
 		if reviewOnly {
-			if finding(name) == "" {
+			if suite || finding(name) == "" {
 				continue
 			}
-		} else if name == "security" || !strings.HasPrefix(line, "  ") { // the describe block itself
+		} else if name == "security" || !indented { // the describe block itself
 			continue
 		}
 		r.attacks = append(r.attacks, outcome{"sdk: " + name, passed})

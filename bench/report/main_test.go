@@ -42,7 +42,12 @@ func TestReadNodeReviewOnly(t *testing.T) {
 		"  ✔ M1: a replayed plain-HTTP request is refused (12ms)\n" +
 		"  ✖ M1: a client without a certificate is refused (3ms)\n" +
 		"  ✔ sandboxes are spread over the nodes (40ms)\n" +
-		"✔ cluster security (60ms)\n"
+		"✔ cluster security (60ms)\n" +
+		"▶ M3 and L7\n" +
+		"  ✔ M3: a malformed signature is refused (5ms)\n" +
+		"✔ M3 and L7 (6ms)\n" +
+		"✖ failing tests:\n" +
+		"✖ M1: a client without a certificate is refused (3ms)\n"
 	if err := os.WriteFile(p, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +55,8 @@ func TestReadNodeReviewOnly(t *testing.T) {
 	if err := r.readNode(p, true); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.attacks) != 2 || !r.attacks[0].passed || r.attacks[1].passed {
-		t.Fatalf("attacks %+v, want the two M1 tests (held, failed)", r.attacks)
+	if len(r.attacks) != 3 || !r.attacks[0].passed || r.attacks[1].passed || r.attacks[2].name != "sdk: M3: a malformed signature is refused" {
+		t.Fatalf("attacks %+v, want the two M1 tests (held, failed) and the M3 one, no suite and no summary line", r.attacks)
 	}
 	if by := r.byFinding(); len(by["M1"]) != 2 || count(by["M1"]) != 1 {
 		t.Fatalf("byFinding %+v", by)
