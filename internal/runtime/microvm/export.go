@@ -14,11 +14,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/mountinfo"
 )
 
@@ -92,9 +90,7 @@ func (r *Runtime) ExportRootDisk(ctx context.Context, dir, dst string) (base str
 	if err != nil {
 		return "", err
 	}
-	cmd := helperenv.Command(ctx, r.setpriv, "--reuid="+strconv.Itoa(r.uid), "--regid="+strconv.Itoa(r.gid),
-		"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
-		r.qemuImg, "convert", "-U", "-O", "raw", "-S", "4k", "json:"+string(js), "/dev/fd/5")
+	cmd := r.UnprivilegedCommand(ctx, r.qemuImg, "convert", "-U", "-O", "raw", "-S", "4k", "json:"+string(js), "/dev/fd/5")
 	cmd.ExtraFiles = []*os.File{in, bf, out}
 	if o, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("qemu-img convert of the root disk: %w: %s", err, bytes.TrimSpace(o))
@@ -102,9 +98,7 @@ func (r *Runtime) ExportRootDisk(ctx context.Context, dir, dst string) (base str
 	// The guest's file system was never unmounted: replay its journal and
 	// check it (in user space, unprivileged) before the daemon's user-space
 	// reader (imagebuild.DiskSource) reads it; the host never mounts it.
-	fsck := helperenv.Command(ctx, r.setpriv, "--reuid="+strconv.Itoa(r.uid), "--regid="+strconv.Itoa(r.gid),
-		"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
-		r.e2fsck, "-f", "-y", "/dev/fd/3")
+	fsck := r.UnprivilegedCommand(ctx, r.e2fsck, "-f", "-y", "/dev/fd/3")
 	rw, err := os.OpenFile(dst, os.O_RDWR, 0)
 	if err != nil {
 		return "", fmt.Errorf("opening %s: %w", dst, err)
