@@ -19,10 +19,12 @@ type networkJSON struct {
 	AllowOut           []string `json:"allowOut,omitempty"`
 	DenyOut            []string `json:"denyOut,omitempty"`
 	AllowPublicTraffic bool     `json:"allowPublicTraffic"`
+	MaskRequestHost    string   `json:"maskRequestHost,omitempty"`
 }
 
 func toNetworkJSON(sb *sandbox.Sandbox) *networkJSON {
-	return &networkJSON{AllowOut: sb.AllowOut, DenyOut: sb.DenyOut, AllowPublicTraffic: sb.TrafficToken == ""}
+	return &networkJSON{AllowOut: sb.AllowOut, DenyOut: sb.DenyOut, AllowPublicTraffic: sb.TrafficToken == "",
+		MaskRequestHost: sb.MaskRequestHost}
 }
 
 // isSetJSON reports whether an optional JSON value carries something.

@@ -119,7 +119,7 @@ func unsupportedNetwork(n *airlock.NetworkConfig) bool {
 	if n == nil {
 		return false
 	}
-	return (n.MaskRequestHost != nil && *n.MaskRequestHost != "") || isSetJSON(n.Rules) || isSetJSON(n.EgressProxy)
+	return isSetJSON(n.Rules) || isSetJSON(n.EgressProxy)
 }
 
 func (a *api) createV1(w http.ResponseWriter, r *http.Request) { a.create(w, r, false) }
@@ -158,6 +158,14 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 	}
 	if body.Network != nil {
 		req.AllowPublicTraffic = body.Network.AllowPublicTraffic
+		if body.Network.MaskRequestHost != nil {
+			mask, err := sandbox.ParseMaskRequestHost(*body.Network.MaskRequestHost)
+			if err != nil {
+				a.fail(w, r, err)
+				return
+			}
+			req.MaskRequestHost = mask
+		}
 	}
 	eg, err := egress(body.Network)
 	if err != nil {
