@@ -52,6 +52,16 @@ if [ -f "$DEST/.done" ]; then
 	echo "$DEST/site"
 	exit 0
 fi
+# One installer at a time (two suites on one host share the cache).
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+flock 9
+if [ -f "$DEST/.done" ]; then
+	echo "$DEST/site"
+	exit 0
+fi
+# Trees of other versions of this script, unused for a day.
+find "$CACHE" -mindepth 1 -maxdepth 1 -type d ! -name "$key" -mtime +0 -exec rm -rf {} + 2>/dev/null || true
 
 # python3 and protobuf from the machine's own suite.
 missing=()
