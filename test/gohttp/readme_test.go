@@ -54,10 +54,14 @@ func TestReadmeAPITable(t *testing.T) {
 	md := map[string]string{"readme": tag}
 	// Everything a row may create (a v1 or v2 create, fork children) is
 	// killed at the end: every sandboxID in an answer.
-	made := map[string]bool{}
+	// Snapshots a row makes are deleted at the end too.
+	made, snaps := map[string]bool{}, map[string]bool{}
 	t.Cleanup(func() {
 		for id := range made {
 			e.kill(id)
+		}
+		for id := range snaps {
+			e.api(t, "DELETE", "/templates/"+url.PathEscape(id), nil)
 		}
 	})
 	collect := func(b []byte) {
@@ -67,6 +71,9 @@ func TestReadmeAPITable(t *testing.T) {
 			case map[string]any:
 				if id, ok := x["sandboxID"].(string); ok && id != "" {
 					made[id] = true
+				}
+				if id, ok := x["snapshotID"].(string); ok && id != "" {
+					snaps[id] = true
 				}
 				for _, c := range x {
 					walk(c)
@@ -96,6 +103,7 @@ func TestReadmeAPITable(t *testing.T) {
 	}
 	var snap struct{ SnapshotID string }
 	sr.json(t, &snap)
+	snaps[snap.SnapshotID] = true
 
 	vars := strings.NewReplacer("{sandboxID}", url.PathEscape(sb.SandboxID), "{templateID}", "base", "{snapshotID}", url.PathEscape(snap.SnapshotID))
 	bodies := map[string]any{
