@@ -23,7 +23,8 @@ func (c *testCluster) creates() map[string]int {
 }
 
 // Creates spread over the nodes (in-flight and confirmed reservations) until
-// the cluster is full: then 503 with placement's refusal.
+// the cluster is full: then 503 with placement's refusal, which says so and
+// names the largest free slot.
 func TestCreatesSpreadThenFull(t *testing.T) {
 	c := newTestCluster(t, 3)
 	for i := range 12 { // 3 nodes × 8 CPUs, 2 CPUs each
@@ -40,7 +41,8 @@ func TestCreatesSpreadThenFull(t *testing.T) {
 	}
 	var e e2bError
 	decode(t, c.do("POST", "/sandboxes", true, strings.NewReader(`{}`)), http.StatusServiceUnavailable, &e)
-	if !strings.HasPrefix(e.Message, "no node can take the sandbox (2 CPUs, 512 MiB memory, template base (required)): of 3 live nodes, CPU is short on 3") {
+	if !strings.HasPrefix(e.Message, "the cluster is full: no node can take the sandbox (2 CPUs, 512 MiB memory, template base (required)): of 3 live nodes, CPU is short on 3") ||
+		!strings.HasSuffix(e.Message, "; the largest free slot on any node is 0 CPUs and 6144 MiB memory (on n1)") {
 		t.Errorf("full cluster: %q", e.Message)
 	}
 }

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -39,5 +40,31 @@ func TestFullErrorNamesTheClusterAndTheLargestSlot(t *testing.T) {
 	}
 	if msg := (&FullError{Request: Request{Resources: Resources{CPUCount: 2, MemoryMB: 512}}, LargestNode: "n1"}).Error(); !strings.Contains(msg, "no node has any CPU or memory free") {
 		t.Errorf("message without any free slot: %q", msg)
+	}
+}
+
+// A placer whose every live node could run a request and has no room says
+// the cluster is full, with the largest free slot on one node; one where
+// some node cannot run it (a label) does not.
+func TestRefusedFullCluster(t *testing.T) {
+	p := New(Config{})
+	for _, n := range []Node{
+		{ID: "a", Gen: 1, State: Live, Capacity: Resources{CPUCount: 8, MemoryMB: 4096}, Reserved: Resources{CPUCount: 7, MemoryMB: 1024}},
+		{ID: "b", Gen: 1, State: Live, Capacity: Resources{CPUCount: 8, MemoryMB: 4096}, Reserved: Resources{CPUCount: 7, MemoryMB: 512}},
+		{ID: "c", Gen: 1, State: Live, Capacity: Resources{CPUCount: 8, MemoryMB: 4096}, Reserved: Resources{CPUCount: 8}},
+	} {
+		if err := p.Update(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := p.Place(Request{Resources: Resources{CPUCount: 2, MemoryMB: 512}})
+	msg := fmt.Sprint(err)
+	if !errors.Is(err, ErrNoCapacity) || !strings.HasPrefix(msg, "the cluster is full: no node can take the sandbox (2 CPUs, 512 MiB memory): of 3 live nodes, CPU is short on 3") ||
+		!strings.HasSuffix(msg, "; the largest free slot on any node is 1 CPUs and 3584 MiB memory (on b)") {
+		t.Errorf("full cluster: %q", msg)
+	}
+	_, err = p.Place(Request{Resources: Resources{CPUCount: 2, MemoryMB: 512}, Labels: []string{"kvm"}})
+	if msg := fmt.Sprint(err); strings.Contains(msg, "the cluster is full") {
+		t.Errorf("no node with the label: %q says the cluster is full", msg)
 	}
 }
