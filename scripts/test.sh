@@ -12,6 +12,8 @@
 #   AIRLOCK_TEST_SKIP_UNIT=1  skip lint + unit tests + fuzzing (iterate on e2e only)
 #   AIRLOCK_FUZZ_TIME       fuzz time per target in the fuzz stage (default 5s)
 #   AIRLOCK_TEST_SKIP_E2E=1   stop after the unit tests
+#   AIRLOCK_TEST_SKIP_SDK_EXAMPLES=1  skip building the Go SDK's example modules
+#                           (sdk/go/examples/*; part of the unit stages)
 #   AIRLOCK_TEST_GO_RUN     -run filter for the Go e2e tests
 #   AIRLOCK_TEST_NODE_FILES space-separated subset of test/e2e/*.test.mjs
 #   AIRLOCK_TEST_BIN        airlock binary to serve with (default bin/airlock)
@@ -207,6 +209,17 @@ if [ "${AIRLOCK_TEST_SKIP_UNIT:-0}" != 1 ]; then
 		go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./... &&
 		go test -count=1 ./...)
 	record helm-chart $?
+
+	# ------------------------------------------------------------ Go SDK examples (their own modules)
+	# Each reaches the SDK through a replace directive, so only its public
+	# packages; test/gohttp's TestSDKExampleQuickstart runs quickstart against
+	# the daemon.
+	if [ "${AIRLOCK_TEST_SKIP_SDK_EXAMPLES:-0}" != 1 ]; then
+		stage "go sdk examples (sdk/go/examples/*: build and vet as modules outside the SDK's)"
+		rc=0
+		for d in sdk/go/examples/*/; do (cd "$d" && go build -o "$WORK/sdk-examples/" ./... && go vet ./...) || rc=1; done
+		record sdk-examples $rc
+	fi
 
 	# ------------------------------------------------------------ fuzz (short)
 	stage "go test -fuzz (each target ${AIRLOCK_FUZZ_TIME:-5s})"

@@ -24,7 +24,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
 )
 
 const (
