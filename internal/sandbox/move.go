@@ -654,7 +654,7 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 
 // resumedExtra clears what only a paused sandbox has.
 func resumedExtra(x extra) extra {
-	x.Image, x.ImageDigest, x.ImageBuild, x.AgentBlob, x.Evacuated, x.LeftMs = "", "", "", "", false, 0
+	x.Image, x.ImageDigest, x.ImageBuild, x.AgentBlob, x.Evacuated, x.LeftMs, x.Uploading = "", "", "", "", false, 0, false
 	return x
 }
 
@@ -742,13 +742,32 @@ func (e *Live) evacuate(ctx context.Context) Evacuee {
 			return ev
 		}
 		defer e.endOp()
+		// Its upload runs in the background (upload.go): the evacuation
+		// waits for it, and reports the attempt in flight's failure.
+		if x.Uploading {
+			start := time.Now()
+			if err := e.awaitUpload(ctx); err != nil {
+				ev.Err = m.storeError(fmt.Sprintf("uploading paused sandbox %s", v.ID), err)
+				return ev
+			}
+			e.mu.Lock()
+			uploaded := decodeExtra(e.rec.Extra).Image != ""
+			e.mu.Unlock()
+			if uploaded {
+				m.log.Info("evacuation waited for a paused sandbox's upload", "sandbox", v.ID, "waited", time.Since(start))
+				return ev
+			}
+			e.stopUpload() // ended without its image (a stop): uploaded here instead
+		}
 		ex, err := e.export(ctx)
 		if err != nil {
 			ev.Err = m.storeError(fmt.Sprintf("uploading paused sandbox %s", v.ID), err)
 			return ev
 		}
 		if err := e.commit(context.WithoutCancel(ctx), "paused image", func() {
-			e.rec.Extra = encodeExtra(withImage(decodeExtra(e.rec.Extra), ex))
+			nx := withImage(decodeExtra(e.rec.Extra), ex)
+			nx.Uploading = false
+			e.rec.Extra = encodeExtra(nx)
 		}); err != nil {
 			m.dropImage(ex.key)
 			ev.Err = err
