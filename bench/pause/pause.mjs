@@ -2,7 +2,9 @@
 // node A of the cluster (run-cluster.sh; its env from AIRLOCK_CLUSTER_STATE):
 // two code-interpreter sandboxes created on A, each having run a cell
 // (x = 41); A drained with ?move=false (no placement, nothing moved); then
-//   - S1: paused (SDK betaPause, timed), left 5 s (the upload settles), then
+//   - S1: paused (SDK betaPause, timed), left until its image is in the
+//     artifact store (asked from its node as the api tier does; a binary
+//     without background uploads has it when the pause answers), then
 //     connected to through the api tier, which resumes it on another node
 //     (timed: "resume on another node");
 //   - S2: paused (timed), then connected to at once ("pause→resume elsewhere
@@ -12,10 +14,11 @@
 // Prints one markdown row.
 import { createRequire } from 'node:module'
 import { pathToFileURL } from 'node:url'
-import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import assert from 'node:assert/strict'
-import { LB, NODE_IDS, via, sleep, createOn, drainNode, undrainNode, waitNodeState, where } from '../../test/cluster/helpers.mjs'
+import {
+  LB, NODE_IDS, via, sleep, createOn, drainNode, undrainNode, waitNodeState, where, nodeURL, nodeFetch, clusterSecret
+} from '../../test/cluster/helpers.mjs'
 
 const req = createRequire(new URL('../../test/cluster/package.json', import.meta.url))
 const { Sandbox } = await import(pathToFileURL(req.resolve('@e2b/code-interpreter')).href)
@@ -32,6 +35,21 @@ async function interp (node) {
   const r = await sbx.runCode('x = 41\nx', { timeoutMs: 120_000 })
   assert.equal(r.text, '41', JSON.stringify(r.error))
   return sbx
+}
+
+/** Waits until node says the upload of id is done (404: a binary whose pause uploads before it answers). */
+async function uploaded (node, id) {
+  for (let i = 0; i < 240; i++) {
+    const r = await nodeFetch(`${nodeURL(node)}/airlock/v1/internal/sandboxes/${id}/uploaded`, {
+      method: 'POST',
+      headers: { 'X-Airlock-Cluster-Secret': clusterSecret(), 'X-Airlock-Internal': '1', 'Content-Type': 'application/json' },
+      body: 'null',
+      timeoutMs: 70_000
+    })
+    if (r.status === 200 || r.status === 404) return
+    await sleep(500)
+  }
+  throw new Error(`the upload of ${id} on ${node} did not finish`)
 }
 
 async function check (sbx, from) {
@@ -57,7 +75,8 @@ for (let i = 0; i < N; i++) {
     let t = Date.now()
     assert.equal(await s1.betaPause({ requestTimeoutMs: 120_000 }), true)
     pauses.push(Date.now() - t)
-    await sleep(5_000)
+    await uploaded(A, s1.sandboxId)
+    await sleep(1_000)
     t = Date.now()
     const r1 = await Sandbox.connect(s1.sandboxId, { ...via(LB), requestTimeoutMs: 120_000 })
     resumes.push(Date.now() - t)
@@ -77,6 +96,5 @@ for (let i = 0; i < N; i++) {
   console.error(`# round ${i + 1}/${N} on ${A}: pause ${pauses.slice(-2).join(', ')} ms, resume elsewhere ${resumes.at(-1)} ms, at once ${atOnce.at(-1)} ms`)
 }
 const load = readFileSync('/proc/loadavg', 'utf8').split(' ')[0]
-let label = process.env.PAUSE_LABEL || 'airlock'
-try { label += ` (${execFileSync(label, ['version']).toString().trim().split('\n')[0]})` } catch {}
+const label = process.env.PAUSE_LABEL || 'airlock'
 console.log(`| ${label} | ${N} | ${pct(pauses, 50)} ms | ${pct(pauses, 99)} ms | ${pct(resumes, 50)} ms | ${pct(resumes, 99)} ms | ${pct(atOnce, 50)} ms | ${pct(atOnce, 99)} ms | ${load} |`)

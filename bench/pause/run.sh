@@ -27,7 +27,7 @@ BINS=("$@")
 s3pid=""
 cleanup() {
 	bash scripts/run-cluster.sh down --state "$STATE" --purge >/dev/null 2>&1 || true
-	[ -n "$s3pid" ] && kill "$s3pid" 2>/dev/null
+	[ -n "$s3pid" ] && kill "$s3pid" 2>/dev/null && wait "$s3pid" 2>/dev/null
 	rm -rf "$S3DIR"
 }
 trap cleanup EXIT
@@ -41,9 +41,8 @@ start_s3() {
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 	key=$(od -An -N10 -tx1 /dev/urandom | tr -d ' \n')
 	secret=$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
-	(cd / && ROOT_ACCESS_KEY_ID=$key ROOT_SECRET_ACCESS_KEY=$secret setsid "$bin" --port "127.0.0.1:$port" --region us-east-1 --quiet posix "$S3DIR/root" </dev/null >>"$S3DIR/server.log" 2>&1 &
-		echo $! >"$S3DIR/s3.pid")
-	s3pid=$(cat "$S3DIR/s3.pid")
+	(cd / && exec env ROOT_ACCESS_KEY_ID="$key" ROOT_SECRET_ACCESS_KEY="$secret" "$bin" --port "127.0.0.1:$port" --region us-east-1 --quiet posix "$S3DIR/root" </dev/null >>"$S3DIR/server.log" 2>&1) &
+	s3pid=$!
 	for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
 	curl -fsS -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" --user "$key:$secret" \
 		-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X PUT "http://127.0.0.1:$port/airlock-bench"
@@ -61,8 +60,7 @@ for bin in "${BINS[@]}"; do
 	(cd test/cluster && AIRLOCK_CLUSTER_STATE=$STATE PAUSE_LABEL=$bin node "$ROOT/bench/pause/pause.mjs") | tee -a "$out/rows"
 	cp -r "$STATE/logs" "$out/logs-$(basename "$(dirname "$bin")")-$(basename "$bin")" 2>/dev/null || true
 	bash scripts/run-cluster.sh down --state "$STATE" --purge >/dev/null 2>&1
-	kill "$s3pid" 2>/dev/null; s3pid=""
-	sleep 1
+	kill "$s3pid" 2>/dev/null; wait "$s3pid" 2>/dev/null; s3pid=""
 done
 echo
 echo "| binary | n | pause p50 | pause p99 | resume on another node p50 | p99 | pause→resume elsewhere at once p50 | p99 | load avg |"

@@ -354,6 +354,17 @@ func (m *Manager) leaveMovable(ctx context.Context) {
 	if m.mover() == nil {
 		return
 	}
+	// Uploads in progress first (bounded): a sandbox paused a moment ago is
+	// left to the store too once its image is there.
+	wctx, cancel := context.WithTimeout(ctx, leaveUploadWait)
+	for _, e := range m.liveList() {
+		if e.stillUploading() {
+			if err := e.awaitUpload(wctx); err != nil {
+				m.log.Warn("a paused sandbox's upload did not finish before the stop", "sandbox", e.rec.ID, "err", err)
+			}
+		}
+	}
+	cancel()
 	for _, e := range m.liveList() {
 		if !e.idleWithImage() || !m.unindex(e) {
 			continue
@@ -370,6 +381,9 @@ func (m *Manager) leaveMovable(ctx context.Context) {
 		m.log.Info("paused sandbox left to the artifact store", "sandbox", e.rec.ID)
 	}
 }
+
+// leaveUploadWait bounds how long leaveMovable waits for uploads.
+const leaveUploadWait = 30 * time.Second
 
 // DropMoved drops the paused sandboxes whose rows another node claimed
 // (adopted after a drain, or while this node was cut off). The node runs
