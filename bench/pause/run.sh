@@ -58,7 +58,9 @@ for bin in "${BINS[@]}"; do
 		--artifacts s3://airlock-bench/pause --node-args "--boot-snapshots=false --node-cpus 32" >"$out/up.log" 2>&1 ||
 		{ tail -n 30 "$out/up.log"; exit 1; }
 	(cd test/cluster && AIRLOCK_CLUSTER_STATE=$STATE PAUSE_LABEL=$bin node "$ROOT/bench/pause/pause.mjs") | tee -a "$out/rows"
-	cp -r "$STATE/logs" "$out/logs-$(basename "$(dirname "$bin")")-$(basename "$bin")" 2>/dev/null || true
+	logs="$out/logs-$(basename "$(dirname "$bin")")-$(basename "$bin")"
+	cp -r "$STATE/logs" "$logs" 2>/dev/null || true
+	node bench/pause/breakdown.mjs "$logs" "$bin" >>"$out/steps" || true
 	bash scripts/run-cluster.sh down --state "$STATE" --purge >/dev/null 2>&1
 	kill "$s3pid" 2>/dev/null; wait "$s3pid" 2>/dev/null; s3pid=""
 done
@@ -66,4 +68,7 @@ echo
 echo "| binary | n | pause p50 | pause p99 | resume on another node p50 | p99 | pause→resume elsewhere at once p50 | p99 | load avg |"
 echo "|---|---|---|---|---|---|---|---|---|"
 grep '^|' "$out/rows" | grep -v '^| binary' || true
+echo
+echo "Medians of the nodes' own timings (node logs):"
+cat "$out/steps" 2>/dev/null
 echo "(logs: $out)"

@@ -88,8 +88,9 @@ describe('a pause answers before its upload', { skip: !ARTIFACTS && 'the cluster
 
   it('a node killed before its upload finished: 503 naming the upload, nothing lost; restarted, it finishes the upload and the sandbox resumes elsewhere', { timeout: TEST_TIMEOUT * 2, skip: !s3Controllable() && 'the S3 server cannot be restarted from here (scripts/test.sh links cmd/s3)' }, async () => {
     const m = await prepare(t, C)
-    // 48 MiB that do not compress: the upload takes a while.
-    await m.sbx.commands.run('head -c 50331648 /dev/urandom > /home/user/big && sha256sum /home/user/big > /home/user/big.sum', { timeoutMs: 120_000 })
+    // 16 MiB that do not compress: the upload takes a while.
+    await m.sbx.commands.run('head -c 16777216 /dev/urandom > /home/user/big && sha256sum /home/user/big > /home/user/big.sum', { timeoutMs: 120_000 })
+    await assertKept(m, m.sbx) // (the counter still runs before the pause)
     assert.equal(await m.sbx.betaPause({ requestTimeoutMs: 120_000 }), true)
     await stopS3()
     let killed = false
