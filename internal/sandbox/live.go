@@ -52,6 +52,8 @@ type Live struct {
 	// gone is set when the sandbox left the index (killed, expired,
 	// stopped); it is never indexed again.
 	gone bool
+	// up is the background upload of its paused image, if any (upload.go).
+	up *upload
 }
 
 // newLive returns the not yet indexed sandbox of rec.
@@ -84,6 +86,9 @@ func (m *Manager) unindex(e *Live) bool {
 	delete(m.sandboxes, e.rec.ID)
 	e.gone = true
 	e.stopTimer()
+	if e.up != nil {
+		e.up.cancel()
+	}
 	return true
 }
 

@@ -223,6 +223,8 @@ type Manager struct {
 
 	// bg tracks timeout kills in flight so Close can wait for them.
 	bg sync.WaitGroup
+	// uploads are the background uploads of paused images (upload.go).
+	uploads uploaders
 	// dead remembers why sandboxes stopped on their own (watch.go).
 	dead tombstones
 	// snaps tracks named snapshots in use (snapshot.go).
@@ -379,6 +381,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		e.mu.Unlock()
 	}
 	m.mu.Unlock()
+	m.uploads.stop(ctx) // a restart starts them again
 	done := make(chan struct{})
 	go func() {
 		m.bg.Wait()

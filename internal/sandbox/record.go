@@ -58,11 +58,15 @@ type extra struct {
 	// checks before it adopts the sandbox (Manager.canResume).
 	ImageBuild string `json:"imageBuild,omitempty"`
 	AgentBlob  string `json:"agentBlob,omitempty"`
+	// Uploading: paused on this cluster node, its checkpoint durable here,
+	// its image not yet in the artifact store (upload.go); Image is set
+	// when it is. Also read by the api tier (cluster.Route.Uploading).
+	Uploading bool `json:"uploading,omitempty"`
 }
 
 func encodeExtra(x extra) string {
 	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" && !x.DiskOnly && !x.PauseDiskOnly &&
-		x.Image == "" && !x.Evacuated && x.MaskRequestHost == "" {
+		x.Image == "" && !x.Evacuated && x.MaskRequestHost == "" && !x.Uploading {
 		return ""
 	}
 	b, _ := json.Marshal(x)
