@@ -468,8 +468,12 @@ type lineWriter struct {
 	closed  bool        // after close no flush may touch w
 }
 
-// flushDelay bounds how long a written line waits to be flushed.
-const flushDelay = 2 * time.Millisecond
+// flushDelay bounds how long a written line waits to be flushed, and
+// headerDelay how long the status line waits for the first lines.
+const (
+	flushDelay  = 2 * time.Millisecond
+	headerDelay = 25 * time.Millisecond
+)
 
 func (lw *lineWriter) write(v any) {
 	b, err := json.Marshal(v)
@@ -598,9 +602,9 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, e *entry, req e
 	lw := &lineWriter{w: w, last: time.Now()}
 	lw.flusher, _ = w.(http.Flusher)
 	if lw.flusher != nil {
-		// The status line goes out within flushDelay, with the first
-		// records when the cell is quick.
-		lw.timer = time.AfterFunc(flushDelay, lw.flush)
+		// The status line goes out within headerDelay, with the
+		// records when the cell is quick (one segment in all).
+		lw.timer = time.AfterFunc(headerDelay, lw.flush)
 	}
 	stopKA := make(chan struct{})
 	kaDone := make(chan struct{})
