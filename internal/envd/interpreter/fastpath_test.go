@@ -3,7 +3,9 @@
 package interpreter
 
 import (
+	"bufio"
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +87,33 @@ func TestFastChannel(t *testing.T) {
 	})
 	if err != nil || first == 0 || first > time.Second {
 		t.Fatalf("first stdout after %v (err %v); want it before the cell's 1.5 s sleep ends", first, err)
+	}
+}
+
+// The status line of /execute waits for the first records (headerDelay),
+// but a record never waits longer than flushDelay: the first stdout of a
+// slow cell reaches the client before the cell ends.
+func TestExecuteStreamsFirstRecordPromptly(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel")
+	_, ts := newTestServer(t)
+	run(t, ts.URL, rec{"code": "1"})
+	start := time.Now()
+	resp, err := http.Post(ts.URL+"/execute", "application/json", strings.NewReader(`{"code":"import time\nprint('early', flush=True)\ntime.sleep(2)"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended without stdout: %v", err)
+		}
+		if strings.Contains(line, `"early`) {
+			break
+		}
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Fatalf("first stdout line after %v; want it well before the cell's 2 s sleep ends", d)
 	}
 }

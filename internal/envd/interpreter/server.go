@@ -465,6 +465,7 @@ type lineWriter struct {
 	last    time.Time
 	failed  bool
 	timer   *time.Timer // pending flush, nil when none
+	header  bool        // timer is the status line's (headerDelay)
 	closed  bool        // after close no flush may touch w
 }
 
@@ -489,8 +490,14 @@ func (lw *lineWriter) write(v any) {
 		lw.failed = true
 		return
 	}
-	if lw.flusher != nil && lw.timer == nil {
+	switch {
+	case lw.flusher == nil:
+	case lw.timer == nil:
 		lw.timer = time.AfterFunc(flushDelay, lw.flush)
+	case lw.header:
+		// A line is waiting now: flushDelay, not headerDelay.
+		lw.header = false
+		lw.timer.Reset(flushDelay)
 	}
 	lw.last = time.Now()
 }
@@ -498,7 +505,7 @@ func (lw *lineWriter) write(v any) {
 func (lw *lineWriter) flush() {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	lw.timer = nil
+	lw.timer, lw.header = nil, false
 	if !lw.closed && !lw.failed {
 		lw.flusher.Flush()
 	}
@@ -604,7 +611,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, e *entry, req e
 	if lw.flusher != nil {
 		// The status line goes out within headerDelay, with the
 		// records when the cell is quick (one segment in all).
-		lw.timer = time.AfterFunc(headerDelay, lw.flush)
+		lw.timer, lw.header = time.AfterFunc(headerDelay, lw.flush), true
 	}
 	stopKA := make(chan struct{})
 	kaDone := make(chan struct{})
