@@ -53,6 +53,7 @@ type config struct {
 	keep     bool
 	rtt      int
 	maxFail  int
+	daemon   int
 }
 
 func main() {
@@ -68,6 +69,7 @@ func main() {
 	flag.StringVar(&c.platform, "platform", "systrap", "runsc platform for the baseline")
 	flag.BoolVar(&c.keep, "keep", false, "leave the sandboxes running")
 	flag.IntVar(&c.rtt, "rtt", 20, "command round trips (`true`) timed on the first sandbox while it is alone, and again on sandboxes spread over the set once all are alive")
+	flag.IntVar(&c.daemon, "daemon-pid", 0, "pid of the daemon, whose own CPU (and its reaped children's: runsc events, runsc kill) is shared out per sandbox (0: the `airlock serve` process listening on the URL's port)")
 	flag.IntVar(&c.maxFail, "max-failures", 5, "failed creates tolerated (counted and printed) before the run stops")
 	flag.Parse()
 	if err := run(c); err != nil {
@@ -83,6 +85,9 @@ func run(c config) error {
 	}
 	ctx := context.Background()
 	memBefore := memAvailable()
+	if c.daemon == 0 {
+		c.daemon = findDaemon(cl.BaseURL())
+	}
 
 	var base *baseline
 	if c.baseline > 0 {
@@ -151,7 +156,9 @@ func run(c config) error {
 		if base != nil {
 			groups = append(groups, group{name: "bare runsc, busybox sh", ids: base.ids})
 		}
+		d0 := daemonTicks(c.daemon)
 		measure(groups, c.window)
+		dt := daemonTicks(c.daemon) - d0
 		fmt.Printf("\nround %d of %d, window %v, %s\n", r+1, c.rounds, c.window, time.Now().UTC().Format(time.RFC3339))
 		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "what\tn\tCPU % of a core p50\tp99\tmean\tPSS MiB p50\tp99")
@@ -168,6 +175,10 @@ func run(c config) error {
 				ratio = fmt.Sprintf("%.1f×", a/b)
 			}
 			fmt.Fprintf(tw, "ratio airlock / bare (mean CPU)\t\t%s\t\t\t\t\n", ratio)
+		}
+		if c.daemon > 0 && len(ids) > 0 {
+			pct := float64(dt) / clkTck / c.window.Seconds() * 100
+			fmt.Fprintf(tw, "the daemon (pid %d) and its reaped children, per sandbox\t\t%.3f\t\t(%.2f in all)\t\t\n", c.daemon, pct/float64(len(ids)), pct)
 		}
 		tw.Flush()
 	}
@@ -293,6 +304,46 @@ func spread(sbs []*airlock.Sandbox, k int) []*airlock.Sandbox {
 		out = append(out, sbs[i*len(sbs)/k])
 	}
 	return out
+}
+
+// findDaemon is the pid of the `airlock serve` process whose --listen
+// address has the port of url (0 if none).
+func findDaemon(url string) int {
+	i := strings.LastIndexByte(url, ':')
+	if i < 0 {
+		return 0
+	}
+	port := strings.TrimRight(url[i+1:], "/")
+	for _, p := range allProcs() {
+		for j, a := range p.args {
+			if (a == "--listen" || a == "-listen") && j+1 < len(p.args) && strings.HasSuffix(p.args[j+1], ":"+port) && slices.Contains(p.args, "serve") {
+				return p.pid
+			}
+		}
+	}
+	return 0
+}
+
+// daemonTicks is utime+stime+cutime+cstime of pid: its own CPU and that of
+// the children it reaped (fields 14-17 of /proc/<pid>/stat).
+func daemonTicks(pid int) uint64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := statFields(b)
+	if len(f) < 15 {
+		return 0
+	}
+	var sum uint64
+	for _, i := range []int{11, 12, 13, 14} {
+		v, _ := strconv.ParseUint(f[i], 10, 64)
+		sum += v
+	}
+	return sum
 }
 
 // hostContext says what else the host runs: its load average, and the

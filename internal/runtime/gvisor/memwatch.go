@@ -61,6 +61,7 @@ func (w *memWatch) close() { w.once.Do(func() { close(w.stop) }) }
 // (runsc --ignore-cgroups) there is no host limit to protect and nothing
 // is watched.
 func (r *Runtime) watchMemory(id string) {
+	r.memo.forget(id) // a new start or restore: no earlier sample holds
 	w := &memWatch{stop: make(chan struct{})}
 	r.mu.Lock()
 	if r.watches == nil {
@@ -101,6 +102,7 @@ func (r *Runtime) ensureWatched(id string) {
 
 // unwatchMemory stops the watcher of id, if any.
 func (r *Runtime) unwatchMemory(id string) {
+	r.memo.forget(id)
 	r.mu.Lock()
 	w := r.watches[id]
 	delete(r.watches, id)
