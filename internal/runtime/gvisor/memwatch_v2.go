@@ -146,67 +146,124 @@ type fileEvent struct {
 
 // watchModified reports the file-modified events of path (inotify, which
 // kernfs raises for cgroup files that notify, like memory.events and
-// cgroup.events) until close is called or the file is gone. Reads wait in
-// Go's poller: no thread is held per watcher.
+// cgroup.events) until close is called or the file is gone. All watchers
+// share one inotify instance (a host allows 128 per user by default,
+// fs.inotify.max_user_instances; watches are plentiful), read in Go's
+// poller: no thread is held per watcher.
 func watchModified(path string) (<-chan fileEvent, func(), error) {
-	ifd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		return nil, nil, fmt.Errorf("inotify: %w", err)
+	return inotifyWatches.add(path)
+}
+
+// inotifyWatches is the process's shared inotify instance.
+var inotifyWatches = &inotifyHub{}
+
+// inotifyHub dispatches the events of one inotify instance by watch.
+type inotifyHub struct {
+	// mu guards the fields below. The instance is made at the first add
+	// and kept for the life of the process.
+	mu   sync.Mutex
+	file *os.File
+	fd   int
+	subs map[int32]*inotifySub
+}
+
+// inotifySub is one watch's subscriber.
+type inotifySub struct {
+	c    chan fileEvent
+	done chan struct{}
+}
+
+func (h *inotifyHub) add(path string) (<-chan fileEvent, func(), error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.file == nil {
+		fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+		if err != nil {
+			return nil, nil, fmt.Errorf("inotify: %w", err)
+		}
+		h.fd, h.file, h.subs = fd, os.NewFile(uintptr(fd), "inotify"), map[int32]*inotifySub{}
+		go h.read()
 	}
-	in := os.NewFile(uintptr(ifd), "inotify:"+path)
 	// IN_IGNORED comes by itself when the file (the cgroup) is removed.
-	if _, err := unix.InotifyAddWatch(ifd, path, unix.IN_MODIFY); err != nil {
-		in.Close()
+	wd, err := unix.InotifyAddWatch(h.fd, path, unix.IN_MODIFY)
+	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil, nil, fmt.Errorf("watching %s: %w", path, os.ErrNotExist)
 		}
 		return nil, nil, fmt.Errorf("watching %s: %w", path, err)
 	}
-	done := make(chan struct{})
-	c := make(chan fileEvent, 1)
-	send := func(e fileEvent) bool {
-		select {
-		case c <- e:
-			return true
-		case <-done:
-			return false
-		}
-	}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := in.Read(buf)
-			if err != nil {
-				select {
-				case <-done:
-				default:
-					send(fileEvent{err: err})
-				}
-				return
-			}
-			var e fileEvent
-			for off := 0; off+unix.SizeofInotifyEvent <= n; {
-				ie := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-				if ie.Mask&unix.IN_MODIFY != 0 {
-					e.modified = true
-				}
-				if ie.Mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF) != 0 {
-					e.gone = true
-				}
-				off += unix.SizeofInotifyEvent + int(ie.Len)
-			}
-			if !send(e) || e.gone {
-				return
-			}
-		}
-	}()
+	sub := &inotifySub{c: make(chan fileEvent, 1), done: make(chan struct{})}
+	h.subs[int32(wd)] = sub
 	var once sync.Once
-	return c, func() {
+	return sub.c, func() {
 		once.Do(func() {
-			close(done)
-			in.Close() // ends the pending Read
+			close(sub.done)
+			h.mu.Lock()
+			if h.subs[int32(wd)] == sub {
+				delete(h.subs, int32(wd))
+				_, _ = unix.InotifyRmWatch(h.fd, uint32(wd))
+			}
+			h.mu.Unlock()
 		})
 	}, nil
+}
+
+// read dispatches events. A subscriber that has not taken its last event
+// has it merged with the next (the channel holds one): a watcher only needs
+// to know that something changed since it last looked.
+func (h *inotifyHub) read() {
+	buf := make([]byte, 64*1024)
+	for {
+		n, err := h.file.Read(buf)
+		if err != nil {
+			h.mu.Lock()
+			for wd, sub := range h.subs {
+				deliver(sub, fileEvent{err: err})
+				delete(h.subs, wd)
+			}
+			h.file = nil
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Lock()
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ie := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			off += unix.SizeofInotifyEvent + int(ie.Len)
+			sub := h.subs[ie.Wd]
+			if sub == nil {
+				continue
+			}
+			e := fileEvent{modified: ie.Mask&unix.IN_MODIFY != 0, gone: ie.Mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF) != 0}
+			deliver(sub, e)
+			if e.gone {
+				delete(h.subs, ie.Wd)
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+// deliver hands e to sub without blocking the hub, merged with an event
+// not yet taken.
+func deliver(sub *inotifySub, e fileEvent) {
+	for {
+		select {
+		case <-sub.done:
+			return
+		case sub.c <- e:
+			return
+		default:
+		}
+		select {
+		case old := <-sub.c:
+			e.modified = e.modified || old.modified
+			e.gone = e.gone || old.gone
+			if e.err == nil {
+				e.err = old.err
+			}
+		default:
+		}
+	}
 }
 
 // setHigh writes the tripwire v (bytes, rounded down to a page by the

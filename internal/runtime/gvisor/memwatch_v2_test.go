@@ -223,3 +223,43 @@ func TestWatchModifiedKernfs(t *testing.T) {
 		t.Fatal("no notification after cgroup.events changed (populated 0 → 1)")
 	}
 }
+
+// Watchers share one inotify instance: more of them than a host's default
+// inotify instances per user (128), each told only of its own file.
+func TestWatchModifiedManyShareOneInstance(t *testing.T) {
+	dir := t.TempDir()
+	const n = 200
+	chans := make([]<-chan fileEvent, n)
+	for i := range chans {
+		p := filepath.Join(dir, fmt.Sprintf("f%d", i))
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, closeW, err := watchModified(p)
+		if err != nil {
+			t.Fatalf("watcher %d: %v", i, err)
+		}
+		defer closeW()
+		chans[i] = c
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f150"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-chans[150]:
+		if !e.modified {
+			t.Fatalf("event %+v, want a modification", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event for the modified file")
+	}
+	for i, c := range chans {
+		select {
+		case e := <-c:
+			if i != 150 {
+				t.Fatalf("watcher %d got %+v for another file", i, e)
+			}
+		default:
+		}
+	}
+}
