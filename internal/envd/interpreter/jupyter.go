@@ -553,7 +553,16 @@ def _no_pipe(self, socket, pipe=False):
 _io.IOPubThread.__init__ = _no_pipe
 import os, sys
 _hooks = os.environ.pop("AIRLOCK_DISPLAY_HOOKS", "")
+# ipykernel imports debugpy for the Jupyter debugger protocol, which E2B does
+# not use: ~12 MiB of every sandbox's memory. Hidden while ipykernel loads
+# (it then reports no debugger), importable by the user's code afterwards.
+_dbg = sys.modules.get("debugpy", False)
+sys.modules["debugpy"] = None
 from ipykernel import kernelapp
+if _dbg is False:
+    del sys.modules["debugpy"]
+else:
+    sys.modules["debugpy"] = _dbg
 _app = kernelapp.IPKernelApp.instance()
 _app.initialize()
 if _hooks:
