@@ -474,7 +474,7 @@ func (e env) uploadLink(t *testing.T, templateID, hash string) string {
 		URL     string `json:"url"`
 	}
 	r.json(t, &link)
-	if r.status != http.StatusOK || link.Present || link.URL == "" {
+	if r.status != http.StatusCreated || link.Present || link.URL == "" {
 		t.Fatalf("upload link: %d %s", r.status, r.body)
 	}
 	return link.URL
