@@ -225,6 +225,10 @@ type Manager struct {
 	boot bootState
 	// pool holds restored, unclaimed sandboxes (pool.go).
 	pool poolState
+	// teardowns finishes kills in the background; creates counts the
+	// creates in progress, to which they yield (teardown.go).
+	teardowns teardownState
+	creates   createCounter
 
 	// mu guards sandboxes, slots and closed (the index), not the sandboxes'
 	// fields: each Live has its own mu, taken after this one (live.go).
@@ -380,13 +384,16 @@ func (m *Manager) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		m.stopTeardowns() // what is left stays in the journal (teardown.go)
 		return nil
 	case <-ctx.Done():
+		m.stopTeardowns()
 		return fmt.Errorf("waiting for sandbox kills in progress: %w", ctx.Err())
 	}
 }
 
-// KillAll kills every live sandbox.
+// KillAll kills every live sandbox and waits (bounded by ctx) for their
+// teardowns.
 func (m *Manager) KillAll(ctx context.Context) error {
 	var errs []error
 	m.leaveMovable(ctx)
@@ -394,6 +401,9 @@ func (m *Manager) KillAll(ctx context.Context) error {
 		if err := m.Kill(ctx, sb.ID); err != nil && !IsNotFound(err) {
 			errs = append(errs, err)
 		}
+	}
+	if err := m.WaitTeardowns(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
