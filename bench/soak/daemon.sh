@@ -22,7 +22,16 @@ LOG=$DATA_DIR.soak.log
 "$BIN" serve --listen "$LISTEN" --data-dir "$DATA_DIR" --api-key "$KEY" --net-prefix "$NET_PREFIX" \
 	--subnet "$SUBNET" --warm-pool code-interpreter-v1=0 ${SERVE_ARGS:-} >"$LOG" 2>&1 &
 PID=$!
+# killall kills every sandbox the daemon lists (leftovers of an earlier run
+# that it re-attached, or of this one).
+killall() {
+	local id
+	for id in $(curl -fsS -H "X-API-Key: $KEY" "http://$LISTEN/sandboxes" 2>/dev/null | grep -oE '"sandboxID":"[^"]+"' | cut -d'"' -f4); do
+		curl -fsS -o /dev/null -X DELETE -H "X-API-Key: $KEY" "http://$LISTEN/sandboxes/$id" || true
+	done
+}
 stop() {
+	killall
 	kill -TERM "$PID" 2>/dev/null || true
 	wait "$PID" 2>/dev/null || true
 }
@@ -32,5 +41,12 @@ for _ in $(seq 1 1200); do
 	kill -0 "$PID" 2>/dev/null || { echo "daemon exited; see $LOG" >&2; exit 1; }
 	sleep 1
 done
+# Creates restore the boot snapshot only once it is ready.
+for _ in $(seq 1 1200); do
+	grep -q 'boot snapshot ready.*template=code-interpreter-v1' "$LOG" && break
+	grep -q 'no boot snapshot.*template=code-interpreter-v1' "$LOG" && { echo "no boot snapshot; see $LOG" >&2; exit 1; }
+	sleep 1
+done
+killall
 echo "daemon $PID ($BIN) up on $LISTEN"
 AIRLOCK_URL=http://$LISTEN AIRLOCK_API_KEY=$KEY go run ./bench/soak -pid "$PID" "$@"

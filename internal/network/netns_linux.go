@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/mountinfo"
 )
 
 // Named network namespaces are nsfs bind mounts on files in NetNSDir.
@@ -196,29 +198,10 @@ func readMountInfo() ([]mountInfo, error) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		out = append(out, mountInfo{id: id, parent: parent, mountPoint: unescapeMount(fields[4])})
+		out = append(out, mountInfo{id: id, parent: parent, mountPoint: mountinfo.Unescape(fields[4])})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading mounts: %w", err)
 	}
 	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space…).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

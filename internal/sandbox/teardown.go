@@ -155,14 +155,17 @@ func (m *Manager) readJournal() map[string]pendingTeardown {
 // is gone for clients when it returns nil.
 func (m *Manager) killNow(ctx context.Context, id string, slot int, dir, image string) error {
 	t := pendingTeardown{ID: id, Slot: slot, Dir: dir}
+	t0 := time.Now()
 	if err := m.writeJournal(t); err != nil {
 		// Without a journal a crash would lose the teardown: do it all now.
 		m.log.Warn("teardown journal unavailable; killing synchronously", "sandbox", id, "err", err)
 		return m.releaseImage(ctx, id, slot, dir, image)
 	}
+	t1 := time.Now()
 	if err := m.stopAndCut(ctx, id, slot, dir); err != nil {
 		return fmt.Errorf("killing sandbox %s: %w", id, err)
 	}
+	t2 := time.Now()
 	err := m.cfg.Store.DeleteSandbox(ctx, id)
 	switch {
 	case err == nil && image != "":
@@ -176,6 +179,8 @@ func (m *Manager) killNow(ctx context.Context, id string, slot int, dir, image s
 	}
 	m.observer().Removed(id)
 	m.queueTeardown(t)
+	m.log.Debug("sandbox stopped and cut off", "sandbox", id, "journal", t1.Sub(t0), "stop_cut", t2.Sub(t1),
+		"row", time.Since(t2))
 	return nil
 }
 
@@ -183,7 +188,10 @@ func (m *Manager) killNow(ctx context.Context, id string, slot int, dir, image s
 // or network that cannot do that quickly does its whole part now (Destroy,
 // Teardown), which the background teardown then finds done.
 func (m *Manager) stopAndCut(ctx context.Context, id string, slot int, dir string) error {
+	var stopped time.Time
 	var errs []error
+	t0 := time.Now()
+	defer func() { m.log.Debug("stop and cut", "sandbox", id, "stop", stopped.Sub(t0), "cut", time.Since(stopped)) }()
 	if st := m.caps.Stopper; st != nil {
 		if err := st.Stop(ctx, id, dir); err != nil {
 			m.log.Warn("fast stop failed; destroying now", "sandbox", id, "err", err)
@@ -194,6 +202,7 @@ func (m *Manager) stopAndCut(ctx context.Context, id string, slot int, dir strin
 	} else if err := m.cfg.Runtime.Destroy(ctx, id, dir); err != nil {
 		errs = append(errs, fmt.Errorf("destroying runtime sandbox: %w", err))
 	}
+	stopped = time.Now()
 	cutter, ok := m.cfg.Network.(interface {
 		Cut(ctx context.Context, id string, slot int) error
 	})

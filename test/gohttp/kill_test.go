@@ -11,6 +11,7 @@ package gohttp
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,20 +21,44 @@ import (
 	"time"
 )
 
-// guestAddr reads the sandbox's guest address from inside its namespace.
+// guestAddr finds the sandbox's guest address: the host veth whose peer is
+// in the sandbox's namespace holds the first address of the sandbox's /30,
+// the guest the next one (inside, gVisor's netstack owns eth0 and the
+// namespace shows no address).
 func guestAddr(t *testing.T, id string) string {
 	t.Helper()
-	out, err := exec.Command("ip", "-n", netnsPrefix()+id, "-4", "-o", "addr", "show", "dev", "eth0").Output()
+	out, err := exec.Command("ip", "-o", "link", "show").Output()
 	if err != nil {
-		t.Fatalf("reading the guest address of %s: %v", id, err)
+		t.Fatal(err)
 	}
-	for _, f := range strings.Fields(string(out)) {
-		if ip, _, ok := strings.Cut(f, "/"); ok && net.ParseIP(ip) != nil {
-			return ip
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.Contains(line, " link-netns "+netnsPrefix()+id) {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		ifname, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		addr, err := exec.Command("ip", "-4", "-o", "addr", "show", "dev", ifname).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range strings.Fields(string(addr)) {
+			if p, err := netip.ParsePrefix(w); err == nil {
+				return p.Addr().Next().String()
+			}
 		}
 	}
-	t.Fatalf("no IPv4 address in %q", out)
+	t.Fatalf("no host veth with its peer in %s", netnsPrefix()+id)
 	return ""
+}
+
+// sandboxProcesses counts the host processes of sandbox id: its Sentry
+// (and systrap stubs) and gofer, not a runsc command about it.
+func sandboxProcesses(id string) int {
+	out, _ := exec.Command("pgrep", "-f", "^runsc-(sandbox|gofer) .*"+id).Output()
+	return len(strings.Fields(string(out)))
 }
 
 // killTimed deletes sandbox id and returns the status and how long it took.
@@ -100,7 +125,7 @@ func TestKillAnswersOnceUnreachable(t *testing.T) {
 	t.Logf("kill answered in %v", took)
 	// Right when the kill answered: no process of the sandbox runs, and
 	// nothing answers on its address.
-	if n := runscProcesses(s.SandboxID); n > 0 {
+	if n := sandboxProcesses(s.SandboxID); n > 0 {
 		out, _ := exec.Command("pgrep", "-af", "runsc.*"+s.SandboxID).Output()
 		t.Errorf("%d runsc processes of the sandbox still alive when the kill answered: %s", n, out)
 	}
@@ -208,7 +233,7 @@ func TestKillTeardownFinishedAfterDaemonSIGKILL(t *testing.T) {
 	}
 	t.Logf("kill answered in %v", took)
 	e.requireGone(t, s.SandboxID)
-	if n := runscProcesses(s.SandboxID); n > 0 {
+	if n := sandboxProcesses(s.SandboxID); n > 0 {
 		t.Errorf("%d runsc processes of the sandbox alive after the kill", n)
 	}
 	// The teardown is stuck on the pinned file: the directory stays.
