@@ -191,7 +191,9 @@ func (m *Manager) stopAndCut(ctx context.Context, id string, slot int, dir strin
 	var stopped time.Time
 	var errs []error
 	t0 := time.Now()
-	defer func() { m.log.Debug("stop and cut", "sandbox", id, "stop", stopped.Sub(t0), "cut", time.Since(stopped)) }()
+	defer func() {
+		m.log.Debug("stop and cut", "sandbox", id, "stop", stopped.Sub(t0), "cut", time.Since(stopped))
+	}()
 	if st := m.caps.Stopper; st != nil {
 		if err := st.Stop(ctx, id, dir); err != nil {
 			m.log.Warn("fast stop failed; destroying now", "sandbox", id, "err", err)
