@@ -161,63 +161,92 @@ func (m *Manager) killNow(ctx context.Context, id string, slot int, dir, image s
 		m.log.Warn("teardown journal unavailable; killing synchronously", "sandbox", id, "err", err)
 		return m.releaseImage(ctx, id, slot, dir, image)
 	}
+	// The row goes while the sandbox is stopped: a crash in between leaves
+	// the journal entry, from which the next start finishes the kill.
 	t1 := time.Now()
-	if err := m.stopAndCut(ctx, id, slot, dir); err != nil {
-		return fmt.Errorf("killing sandbox %s: %w", id, err)
-	}
-	t2 := time.Now()
-	err := m.cfg.Store.DeleteSandbox(ctx, id)
+	var rowErr error
+	var rowTook time.Duration
+	rowDone := make(chan struct{})
+	go func() {
+		defer close(rowDone)
+		rowErr = m.cfg.Store.DeleteSandbox(ctx, id)
+		rowTook = time.Since(t1)
+	}()
+	stopErr := m.stopAndCut(ctx, id, slot, dir)
+	<-rowDone
 	switch {
-	case err == nil && image != "":
+	case rowErr == nil && image != "":
 		t.Image = image
 		if jerr := m.writeJournal(t); jerr != nil {
 			m.log.Warn("recording the image to drop", "sandbox", id, "err", jerr)
 		}
-	case err != nil && !errors.Is(err, store.ErrNotFound):
+	case rowErr != nil && !errors.Is(rowErr, store.ErrNotFound):
 		// The journal finishes it; the row goes at the next start.
-		m.log.Warn("deleting sandbox row", "sandbox", id, "err", err)
+		m.log.Warn("deleting sandbox row", "sandbox", id, "err", rowErr)
 	}
 	m.observer().Removed(id)
-	m.queueTeardown(t)
-	m.log.Debug("sandbox stopped and cut off", "sandbox", id, "journal", t1.Sub(t0), "stop_cut", t2.Sub(t1),
-		"row", time.Since(t2))
+	m.queueTeardown(t) // also retries what stopAndCut failed to do
+	if stopErr != nil {
+		return fmt.Errorf("killing sandbox %s: %w", id, stopErr)
+	}
+	m.log.Debug("sandbox stopped and cut off", "sandbox", id, "journal", t1.Sub(t0), "row", rowTook,
+		"total", time.Since(t0))
 	return nil
 }
 
-// stopAndCut stops the sandbox's processes and cuts its network. A runtime
-// or network that cannot do that quickly does its whole part now (Destroy,
-// Teardown), which the background teardown then finds done.
+// netCutter is implemented by networks that can cut a sandbox off at once
+// (network.Manager.Cut) and remove the rest later.
+type netCutter interface {
+	Cut(ctx context.Context, id string, slot int) error
+}
+
+// stopAndCut stops the sandbox's processes and cuts its network, both at
+// once when the runtime and the network can do it quickly (Stop, Cut). A
+// runtime or network that cannot does its whole part now (Destroy, then
+// Teardown: a microVM's TAP lives in the namespace), which the background
+// teardown then finds done.
 func (m *Manager) stopAndCut(ctx context.Context, id string, slot int, dir string) error {
-	var stopped time.Time
-	var errs []error
 	t0 := time.Now()
-	defer func() {
-		m.log.Debug("stop and cut", "sandbox", id, "stop", stopped.Sub(t0), "cut", time.Since(stopped))
-	}()
-	if st := m.caps.Stopper; st != nil {
-		if err := st.Stop(ctx, id, dir); err != nil {
-			m.log.Warn("fast stop failed; destroying now", "sandbox", id, "err", err)
-			if err := m.cfg.Runtime.Destroy(ctx, id, dir); err != nil {
-				errs = append(errs, fmt.Errorf("destroying runtime sandbox: %w", err))
+	st := m.caps.Stopper
+	cutter, canCut := m.cfg.Network.(netCutter)
+	if st != nil && (canCut || slot < 0) { // slot < 0: no network to cut
+
+		var cutErr error
+		var cutTook time.Duration
+		cutDone := make(chan struct{})
+		go func() {
+			defer close(cutDone)
+			if slot >= 0 {
+				cutErr = cutter.Cut(ctx, id, slot)
 			}
+			cutTook = time.Since(t0)
+		}()
+		stopErr := st.Stop(ctx, id, dir)
+		stopTook := time.Since(t0)
+		if stopErr != nil {
+			m.log.Warn("fast stop failed; destroying now", "sandbox", id, "err", stopErr)
+			stopErr = m.cfg.Runtime.Destroy(ctx, id, dir)
 		}
-	} else if err := m.cfg.Runtime.Destroy(ctx, id, dir); err != nil {
-		errs = append(errs, fmt.Errorf("destroying runtime sandbox: %w", err))
+		<-cutDone
+		m.log.Debug("stop and cut", "sandbox", id, "stop", stopTook, "cut", cutTook)
+		var errs []error
+		if stopErr != nil {
+			errs = append(errs, fmt.Errorf("destroying runtime sandbox: %w", stopErr))
+		}
+		if cutErr != nil {
+			errs = append(errs, fmt.Errorf("cutting network: %w", cutErr))
+		}
+		return errors.Join(errs...)
 	}
-	stopped = time.Now()
-	cutter, ok := m.cfg.Network.(interface {
-		Cut(ctx context.Context, id string, slot int) error
-	})
-	if ok && slot >= 0 {
-		if err := cutter.Cut(ctx, id, slot); err != nil {
-			errs = append(errs, fmt.Errorf("cutting network: %w", err))
-		}
-	} else if err := m.cfg.Network.Teardown(ctx, id, slot); err != nil {
-		// Not fatal for the kill: the runtime is stopped, so nothing
-		// answers on the address; the background teardown retries.
+	if err := m.cfg.Runtime.Destroy(ctx, id, dir); err != nil {
+		return fmt.Errorf("destroying runtime sandbox: %w", err)
+	}
+	if err := m.cfg.Network.Teardown(ctx, id, slot); err != nil {
+		// Not fatal for the kill: the runtime is gone, so nothing answers
+		// on the address; the background teardown retries.
 		m.log.Warn("tearing down network", "sandbox", id, "err", err)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // queueTeardown hands t to the teardown workers.

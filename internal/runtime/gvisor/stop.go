@@ -8,8 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
@@ -49,7 +50,7 @@ func (r *Runtime) Stop(ctx context.Context, id, _ string) error {
 			return nil
 		}
 		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			killInCgroup(pid, r.cgroupsPath(id))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("stopping sandbox %s: %d processes still in its cgroup %v after SIGKILL", id, len(pids), stopWait)
@@ -60,6 +61,34 @@ func (r *Runtime) Stop(ctx context.Context, id, _ string) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// killInCgroup SIGKILLs pid if it is (still) in cgroup cg: the pid is
+// pinned with a pidfd first, so a pid that exited meanwhile and was reused
+// by an unrelated process (pid_max may be 32768) is never signalled.
+func killInCgroup(pid int, cg string) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // gone
+	}
+	defer unix.Close(fd)
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil || !inCgroup(string(data), cg) {
+		return
+	}
+	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+}
+
+// inCgroup reports whether a /proc/<pid>/cgroup listing puts the process
+// in cg (under any hierarchy).
+func inCgroup(listing, cg string) bool {
+	for _, line := range strings.Split(listing, "\n") {
+		// hierarchy-ID:controllers:path
+		if parts := strings.SplitN(line, ":", 3); len(parts) == 3 && parts[2] == cg {
+			return true
+		}
+	}
+	return false
 }
 
 // cgroupProcsFile is the cgroup.procs of the sandbox's cgroup (the pids
