@@ -365,7 +365,8 @@ func (m *Manager) CheckTimeout(d time.Duration) error {
 }
 
 // Close stops all timers, refuses new sandboxes and waits (bounded by ctx)
-// for timeout kills already in progress. Running sandboxes are left alone
+// for timeout kills already in progress and for kills' background
+// teardowns. Running sandboxes are left alone
 // (they are re-attached by Restore on the next start); call KillAll first to
 // destroy them.
 func (m *Manager) Close(ctx context.Context) error {
@@ -384,12 +385,19 @@ func (m *Manager) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		m.stopTeardowns() // what is left stays in the journal (teardown.go)
-		return nil
 	case <-ctx.Done():
 		m.stopTeardowns()
 		return fmt.Errorf("waiting for sandbox kills in progress: %w", ctx.Err())
 	}
+	// Kills' background teardowns finish within ctx (and closeTeardownWait);
+	// what is left stays in the journal for the next start (teardown.go).
+	wctx, cancel := context.WithTimeout(ctx, closeTeardownWait)
+	defer cancel()
+	if err := m.WaitTeardowns(wctx); err != nil {
+		m.log.Info("leaving teardowns for the next start", "err", err)
+	}
+	m.stopTeardowns()
+	return nil
 }
 
 // KillAll kills every live sandbox and waits (bounded by ctx) for their

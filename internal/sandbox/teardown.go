@@ -47,6 +47,8 @@ const (
 	// teardownRetryMax caps the backoff between attempts of a teardown
 	// that keeps failing.
 	teardownRetryMax = time.Minute
+	// closeTeardownWait bounds how long Close waits for teardowns.
+	closeTeardownWait = 10 * time.Second
 	// teardownDirName is the journal's directory in the data dir.
 	teardownDirName = "teardown"
 )

@@ -84,7 +84,7 @@ func TestKillAnswersWhileNetworkBusy(t *testing.T) {
 	if len(journal(t, env.DataDir)) != 1 {
 		t.Errorf("journal %v, want the pending teardown", journal(t, env.DataDir))
 	}
-	busy.setBusy(false) // the last user lets go
+	busy.setBusy(false) // the last user lets go (before the env's Close)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
 	if err := env.Manager.WaitTeardowns(ctx2); err != nil {
@@ -110,7 +110,9 @@ func TestKillTeardownFinishedAtNextStart(t *testing.T) {
 	if err := env.Manager.Kill(context.Background(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Manager.Close(context.Background()); err != nil {
+	cctx, ccancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer ccancel()
+	if err := env.Manager.Close(cctx); err != nil { // the teardown cannot finish: Close leaves it
 		t.Fatal(err)
 	}
 	if len(journal(t, env.DataDir)) != 1 {
