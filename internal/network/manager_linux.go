@@ -72,6 +72,9 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
+	if err := ensureNetNSOnce(); err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("enabling ip_forward: %w", err)
 	}
@@ -553,18 +556,6 @@ func createNamedNetNS(name string) error {
 		errc <- err
 	}()
 	return <-errc
-}
-
-// deleteNamedNetNS unmounts and removes a named netns; missing is fine.
-func deleteNamedNetNS(path string) error {
-	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil &&
-		!errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmounting %s: %w", path, err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing %s: %w", path, err)
-	}
-	return nil
 }
 
 // deleteLink deletes a link by name; missing is fine.

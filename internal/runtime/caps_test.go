@@ -38,5 +38,7 @@ func TestCapsStateEveryAbility(t *testing.T) {
 		check("ImageBuilder", ok, c.ImageBuilder != nil)
 		_, ok = rt.(runtime.CheckpointWatcher)
 		check("CheckpointWatcher", ok, c.CheckpointWatcher != nil)
+		_, ok = rt.(runtime.Stopper)
+		check("Stopper", ok, c.Stopper != nil)
 	}
 }

@@ -209,4 +209,17 @@ type Caps struct {
 	StopReasoner      StopReasoner
 	ImageBuilder      ImageBuilder
 	CheckpointWatcher CheckpointWatcher
+	Stopper           Stopper
+}
+
+// Stopper is implemented by runtimes that can stop every process of a
+// sandbox at once, before (and much faster than) Destroy: a kill answers
+// once the sandbox is stopped and leaves the rest of Destroy for later.
+type Stopper interface {
+	// Stop kills the sandbox's processes (its agent and everything it
+	// started, the VMM or Sentry included) and returns once they are gone.
+	// Its runtime state, mounts, cgroups and dir stay for Destroy, which
+	// must accept a stopped sandbox. Stopping an unknown id is not an
+	// error.
+	Stop(ctx context.Context, id, dir string) error
 }

@@ -224,7 +224,7 @@ func (e *Live) expire(gen uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	m.log.Info("sandbox timed out", "sandbox", id)
-	if err := e.release(ctx); err != nil {
+	if err := e.kill(ctx); err != nil {
 		m.log.Error("killing timed-out sandbox", "sandbox", id, "err", err)
 	}
 }
@@ -238,14 +238,25 @@ func (e *Live) release(ctx context.Context) error {
 	return e.m.releaseImage(ctx, e.rec.ID, slot, e.Dir(), image)
 }
 
-// Kill destroys the sandbox and releases everything it holds. Killing a
-// sandbox that is already gone returns a 404 user error.
+// kill stops e and queues the rest of its teardown (Manager.killNow). Only
+// the one that removed e from the index calls it.
+func (e *Live) kill(ctx context.Context) error {
+	e.mu.Lock()
+	slot, image := e.rec.Slot, decodeExtra(e.rec.Extra).Image
+	e.mu.Unlock()
+	return e.m.killNow(ctx, e.rec.ID, slot, e.Dir(), image)
+}
+
+// Kill makes the sandbox unreachable (its processes stopped, its network
+// cut) and answers; the rest of its teardown runs in the background
+// (teardown.go). Killing a sandbox that is already gone returns a 404 user
+// error.
 func (e *Live) Kill(ctx context.Context) error {
 	m, id := e.m, e.rec.ID
 	if !m.unindex(e) {
 		return m.notFound(id)
 	}
-	if err := e.release(ctx); err != nil {
+	if err := e.kill(ctx); err != nil {
 		return fmt.Errorf("killing sandbox %s: %w", id, err)
 	}
 	m.log.Info("sandbox killed", "sandbox", id)

@@ -233,6 +233,10 @@ type Manager struct {
 	boot bootState
 	// pool holds restored, unclaimed sandboxes (pool.go).
 	pool poolState
+	// teardowns finishes kills in the background; creates counts the
+	// creates in progress, to which they yield (teardown.go).
+	teardowns teardownState
+	creates   createCounter
 
 	// mu guards sandboxes, slots and closed (the index), not the sandboxes'
 	// fields: each Live has its own mu, taken after this one (live.go).
@@ -369,7 +373,8 @@ func (m *Manager) CheckTimeout(d time.Duration) error {
 }
 
 // Close stops all timers, refuses new sandboxes and waits (bounded by ctx)
-// for timeout kills already in progress. Running sandboxes are left alone
+// for timeout kills already in progress and for kills' background
+// teardowns. Running sandboxes are left alone
 // (they are re-attached by Restore on the next start); call KillAll first to
 // destroy them.
 func (m *Manager) Close(ctx context.Context) error {
@@ -389,13 +394,23 @@ func (m *Manager) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
+		m.stopTeardowns()
 		return fmt.Errorf("waiting for sandbox kills in progress: %w", ctx.Err())
 	}
+	// Kills' background teardowns finish within ctx (and closeTeardownWait);
+	// what is left stays in the journal for the next start (teardown.go).
+	wctx, cancel := context.WithTimeout(ctx, closeTeardownWait)
+	defer cancel()
+	if err := m.WaitTeardowns(wctx); err != nil {
+		m.log.Info("leaving teardowns for the next start", "err", err)
+	}
+	m.stopTeardowns()
+	return nil
 }
 
-// KillAll kills every live sandbox.
+// KillAll kills every live sandbox and waits (bounded by ctx) for their
+// teardowns.
 func (m *Manager) KillAll(ctx context.Context) error {
 	var errs []error
 	m.leaveMovable(ctx)
@@ -403,6 +418,9 @@ func (m *Manager) KillAll(ctx context.Context) error {
 		if err := m.Kill(ctx, sb.ID); err != nil && !IsNotFound(err) {
 			errs = append(errs, err)
 		}
+	}
+	if err := m.WaitTeardowns(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -109,6 +109,10 @@ func TestLowestFreeSlot(t *testing.T) {
 	if err := env.Manager.Kill(context.Background(), ids[1]); err != nil {
 		t.Fatal(err)
 	}
+	// The slot is free once the kill's background teardown is done.
+	if err := env.Manager.WaitTeardowns(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	sb := create(t, env, sandbox.CreateRequest{})
 	if env.Network.SlotOf(sb.ID) != 1 {
 		t.Fatalf("new sandbox got slot %d, want 1", env.Network.SlotOf(sb.ID))

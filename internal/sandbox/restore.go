@@ -46,10 +46,24 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 	var errs []error
 	now := time.Now()
 	m.clearMoveDirs()
+	pending := m.readJournal() // kills whose teardown the previous run left (teardown.go)
 
 	for _, row := range rows {
 		known[row.ID] = true
 		log := m.log.With("sandbox", row.ID)
+		if _, killed := pending[row.ID]; killed {
+			// Killed (the client was told so) before its row went: never
+			// re-attached, whatever the runtime says.
+			delete(pending, row.ID)
+			if err := m.releaseStale(ctx, row); err != nil {
+				errs = append(errs, fmt.Errorf("finishing the kill of sandbox %s: %w", row.ID, err))
+				continue
+			}
+			m.dropJournal(row.ID)
+			log.Info("killed sandbox's teardown finished")
+			rep.Removed = append(rep.Removed, row.ID)
+			continue
+		}
 		if row.State == stateResuming {
 			// A resume cut short by a daemon kill: paused again (its image,
 			// local or in the store, is still there).
@@ -124,20 +138,29 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 				continue
 			}
 		}
-		slot := row.Slot
-		m.mu.Lock()
-		if owner, used := m.slots[slot]; used && owner != row.ID {
-			slot = -1 // do not tear down another sandbox's slot
-		} else {
-			m.slots[slot] = row.ID
-		}
-		m.mu.Unlock()
-		if err := m.releaseImage(ctx, row.ID, slot, m.sandboxDir(row.ID), decodeExtra(row.Extra).Image); err != nil {
+		if err := m.releaseStale(ctx, row); err != nil {
 			errs = append(errs, fmt.Errorf("cleaning up sandbox %s: %w", row.ID, err))
 			continue
 		}
 		log.Info("stale sandbox cleaned up", "was_alive", alive)
 		rep.Removed = append(rep.Removed, row.ID)
+	}
+	// Kills whose row was already gone: their teardown goes on in the
+	// background, with retries (teardown.go).
+	for id, t := range pending {
+		known[id] = true
+		if t.Slot >= 0 {
+			m.mu.Lock()
+			if owner, used := m.slots[t.Slot]; used && owner != id {
+				t.Slot = -1 // do not tear down another sandbox's slot
+			} else {
+				m.slots[t.Slot] = id
+			}
+			m.mu.Unlock()
+		}
+		m.log.Info("finishing the teardown of a killed sandbox", "sandbox", id)
+		m.queueTeardown(t)
+		rep.Removed = append(rep.Removed, id)
 	}
 
 	leaked := map[string]bool{}
@@ -170,6 +193,20 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 	}
 	m.gcLogs() // eventstore.go
 	return rep, errors.Join(errs...)
+}
+
+// releaseStale gives back everything the sandbox of row holds and deletes
+// the row (in the slot the row names, unless another sandbox holds it).
+func (m *Manager) releaseStale(ctx context.Context, row *store.Sandbox) error {
+	slot := row.Slot
+	m.mu.Lock()
+	if owner, used := m.slots[slot]; used && owner != row.ID {
+		slot = -1 // do not tear down another sandbox's slot
+	} else {
+		m.slots[slot] = row.ID
+	}
+	m.mu.Unlock()
+	return m.releaseImage(ctx, row.ID, slot, m.sandboxDir(row.ID), decodeExtra(row.Extra).Image)
 }
 
 // reattachImported registers the paused sandbox row, whose image is in the

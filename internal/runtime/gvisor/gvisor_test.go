@@ -417,3 +417,13 @@ func utsString(b []int8) string {
 	}
 	return string(s)
 }
+
+func TestInCgroup(t *testing.T) {
+	listing := "9:name=systemd:/airlock/abc\n8:pids:/airlock/abc\n0::/\n"
+	if !inCgroup(listing, "/airlock/abc") {
+		t.Error("process in /airlock/abc not found there")
+	}
+	if inCgroup(listing, "/airlock/ab") || inCgroup("8:pids:/airlock/abcd\n", "/airlock/abc") {
+		t.Error("a prefix of the cgroup matched")
+	}
+}

@@ -556,7 +556,7 @@ func (r *Runtime) State(_ context.Context, id string) (runtime.State, error) {
 // layers, keeps the agent's (console) log, reboots from the disk and says
 // why a VM stopped; its images do not depend on a runtime build.
 func (r *Runtime) Caps() runtime.Caps {
-	return runtime.Caps{Checkpointer: r, Cloner: r, LayerSaver: r, AgentLogger: r, Rebooter: r, StopReasoner: r}
+	return runtime.Caps{Checkpointer: r, Cloner: r, LayerSaver: r, AgentLogger: r, Rebooter: r, StopReasoner: r, Stopper: r}
 }
 
 // List implements runtime.Runtime.

@@ -1,0 +1,379 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/store"
+)
+
+// A kill answers once the sandbox is unreachable, and the rest of its
+// teardown runs in the background (issue 24):
+//
+//  1. the sandbox leaves the index (404 from then on, not listed);
+//  2. a journal entry, teardown/<id>.json in the data dir, records what is
+//     left to give back (slot, runtime dir, artifact-store image);
+//  3. the runtime stops every process of the sandbox (runtime.Stopper: a
+//     SIGKILL of its cgroup or VMM, no runsc process) and the network cuts
+//     its veth (its address has no route any more);
+//  4. the store row is deleted and observers are told;
+//
+// and the kill answers. A teardown worker then destroys the runtime
+// instance (container state, mounts, cgroups, dir), removes the network
+// (firewall entries, resolver, namespace), frees the slot, drops the image
+// and removes the journal entry. A step that fails is retried with backoff
+// for as long as the daemon runs (a namespace whose removal fails waits for
+// its last user); a daemon killed meanwhile finds the journal entry at its
+// next start (Restore) and finishes it there.
+//
+// Teardowns are bounded so that they do not starve creates: at most
+// teardownWorkers run at a time, and each waits (up to teardownYield) while
+// a create is in progress.
+
+const (
+	// teardownWorkers is how many teardowns run at a time.
+	teardownWorkers = 2
+	// teardownYield bounds how long a teardown waits for creates in
+	// progress before it runs anyway.
+	teardownYield = 2 * time.Second
+	// teardownRetryMax caps the backoff between attempts of a teardown
+	// that keeps failing.
+	teardownRetryMax = time.Minute
+	// closeTeardownWait bounds how long Close waits for teardowns.
+	closeTeardownWait = 10 * time.Second
+	// teardownDirName is the journal's directory in the data dir.
+	teardownDirName = "teardown"
+)
+
+// pendingTeardown is one journal entry: what a killed sandbox still holds.
+type pendingTeardown struct {
+	ID    string `json:"id"`
+	Slot  int    `json:"slot"` // -1: unknown
+	Dir   string `json:"dir"`
+	Image string `json:"image,omitempty"` // artifact-store key to drop (its row was ours)
+}
+
+// teardownState is the manager's background teardown queue.
+type teardownState struct {
+	mu      sync.Mutex
+	queue   []pendingTeardown
+	running int // workers alive
+	// ctx is cancelled by Close: workers stop retrying (the journal keeps
+	// what is left for the next start).
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// creates counts creates in progress; teardown workers yield to them.
+type createCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *createCounter) add(d int) {
+	c.mu.Lock()
+	c.n += d
+	c.mu.Unlock()
+}
+
+func (c *createCounter) busy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n > 0
+}
+
+// teardownDir is the journal directory.
+func (m *Manager) teardownDir() string { return filepath.Join(m.cfg.DataDir, teardownDirName) }
+
+// writeJournal records t (atomically: a temporary file renamed).
+func (m *Manager) writeJournal(t pendingTeardown) error {
+	dir := m.teardownDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating teardown journal: %w", err)
+	}
+	data, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "."+t.ID+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("writing teardown journal: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, t.ID+".json")); err != nil {
+		return fmt.Errorf("writing teardown journal: %w", err)
+	}
+	return nil
+}
+
+// dropJournal removes the journal entry of id.
+func (m *Manager) dropJournal(id string) {
+	if err := os.Remove(filepath.Join(m.teardownDir(), id+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		m.log.Warn("removing teardown journal entry", "sandbox", id, "err", err)
+	}
+}
+
+// readJournal returns the pending teardowns of the previous run by id.
+func (m *Manager) readJournal() map[string]pendingTeardown {
+	out := map[string]pendingTeardown{}
+	ents, err := os.ReadDir(m.teardownDir())
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			m.log.Warn("reading teardown journal", "err", err)
+		}
+		return out
+	}
+	for _, en := range ents {
+		name := en.Name()
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok || strings.HasPrefix(name, ".") {
+			_ = os.Remove(filepath.Join(m.teardownDir(), name)) // a write cut short
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(m.teardownDir(), name))
+		var t pendingTeardown
+		if err == nil {
+			err = json.Unmarshal(data, &t)
+		}
+		if err != nil || t.ID != id || runtime.ValidID(id) != nil {
+			m.log.Warn("dropping unreadable teardown journal entry", "file", name, "err", err)
+			_ = os.Remove(filepath.Join(m.teardownDir(), name))
+			continue
+		}
+		out[id] = t
+	}
+	return out
+}
+
+// killNow makes the sandbox id, already out of the index, unreachable and
+// queues the rest of its teardown (see the top of this file). The sandbox
+// is gone for clients when it returns nil.
+func (m *Manager) killNow(ctx context.Context, id string, slot int, dir, image string) error {
+	t := pendingTeardown{ID: id, Slot: slot, Dir: dir}
+	t0 := time.Now()
+	if err := m.writeJournal(t); err != nil {
+		// Without a journal a crash would lose the teardown: do it all now.
+		m.log.Warn("teardown journal unavailable; killing synchronously", "sandbox", id, "err", err)
+		return m.releaseImage(ctx, id, slot, dir, image)
+	}
+	// The row goes while the sandbox is stopped: a crash in between leaves
+	// the journal entry, from which the next start finishes the kill.
+	t1 := time.Now()
+	var rowErr error
+	var rowTook time.Duration
+	rowDone := make(chan struct{})
+	go func() {
+		defer close(rowDone)
+		rowErr = m.cfg.Store.DeleteSandbox(ctx, id)
+		rowTook = time.Since(t1)
+	}()
+	stopErr := m.stopAndCut(ctx, id, slot, dir)
+	<-rowDone
+	switch {
+	case rowErr == nil && image != "":
+		t.Image = image
+		if jerr := m.writeJournal(t); jerr != nil {
+			m.log.Warn("recording the image to drop", "sandbox", id, "err", jerr)
+		}
+	case rowErr != nil && !errors.Is(rowErr, store.ErrNotFound):
+		// The journal finishes it; the row goes at the next start.
+		m.log.Warn("deleting sandbox row", "sandbox", id, "err", rowErr)
+	}
+	m.observer().Removed(id)
+	m.queueTeardown(t) // also retries what stopAndCut failed to do
+	if stopErr != nil {
+		return fmt.Errorf("killing sandbox %s: %w", id, stopErr)
+	}
+	m.log.Debug("sandbox stopped and cut off", "sandbox", id, "journal", t1.Sub(t0), "row", rowTook,
+		"total", time.Since(t0))
+	return nil
+}
+
+// netCutter is implemented by networks that can cut a sandbox off at once
+// (network.Manager.Cut) and remove the rest later.
+type netCutter interface {
+	Cut(ctx context.Context, id string, slot int) error
+}
+
+// stopAndCut stops the sandbox's processes and cuts its network, both at
+// once when the runtime and the network can do it quickly (Stop, Cut). A
+// runtime or network that cannot does its whole part now (Destroy, then
+// Teardown: a microVM's TAP lives in the namespace), which the background
+// teardown then finds done.
+func (m *Manager) stopAndCut(ctx context.Context, id string, slot int, dir string) error {
+	t0 := time.Now()
+	st := m.caps.Stopper
+	cutter, canCut := m.cfg.Network.(netCutter)
+	if st != nil && (canCut || slot < 0) { // slot < 0: no network to cut
+
+		var cutErr error
+		var cutTook time.Duration
+		cutDone := make(chan struct{})
+		go func() {
+			defer close(cutDone)
+			if slot >= 0 {
+				cutErr = cutter.Cut(ctx, id, slot)
+			}
+			cutTook = time.Since(t0)
+		}()
+		stopErr := st.Stop(ctx, id, dir)
+		stopTook := time.Since(t0)
+		if stopErr != nil {
+			m.log.Warn("fast stop failed; destroying now", "sandbox", id, "err", stopErr)
+			stopErr = m.cfg.Runtime.Destroy(ctx, id, dir)
+		}
+		<-cutDone
+		m.log.Debug("stop and cut", "sandbox", id, "stop", stopTook, "cut", cutTook)
+		var errs []error
+		if stopErr != nil {
+			errs = append(errs, fmt.Errorf("destroying runtime sandbox: %w", stopErr))
+		}
+		if cutErr != nil {
+			errs = append(errs, fmt.Errorf("cutting network: %w", cutErr))
+		}
+		return errors.Join(errs...)
+	}
+	if err := m.cfg.Runtime.Destroy(ctx, id, dir); err != nil {
+		return fmt.Errorf("destroying runtime sandbox: %w", err)
+	}
+	if err := m.cfg.Network.Teardown(ctx, id, slot); err != nil {
+		// Not fatal for the kill: the runtime is gone, so nothing answers
+		// on the address; the background teardown retries.
+		m.log.Warn("tearing down network", "sandbox", id, "err", err)
+	}
+	return nil
+}
+
+// queueTeardown hands t to the teardown workers.
+func (m *Manager) queueTeardown(t pendingTeardown) {
+	td := &m.teardowns
+	td.mu.Lock()
+	defer td.mu.Unlock()
+	if td.ctx == nil {
+		td.ctx, td.cancel = context.WithCancel(context.Background())
+	}
+	td.queue = append(td.queue, t)
+	if td.running < teardownWorkers {
+		td.running++
+		go m.teardownWorker()
+	}
+}
+
+// teardownWorker runs queued teardowns until the queue is empty.
+func (m *Manager) teardownWorker() {
+	td := &m.teardowns
+	for {
+		td.mu.Lock()
+		if len(td.queue) == 0 || td.ctx.Err() != nil {
+			td.running--
+			td.mu.Unlock()
+			return
+		}
+		t := td.queue[0]
+		td.queue = td.queue[1:]
+		ctx := td.ctx
+		td.mu.Unlock()
+		m.yieldToCreates(ctx)
+		m.finishTeardownRetrying(ctx, t)
+	}
+}
+
+// yieldToCreates waits, up to teardownYield, while creates are in progress.
+func (m *Manager) yieldToCreates(ctx context.Context) {
+	deadline := time.Now().Add(teardownYield)
+	for m.creates.busy() && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// finishTeardownRetrying runs t until it succeeds or ctx ends, with backoff.
+func (m *Manager) finishTeardownRetrying(ctx context.Context, t pendingTeardown) {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, undoTimeout)
+		err := m.finishTeardown(actx, t)
+		cancel()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			m.log.Info("teardown left for the next start", "sandbox", t.ID, "err", err)
+			return
+		}
+		m.log.Warn("teardown failed; retrying", "sandbox", t.ID, "attempt", attempt, "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, teardownRetryMax)
+	}
+}
+
+// finishTeardown gives back what t records: the runtime instance first (a
+// microVM's TAP lives in the namespace), then the network, the slot and the
+// image; the journal entry goes last.
+func (m *Manager) finishTeardown(ctx context.Context, t pendingTeardown) error {
+	t0 := time.Now()
+	if err := m.cfg.Runtime.Destroy(ctx, t.ID, t.Dir); err != nil {
+		return fmt.Errorf("destroying runtime sandbox: %w", err)
+	}
+	t1 := time.Now()
+	if err := m.cfg.Network.Teardown(ctx, t.ID, t.Slot); err != nil {
+		return fmt.Errorf("tearing down network: %w", err)
+	}
+	if t.Slot >= 0 {
+		m.mu.Lock()
+		if m.slots[t.Slot] == t.ID {
+			delete(m.slots, t.Slot)
+		}
+		m.mu.Unlock()
+	}
+	if t.Image != "" {
+		m.dropImage(t.Image)
+	}
+	m.dropJournal(t.ID)
+	m.log.Debug("teardown finished", "sandbox", t.ID, "runtime", t1.Sub(t0), "network", time.Since(t1))
+	return nil
+}
+
+// WaitTeardowns waits (bounded by ctx) until no teardown is queued or
+// running.
+func (m *Manager) WaitTeardowns(ctx context.Context) error {
+	td := &m.teardowns
+	for {
+		td.mu.Lock()
+		idle := td.running == 0 && len(td.queue) == 0
+		td.mu.Unlock()
+		if idle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for sandbox teardowns: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// stopTeardowns makes the workers stop after their current attempt; what is
+// left stays in the journal for the next start.
+func (m *Manager) stopTeardowns() {
+	td := &m.teardowns
+	td.mu.Lock()
+	defer td.mu.Unlock()
+	if td.cancel != nil {
+		td.cancel()
+	}
+}
