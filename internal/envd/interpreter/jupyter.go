@@ -50,6 +50,7 @@ type jupyterKernel struct {
 	python   string
 	warmup   string // code run silently after start (pre-imports)
 	stateDir string
+	flavor   *kernelFlavor // a kernel other than ipykernel (lang_r.go); nil: ipykernel
 
 	// mu serializes executions and guards the fields below.
 	mu      sync.Mutex
@@ -120,6 +121,14 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 	} else {
 		cmd.Env = append(cmd.Env, "AIRLOCK_DISPLAY_HOOKS="+hooks)
 	}
+	if k.flavor != nil {
+		var err error
+		if cmd, err = k.flavor.command(k.ra, connFile); err != nil {
+			os.Remove(connFile)
+			os.RemoveAll(ipcDir)
+			return err
+		}
+	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -145,7 +154,7 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 
 	sctx, cancel := context.WithCancel(context.Background())
 	k.cancel = cancel
-	addr := func(p int) string { return fmt.Sprintf("ipc://%s-%d", ipcBase, p) }
+	addr := func(p int) string { return fmt.Sprintf("ipc://%s%s%d", ipcBase, k.portSep(), p) }
 	k.shell = zmq4.NewDealer(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))
 	k.control = zmq4.NewDealer(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))
 	k.iopub = zmq4.NewSub(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))
@@ -193,7 +202,7 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 			case <-timer:
 				break wait
 			case <-exited:
-				return fail(errors.New("ipykernel exited during start (is python3-ipykernel installed?)"))
+				return fail(fmt.Errorf("%s exited during start (is %s installed?)", k.kernelName(), k.kernelPackage()))
 			case <-ctx.Done():
 				return fail(ctx.Err())
 			}
@@ -202,7 +211,7 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fail(errors.New("ipykernel did not answer within 60s"))
+			return fail(fmt.Errorf("%s did not answer within 60s", k.kernelName()))
 		}
 	}
 	k.count = 0
@@ -345,7 +354,7 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 		}
 	default:
 	}
-	setEnv, restoreEnv := pyEnvCode(env)
+	setEnv, restoreEnv := k.envCode(env)
 	if setEnv != "" {
 		if err := k.runSilent(ctx, setEnv); err != nil {
 			return k.afterFailure(err)
