@@ -154,7 +154,7 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 
 	sctx, cancel := context.WithCancel(context.Background())
 	k.cancel = cancel
-	addr := func(p int) string { return fmt.Sprintf("ipc://%s%s%d", ipcBase, k.portSep(), p) }
+	addr := func(p int) string { return fmt.Sprintf("ipc://%s-%d", ipcBase, p) }
 	k.shell = zmq4.NewDealer(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))
 	k.control = zmq4.NewDealer(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))
 	k.iopub = zmq4.NewSub(sctx, zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(400))

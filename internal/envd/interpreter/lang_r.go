@@ -19,10 +19,6 @@ type kernelFlavor struct {
 	name, pkg string
 	// command returns the kernel process for a connection file.
 	command func(ra runAs, connFile string) (*exec.Cmd, error)
-	// portSep joins the ipc base path and a port number in the socket
-	// addresses the kernel binds: ipykernel binds "<ip>-<port>", IRkernel
-	// (pbdZMQ) "<ip>:<port>".
-	portSep string
 	// envCode returns the code that sets env for one execution and the
 	// code that restores the previous values afterwards.
 	envCode func(env map[string]string) (set, restore string)
@@ -31,9 +27,8 @@ type kernelFlavor struct {
 // rFlavor runs IRkernel (Debian's r-cran-irkernel), the R kernel of E2B's
 // code-interpreter template.
 var rFlavor = &kernelFlavor{
-	name:    "IRkernel",
-	pkg:     "r-cran-irkernel",
-	portSep: ":",
+	name: "IRkernel",
+	pkg:  "r-cran-irkernel",
 	command: func(ra runAs, connFile string) (*exec.Cmd, error) {
 		r, err := lookPathIn("R", ra.env)
 		if err != nil {
@@ -96,14 +91,6 @@ func rGlobalEnvCode(env map[string]string) string {
 
 // The methods below are the flavor's hooks into jupyterKernel; ipykernel
 // (flavor nil) keeps its own behaviour.
-
-// portSep is what joins the ipc base and a port in socket addresses.
-func (k *jupyterKernel) portSep() string {
-	if k.flavor != nil {
-		return k.flavor.portSep
-	}
-	return "-"
-}
 
 // kernelName names the kernel in errors.
 func (k *jupyterKernel) kernelName() string {
