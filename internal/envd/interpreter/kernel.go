@@ -1,7 +1,8 @@
 // Package interpreter is the stateful code-interpreter service of the agent
 // (port 49999, spec §4): contexts for Python (Jupyter protocol straight to
 // ipykernel over ZeroMQ), JavaScript/TypeScript (a persistent Node.js vm
-// context) and Bash (a persistent shell), streaming results as NDJSON.
+// context), Bash (a persistent shell), R (IRkernel over the same Jupyter
+// client) and Java (a JShell runner), streaming results as NDJSON.
 package interpreter
 
 import (

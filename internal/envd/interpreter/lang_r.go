@@ -32,7 +32,7 @@ var rFlavor = &kernelFlavor{
 	command: func(ra runAs, connFile string) (*exec.Cmd, error) {
 		r, err := lookPathIn("R", ra.env)
 		if err != nil {
-			return nil, fmt.Errorf("R contexts need r-cran-irkernel: %w", err)
+			return nil, fmt.Errorf("an R context needs r-cran-irkernel: %w", err)
 		}
 		cmd := exec.Command(r, "--no-save", "--no-restore", "--no-echo", "-e", "IRkernel::main()", "--args", connFile)
 		ra.apply(cmd)
