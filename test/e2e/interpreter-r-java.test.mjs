@@ -33,6 +33,11 @@ async function ok (sbx, code, opts = {}) {
   return ex
 }
 
+// IRkernel shows a visible value as display_data (not execute_result), so
+// on E2B as here it is results[0].text with isMainResult false, and
+// execution.text (the main result's) is undefined.
+const rtext = (ex) => ex.results[0]?.text
+
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
 const T = TEST_TIMEOUT * 2
 
@@ -45,9 +50,9 @@ describe('R contexts', { timeout: T * 4 }, () => {
       t = Date.now()
       let ex = await ok(sbx, 'x + 1', { language: 'R' })
       console.log(`# R: second cell ${Date.now() - t} ms`)
-      assert.equal(ex.text, '[1] 42')
+      assert.equal(rtext(ex), '[1] 42')
       assert.equal(ex.results.length, 1)
-      assert.equal(ex.results[0].isMainResult, true)
+      assert.equal(ex.results[0].isMainResult, false)
       assert.equal(ex.executionCount, 2)
 
       const out = []
@@ -58,13 +63,14 @@ describe('R contexts', { timeout: T * 4 }, () => {
         onStderr: (m) => err.push(m.line)
       })
       assert.equal(ex.logs.stdout.join(''), 'hello from R\n')
-      assert.equal(ex.logs.stderr.join(''), 'to stderr\n')
+      // IRkernel sends message()'s line and then a newline of its own.
+      assert.match(ex.logs.stderr.join(''), /^to stderr\n/)
       assert.equal(out.join(''), 'hello from R\n')
-      assert.equal(err.join(''), 'to stderr\n')
+      assert.equal(err.join(''), ex.logs.stderr.join(''))
       assert.equal(ex.results.length, 0)
 
       ex = await ok(sbx, 'data.frame(a = 1:2, b = c("x", "y"))', { language: 'r' })
-      assert.match(ex.text, /a b\n1 1 x\n2 2 y/)
+      assert.match(rtext(ex), /a b\n1 1 x\n2 2 y/)
       assert.match(ex.results[0].html ?? '', /<table/)
 
       ex = await ok(sbx, 'plot(1:10, main = "squares")', { language: 'r' })
@@ -78,25 +84,25 @@ describe('R contexts', { timeout: T * 4 }, () => {
       assert.match(ex.error.value, /boom/)
       assert.equal(typeof ex.error.traceback, 'string')
       // The context survives the error.
-      assert.equal((await ok(sbx, 'x', { language: 'r' })).text, '[1] 41')
+      assert.equal(rtext(await ok(sbx, 'x', { language: 'r' })), '[1] 41')
     })
   })
 
   it('take sandbox and per-execution env vars, contexts with a cwd, and interrupts', { timeout: T }, async () => {
     await withSandbox(async (sbx) => {
-      assert.equal((await ok(sbx, 'Sys.getenv("TEST_ENV_VAR")', { language: 'r' })).text, '[1] "supertest"')
+      assert.equal(rtext(await ok(sbx, 'Sys.getenv("TEST_ENV_VAR")', { language: 'r' })), '[1] "supertest"')
       let ex = await ok(sbx, 'Sys.getenv("FOO")', { language: 'r', envs: { FOO: 'bar' } })
-      assert.equal(ex.text, '[1] "bar"')
+      assert.equal(rtext(ex), '[1] "bar"')
       ex = await ok(sbx, 'Sys.getenv("FOO", unset = "default")', { language: 'r' })
-      assert.equal(ex.text, '[1] "default"')
+      assert.equal(rtext(ex), '[1] "default"')
       ex = await ok(sbx, 'Sys.getenv("TEST_ENV_VAR")', { language: 'r', envs: { TEST_ENV_VAR: 'overwrite' } })
-      assert.equal(ex.text, '[1] "overwrite"')
-      assert.equal((await ok(sbx, 'Sys.getenv("TEST_ENV_VAR")', { language: 'r' })).text, '[1] "supertest"')
+      assert.equal(rtext(ex), '[1] "overwrite"')
+      assert.equal(rtext(await ok(sbx, 'Sys.getenv("TEST_ENV_VAR")', { language: 'r' })), '[1] "supertest"')
 
       const ctx = await sbx.createCodeContext({ language: 'r', cwd: '/tmp' })
       assert.equal(ctx.language, 'r')
       assert.equal(ctx.cwd, '/tmp')
-      assert.equal((await ok(sbx, 'getwd()', { context: ctx })).text, '[1] "/tmp"')
+      assert.equal(rtext(await ok(sbx, 'getwd()', { context: ctx })), '[1] "/tmp"')
       const listed = await sbx.listCodeContexts()
       assert.ok(listed.some((c) => c.id === ctx.id && c.language === 'r'), JSON.stringify(listed))
 
@@ -104,7 +110,7 @@ describe('R contexts', { timeout: T * 4 }, () => {
       const start = Date.now()
       await assert.rejects(sbx.runCode('while (TRUE) {}', { context: ctx, timeoutMs: 3000 }), TimeoutError)
       const t1 = Date.now()
-      assert.equal((await ok(sbx, 'kept', { context: ctx, timeoutMs: 60_000 })).text, '[1] 7')
+      assert.equal(rtext(await ok(sbx, 'kept', { context: ctx, timeoutMs: 60_000 })), '[1] 7')
       console.log(`# R interrupt: timeout after ${t1 - start} ms, next cell (state kept) in ${Date.now() - t1} ms`)
     }, { envs: { TEST_ENV_VAR: 'supertest' } })
   })
@@ -186,13 +192,20 @@ describe('Java contexts', { timeout: T * 4 }, () => {
 })
 
 describe('R and Java contexts across a pause', { timeout: T * 2 }, () => {
+  // One language at a time: an R and a Java kernel next to the default
+  // Python and JavaScript ones do not fit in the default 576 MiB together
+  // (the OOM guard kills one; docs/DECISIONS.md, issue 26).
   it('keep their state when the sandbox is paused and resumed', { timeout: T }, async () => {
     await withSandbox(async (sbx) => {
       await ok(sbx, 'kept_r <- 5', { language: 'r' })
+      assert.equal(await sbx.betaPause(), true)
+      const resumed = await Sandbox.connect(sbx.sandboxId)
+      assert.equal(rtext(await ok(resumed, 'kept_r + 1', { language: 'r' })), '[1] 6')
+    })
+    await withSandbox(async (sbx) => {
       await ok(sbx, 'int keptJava = 6;', { language: 'java' })
       assert.equal(await sbx.betaPause(), true)
       const resumed = await Sandbox.connect(sbx.sandboxId)
-      assert.equal((await ok(resumed, 'kept_r + 1', { language: 'r' })).text, '[1] 6')
       assert.equal((await ok(resumed, 'keptJava + 1', { language: 'java' })).text, '7')
     })
   })

@@ -34,10 +34,15 @@ func writeJavaRunner(dir string) (string, error) {
 
 // javaFlags start the runner's JVM for a quick start and a small footprint
 // (a context is an interactive session, not a server): the serial collector,
-// the client compiler only, no perf-data file in /tmp; and open the JDK's
+// the client compiler only, no perf-data file in /tmp, a heap that shrinks;
+// and open the JDK's
 // environment map so per-execution env vars reach System.getenv.
 var javaFlags = []string{
 	"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xshare:auto",
+	// Give heap back after a collection and keep the code cache small: a
+	// sandbox's memory (576 MiB by default) also holds the Python and
+	// JavaScript kernels.
+	"-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=20", "-XX:ReservedCodeCacheSize=32m",
 	"-Djava.awt.headless=true",
 	"--add-opens", "java.base/java.lang=ALL-UNNAMED", "--add-opens", "java.base/java.util=ALL-UNNAMED",
 }
