@@ -42,6 +42,11 @@ func mmdebstrapArgs(r *Recipe, rootfs, setupPath string, sources []aptSource) []
 		"--format=directory",
 		"--include=" + strings.Join(r.spec().Packages, ","),
 		"--aptopt=Acquire::Retries \"3\"",
+		// The JDK's postinst links its man pages with update-alternatives
+		// into /usr/share/man/man1, which the dpkg filters below keep from
+		// existing, and fails without it (Debian #863199): create it before
+		// the packages are installed. It stays empty.
+		`--essential-hook=mkdir -p "$1/usr/share/man/man1"`,
 	}
 	for _, f := range dpkgFilters {
 		args = append(args, "--dpkgopt="+f)

@@ -112,6 +112,10 @@ var codeInterpreterPackages = []string{
 	"python3-tabulate", "python3-statsmodels", "python3-networkx", "python3-docx",
 	"python3-aiohttp", "python3-tz", "python3-imageio", "python3-joblib", "python3-pytest",
 	"nodejs", "node-acorn", "node-typescript",
+	// R contexts: IRkernel speaks the Jupyter protocol (the agent drives it
+	// like ipykernel); Java contexts: a JShell runner on the JDK. See
+	// docs/DECISIONS.md (issue 26) for their cost.
+	"r-cran-irkernel", "openjdk-17-jdk-headless",
 }
 
 // recipes are the templates Airlock knows how to build.

@@ -50,6 +50,7 @@ type jupyterKernel struct {
 	python   string
 	warmup   string // code run silently after start (pre-imports)
 	stateDir string
+	flavor   *kernelFlavor // a kernel other than ipykernel (lang_r.go); nil: ipykernel
 
 	// mu serializes executions and guards the fields below.
 	mu      sync.Mutex
@@ -125,7 +126,14 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 	}
 	var fastEnds []*os.File
 	var fastW, fastR *os.File
-	if fp, err := writeFastPath(k.stateDir); err != nil {
+	if k.flavor != nil {
+		var err error
+		if cmd, err = k.flavor.command(k.ra, connFile); err != nil {
+			os.Remove(connFile)
+			os.RemoveAll(ipcDir)
+			return err
+		}
+	} else if fp, err := writeFastPath(k.stateDir); err != nil {
 		k.log.Warn("kernel without fast channel", "err", err)
 	} else if fastEnds, fastW, fastR, err = newFastPipes(); err != nil {
 		k.log.Warn("kernel without fast channel", "err", err)
@@ -221,7 +229,7 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 			case <-timer:
 				break wait
 			case <-exited:
-				return fail(errors.New("ipykernel exited during start (is python3-ipykernel installed?)"))
+				return fail(fmt.Errorf("%s exited during start (is %s installed?)", k.kernelName(), k.kernelPackage()))
 			case <-ctx.Done():
 				return fail(ctx.Err())
 			}
@@ -230,7 +238,7 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fail(errors.New("ipykernel did not answer within 60s"))
+			return fail(fmt.Errorf("%s did not answer within 60s", k.kernelName()))
 		}
 	}
 	k.count = 0
@@ -378,10 +386,12 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 		}
 	default:
 	}
-	if handled, err := k.executeFast(ctx, code, env, false, emit); handled {
-		return err
+	if k.flavor == nil {
+		if handled, err := k.executeFast(ctx, code, env, false, emit); handled {
+			return err
+		}
 	}
-	setEnv, restoreEnv := pyEnvCode(env)
+	setEnv, restoreEnv := k.envCode(env)
 	if setEnv != "" {
 		if err := k.runSilent(ctx, setEnv); err != nil {
 			return k.afterFailure(err)

@@ -2,8 +2,9 @@
 // (port 49999, spec §4): contexts for Python (an ipykernel process, driven
 // over a direct pipe into its shell — fastpath.go — with the Jupyter
 // protocol over ZeroMQ for the cells that need it), JavaScript/TypeScript (a
-// persistent Node.js vm context) and Bash (a persistent shell), streaming
-// results as NDJSON.
+// persistent Node.js vm context), Bash (a persistent shell), R (IRkernel over
+// the same Jupyter client) and Java (a JShell runner), streaming results as
+// NDJSON.
 //
 // Python cells: the agent writes each cell as a JSON line to a pipe that the
 // kernel's own event loop (ipykernel's main thread) watches; the cell runs on

@@ -46,6 +46,9 @@ type procSpec struct {
 	request func(id int, code string, env map[string]string) ([]byte, error)
 	// result converts a reply into outputs (result or error).
 	result func(r reply) []Output
+	// readyWait, if set, is how long the runner may take to send its ready
+	// line (JavaScript runners: 30 s; bash sends none).
+	readyWait time.Duration
 }
 
 // procKernel runs a long-lived runner process (Node.js or Bash) that keeps a
@@ -126,7 +129,7 @@ func (k *procKernel) start(ctx context.Context) error {
 	}()
 	k.cmd, k.stdin, k.chunks, k.replies, k.exited = cmd, stdin, chunks, replies, exited
 	// Wait for the runner's ready line (bash runners send none).
-	if k.spec.language == "javascript" {
+	if wait := k.spec.readyWait; k.spec.language == "javascript" || wait > 0 {
 		select {
 		case r := <-replies:
 			if !r.Ready {
@@ -134,7 +137,7 @@ func (k *procKernel) start(ctx context.Context) error {
 			}
 		case <-exited:
 			return fmt.Errorf("%s runner exited during start", k.spec.language)
-		case <-time.After(30 * time.Second):
+		case <-time.After(max(wait, 30*time.Second)):
 			k.kill()
 			return fmt.Errorf("%s runner did not become ready", k.spec.language)
 		case <-ctx.Done():

@@ -219,6 +219,10 @@ func (s *Server) prepare(language, cwd string) (*entry, runAs, error) {
 	ra := runAs{user: u, cwd: cwd, env: s.baseEnv(u, global)}
 	switch language {
 	case "python", "bash":
+	case "r", "java":
+		if err := langAvailable(language, ra.env); err != nil {
+			return nil, runAs{}, err
+		}
 	case "javascript", "typescript":
 		if _, err := lookPathIn("node", ra.env); err != nil {
 			return nil, runAs{}, fmt.Errorf("%w: %s needs node: %w", errUnsupported, language, err)
@@ -246,6 +250,8 @@ func (s *Server) start(ctx context.Context, e *entry, ra runAs) error {
 		}
 	case "bash":
 		k, err = newProcKernel(ctx, bashSpec(s.opts.StateDir, ra), s.log)
+	case "r", "java":
+		k, err = s.startLang(ctx, e, ra)
 	}
 	if err != nil {
 		e.startErr = fmt.Errorf("creating %s context: %w", e.Language, err)
@@ -559,6 +565,10 @@ func envSnippet(language string, env map[string]string) string {
 			}
 		}
 		return sb.String()
+	case "r":
+		return rGlobalEnvCode(env)
+	case "java":
+		return javaGlobalEnvCode(env)
 	}
 	return ""
 }
@@ -575,7 +585,7 @@ func (s *Server) syncGlobalEnv(ctx context.Context, e *entry) {
 	if maps.Equal(cur, e.envApplied) {
 		return
 	}
-	if jk, ok := e.kernel.(*jupyterKernel); ok {
+	if jk, ok := e.kernel.(*jupyterKernel); ok && jk.flavor == nil {
 		code := envSnippet("python", cur)
 		if cur["E2B_SANDBOX_ID"] != e.envApplied["E2B_SANDBOX_ID"] {
 			// A new sandbox identity: this kernel may be a restored copy
