@@ -38,6 +38,15 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$(pwd)
 
+# `sudo scripts/test.sh` runs with sudo's secure_path, which lacks Go's usual
+# install dirs; find go as setup.sh does.
+if ! command -v go >/dev/null 2>&1; then
+	for d in /usr/local/go/bin /usr/lib/go/bin "$HOME/go/bin"; do
+		[ -x "$d/go" ] && PATH="$d:$PATH"
+	done
+	export PATH
+fi
+
 STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2, supports Go 1.26
 DATA_DIR=${AIRLOCK_TEST_DATA_DIR:-/var/lib/airlock-test}
 HEALTH_WAIT_SECS=${AIRLOCK_TEST_HEALTH_WAIT:-1200}
@@ -53,7 +62,29 @@ MICROVM_RAN=0
 FAILED=()
 PASSED=()
 
-stage() { printf '\n==== %s ====\n' "$*"; }
+# Each stage's wall time, printed in the summary (STAGE_TIMES: "secs|name").
+STAGE_NAME=""
+STAGE_START=0
+SUITE_START=$(date +%s)
+STAGE_TIMES=()
+end_stage() {
+	[ -n "$STAGE_NAME" ] && STAGE_TIMES+=("$(($(date +%s) - STAGE_START))|$STAGE_NAME")
+	STAGE_NAME=""
+}
+stage() {
+	end_stage
+	STAGE_NAME=$*
+	STAGE_START=$(date +%s)
+	printf '\n==== %s ====\n' "$*"
+}
+heading() { printf '\n==== %s ====\n' "$*"; } # a heading inside a stage
+print_stage_times() {
+	local t
+	echo "stage times (wall, s; total $(($(date +%s) - SUITE_START))s):"
+	for t in "${STAGE_TIMES[@]}"; do
+		printf '%6d  %s\n' "${t%%|*}" "${t#*|}" | cut -c1-100
+	done
+}
 record() { # record NAME EXIT_CODE
 	if [ "$2" -eq 0 ]; then PASSED+=("$1"); else FAILED+=("$1"); fi
 }
@@ -81,6 +112,7 @@ stop_daemon() {
 
 finish() {
 	local rc=$?
+	end_stage
 	stop_daemon
 	# The cluster stage's daemons and database (it takes them down itself
 	# unless interrupted).
@@ -102,11 +134,12 @@ finish() {
 	done
 	if [ "${#FAILED[@]}" -gt 0 ] || [ "$rc" -ne 0 ]; then
 		if [ -s "$DAEMON_LOG" ]; then
-			stage "daemon log (last 80 lines of $DAEMON_LOG)"
+			heading "daemon log (last 80 lines of $DAEMON_LOG)"
 			tail -n 80 "$DAEMON_LOG"
 		fi
 	fi
-	stage "summary"
+	heading "summary"
+	print_stage_times
 	[ "${#PASSED[@]}" -gt 0 ] && printf 'passed: %s\n' "${PASSED[*]}"
 	[ "${#FAILED[@]}" -gt 0 ] && printf 'FAILED: %s\n' "${FAILED[*]}"
 	echo "logs: $WORK"
@@ -145,6 +178,21 @@ trap finish EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- setup
+stage "readme scripts executable"
+# Every script the README tells a user to run must be executable in git
+# (mode 100755): `sudo scripts/test.sh` on a fresh clone says "Permission
+# denied" otherwise, which `bash scripts/…` would hide.
+readme_scripts_ok=0
+for s in $(grep -oE '(^|[^[:alnum:]_./-])scripts/[[:alnum:]_.-]+\.sh' README.md | grep -oE 'scripts/.*' | sort -u); do
+	mode=$(git ls-files -s -- "$s" | cut -d' ' -f1)
+	if [ "$mode" != 100755 ]; then
+		echo "README names $s, but git has it as mode ${mode:-(not tracked)}, not 100755 (git update-index --chmod=+x $s)"
+		readme_scripts_ok=1
+	fi
+done
+[ "$readme_scripts_ok" = 0 ] && echo "ok: every scripts/*.sh the README names is mode 100755 in git"
+record readme-scripts "$readme_scripts_ok"
+
 stage "setup"
 # The microVM root tests and the microVM stage need the guest kernel, on
 # every host (setup.sh alone builds it only where microVMs are the default).
@@ -480,7 +528,7 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 	if [ "$cluster_rc" -ne 0 ]; then
 		for f in "$WORK"/cluster-logs/*.log; do
 			[ -s "$f" ] || continue
-			stage "cluster log $(basename "$f") (last 25 lines)"
+			heading "cluster log $(basename "$f") (last 25 lines)"
 			tail -n 25 "$f"
 		done
 	fi
