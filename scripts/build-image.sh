@@ -78,8 +78,8 @@ trap 'rm -rf "$stage"' EXIT
 export GOFLAGS="${GOFLAGS:--mod=mod}"
 mkdir -p "$stage/usr/local/bin" "$stage/var/lib/airlock"
 log "building airlock and airlock-envd (static)"
-CGO_ENABLED=0 go build -trimpath -o "$stage/usr/local/bin/airlock" ./cmd/airlock
-CGO_ENABLED=0 go build -trimpath -o "$stage/usr/local/bin/airlock-envd" ./cmd/airlock-envd
+CGO_ENABLED=0 go build -o "$stage/usr/local/bin/airlock" ./cmd/airlock
+CGO_ENABLED=0 go build -o "$stage/usr/local/bin/airlock-envd" ./cmd/airlock-envd
 runsc=$(bash scripts/build-runsc.sh | tail -n 1) || die "building runsc failed"
 ver=$(tr -d ' \n' <internal/runtime/gvisor/runsc.version)
 mkdir -p "$stage/var/cache/airlock/runsc/$ver"

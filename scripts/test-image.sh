@@ -12,7 +12,8 @@
 #   scripts/test-image.sh [--data-dir DATA_DIR]
 #
 # Knobs: AIRLOCK_IMAGE_NET_PREFIX (default alimg), AIRLOCK_IMAGE_SUBNET (default
-# 10.76.0.0/24), AIRLOCK_TEST_WORK (scratch parent; default a new /tmp dir).
+# 10.76.0.0/24), AIRLOCK_TEST_WORK (scratch parent; default a new /tmp dir),
+# AIRLOCK_IMAGE_ARCHIVE (run this already built archive instead of building one).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
@@ -64,10 +65,15 @@ since() { echo "$(($(date +%s) - $1)) s"; }
 
 # ---- the image
 t0=$(date +%s)
-out=$W/airlock.oci.tar
-bash scripts/build-image.sh "$out" 2>&1 | sed 's/^/  /'
-[ "${PIPESTATUS[0]}" -eq 0 ] || die "scripts/build-image.sh failed"
-log "image built in $(since "$t0") ($(du -h "$out" | cut -f1))"
+if [ -n "${AIRLOCK_IMAGE_ARCHIVE:-}" ]; then
+	out=$AIRLOCK_IMAGE_ARCHIVE
+	log "using the image $out"
+else
+	out=$W/airlock.oci.tar
+	bash scripts/build-image.sh "$out" 2>&1 | sed 's/^/  /'
+	[ "${PIPESTATUS[0]}" -eq 0 ] || die "scripts/build-image.sh failed"
+	log "image built in $(since "$t0") ($(du -h "$out" | cut -f1))"
+fi
 
 # ---- bundles: one rootfs, two configs
 t=$(date +%s)
