@@ -73,10 +73,14 @@ log "$(go version)"
 export GOFLAGS="${GOFLAGS:--mod=mod}"
 
 LOGS=$(mktemp -d /tmp/airlock-setup.XXXXXX)
-jobs_pids=()
+runsc_detached=""
 cleanup() {
+	# Phases still running when setup fails (jobs -p: only live ones of
+	# ours), except a runsc build left to the daemon.
 	local p
-	for p in "${jobs_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in $(jobs -p); do
+		[ "$p" = "$runsc_detached" ] || kill "$p" 2>/dev/null || true
+	done
 	rm -rf "$LOGS"
 }
 trap cleanup EXIT
@@ -110,7 +114,6 @@ apt_job() {
 }
 apt_job >"$LOGS/apt.log" 2>&1 &
 apt_pid=$!
-jobs_pids+=("$apt_pid")
 
 # ---- runsc (background; Go only, a few minutes of CPU on a fresh host)
 runsc_job() {
@@ -122,11 +125,11 @@ runsc_wait=${AIRLOCK_SETUP_RUNSC_WAIT:-1}
 if [ "$runsc_wait" = 1 ]; then
 	runsc_job >"$LOGS/runsc.log" 2>&1 &
 	runsc_pid=$!
-	jobs_pids+=("$runsc_pid")
 else
 	runsc_log=$(mktemp /tmp/airlock-runsc-build.XXXXXX.log)
 	setsid bash -c "$(declare -f log phase_done runsc_job); runsc_job" </dev/null >"$runsc_log" 2>&1 &
 	runsc_pid=$!
+	runsc_detached=$runsc_pid
 fi
 
 # ---- web console front-end (web/console → internal/console/dist, embedded
@@ -184,7 +187,6 @@ if [ "$microvm" = 1 ]; then
 	}
 	kernel_job >"$LOGS/kernel.log" 2>&1 &
 	kernel_pid=$!
-	jobs_pids+=("$kernel_pid")
 else
 	log "microVM toolchain and guest kernel skipped (no hardware virtualisation: the daemon uses gVisor; AIRLOCK_BUILD_KERNEL=1 installs and builds them)"
 fi
