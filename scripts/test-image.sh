@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The image stage of scripts/test.sh: builds the OCI image with
-# scripts/build-image.sh and runs it as OCI bundles with Debian's crun (runc
-# works too: AIRLOCK_IMAGE_RUNTIME=runc), the way the Helm chart runs it:
+# scripts/build-image.sh and runs it as OCI bundles with Debian's runc (crun
+# refuses hosts with hybrid cgroups, as these: AIRLOCK_IMAGE_RUNTIME=crun elsewhere),
+# the way the Helm chart runs it:
 #   - `--role api` (the host's network) answers GET /health;
 #   - `--role node` (privileged, the host's network and /dev, as the chart's
 #     DaemonSet) registers with a throwaway PostgreSQL, the api tier lists it,
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
 	*) die "unknown argument $1" ;;
 	esac
 done
-RT=${AIRLOCK_IMAGE_RUNTIME:-crun}
+RT=${AIRLOCK_IMAGE_RUNTIME:-runc}
 if ! command -v "$RT" >/dev/null 2>&1; then
 	log "installing $RT (Debian)"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$RT" >/dev/null ||

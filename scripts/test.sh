@@ -3,7 +3,7 @@
 #   setup → gofmt → go vet → staticcheck → go test (unit + root) → Helm chart
 #   check → build →
 #   start `airlock serve` → Go raw-HTTP e2e tests → E2B JS SDK e2e tests →
-#   console → image (build + run under crun) → microVM e2e → cluster e2e.
+#   console → image (build + run under runc) → microVM e2e → cluster e2e.
 # Needs root (gVisor, network namespaces, nftables).
 #
 # Environment knobs:
@@ -22,7 +22,7 @@
 #                           rewrites docs/RELIABILITY.md, instead of the e2e stages
 #   AIRLOCK_TEST_SKIP_IMAGE=1  skip the image stage (scripts/test-image.sh: builds the OCI
 #                           image with scripts/build-image.sh, runs --role api and a privileged
-#                           --role node from it with crun against a throwaway PostgreSQL; net
+#                           --role node from it with runc against a throwaway PostgreSQL; net
 #                           prefix i<prefix>, the /24 at .251 of AIRLOCK_TEST_SUBNET)
 #   AIRLOCK_TEST_SKIP_MICROVM=1  skip the microVM stage (scripts/test-microvm.sh, a second
 #                           daemon with --runtime microvm; its own knobs are listed there)
@@ -396,7 +396,7 @@ fi
 
 # ---------------------------------------------------------------- OCI image
 if [ "${AIRLOCK_TEST_SKIP_IMAGE:-0}" != 1 ]; then
-	stage "image (scripts/build-image.sh; --role api and a privileged --role node from it under crun)"
+	stage "image (scripts/build-image.sh; --role api and a privileged --role node from it under runc)"
 	IFS=./ read -r o1 o2 _ <<<"${AIRLOCK_TEST_SUBNET:-10.79.0.0/16}"
 	AIRLOCK_TEST_WORK=$WORK AIRLOCK_IMAGE_NET_PREFIX="i${AIRLOCK_TEST_NET_PREFIX:-ale2e}" AIRLOCK_IMAGE_SUBNET="$o1.$o2.251.0/24" \
 		bash scripts/test-image.sh --data-dir "$DATA_DIR" 2>&1 | tee "$WORK/image.out"

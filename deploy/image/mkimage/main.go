@@ -343,7 +343,8 @@ func unpack(img v1.Image, rootfs string) error {
 	return nil
 }
 
-// allCaps are the capabilities a privileged container gets.
+// allCaps are the capabilities a privileged container gets, in
+// capability-number order (CAP_CHOWN is 0).
 var allCaps = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
 	"CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE",
@@ -353,6 +354,34 @@ var allCaps = []string{
 	"CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL", "CAP_SETFCAP", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN",
 	"CAP_SYSLOG", "CAP_WAKE_ALARM", "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF",
 	"CAP_CHECKPOINT_RESTORE",
+}
+
+// boundedCaps is allCaps within this process's bounding set (as a
+// privileged container gets every capability its runtime has: a runtime
+// cannot grant one it lacks).
+func boundedCaps() []string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return allCaps
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		hex, ok := strings.CutPrefix(l, "CapBnd:")
+		if !ok {
+			continue
+		}
+		var mask uint64
+		if _, err := fmt.Sscanf(strings.TrimSpace(hex), "%x", &mask); err != nil {
+			return allCaps
+		}
+		var out []string
+		for i, c := range allCaps { // allCaps is in capability-number order
+			if mask&(1<<uint(i)) != 0 {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	return allCaps
 }
 
 // defaultCaps are an unprivileged container's (Docker's default set).
@@ -380,7 +409,7 @@ func runtimeSpec(cf *v1.ConfigFile, rootfs string, args, binds, env []string, pr
 	}
 	caps := defaultCaps
 	if privileged {
-		caps = allCaps
+		caps = boundedCaps()
 	}
 	mounts := []mount{
 		{Destination: "/proc", Type: "proc", Source: "proc"},
@@ -434,7 +463,6 @@ func runtimeSpec(cf *v1.ConfigFile, rootfs string, args, binds, env []string, pr
 			"capabilities": map[string][]string{
 				"bounding": caps, "effective": caps, "permitted": caps,
 			},
-			"rlimits":         []map[string]any{{"type": "RLIMIT_NOFILE", "hard": 1048576, "soft": 1048576}},
 			"noNewPrivileges": !privileged,
 		},
 		"root":     map[string]any{"path": rootfs, "readonly": false},
