@@ -61,6 +61,7 @@ cleanup() {
 	rm -rf "$W/bundles" "$W/node-data" "$W/api-data" "$W/api-secret" "$pgdir"
 }
 trap cleanup EXIT
+trap 'exit 143' INT TERM
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 since() { echo "$(($(date +%s) - $1)) s"; }
 
@@ -147,11 +148,12 @@ log "--role api answers /health in $(since "$t"): $body"
 # ---- node
 t=$(date +%s)
 (cd "$W/bundles/node" && exec "$RT" run --bundle . "$PREFIX-node") </dev/null >"$W/node.log" 2>&1 &
+node_runner=$!
 export E2B_API_URL=http://127.0.0.1:$api_port E2B_API_KEY=$api_key
 ok=0
 for _ in $(seq 300); do
 	if "$airlock" node ls 2>/dev/null | grep -E '^img1[[:space:]]' | grep -qw live; then ok=1; break; fi
-	"$RT" state "$PREFIX-node" >/dev/null 2>&1 || break
+	kill -0 "$node_runner" 2>/dev/null || break # the node exited
 	sleep 1
 done
 if [ "$ok" != 1 ]; then

@@ -448,7 +448,11 @@ func runtimeSpec(cf *v1.ConfigFile, rootfs string, args, binds, env []string, pr
 		// A mount namespace only: the host's network, PIDs, IPC and UTS.
 		"namespaces": []map[string]string{{"type": "mount"}},
 	}
-	if !privileged {
+	if privileged {
+		// Every device (loop devices, /dev/net/tun, /dev/kvm): a runtime's
+		// default device cgroup allows only the standard few.
+		linux["resources"] = map[string]any{"devices": []map[string]any{{"allow": true, "access": "rwm"}}}
+	} else {
 		linux["maskedPaths"] = []string{"/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware"}
 		linux["readonlyPaths"] = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 	}
