@@ -1,5 +1,7 @@
 #!/bin/sh
-# Regenerates Go code from proto/*.proto into internal/proto.
+# Regenerates Go code from proto/*.proto into sdk/go/airlock/proto: the public
+# Go SDK owns the generated packages; the agent, internal/guest and the daemon
+# import them from there.
 set -eu
 cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:$PATH"

@@ -6,7 +6,7 @@
 # template built with the SDK's Template.build) with the official e2b SDK and
 # test/e2e/microvm-interpreter.test.mjs with @e2b/code-interpreter, and
 # test/e2e/microvm-review-m6.test.mjs (security review M6: no host mount of a
-# build step's disk). The root Go tests of
+# build step's disk), then a subset of test/python. The root Go tests of
 # internal/runtime/microvm run in test.sh's `go test ./...` stage.
 #
 # Knobs: AIRLOCK_TEST_DATA_DIR (the main suite's data dir, whose built
@@ -15,7 +15,9 @@
 # (default alvm), AIRLOCK_TEST_VM_SUBNET (default 10.80.0.0/16),
 # AIRLOCK_TEST_WORK (log dir), AIRLOCK_TEST_VM_NODE_FILES (a subset of the test
 # files above), AIRLOCK_E2E_EXT_NET (first three octets of the network test's
-# addresses, as in scripts/test.sh; default 10.78.255).
+# addresses, as in scripts/test.sh; default 10.78.255), AIRLOCK_TEST_VM_SKIP_PYTHON=1
+# (skip issue 26's cases through E2B's Python SDK, test/python) and
+# AIRLOCK_TEST_VM_PYTHON_ARGS (pytest arguments instead of that subset).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$(pwd)
@@ -83,6 +85,19 @@ grep -m1 'isolation runtime' "$LOG"
 	AIRLOCK_TEST_VM_DAEMON_LOG=$LOG node --test --test-concurrency=1 --test-reporter=spec \
 	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs})
 rc=$?
+# Issue 26's cases through E2B's Python SDK (test/python), on this daemon:
+# /proc and pipe reads, watch events, maskRequestHost (pause, resume, fork),
+# the template endpoints' status codes, kills.
+if [ "${AIRLOCK_TEST_VM_SKIP_PYTHON:-0}" != 1 ]; then
+	if PY_SITE=$(bash scripts/python-deps.sh | tail -n 1) && [ -d "$PY_SITE" ]; then
+		# shellcheck disable=SC2086
+		(cd test/python && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
+			PYTHONPATH=$PY_SITE PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cacheprovider \
+			${AIRLOCK_TEST_VM_PYTHON_ARGS:-test_files_read.py test_watch.py test_network.py test_templates.py::test_template_endpoints_answer_the_codes_the_client_accepts test_kill.py}) || rc=1
+	else
+		rc=1
+	fi
+fi
 if [ "$rc" -ne 0 ]; then
 	echo "microVM daemon log (last 60 lines):"
 	tail -n 60 "$LOG"

@@ -3,7 +3,8 @@
 #   setup → gofmt → go vet → staticcheck → go test (unit + root) → Helm chart
 #   check → build →
 #   start `airlock serve` → Go raw-HTTP e2e tests → E2B JS SDK e2e tests →
-#   console → image (build + run under runc) → microVM e2e → cluster e2e.
+#   E2B Python SDK e2e tests → console → image (build + run under runc) →
+#   microVM e2e → cluster e2e.
 # Needs root (gVisor, network namespaces, nftables).
 #
 # Environment knobs:
@@ -12,9 +13,14 @@
 #   AIRLOCK_TEST_SKIP_UNIT=1  skip lint + unit tests + fuzzing (iterate on e2e only)
 #   AIRLOCK_FUZZ_TIME       fuzz time per target in the fuzz stage (default 5s)
 #   AIRLOCK_TEST_SKIP_E2E=1   stop after the unit tests
+#   AIRLOCK_TEST_SKIP_SDK_EXAMPLES=1  skip building the Go SDK's example modules
+#                           (sdk/go/examples/*; part of the unit stages)
 #   AIRLOCK_TEST_GO_RUN     -run filter for the Go e2e tests
 #   AIRLOCK_TEST_NODE_FILES space-separated subset of test/e2e/*.test.mjs
 #   AIRLOCK_TEST_BIN        airlock binary to serve with (default bin/airlock)
+#   AIRLOCK_TEST_SKIP_PYTHON=1  skip the Python SDK stage (test/python with E2B's Python
+#                           SDKs, after the JS stage, same daemon); AIRLOCK_TEST_PYTHON_ARGS
+#                           are extra pytest arguments (a subset: "test_watch.py")
 #   AIRLOCK_TEST_SKIP_CONSOLE=1  skip the web console's browser tests (test/console)
 #   AIRLOCK_TEST_ARTIFACTS  where the browser tests save screenshots (default $WORK/console)
 #   AIRLOCK_TEST_REPORT=1   after the daemon is up, run only bench/report/run.sh (attacks,
@@ -156,6 +162,10 @@ finish() {
 		echo "-- node e2e --"
 		grep -E '^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms)' "$NODE_OUT" | tail -n 8
 	fi
+	if [ -s "$WORK/python.out" ]; then
+		echo "-- python e2e --"
+		grep -E '^(FAILED|ERROR) |^=+ .*(passed|failed|error).* =+$' "$WORK/python.out" | tail -n 20
+	fi
 	failure_digest
 	if [ "${#FAILED[@]}" -gt 0 ] && [ "$rc" -eq 0 ]; then rc=1; fi
 	exit "$rc"
@@ -252,6 +262,17 @@ if [ "${AIRLOCK_TEST_SKIP_UNIT:-0}" != 1 ]; then
 		go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./... &&
 		go test -count=1 ./...)
 	record helm-chart $?
+
+	# ------------------------------------------------------------ Go SDK examples (their own modules)
+	# Each reaches the SDK through a replace directive, so only its public
+	# packages; test/gohttp's TestSDKExampleQuickstart runs quickstart against
+	# the daemon.
+	if [ "${AIRLOCK_TEST_SKIP_SDK_EXAMPLES:-0}" != 1 ]; then
+		stage "go sdk examples (sdk/go/examples/*: build and vet as modules outside the SDK's)"
+		rc=0
+		for d in sdk/go/examples/*/; do (cd "$d" && go build -o "$WORK/sdk-examples/" ./... && go vet ./...) || rc=1; done
+		record sdk-examples $rc
+	fi
 
 	# ------------------------------------------------------------ fuzz (short)
 	stage "go test -fuzz (each target ${AIRLOCK_FUZZ_TIME:-5s})"
@@ -378,6 +399,21 @@ if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then node_flags+=(--test-timeo
 read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs egress.test.mjs security.test.mjs metrics.test.mjs limits.test.mjs ports.test.mjs interpreter.test.mjs templates.test.mjs templates-sdk.test.mjs templates-cli.test.mjs templates-review.test.mjs snapshots.test.mjs fspause.test.mjs}"
 (cd test/e2e && node "${node_flags[@]}" "${node_files[@]}") 2>&1 | tee "$NODE_OUT"
 record js-e2e "${PIPESTATUS[0]}"
+
+# ---------------------------------------------------------------- Python SDK e2e
+# E2B's Python SDKs (../shared/vendor/python, dependencies from Debian:
+# scripts/python-deps.sh) against the same daemon.
+if [ "${AIRLOCK_TEST_SKIP_PYTHON:-0}" != 1 ]; then
+	stage "python e2e (test/python, official e2b and e2b_code_interpreter Python SDKs)"
+	if PY_SITE=$(bash scripts/python-deps.sh | tail -n 1) && [ -d "$PY_SITE" ]; then
+		# ${AIRLOCK_TEST_PYTHON_ARGS} selects tests (e.g. "test_watch.py -k new_file").
+		# shellcheck disable=SC2086
+		(cd test/python && PYTHONPATH=$PY_SITE PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cacheprovider ${AIRLOCK_TEST_PYTHON_ARGS:-}) 2>&1 | tee "$WORK/python.out"
+		record python-e2e "${PIPESTATUS[0]}"
+	else
+		record python-deps 1
+	fi
+fi
 
 # ---------------------------------------------------------------- web console (headless chromium)
 if [ "${AIRLOCK_TEST_SKIP_CONSOLE:-0}" != 1 ]; then
@@ -520,7 +556,7 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 		record cluster-npm-ci $?
 		cluster_flags=(--test --test-reporter=spec --test-concurrency=1)
 		if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then cluster_flags+=(--test-timeout=900000); fi
-		read -r -a cluster_files <<<"${AIRLOCK_TEST_CLUSTER_FILES:-01-placement.test.mjs 02-routing.test.mjs 03-cross-api.test.mjs 04-templates.test.mjs 05-drain.test.mjs 06-faults-api.test.mjs 07-faults-node.test.mjs 08-faults-pg.test.mjs 09-move.test.mjs 10-move-faults.test.mjs 11-security.test.mjs 12-artifact-integrity.test.mjs}"
+		read -r -a cluster_files <<<"${AIRLOCK_TEST_CLUSTER_FILES:-01-placement.test.mjs 02-routing.test.mjs 03-cross-api.test.mjs 04-templates.test.mjs 05-drain.test.mjs 06-faults-api.test.mjs 07-faults-node.test.mjs 08-faults-pg.test.mjs 09-move.test.mjs 10-move-faults.test.mjs 11-security.test.mjs 12-artifact-integrity.test.mjs 13-pause-upload.test.mjs}"
 		(cd test/cluster && AIRLOCK_CLUSTER_STATE=$CLUSTER_STATE AIRLOCK_CLUSTER_S3_DIR=${CLUSTER_S3_DIR} node "${cluster_flags[@]}" "${cluster_files[@]}") 2>&1 | tee "$WORK/cluster.out"
 		cluster_rc=${PIPESTATUS[0]}
 		record cluster-e2e "$cluster_rc"

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,9 @@ type config struct {
 	runsc    string
 	platform string
 	keep     bool
+	rtt      int
+	maxFail  int
+	daemon   int
 }
 
 func main() {
@@ -64,6 +68,9 @@ func main() {
 	flag.StringVar(&c.runsc, "runsc", gvisor.DefaultRunscPath(), "runsc binary for the baseline")
 	flag.StringVar(&c.platform, "platform", "systrap", "runsc platform for the baseline")
 	flag.BoolVar(&c.keep, "keep", false, "leave the sandboxes running")
+	flag.IntVar(&c.rtt, "rtt", 20, "command round trips (`true`) timed on the first sandbox while it is alone, and again on sandboxes spread over the set once all are alive")
+	flag.IntVar(&c.daemon, "daemon-pid", 0, "pid of the daemon, whose own CPU (and its reaped children's: runsc events, runsc kill) is shared out per sandbox (0: the `airlock serve` process listening on the URL's port)")
+	flag.IntVar(&c.maxFail, "max-failures", 5, "failed creates tolerated (counted and printed) before the run stops")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "density:", err)
@@ -78,6 +85,9 @@ func run(c config) error {
 	}
 	ctx := context.Background()
 	memBefore := memAvailable()
+	if c.daemon == 0 {
+		c.daemon = findDaemon(cl.BaseURL())
+	}
 
 	var base *baseline
 	if c.baseline > 0 {
@@ -102,23 +112,36 @@ func run(c config) error {
 			cancel()
 		}
 	}()
+	fmt.Printf("host at the start: %s\n", hostContext())
 	start := time.Now()
 	var creates []time.Duration
+	var failures []string
+	var rttIdle []float64
 	for i := 0; i < c.n; i++ {
 		t0 := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		s, err := cl.CreateSandbox(cctx, airlock.SandboxOptions{Template: c.template, Timeout: time.Hour, Metadata: map[string]string{"bench": "density"}})
-		if err != nil {
-			cancel()
-			return fmt.Errorf("create %d: %w", i, err)
-		}
-		sbs = append(sbs, s)
-		if err := touch(cctx, cl, s, c.cell); err != nil {
-			cancel()
-			return fmt.Errorf("sandbox %d: %w", i, err)
+		if err == nil {
+			sbs = append(sbs, s)
+			err = touch(cctx, cl, s, c.cell)
 		}
 		cancel()
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("sandbox %d: %v", i, err))
+			fmt.Fprintf(os.Stderr, "density: sandbox %d: %v\n", i, err)
+			if len(failures) > c.maxFail {
+				return fmt.Errorf("%d failures, the last: %w", len(failures), err)
+			}
+			continue
+		}
 		creates = append(creates, time.Since(t0))
+		if len(sbs) == 1 && c.rtt > 0 {
+			// The same figure on an otherwise idle daemon: one sandbox.
+			rttIdle = roundTrips(ctx, cl, sbs[:1], c.rtt)
+		}
+		if (i+1)%10 == 0 {
+			fmt.Fprintf(os.Stderr, "density: %d created, %.1f s, %s\n", i+1, time.Since(start).Seconds(), hostContext())
+		}
 	}
 	createElapsed := time.Since(start)
 	time.Sleep(c.settle)
@@ -133,7 +156,9 @@ func run(c config) error {
 		if base != nil {
 			groups = append(groups, group{name: "bare runsc, busybox sh", ids: base.ids})
 		}
+		d0 := daemonTicks(c.daemon)
 		measure(groups, c.window)
+		dt := daemonTicks(c.daemon) - d0
 		fmt.Printf("\nround %d of %d, window %v, %s\n", r+1, c.rounds, c.window, time.Now().UTC().Format(time.RFC3339))
 		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "what\tn\tCPU % of a core p50\tp99\tmean\tPSS MiB p50\tp99")
@@ -151,8 +176,41 @@ func run(c config) error {
 			}
 			fmt.Fprintf(tw, "ratio airlock / bare (mean CPU)\t\t%s\t\t\t\t\n", ratio)
 		}
+		if c.daemon > 0 && len(ids) > 0 {
+			pct := float64(dt) / clkTck / c.window.Seconds() * 100
+			fmt.Fprintf(tw, "the daemon (pid %d) and its reaped children, per sandbox\t\t%.3f\t\t(%.2f in all)\t\t\n", c.daemon, pct/float64(len(ids)), pct)
+		}
 		tw.Flush()
 	}
+	if c.rtt > 0 && len(sbs) > 0 {
+		busy := roundTrips(ctx, cl, spread(sbs, 10), c.rtt)
+		a50, a99, _ := pcts(rttIdle)
+		b50, b99, _ := pcts(busy)
+		fmt.Printf("\ncommand round trip (`true`): %.1f ms p50, %.1f ms p99 with one sandbox; %.1f ms p50, %.1f ms p99 with %d alive (%d samples over 10 of them): %.2f× the p50\n",
+			a50, a99, b50, b99, len(sbs), len(busy), b50/a50)
+	}
+	if c.cell != "" {
+		ok := 0
+		var bad []string
+		for i, s := range sbs {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			if err := check(cctx, cl, s); err != nil {
+				bad = append(bad, fmt.Sprintf("sandbox %d (%s): %v", i, s.ID, err))
+			} else {
+				ok++
+			}
+			cancel()
+		}
+		fmt.Printf("a last cell (or command) on each: %d of %d answered correctly\n", ok, len(sbs))
+		for _, b := range bad {
+			fmt.Println("  ", b)
+		}
+	}
+	fmt.Printf("failed creates: %d\n", len(failures))
+	for _, f := range failures {
+		fmt.Println("  ", f)
+	}
+	fmt.Printf("host at the end: %s\n", hostContext())
 	p50, p99, _ := pcts(durMS(creates))
 	fmt.Printf("\ncreates (create + first %s): %d in %.1f s = %.2f per second; p50 %.0f ms, p99 %.0f ms\n",
 		map[bool]string{true: "cell", false: "`true`"}[hasInterpreter(c.template) && c.cell != ""],
@@ -189,6 +247,126 @@ func touch(ctx context.Context, cl *airlock.Client, s *airlock.Sandbox, cell str
 		return fmt.Errorf("true exited %d", code)
 	}
 	return nil
+}
+
+// check runs a cell that must print 42 (interpreter templates) or
+// `echo 42`, and compares the output.
+func check(ctx context.Context, cl *airlock.Client, s *airlock.Sandbox) error {
+	if hasInterpreter(s.TemplateID) || hasInterpreter(s.Info.Alias) {
+		ex, err := s.RunCode(ctx, "print(6 * 7)")
+		if err != nil {
+			return err
+		}
+		if ex.Error != nil {
+			return fmt.Errorf("cell error: %s", ex.Error.Error())
+		}
+		if got := strings.Join(ex.Logs.Stdout, ""); got != "42\n" {
+			return fmt.Errorf("cell printed %q, want \"42\\n\"", got)
+		}
+		return nil
+	}
+	code, err := cl.RunShell(ctx, s.ID, s.AccessToken, "test $((6 * 7)) = 42")
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("command exited %d", code)
+	}
+	return nil
+}
+
+// roundTrips times n runs of `true` spread over sbs, in milliseconds.
+func roundTrips(ctx context.Context, cl *airlock.Client, sbs []*airlock.Sandbox, n int) []float64 {
+	var out []float64
+	for i := 0; i < n; i++ {
+		s := sbs[i%len(sbs)]
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		t0 := time.Now()
+		code, err := cl.RunShell(cctx, s.ID, s.AccessToken, "true")
+		d := time.Since(t0)
+		cancel()
+		if err != nil || code != 0 {
+			fmt.Fprintf(os.Stderr, "density: round trip on %s: exit %d, %v\n", s.ID, code, err)
+			continue
+		}
+		out = append(out, float64(d.Microseconds())/1000)
+	}
+	return out
+}
+
+// spread is up to k of sbs, evenly spaced.
+func spread(sbs []*airlock.Sandbox, k int) []*airlock.Sandbox {
+	if len(sbs) <= k {
+		return sbs
+	}
+	out := make([]*airlock.Sandbox, 0, k)
+	for i := 0; i < k; i++ {
+		out = append(out, sbs[i*len(sbs)/k])
+	}
+	return out
+}
+
+// findDaemon is the pid of the `airlock serve` process whose --listen
+// address has the port of url (0 if none).
+func findDaemon(url string) int {
+	i := strings.LastIndexByte(url, ':')
+	if i < 0 {
+		return 0
+	}
+	port := strings.TrimRight(url[i+1:], "/")
+	for _, p := range allProcs() {
+		for j, a := range p.args {
+			if (a == "--listen" || a == "-listen") && j+1 < len(p.args) && strings.HasSuffix(p.args[j+1], ":"+port) && slices.Contains(p.args, "serve") {
+				return p.pid
+			}
+		}
+	}
+	return 0
+}
+
+// daemonTicks is utime+stime+cutime+cstime of pid: its own CPU and that of
+// the children it reaped (fields 14-17 of /proc/<pid>/stat).
+func daemonTicks(pid int) uint64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := statFields(b)
+	if len(f) < 15 {
+		return 0
+	}
+	var sum uint64
+	for _, i := range []int{11, 12, 13, 14} {
+		v, _ := strconv.ParseUint(f[i], 10, 64)
+		sum += v
+	}
+	return sum
+}
+
+// hostContext says what else the host runs: its load average, and the
+// runsc sandboxes and QEMU processes on it (this run's included).
+func hostContext() string {
+	la, _ := os.ReadFile("/proc/loadavg")
+	sandboxes, qemus := 0, 0
+	for _, p := range allProcs() {
+		if len(p.args) == 0 {
+			continue
+		}
+		switch b := filepath.Base(p.args[0]); {
+		case b == "runsc-sandbox" || (strings.HasPrefix(b, "runsc") && slices.Contains(p.args, "boot")):
+			sandboxes++
+		case strings.HasPrefix(b, "qemu-system"):
+			qemus++
+		}
+	}
+	f := strings.Fields(string(la))
+	if len(f) > 3 {
+		f = f[:3]
+	}
+	return fmt.Sprintf("load average %s, %d runsc sandboxes and %d QEMU processes on the host", strings.Join(f, " "), sandboxes, qemus)
 }
 
 type group struct {
@@ -252,15 +430,21 @@ func allProcs() []procInfo {
 }
 
 // tree is the runsc processes of container id (an argument that is id or
-// ends in /id: the sandbox and the gofer) and all their descendants.
+// ends in /id: the sandbox and the gofer), or the QEMU process of microVM
+// id, and all their descendants.
 func tree(procs []procInfo, id string) []int {
 	in := map[int]bool{}
 	for _, p := range procs {
-		if len(p.args) == 0 || !strings.HasPrefix(filepath.Base(p.args[0]), "runsc") {
+		if len(p.args) == 0 {
+			continue
+		}
+		if b := filepath.Base(p.args[0]); !strings.HasPrefix(b, "runsc") && !strings.HasPrefix(b, "qemu-system") {
 			continue
 		}
 		for _, a := range p.args {
-			if a == id || strings.HasSuffix(a, "/"+id) || strings.HasSuffix(a, "="+id) {
+			// runsc: the id, a path ending in it or a flag's value;
+			// QEMU (the microVM runtime): -name airlock-<id>.
+			if a == id || strings.HasSuffix(a, "/"+id) || strings.HasSuffix(a, "="+id) || a == "airlock-"+id {
 				in[p.pid] = true
 				break
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 const (
@@ -253,7 +254,7 @@ func (a *api) listV2(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	items, next := lq.page(all)
-	out := make([]listedSandboxJSON, 0, len(items))
+	out := make([]airlock.ListedSandbox, 0, len(items))
 	for _, sb := range items {
 		out = append(out, toListed(sb))
 	}
@@ -274,7 +275,7 @@ func (a *api) listV1(w http.ResponseWriter, r *http.Request) {
 	}
 	lq := &listQuery{states: map[string]bool{sandbox.StateRunning: true}, metadata: md, limit: 1 << 30}
 	items, _ := lq.page(a.m.List())
-	out := make([]listedSandboxJSON, 0, len(items))
+	out := make([]airlock.ListedSandbox, 0, len(items))
 	for _, sb := range items {
 		out = append(out, toListed(sb))
 	}

@@ -14,15 +14,10 @@ import (
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
-// networkJSON is SandboxDetail.network (the parts we enforce).
-type networkJSON struct {
-	AllowOut           []string `json:"allowOut,omitempty"`
-	DenyOut            []string `json:"denyOut,omitempty"`
-	AllowPublicTraffic bool     `json:"allowPublicTraffic"`
-}
-
-func toNetworkJSON(sb *sandbox.Sandbox) *networkJSON {
-	return &networkJSON{AllowOut: sb.AllowOut, DenyOut: sb.DenyOut, AllowPublicTraffic: sb.TrafficToken == ""}
+// toNetworkJSON is SandboxDetail.network (the parts we enforce).
+func toNetworkJSON(sb *sandbox.Sandbox) *airlock.SandboxNetwork {
+	return &airlock.SandboxNetwork{AllowOut: sb.AllowOut, DenyOut: sb.DenyOut, AllowPublicTraffic: sb.TrafficToken == "",
+		MaskRequestHost: sb.MaskRequestHost}
 }
 
 // isSetJSON reports whether an optional JSON value carries something.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -17,39 +18,6 @@ const (
 	defaultTimeoutV2      = 300 * time.Second
 	defaultConnectTimeout = 300 * time.Second
 )
-
-// listedSandboxJSON is the E2B ListedSandbox schema.
-type listedSandboxJSON struct {
-	TemplateID   string            `json:"templateID"`
-	Alias        string            `json:"alias,omitempty"`
-	SandboxID    string            `json:"sandboxID"`
-	ClientID     string            `json:"clientID"`
-	StartedAt    time.Time         `json:"startedAt"`
-	EndAt        time.Time         `json:"endAt"`
-	CPUCount     int               `json:"cpuCount"`
-	MemoryMB     int               `json:"memoryMB"`
-	DiskSizeMB   int               `json:"diskSizeMB"`
-	Metadata     map[string]string `json:"metadata"`
-	State        string            `json:"state"`
-	EnvdVersion  string            `json:"envdVersion"`
-	VolumeMounts []any             `json:"volumeMounts"`
-}
-
-// lifecycleJSON is SandboxDetail.lifecycle.
-type lifecycleJSON struct {
-	OnTimeout  string `json:"onTimeout"`
-	AutoResume bool   `json:"autoResume"`
-}
-
-// sandboxDetailJSON is the E2B SandboxDetail schema.
-type sandboxDetailJSON struct {
-	listedSandboxJSON
-	EnvdAccessToken     string        `json:"envdAccessToken,omitempty"`
-	Domain              *string       `json:"domain"`
-	AllowInternetAccess bool          `json:"allowInternetAccess"`
-	Network             *networkJSON  `json:"network"`
-	Lifecycle           lifecycleJSON `json:"lifecycle"`
-}
 
 func (a *api) domain() *string {
 	if a.opts.Domain == "" {
@@ -76,12 +44,13 @@ func (a *api) toSandbox(sb *sandbox.Sandbox) airlock.SandboxInfo {
 	return out
 }
 
-func toListed(sb *sandbox.Sandbox) listedSandboxJSON {
+// toListed is sb as a list entry (E2B's ListedSandbox).
+func toListed(sb *sandbox.Sandbox) airlock.ListedSandbox {
 	md := sb.Metadata
 	if md == nil {
 		md = map[string]string{}
 	}
-	return listedSandboxJSON{
+	return airlock.ListedSandbox{
 		TemplateID:   sb.TemplateID,
 		Alias:        sb.Alias,
 		SandboxID:    sb.ID,
@@ -94,22 +63,24 @@ func toListed(sb *sandbox.Sandbox) listedSandboxJSON {
 		Metadata:     md,
 		State:        sb.State,
 		EnvdVersion:  sandbox.EnvdVersion,
-		VolumeMounts: []any{},
+		VolumeMounts: []json.RawMessage{},
 	}
 }
 
-func (a *api) toDetail(sb *sandbox.Sandbox) sandboxDetailJSON {
+// toDetail is sb as GET /sandboxes/{id} answers it (E2B's SandboxDetail).
+func (a *api) toDetail(sb *sandbox.Sandbox) airlock.SandboxDetail {
 	onTimeout := sb.OnTimeout
 	if onTimeout == "" {
 		onTimeout = "kill"
 	}
-	return sandboxDetailJSON{
-		listedSandboxJSON:   toListed(sb),
+	allow := sb.AllowInternet
+	return airlock.SandboxDetail{
+		ListedSandbox:       toListed(sb),
 		EnvdAccessToken:     sb.AccessToken,
 		Domain:              a.domain(),
-		AllowInternetAccess: sb.AllowInternet,
+		AllowInternetAccess: &allow,
 		Network:             toNetworkJSON(sb),
-		Lifecycle:           lifecycleJSON{OnTimeout: onTimeout, AutoResume: sb.AutoResume},
+		Lifecycle:           &airlock.Lifecycle{OnTimeout: onTimeout, AutoResume: sb.AutoResume},
 	}
 }
 
@@ -119,7 +90,7 @@ func unsupportedNetwork(n *airlock.NetworkConfig) bool {
 	if n == nil {
 		return false
 	}
-	return (n.MaskRequestHost != nil && *n.MaskRequestHost != "") || isSetJSON(n.Rules) || isSetJSON(n.EgressProxy)
+	return isSetJSON(n.Rules) || isSetJSON(n.EgressProxy)
 }
 
 func (a *api) createV1(w http.ResponseWriter, r *http.Request) { a.create(w, r, false) }
@@ -158,6 +129,14 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 	}
 	if body.Network != nil {
 		req.AllowPublicTraffic = body.Network.AllowPublicTraffic
+		if body.Network.MaskRequestHost != nil {
+			mask, err := sandbox.ParseMaskRequestHost(*body.Network.MaskRequestHost)
+			if err != nil {
+				a.fail(w, r, err)
+				return
+			}
+			req.MaskRequestHost = mask
+		}
 	}
 	eg, err := egress(body.Network)
 	if err != nil {

@@ -222,14 +222,15 @@ func (a *api) filesOf(w http.ResponseWriter, r *http.Request) (BuildStore, strin
 }
 
 // fileUploadLink answers GET /templates/{id}/files/{hash}
-// (TemplateBuildFileUpload): present, or where to PUT the files.
+// (TemplateBuildFileUpload): present, or where to PUT the files. E2B answers
+// 201 either way, and the Python SDK's generated client accepts nothing else.
 func (a *api) fileUploadLink(w http.ResponseWriter, r *http.Request) {
 	bs, hash, ok := a.filesOf(w, r)
 	if !ok {
 		return
 	}
 	if bs.Files().Present(hash) {
-		middleware.WriteJSON(w, http.StatusOK, map[string]any{"present": true})
+		middleware.WriteJSON(w, http.StatusCreated, map[string]any{"present": true})
 		return
 	}
 	scheme := "http"
@@ -237,7 +238,7 @@ func (a *api) fileUploadLink(w http.ResponseWriter, r *http.Request) {
 		scheme = "https"
 	}
 	expires := time.Now().Add(uploadURLLifetime).Unix()
-	middleware.WriteJSON(w, http.StatusOK, map[string]any{
+	middleware.WriteJSON(w, http.StatusCreated, map[string]any{
 		"present": false,
 		"url": fmt.Sprintf("%s://%s/airlock/v1/template-files/%s?expires=%d&signature=%s", scheme, r.Host, hash,
 			expires, a.uploadSignature(hash, expires)),

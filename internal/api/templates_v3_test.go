@@ -210,7 +210,7 @@ func TestSDKBuildFlow(t *testing.T) {
 	hash := strings.Repeat("d", 64)
 	st, resp = call(t, srv, "GET", "/templates/app/files/"+hash, nil)
 	upURL := fmt.Sprint(resp["url"])
-	if st != 200 || resp["present"] != false || !strings.Contains(upURL, "/airlock/v1/template-files/"+hash+"?expires=") {
+	if st != 201 || resp["present"] != false || !strings.Contains(upURL, "/airlock/v1/template-files/"+hash+"?expires=") {
 		t.Fatalf("files: %d %v", st, resp)
 	}
 	put := func(u string) int {
@@ -232,7 +232,7 @@ func TestSDKBuildFlow(t *testing.T) {
 	if st := put(upURL); st != 200 {
 		t.Fatalf("upload: %d", st)
 	}
-	if st, resp = call(t, srv, "GET", "/templates/app/files/"+hash, nil); st != 200 || resp["present"] != true {
+	if st, resp = call(t, srv, "GET", "/templates/app/files/"+hash, nil); st != 201 || resp["present"] != true {
 		t.Fatalf("files after upload: %d %v", st, resp)
 	}
 	spec := map[string]any{"fromTemplate": "base", "startCmd": "serve", "steps": []map[string]any{

@@ -173,5 +173,16 @@ func (a Images) Delete(ctx context.Context, key string) error {
 	return a.St.Delete(ctx, TreeKey(man.Tree))
 }
 
+// Reachable asks the store whether it answers: one Stat of a key nothing
+// writes (a missing key is an answer). A cluster node asks before a pause
+// whose upload follows its answer.
+func (a Images) Reachable(ctx context.Context) error {
+	_, err := a.St.Stat(ctx, "paused/reachable")
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
 // Unavailable reports whether err says the store could not be reached.
 func (a Images) Unavailable(err error) bool { return errors.Is(err, ErrUnavailable) }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/artifacts/tree"
 )
@@ -329,10 +330,17 @@ func (s *Store) fetchFile(ctx context.Context, key string, want Digest, dst stri
 // reader nor anything that later reads the unpacked files (a runtime's
 // memory state, a root filesystem) sees bytes that were not verified.
 func (s *Store) fetchTree(ctx context.Context, key string, want Digest, dst string) (err error) {
+	start := time.Now()
 	pack, err := s.download(ctx, key, want, "pack")
 	if err != nil {
 		return err
 	}
+	downloaded := time.Since(start)
+	defer func() {
+		if err == nil {
+			s.log.Info("artifacts: tree fetched", "key", key, "download_verify", downloaded, "unpack", time.Since(start)-downloaded)
+		}
+	}()
 	defer os.Remove(pack)
 	f, err := os.Open(pack)
 	if err != nil {

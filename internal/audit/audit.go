@@ -4,11 +4,10 @@ package audit
 
 import (
 	"encoding/json"
-	"net/netip"
 	"sync"
-	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 // DefaultSize is how many entries a sandbox keeps.
@@ -29,23 +28,10 @@ const (
 	Denied  = "denied"
 )
 
-// Entry is one audited event.
-type Entry struct {
-	Time     time.Time `json:"timestamp"`
-	Kind     string    `json:"kind"`     // KindConn, KindDNS or KindPolicy
-	Decision string    `json:"decision"` // Allowed or Denied
-	// Rule names what decided: "allowOut 10.0.0.0/8", "denyOut
-	// example.com", "internet", "no internet", "blocked range", ….
-	Rule string `json:"rule"`
-	// Connections.
-	Protocol string     `json:"protocol,omitempty"` // tcp, udp, icmp, …
-	Dst      netip.Addr `json:"ip,omitzero"`
-	Port     uint16     `json:"port,omitempty"`
-	// DNS.
-	Name    string       `json:"name,omitempty"`
-	QType   string       `json:"qtype,omitempty"`
-	Answers []netip.Addr `json:"answers,omitempty"`
-}
+// Entry is one audited event. Its JSON is the public Go SDK's
+// airlock.EgressEntry (GET /sandboxes/{id}/network/log), so the type is
+// that one.
+type Entry = airlock.EgressEntry
 
 // Ring is a bounded log; the zero value is not usable (NewRing).
 type Ring struct {

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
 )
 
 type result struct {

@@ -17,9 +17,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
 )
 
 func init() {

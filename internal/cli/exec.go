@@ -18,9 +18,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-sandbox/airlock/internal/guest"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
 )
 
 func init() {

@@ -19,10 +19,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
 )
 
 const fakeKey = "e2b_00112233445566778899aabbccddeeff00112233"

@@ -38,7 +38,16 @@ func TestNodeCommands(t *testing.T) {
 			mu.Lock()
 			drained = append(drained, strings.TrimPrefix(r.URL.Path, "/airlock/v1/nodes/"))
 			mu.Unlock()
-			w.WriteHeader(http.StatusNoContent)
+			// The api tier's answer (gateway.setNodeState): what moved, and
+			// what could not.
+			w.Header().Set("Content-Type", "application/json")
+			switch {
+			case strings.Contains(r.URL.Path, "/stuck/drain"):
+				w.Write([]byte(`{"id":"stuck","state":"draining","moved":[{"sandboxId":"ia","node":"n2","state":"running","was":"running"}],
+					"failed":[{"sandboxId":"ib","error":"sandbox \"ib\" was paused without its memory and cannot move to another node"}]}`))
+			default:
+				w.Write([]byte(`{"id":"n1","state":"draining","moved":[],"failed":[]}`))
+			}
 		default:
 			w.WriteHeader(http.StatusNotFound)
 		}
@@ -73,9 +82,23 @@ func TestNodeCommands(t *testing.T) {
 	if _, err := cli("node", "drain", "nope"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("drain of an unknown node: %v", err)
 	}
+	// A drain that leaves a sandbox behind says so and fails (the CLI
+	// exits 1): it used to print the node alone and succeed.
+	root := NewRoot()
+	var out2, errb bytes.Buffer
+	root.SetOut(&out2)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"--url", srv.URL, "--api-key", fakeKey, "node", "drain", "stuck"})
+	err = root.ExecuteContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "1 sandboxes could not move") {
+		t.Errorf("drain of a node whose sandbox cannot move: err %v, want one that says a sandbox could not move", err)
+	}
+	if s := errb.String(); !strings.Contains(s, "moved ia to n2 (running)") || !strings.Contains(s, `not moved ib: sandbox "ib" was paused without its memory`) {
+		t.Errorf("drain stderr lacks what moved and what did not:\n%s", s)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if strings.Join(drained, " ") != "n1/drain n1/undrain" {
+	if strings.Join(drained, " ") != "n1/drain n1/undrain stuck/drain" {
 		t.Errorf("requests: %v", drained)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/airlock-sandbox/airlock/internal/guest"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
 )
 
 func init() {

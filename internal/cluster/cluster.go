@@ -214,6 +214,10 @@ type Route struct {
 	// user: the next request for it resumes it wherever it lands.
 	Evacuated  bool
 	AutoResume bool
+	// Uploading: paused, its checkpoint durable on its node, its image not
+	// yet in the artifact store (the upload follows the pause's answer):
+	// only its node can resume it until the upload is done.
+	Uploading bool
 	// What a node taking it needs (placement): the template under it (the
 	// base template of a sandbox made from a snapshot), its CPUs, memory.
 	TemplateID         string

@@ -16,7 +16,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/metrics"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
 )
 
 // Prefix is where the console is served.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
 )
 
 // The terminal protocol, one WebSocket per terminal:

@@ -428,6 +428,8 @@ func (n *nodeState) internal(w http.ResponseWriter, r *http.Request) {
 		n.serveEvacuate(w, r)
 	case r.Method == http.MethodPost && len(seg) == 3 && seg[0] == "sandboxes" && seg[2] == "adopt":
 		n.serveAdopt(w, r, seg[1])
+	case r.Method == http.MethodPost && len(seg) == 3 && seg[0] == "sandboxes" && seg[2] == "uploaded":
+		n.serveUploaded(w, r, seg[1])
 	case r.Method == http.MethodPost && len(seg) == 3 && seg[0] == "sandboxes" && seg[2] == "drop":
 		n.d.mgr.DropIfMoved(r.Context(), seg[1])
 		w.WriteHeader(http.StatusNoContent)
@@ -475,6 +477,22 @@ func (n *nodeState) serveAdopt(w http.ResponseWriter, r *http.Request, id string
 	}
 	middleware.WriteJSON(w, http.StatusOK, cluster.SandboxMoved{SandboxID: id, Node: n.d.role.nodeID, State: sb.State})
 	go n.beatNow()
+}
+
+// uploadedWait bounds serveUploaded.
+const uploadedWait = time.Minute
+
+// serveUploaded answers 200 ({}) once the image of the paused sandbox is in
+// the artifact store (its upload follows the pause's answer), waiting for
+// it at most uploadedWait: the api tier asks before it moves the sandbox.
+func (n *nodeState) serveUploaded(w http.ResponseWriter, r *http.Request, id string) {
+	ctx, cancel := context.WithTimeout(r.Context(), uploadedWait)
+	defer cancel()
+	if err := n.d.mgr.AwaitUpload(ctx, id); err != nil {
+		n.writeSandboxError(w, err)
+		return
+	}
+	middleware.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 func (n *nodeState) serveEvacuate(w http.ResponseWriter, r *http.Request) {

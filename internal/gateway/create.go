@@ -95,6 +95,9 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// full holds the nodes that refused this create as full, with their
+	// refusal: when none is left, the answer says the cluster is full.
+	full := map[string]string{}
 	for i := range createAttempts {
 		res, err := g.placer.Place(preq)
 		if err != nil && !g.anyNodeHolds(tpl) && g.refreshSince(r.Context(), arrived) == nil {
@@ -112,6 +115,10 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 			if !g.anyNodeHolds(tpl) {
 				// No node, in any state, has it: the node's own answer.
 				writeError(w, r, http.StatusNotFound, fmt.Sprintf("template '%s' not found", tpl))
+				return
+			}
+			if len(full) > 0 && errors.Is(err, placement.ErrNoCapacity) {
+				g.clusterFull(w, r, preq, full)
 				return
 			}
 			placementError(w, r, err)
@@ -135,9 +142,14 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		res.Release()
-		if a.full && !last && r.Context().Err() == nil {
+		if a.full && r.Context().Err() == nil {
 			// Its admission refused the create before taking anything (other
 			// api instances' creates filled it since its last heartbeat).
+			full[n.ID] = a.fullMsg
+			if last {
+				g.clusterFull(w, r, preq, full)
+				return
+			}
 			g.log.Info("create: node full; placing again without it", "node", n.ID, "template", tpl)
 			preq.Exclude = append(slices.Clip(preq.Exclude), n.ID)
 			continue

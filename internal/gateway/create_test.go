@@ -23,7 +23,8 @@ func (c *testCluster) creates() map[string]int {
 }
 
 // Creates spread over the nodes (in-flight and confirmed reservations) until
-// the cluster is full: then 503 with placement's refusal.
+// the cluster is full: then 503 with placement's refusal, which says so and
+// names the largest free slot.
 func TestCreatesSpreadThenFull(t *testing.T) {
 	c := newTestCluster(t, 3)
 	for i := range 12 { // 3 nodes × 8 CPUs, 2 CPUs each
@@ -40,7 +41,8 @@ func TestCreatesSpreadThenFull(t *testing.T) {
 	}
 	var e e2bError
 	decode(t, c.do("POST", "/sandboxes", true, strings.NewReader(`{}`)), http.StatusServiceUnavailable, &e)
-	if !strings.HasPrefix(e.Message, "no node can take the sandbox (2 CPUs, 512 MiB memory, template base (required)): of 3 live nodes, CPU is short on 3") {
+	if !strings.HasPrefix(e.Message, "the cluster is full: no node can take the sandbox (2 CPUs, 512 MiB memory, template base (required)): of 3 live nodes, CPU is short on 3") ||
+		!strings.HasSuffix(e.Message, "; the largest free slot on any node is 0 CPUs and 6144 MiB memory (on n1)") {
 		t.Errorf("full cluster: %q", e.Message)
 	}
 }
@@ -162,7 +164,7 @@ func TestDrain(t *testing.T) {
 
 // A node whose admission refuses a create as full (other api instances
 // filled it since its heartbeat) gets it placed again elsewhere; when every
-// node is full the client gets the node's 503.
+// node is full the client is told the cluster is full.
 func TestCreatePlacedAgainWhenNodeFull(t *testing.T) {
 	c := newTestCluster(t, 2)
 	full := func(n *fakeNode) {
@@ -183,11 +185,19 @@ func TestCreatePlacedAgainWhenNodeFull(t *testing.T) {
 	if st, _ := c.g.placer.NodeStatus("n1"); st.InFlightCreates != 0 || st.ConfirmedCreates != 0 {
 		t.Errorf("n1 still holds %d in flight, %d confirmed", st.InFlightCreates, st.ConfirmedCreates)
 	}
+	// Every node full (n1 by its own refusal, n2 by the 4 creates above):
+	// the answer says the cluster is full and what the largest free slot
+	// is, not one node's refusal or "1 excluded".
 	full(c.nodes["n2"])
 	var e struct{ Message string }
 	decode(t, c.do("POST", "/sandboxes", true, strings.NewReader(`{}`)), http.StatusServiceUnavailable, &e)
-	if !strings.Contains(e.Message, "is full") && !strings.Contains(e.Message, "no node can take the sandbox") {
-		t.Fatalf("every node full: %q", e.Message)
+	for _, want := range []string{"the cluster is full", "n1 refused it as full", "the largest free slot on any node is 0 CPUs and 8192 MiB memory (on n1)"} {
+		if !strings.Contains(e.Message, want) {
+			t.Errorf("every node full: %q lacks %q", e.Message, want)
+		}
+	}
+	if strings.Contains(e.Message, "node n1 is full") || strings.Contains(e.Message, "node n2 is full") || strings.Contains(e.Message, "excluded") {
+		t.Errorf("every node full: %q names one node as full", e.Message)
 	}
 	// Another 503 (not the admission's) is passed on as it is.
 	n := c.nodes["n1"]
@@ -200,5 +210,33 @@ func TestCreatePlacedAgainWhenNodeFull(t *testing.T) {
 	decode(t, c.do("POST", "/sandboxes", true, strings.NewReader(`{}`)), http.StatusServiceUnavailable, &e)
 	if e.Message != "server is shutting down" {
 		t.Fatalf("a node's other 503: %q", e.Message)
+	}
+}
+
+// Three nodes whose heartbeats say they have room, and whose admission
+// refuses every create as full: the third refusal is not passed on ("node
+// n3 is full"); the answer says the cluster is full, with the largest free
+// slot by the nodes' own counts (n2: 1 CPU).
+func TestCreateClusterFull(t *testing.T) {
+	c := newTestCluster(t, 3)
+	for id, held := range map[string]int{"n1": 8, "n2": 7, "n3": 8} {
+		n := c.nodes[id]
+		n.mu.Lock()
+		n.handle = func(w http.ResponseWriter, r *http.Request) {
+			writeTestJSON(w, http.StatusServiceUnavailable, map[string]any{"code": 503, "message": fmt.Sprintf("node %s is full: %d of 8 CPUs held, the sandbox needs 2", id, held)})
+		}
+		n.mu.Unlock()
+	}
+	var e struct{ Message string }
+	decode(t, c.do("POST", "/sandboxes", true, strings.NewReader(`{}`)), http.StatusServiceUnavailable, &e)
+	for _, want := range []string{"the cluster is full", "n1, n2, n3 refused it as full", "the largest free slot on any node is 1 CPUs and 8192 MiB memory (on n2)"} {
+		if !strings.Contains(e.Message, want) {
+			t.Errorf("%q lacks %q", e.Message, want)
+		}
+	}
+	for id := range c.nodes {
+		if st, _ := c.g.placer.NodeStatus(id); st.InFlightCreates != 0 || st.ConfirmedCreates != 0 {
+			t.Errorf("%s still holds %d in flight, %d confirmed", id, st.InFlightCreates, st.ConfirmedCreates)
+		}
 	}
 }

@@ -37,6 +37,7 @@ type attempt struct {
 	// admission refused the create before taking anything) is not passed
 	// on; full is set, err is errNodeFull and the caller places it again.
 	replaceFull, full bool
+	fullMsg           string // the node's refusal, when full
 }
 
 // errNodeFull is an attempt's err when its node refused a create as full.
@@ -118,9 +119,11 @@ func markAuthenticated(in *http.Request, out http.Header) {
 
 func (f *forwarder) modifyResponse(resp *http.Response) error {
 	a := attemptFrom(resp.Request.Context())
-	if a.retry && a.replaceFull && resp.StatusCode == http.StatusServiceUnavailable && nodeFull(resp) {
-		a.full = true
-		return errNodeFull
+	if a.replaceFull && resp.StatusCode == http.StatusServiceUnavailable {
+		if msg, ok := nodeFull(resp); ok {
+			a.full, a.fullMsg = true, msg
+			return errNodeFull
+		}
 	}
 	a.responded = true
 	a.status = resp.StatusCode
@@ -135,18 +138,20 @@ func (f *forwarder) modifyResponse(resp *http.Response) error {
 }
 
 // nodeFull reports whether a node's 503 is its admission's refusal
-// ("node n1 is full: …"); the body is read and put back.
-func nodeFull(resp *http.Response) bool {
+// ("node n1 is full: …"), and returns its message; the body is read and
+// put back.
+func nodeFull(resp *http.Response) (string, bool) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	if err != nil {
-		return false
+		return "", false
 	}
 	var e struct {
 		Message string `json:"message"`
 	}
-	return json.Unmarshal(b, &e) == nil && strings.HasPrefix(e.Message, "node ") && strings.Contains(e.Message, " is full")
+	ok := json.Unmarshal(b, &e) == nil && strings.HasPrefix(e.Message, "node ") && strings.Contains(e.Message, " is full")
+	return e.Message, ok
 }
 
 func (f *forwarder) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
@@ -157,8 +162,8 @@ func (f *forwarder) errorHandler(w http.ResponseWriter, r *http.Request, err err
 	if r.Context().Err() != nil {
 		return // the client went away
 	}
-	if a.retry && !a.responded {
-		return // the caller tries another node
+	if a.full || (a.retry && !a.responded) {
+		return // the caller tries another node, or says the cluster is full
 	}
 	f.g.log.Warn("forwarding to a node failed", "node", a.node.ID, "addr", a.node.Addr, "method", r.Method, "path", r.URL.Path, "err", err)
 	writeError(w, r, http.StatusBadGateway, unreachable(a.node, err))

@@ -190,6 +190,16 @@ func (g *Gateway) ownerOrMove(ctx context.Context, id string) (cluster.Node, *ro
 		return n, nil
 	}
 	rt, err := g.store.SandboxRoute(ctx, id)
+	if err == nil && rt.Uploading {
+		if rerr != nil {
+			return cluster.Node{}, uploadingError(id, rt.NodeID, "is lost")
+		}
+		// A draining node: wait there for the upload, then move it.
+		if rt, err = g.awaitUpload(ctx, n, id); err != nil {
+			g.log.Warn("waiting for a paused sandbox's upload before a move; its node serves it", "sandbox", id, "node", n.ID, "err", err)
+			return n, nil
+		}
+	}
 	if err != nil || !rt.Movable {
 		if err == nil && rerr == nil {
 			// A running sandbox of a draining node: not asked again for
@@ -224,10 +234,48 @@ func (g *Gateway) forwardOwned(w http.ResponseWriter, r *http.Request, id string
 				g.forward(w, r, to, false)
 				return
 			}
+		} else if err == nil && rt.Uploading && rt.NodeID == n.ID {
+			g.log.Warn("forwarding to a node failed; its paused sandbox is not in the artifact store yet", "node", n.ID, "sandbox", id, "err", a.err)
+			ue := uploadingError(id, n.ID, "cannot be reached")
+			writeError(w, r, ue.status, ue.msg)
+			return
 		}
 	}
 	g.log.Warn("forwarding to a node failed", "node", n.ID, "addr", n.Addr, "method", r.Method, "path", r.URL.Path, "err", a.err)
 	writeError(w, r, http.StatusBadGateway, unreachable(n, a.err))
+}
+
+// uploadWait bounds how long a move waits for the upload of a paused
+// sandbox's image on its (draining) node.
+const uploadWait = time.Minute
+
+// awaitUpload asks node n to wait (bounded by uploadWait) until the image
+// of its paused sandbox id is in the artifact store, and returns the
+// sandbox's route then.
+func (g *Gateway) awaitUpload(ctx context.Context, n cluster.Node, id string) (cluster.Route, error) {
+	cctx, cancel := context.WithTimeout(ctx, uploadWait+5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if rerr := g.callNode(cctx, n, "sandboxes/"+id+"/uploaded", nil, nil); rerr != nil {
+		return cluster.Route{}, rerr
+	}
+	rt, err := g.store.SandboxRoute(ctx, id)
+	if err != nil {
+		return rt, err
+	}
+	g.log.Info("waited for a paused sandbox's upload before moving it", "sandbox", id, "node", n.ID, "waited", time.Since(start), "movable", rt.Movable)
+	return rt, nil
+}
+
+// uploadingError is the answer for a paused sandbox whose node cannot
+// serve it (it is lost, or cannot be reached) before the upload of its
+// image to the artifact store finished: nothing is lost (its checkpoint is
+// durable on that node, which finishes the upload when it is back), but
+// no other node can resume it until then.
+func uploadingError(id, node, what string) *routeError {
+	return &routeError{status: http.StatusServiceUnavailable,
+		msg: fmt.Sprintf("sandbox %s is paused on node %s, which %s, and its image was still being uploaded to the artifact store: "+
+			"no other node can resume it yet; its checkpoint is kept on node %s, which finishes the upload when it is back", id, node, what, node)}
 }
 
 // drain moves every sandbox off node id (setNodeState made it draining):

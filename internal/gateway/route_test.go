@@ -237,14 +237,14 @@ func TestTemplateBuildRouting(t *testing.T) {
 	}
 
 	c.nodes["n2"].handle = func(w http.ResponseWriter, r *http.Request) {
-		writeTestJSON(w, http.StatusOK, map[string]any{"present": false,
+		writeTestJSON(w, http.StatusCreated, map[string]any{"present": false,
 			"url": "http://" + r.Host + "/airlock/v1/template-files/abc?expires=99&signature=sig"})
 	}
 	var link struct {
 		Present bool
 		URL     string
 	}
-	decode(t, c.do("GET", "/templates/tpl/files/abc", true, nil), http.StatusOK, &link)
+	decode(t, c.do("GET", "/templates/tpl/files/abc", true, nil), http.StatusCreated, &link)
 	u, err := url.Parse(link.URL)
 	if err != nil || u.Query().Get("template") != "tpl" || u.Query().Get("signature") != "sig" {
 		t.Fatalf("upload link %q lacks template=tpl", link.URL)

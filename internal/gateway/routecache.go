@@ -96,6 +96,12 @@ func (c *ttlSet) has(id string, now time.Time) bool {
 	return ok
 }
 
+func (c *ttlSet) del(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, id)
+}
+
 func (c *ttlSet) add(id string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -206,6 +206,11 @@ func (g *Gateway) serveOwned(w http.ResponseWriter, r *http.Request, id string) 
 		writeError(w, r, http.StatusNotFound, fmt.Sprintf("sandbox %q not found", id))
 		return
 	}
+	if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/connect") || strings.HasSuffix(r.URL.Path, "/resume")) {
+		// A resume reads the route: the sandbox, running on a draining
+		// node a moment ago, may be paused now and movable.
+		g.stay.del(id)
+	}
 	n, rerr := g.ownerOrMove(r.Context(), id)
 	if rerr != nil {
 		writeError(w, r, rerr.status, rerr.msg)

@@ -104,7 +104,8 @@ func (g *Gateway) serveUploadLink(w http.ResponseWriter, r *http.Request, templa
 // addUploadTemplate adds the template parameter to the "url" of an upload
 // link answer.
 func addUploadTemplate(resp *http.Response, templateID string) error {
-	if resp.StatusCode != http.StatusOK {
+	// 201 as E2B answers; 200 from a node of an older release.
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
 		return nil
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))

@@ -8,7 +8,8 @@ import (
 
 // TestHostDoesNotImportAgent checks that the host side (the daemon and CLI,
 // the Go SDK, the benchmarks) reaches the agent only through this package
-// and internal/proto: none of them links the agent's own packages.
+// and the SDK's agentwire and proto packages: none of them links the
+// agent's own packages.
 func TestHostDoesNotImportAgent(t *testing.T) {
 	const mod = "github.com/airlock-sandbox/airlock"
 	goTool, err := exec.LookPath("go")

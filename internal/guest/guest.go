@@ -1,60 +1,46 @@
 // Package guest is the host's side of the agent inside every sandbox
-// (airlock-envd): its ports, paths, headers, auth and protocol version, and
-// the client the daemon, the runtimes, the CLI, the console and the
-// benchmarks reach it with (health, /init, /freeze, the Process service's
-// start stream, the code interpreter's /execute). Host packages import this
-// package and internal/proto, never the agent's own internal/envd.
+// (airlock-envd): the client the daemon, the runtimes, the CLI, the console
+// and the benchmarks reach it with (health, /init, /freeze, the Process
+// service's start stream, the code interpreter's /execute), and URL
+// signing. The wire facts themselves (ports, paths, headers, auth, protocol
+// version, the Process stream) are the public Go SDK's:
+// sdk/go/airlock/agentwire and the generated sdk/go/airlock/proto; this
+// package names them for the host. Host packages import this package and
+// those, never the agent's own internal/envd.
 package guest
 
-import (
-	"encoding/base64"
-	"net"
-	"strconv"
-)
+import "github.com/airlock-sandbox/airlock/sdk/go/airlock/agentwire"
 
 // Ports the agent listens on, on the guest's address.
 const (
-	// EnvdPort serves the Connect services (process, filesystem), /files,
-	// /health, /envs, /init, /freeze and /metrics.
-	EnvdPort = 49983
-	// InterpreterPort serves the code interpreter (templates with
-	// ipykernel): /health, /execute, /contexts.
-	InterpreterPort = 49999
+	EnvdPort        = agentwire.EnvdPort
+	InterpreterPort = agentwire.InterpreterPort
 )
 
 // Version is the envd protocol version the agent reports (spec §1.6:
 // ≥ 0.6.4) and the daemon hands out as envdVersion.
-const Version = "0.6.13"
+const Version = agentwire.Version
 
 // Paths of the agent's HTTP endpoints.
 const (
-	PathHealth  = "/health"
-	PathInit    = "/init"
-	PathFreeze  = "/freeze"
-	PathFiles   = "/files"
-	PathExecute = "/execute"
+	PathHealth  = agentwire.PathHealth
+	PathInit    = agentwire.PathInit
+	PathFreeze  = agentwire.PathFreeze
+	PathFiles   = agentwire.PathFiles
+	PathExecute = agentwire.PathExecute
 )
 
-// Headers of the agent's protocol.
+// Headers of the agent's protocol (see agentwire).
 const (
-	// HeaderAccessToken carries the sandbox's envdAccessToken.
-	HeaderAccessToken = "X-Access-Token"
-	// HeaderHostTime carries the host's time (RFC 3339) on the daemon's
-	// POST /freeze after a microVM restore; the agent sets the guest clock.
-	HeaderHostTime = "X-Airlock-Host-Time"
-	// HeaderGuestAddr and HeaderGuestGateway carry a cloned microVM's new
-	// address (prefix) and gateway on that POST /freeze.
-	HeaderGuestAddr    = "X-Airlock-Guest-Addr"
-	HeaderGuestGateway = "X-Airlock-Guest-Gateway"
+	HeaderAccessToken  = agentwire.HeaderAccessToken
+	HeaderHostTime     = agentwire.HeaderHostTime
+	HeaderGuestAddr    = agentwire.HeaderGuestAddr
+	HeaderGuestGateway = agentwire.HeaderGuestGateway
 )
 
 // BasicAuth is the Authorization header value that makes the agent run a
-// process as user (E2B: Basic auth with the user name and no password).
-func BasicAuth(user string) string {
-	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"))
-}
+// process as user.
+func BasicAuth(user string) string { return agentwire.BasicAuth(user) }
 
 // URL is the address of path on the agent listening at host:port.
-func URL(host string, port int, path string) string {
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(port)) + path
-}
+func URL(host string, port int, path string) string { return agentwire.URL(host, port, path) }

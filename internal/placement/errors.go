@@ -51,6 +51,10 @@ type RefusedError struct {
 	// MostFree is the largest free amount of each resource on any matching
 	// node (each resource on its own, so no single node may have all of it).
 	MostFree Resources
+	// Largest is the largest free slot on one matching node (the most free
+	// CPUs, then memory; NodeStatus.Free), and LargestNode that node.
+	Largest     Resources
+	LargestNode string
 }
 
 // Is makes errors.Is(err, ErrNoCapacity) true.
@@ -93,10 +97,14 @@ func (e *RefusedError) Short() []string {
 
 func (e *RefusedError) Error() string {
 	var b strings.Builder
+	live := e.Nodes - e.Draining - e.Lost - e.Excluded
+	if live > 0 && e.Matching == live {
+		// Every live node could run it and none has room.
+		b.WriteString("the cluster is full: ")
+	}
 	b.WriteString("no node can take the sandbox (")
 	b.WriteString(e.Request.describe())
 	b.WriteString("): ")
-	live := e.Nodes - e.Draining - e.Lost - e.Excluded
 	if live == 0 {
 		switch {
 		case e.Nodes == 0:
@@ -143,6 +151,9 @@ func (e *RefusedError) Error() string {
 	}
 	fmt.Fprintf(&b, "of %d live nodes, %s", live, strings.Join(parts, "; "))
 	e.writeOthers(&b)
+	if e.LargestNode != "" {
+		fmt.Fprintf(&b, "; the largest free slot on any node is %d CPUs and %d MiB memory (on %s)", e.Largest.CPUCount, e.Largest.MemoryMB, e.LargestNode)
+	}
 	return b.String()
 }
 

@@ -525,6 +525,16 @@ func (nd *node) check(req Request, r *RefusedError) verdict {
 		r.MostFree.CPUCount = max(r.MostFree.CPUCount, free.CPUCount)
 		r.MostFree.MemoryMB = max(r.MostFree.MemoryMB, free.MemoryMB)
 		r.MostFree.DiskMB = max(r.MostFree.DiskMB, free.DiskMB)
+		// The node's free slot as NodeStatus.Free counts it, without
+		// copying the node.
+		slot := Resources{CPUCount: max(free.CPUCount, 0), MemoryMB: max(free.MemoryMB, 0), DiskMB: max(free.DiskMB, 0)}
+		if nd.MaxSandboxes > 0 && nd.Sandboxes+nd.inFlightCreates+nd.confirmedCreates >= nd.MaxSandboxes {
+			slot = Resources{}
+		}
+		if l := r.Largest; r.LargestNode == "" || slot.CPUCount > l.CPUCount || (slot.CPUCount == l.CPUCount && slot.MemoryMB > l.MemoryMB) ||
+			(slot == l && nd.ID < r.LargestNode) {
+			r.Largest, r.LargestNode = slot, nd.ID
+		}
 	}
 	if !ok {
 		return short

@@ -46,6 +46,9 @@ type Target struct {
 	Addr         netip.Addr // guest address
 	AccessToken  string     // envd access token ("" = unsecured)
 	TrafficToken string     // required on non-envd ports when set
+	// MaskRequestHost replaces the Host header of forwarded requests when
+	// set, "${PORT}" by the port (E2B's network.maskRequestHost).
+	MaskRequestHost string
 }
 
 // Resolver finds live sandboxes.
@@ -98,6 +101,9 @@ type routeInfo struct {
 	// apiOrigin: the request did not name the sandbox by its Host, so the
 	// answer is served on the API's (and the console's) origin.
 	apiOrigin bool
+	// host, when set, is the Host header the sandbox gets (the target's
+	// MaskRequestHost for this port); else it gets addr.
+	host string
 }
 
 // New returns the combined API + sandbox-traffic handler.
@@ -231,7 +237,8 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t Target, port i
 	if port == EnvdPort && !p.uploadAllowed(w, r, t.ID) {
 		return
 	}
-	info := &routeInfo{id: t.ID, addr: net.JoinHostPort(t.Addr.String(), strconv.Itoa(port)), apiOrigin: p.onAPIOrigin(r.Host)}
+	info := &routeInfo{id: t.ID, addr: net.JoinHostPort(t.Addr.String(), strconv.Itoa(port)), apiOrigin: p.onAPIOrigin(r.Host),
+		host: MaskedHost(t.MaskRequestHost, port)}
 	p.owners.claim(t, p.opts.Transport)
 	ctx, stop := p.cancelWhenGone(contextWithRoute(r.Context(), info), t)
 	defer stop()
@@ -286,6 +293,9 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	info := routeFromContext(pr.In.Context())
 	pr.SetURL(&url.URL{Scheme: "http", Host: info.addr})
 	pr.Out.Host = info.addr
+	if info.host != "" {
+		pr.Out.Host = info.host
+	}
 	pr.SetXForwarded()
 	pr.Out.Header.Del(HeaderSandboxID)
 	pr.Out.Header.Del(HeaderSandboxPort)
@@ -357,5 +367,6 @@ func (mr managerResolver) Targets() []Target {
 }
 
 func toTarget(sb *sandbox.Sandbox) Target {
-	return Target{ID: sb.ID, Addr: sb.GuestIP, AccessToken: sb.AccessToken, TrafficToken: sb.TrafficToken}
+	return Target{ID: sb.ID, Addr: sb.GuestIP, AccessToken: sb.AccessToken, TrafficToken: sb.TrafficToken,
+		MaskRequestHost: sb.MaskRequestHost}
 }

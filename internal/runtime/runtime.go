@@ -181,6 +181,15 @@ type LayerSaver interface {
 	CloneSaved(ctx context.Context, src string, spec Spec) error
 }
 
+// LayerTaker is implemented by LayerSavers that can take a saved layer's
+// files instead of copying them: a paused image fetched from the artifact
+// store is used once (issue 24: a resume on another node).
+type LayerTaker interface {
+	// TakeSaved is CloneSaved, except that src's files may be moved into
+	// spec.Dir (src is the caller's to remove afterwards).
+	TakeSaved(ctx context.Context, src string, spec Spec) error
+}
+
 // CheckpointWatcher is implemented by runtimes that can tell whether a
 // checkpoint of a sandbox is still being written, or a restore from one is
 // still running (by a process that outlived the daemon that started it).

@@ -1,7 +1,7 @@
 package sandbox
 
 import (
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
 )
 
 // ProcessClient returns a Process service client of running sandbox id's

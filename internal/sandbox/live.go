@@ -13,9 +13,9 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/audit"
 	"github.com/airlock-sandbox/airlock/internal/network"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/store"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
 )
 
 // A live sandbox as the manager indexes it (Manager.sandboxes): the object a
@@ -52,6 +52,8 @@ type Live struct {
 	// gone is set when the sandbox left the index (killed, expired,
 	// stopped); it is never indexed again.
 	gone bool
+	// up is the background upload of its paused image, if any (upload.go).
+	up *upload
 }
 
 // newLive returns the not yet indexed sandbox of rec.
@@ -84,6 +86,9 @@ func (m *Manager) unindex(e *Live) bool {
 	delete(m.sandboxes, e.rec.ID)
 	e.gone = true
 	e.stopTimer()
+	if e.up != nil {
+		e.up.cancel()
+	}
 	return true
 }
 
@@ -102,28 +107,29 @@ func (e *Live) view() *Sandbox {
 	r := &e.rec
 	x := decodeExtra(r.Extra)
 	return &Sandbox{
-		ID:            r.ID,
-		TemplateID:    r.TemplateID,
-		TemplateHash:  r.TemplateHash,
-		Alias:         r.Alias,
-		State:         r.State,
-		GuestIP:       e.guestIP,
-		AccessToken:   r.AccessToken,
-		TrafficToken:  r.TrafficToken,
-		Metadata:      maps.Clone(r.Metadata),
-		EnvVars:       maps.Clone(r.EnvVars),
-		AllowInternet: r.AllowInternet,
-		CPUCount:      r.CPUCount,
-		MemoryMB:      r.MemoryMB,
-		DiskSizeMB:    r.DiskSizeMB,
-		StartedAt:     r.StartedAt,
-		EndAt:         r.EndAt,
-		OnTimeout:     r.OnTimeout,
-		AutoResume:    x.AutoResume,
-		Evacuated:     x.Evacuated,
-		AllowOut:      x.AllowOut,
-		DenyOut:       x.DenyOut,
-		Transition:    e.op,
+		ID:              r.ID,
+		TemplateID:      r.TemplateID,
+		TemplateHash:    r.TemplateHash,
+		Alias:           r.Alias,
+		State:           r.State,
+		GuestIP:         e.guestIP,
+		AccessToken:     r.AccessToken,
+		TrafficToken:    r.TrafficToken,
+		Metadata:        maps.Clone(r.Metadata),
+		EnvVars:         maps.Clone(r.EnvVars),
+		AllowInternet:   r.AllowInternet,
+		CPUCount:        r.CPUCount,
+		MemoryMB:        r.MemoryMB,
+		DiskSizeMB:      r.DiskSizeMB,
+		StartedAt:       r.StartedAt,
+		EndAt:           r.EndAt,
+		OnTimeout:       r.OnTimeout,
+		AutoResume:      x.AutoResume,
+		Evacuated:       x.Evacuated,
+		AllowOut:        x.AllowOut,
+		DenyOut:         x.DenyOut,
+		MaskRequestHost: x.MaskRequestHost,
+		Transition:      e.op,
 	}
 }
 

@@ -25,10 +25,12 @@ import (
 // Moving sandboxes between the nodes of a cluster (issue 17). On a node
 // with an artifact store (Config.Images) and a shared store (store.Mover):
 //
-//   - a pause uploads the paused sandbox's image (a saved copy of its
-//     writable layer, its memory image and image.json) under paused/<id>
-//     before it answers; a pause that cannot upload brings the sandbox back
-//     and fails, so nothing is paused that only this node could resume;
+//   - a pause answers once the checkpoint is durable here, and uploads the
+//     paused sandbox's image (a saved copy of its writable layer, its memory
+//     image and image.json) under paused/<id>/<nonce> in the background
+//     (upload.go); until that is done only this node can resume it; a
+//     user's pause with the store unreachable is refused before anything
+//     is done;
 //   - another node adopts a paused sandbox (the api tier asks it when the
 //     sandbox's node is draining, lost or stopped): it claims the row in one
 //     conditional UPDATE (of two claims one wins) and holds the sandbox as
@@ -352,6 +354,17 @@ func (m *Manager) leaveMovable(ctx context.Context) {
 	if m.mover() == nil {
 		return
 	}
+	// Uploads in progress first (bounded): a sandbox paused a moment ago is
+	// left to the store too once its image is there.
+	wctx, cancel := context.WithTimeout(ctx, leaveUploadWait)
+	for _, e := range m.liveList() {
+		if e.stillUploading() {
+			if err := e.awaitUpload(wctx); err != nil {
+				m.log.Warn("a paused sandbox's upload did not finish before the stop", "sandbox", e.rec.ID, "err", err)
+			}
+		}
+	}
+	cancel()
 	for _, e := range m.liveList() {
 		if !e.idleWithImage() || !m.unindex(e) {
 			continue
@@ -368,6 +381,9 @@ func (m *Manager) leaveMovable(ctx context.Context) {
 		m.log.Info("paused sandbox left to the artifact store", "sandbox", e.rec.ID)
 	}
 }
+
+// leaveUploadWait bounds how long leaveMovable waits for uploads.
+const leaveUploadWait = 30 * time.Second
 
 // DropMoved drops the paused sandboxes whose rows another node claimed
 // (adopted after a drain, or while this node was cut off). The node runs
@@ -587,27 +603,42 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 	defer os.RemoveAll(parent)
 	dir := filepath.Join(parent, "image")
 	x := decodeExtra(rec.Extra)
-	if err := m.cfg.Images.Get(ctx, x.Image, x.ImageDigest, dir); err != nil {
-		return nil, m.storeError(fmt.Sprintf("fetching the image of paused sandbox %s", id), err)
-	}
-	fetched := time.Since(start)
-	b, err := os.ReadFile(filepath.Join(dir, imageSpecFile))
-	if err != nil {
-		return nil, fmt.Errorf("reading the image of %s: %w", id, err)
-	}
-	sp, err := decodeSnapshotSpec(string(b))
-	if err != nil {
-		return nil, err
-	}
-	if sp.Runtime != m.cfg.Runtime.Name() || (sp.RuntimeBuild != "" && sp.RuntimeBuild != m.runtimeBuild()) {
-		return nil, userErrorf(http.StatusConflict, "sandbox %q was paused by the %s runtime (build %q); node %s runs %s (build %q) and cannot resume it",
-			id, sp.Runtime, sp.RuntimeBuild, m.cfg.NodeID, m.cfg.Runtime.Name(), m.runtimeBuild())
-	}
+	// The image is fetched (downloaded, verified, unpacked) while this node
+	// checks the template and the agent build and sets up the network: the
+	// copy of the layer waits for it (issue 24: a resume on another node is
+	// mostly that fetch).
+	fetched := make(chan error, 1)
+	var fetchTook time.Duration
+	go func() {
+		t0 := time.Now()
+		err := m.cfg.Images.Get(ctx, x.Image, x.ImageDigest, dir)
+		fetchTook = time.Since(t0)
+		fetched <- err
+	}()
+	var fetchErr error
+	fetchWait := sync.OnceValue(func() error {
+		if err := <-fetched; err != nil {
+			fetchErr = m.storeError(fmt.Sprintf("fetching the image of paused sandbox %s", id), err)
+		}
+		return fetchErr
+	})
+	defer fetchWait() // before the import directory goes
 	tpl, err := m.unchangedTemplate(ctx, &rec, "resumed on another node")
 	if err != nil {
 		return nil, err
 	}
-	agent, err := m.localAgent(ctx, sp.AgentPath, sp.AgentBlob)
+	agentPath, agentBlob := x.Agent, x.AgentBlob
+	if agentPath == "" { // a row from before agents were recorded: the image says
+		if err := fetchWait(); err != nil {
+			return nil, err
+		}
+		sp, err := readImageSpec(id, dir)
+		if err != nil {
+			return nil, err
+		}
+		agentPath, agentBlob = sp.AgentPath, sp.AgentBlob
+	}
+	agent, err := m.localAgent(ctx, agentPath, agentBlob)
 	if err != nil {
 		return nil, m.storeError(fmt.Sprintf("resuming sandbox %s", id), err)
 	}
@@ -616,16 +647,38 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 	}
 	x.Agent = agent
 	rec.Extra = encodeExtra(x)
+	prepStart := time.Now()
+	var waited time.Duration
 	k := &child{id: id, token: rec.AccessToken}
 	if err := m.prepareIn(ctx, k, &rec, tpl, false, func(ctx context.Context, spec runtime.Spec) error {
+		t0 := time.Now()
+		if err := fetchWait(); err != nil {
+			return err
+		}
+		waited = time.Since(t0)
+		if err := m.checkImageSpec(id, dir, agent); err != nil {
+			return err
+		}
+		if lt, ok := ls.(runtime.LayerTaker); ok { // the fetched image is used once
+			return lt.TakeSaved(ctx, dir, spec)
+		}
 		return ls.CloneSaved(ctx, dir, spec)
 	}); err != nil {
+		if fetchErr != nil {
+			return nil, fetchErr
+		}
+		if ue, ok := AsUserError(err); ok {
+			return nil, ue
+		}
 		return nil, err
 	}
+	prepared := time.Since(prepStart)
+	wakeStart := time.Now()
 	if err := m.wakeChild(ctx, cp, k, filepath.Join(dir, snapshotCheckpoint)); err != nil {
 		m.releaseChild(ctx, k)
 		return nil, fmt.Errorf("resuming moved sandbox %s: %w", id, err)
 	}
+	woken := time.Since(wakeStart)
 	host := k.ep.GuestIP.String()
 	body := guest.InitRequest{EnvVars: initEnv(tpl.Env, rec.EnvVars, id, rec.TemplateID), Timestamp: time.Now().UTC(), DefaultUser: DefaultUser, DefaultWorkdir: DefaultWorkdir}
 	if rec.AccessToken != "" {
@@ -648,13 +701,32 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 	}
 	done = true
 	m.dropImage(x.Image)
-	m.log.Info("moved sandbox resumed", "sandbox", id, "fetch", fetched, "elapsed", time.Since(start))
+	m.log.Info("moved sandbox resumed", "sandbox", id, "fetch", fetchTook, "fetch_waited", waited, "prepare", prepared, "restore", woken,
+		"elapsed", time.Since(start))
 	return sb, nil
+}
+
+// checkImageSpec checks the image.json of a fetched paused image in dir
+// (verified by its digest): the runtime and its build must be this node's,
+// and the agent build the one the row names (agent: its path here).
+func (m *Manager) checkImageSpec(id, dir, agent string) error {
+	sp, err := readImageSpec(id, dir)
+	if err != nil {
+		return err
+	}
+	if sp.Runtime != m.cfg.Runtime.Name() || (sp.RuntimeBuild != "" && sp.RuntimeBuild != m.runtimeBuild()) {
+		return userErrorf(http.StatusConflict, "sandbox %q was paused by the %s runtime (build %q); node %s runs %s (build %q) and cannot resume it",
+			id, sp.Runtime, sp.RuntimeBuild, m.cfg.NodeID, m.cfg.Runtime.Name(), m.runtimeBuild())
+	}
+	if sp.AgentPath != "" && filepath.Base(filepath.Dir(sp.AgentPath)) != filepath.Base(filepath.Dir(agent)) {
+		return userErrorf(http.StatusConflict, "sandbox %q: its image runs agent build %s, its row names %s", id, sp.AgentPath, agent)
+	}
+	return nil
 }
 
 // resumedExtra clears what only a paused sandbox has.
 func resumedExtra(x extra) extra {
-	x.Image, x.ImageDigest, x.ImageBuild, x.AgentBlob, x.Evacuated, x.LeftMs = "", "", "", "", false, 0
+	x.Image, x.ImageDigest, x.ImageBuild, x.AgentBlob, x.Evacuated, x.LeftMs, x.Uploading = "", "", "", "", false, 0, false
 	return x
 }
 
@@ -742,17 +814,49 @@ func (e *Live) evacuate(ctx context.Context) Evacuee {
 			return ev
 		}
 		defer e.endOp()
+		// Its upload runs in the background (upload.go): the evacuation
+		// waits for it, and reports the attempt in flight's failure.
+		if x.Uploading {
+			start := time.Now()
+			if err := e.awaitUpload(ctx); err != nil {
+				ev.Err = m.storeError(fmt.Sprintf("uploading paused sandbox %s", v.ID), err)
+				return ev
+			}
+			e.mu.Lock()
+			uploaded := decodeExtra(e.rec.Extra).Image != ""
+			e.mu.Unlock()
+			if uploaded {
+				m.log.Info("evacuation waited for a paused sandbox's upload", "sandbox", v.ID, "waited", time.Since(start))
+				return ev
+			}
+			e.stopUpload() // ended without its image (a stop): uploaded here instead
+		}
 		ex, err := e.export(ctx)
 		if err != nil {
 			ev.Err = m.storeError(fmt.Sprintf("uploading paused sandbox %s", v.ID), err)
 			return ev
 		}
 		if err := e.commit(context.WithoutCancel(ctx), "paused image", func() {
-			e.rec.Extra = encodeExtra(withImage(decodeExtra(e.rec.Extra), ex))
+			nx := withImage(decodeExtra(e.rec.Extra), ex)
+			nx.Uploading = false
+			e.rec.Extra = encodeExtra(nx)
 		}); err != nil {
 			m.dropImage(ex.key)
 			ev.Err = err
 		}
 	}
 	return ev
+}
+
+// readImageSpec reads the image.json of the fetched image of sandbox id.
+func readImageSpec(id, dir string) (snapshotSpec, error) {
+	b, err := os.ReadFile(filepath.Join(dir, imageSpecFile))
+	if err != nil {
+		return snapshotSpec{}, fmt.Errorf("reading the image of %s: %w", id, err)
+	}
+	sp, err := decodeSnapshotSpec(string(b))
+	if err != nil {
+		return snapshotSpec{}, err
+	}
+	return sp, nil
 }

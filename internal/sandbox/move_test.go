@@ -147,7 +147,13 @@ type dirImages struct {
 	// "content digest"); Get refuses another, as the real store does.
 	digests map[string]string
 	n       int
+	// gate, when set, holds every Put until it is closed (or its context
+	// ends): an upload in progress.
+	gate chan struct{}
 }
+
+// Reachable answers as a reachable store does (Images.Reachable).
+func (d *dirImages) Reachable(context.Context) error { return d.check() }
 
 func (d *dirImages) check() error {
 	d.mu.Lock()
@@ -159,6 +165,16 @@ func (d *dirImages) check() error {
 }
 
 func (d *dirImages) Put(ctx context.Context, key, dir string) (string, error) {
+	d.mu.Lock()
+	gate := d.gate
+	d.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
 	if err := d.check(); err != nil {
 		return "", err
 	}
@@ -279,7 +295,7 @@ func (c *twoNodes) pausedOnAAdoptedByB(t *testing.T) *sandbox.Sandbox {
 	t.Helper()
 	ctx := context.Background()
 	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
-	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
+	if err := pauseUploaded(c.a.Manager, ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
@@ -303,7 +319,7 @@ func TestMovePausedSandbox(t *testing.T) {
 	c := newTwoNodes(t)
 	ctx := context.Background()
 	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour, Secure: true})
-	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
+	if err := pauseUploaded(c.a.Manager, ctx, sb.ID); err != nil {
 		t.Fatalf("pause: %v", err)
 	}
 	if !c.img.has("paused/" + sb.ID) {
@@ -359,7 +375,7 @@ func TestResumeRefusesRewrittenImage(t *testing.T) {
 	c := newTwoNodes(t)
 	ctx := context.Background()
 	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
-	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
+	if err := pauseUploaded(c.a.Manager, ctx, sb.ID); err != nil {
 		t.Fatalf("pause: %v", err)
 	}
 	r, err := c.stores["a"].GetSandbox(ctx, sb.ID)
@@ -438,7 +454,7 @@ func TestPauseWithStoreDownKeepsRunning(t *testing.T) {
 	c.img.mu.Lock()
 	c.img.down = false
 	c.img.mu.Unlock()
-	if err := pause(c.a.Manager, ctx, sb.ID); err != nil {
+	if err := pauseUploaded(c.a.Manager, ctx, sb.ID); err != nil {
 		t.Fatalf("pause with the store back: %v", err)
 	}
 	// Resumed where it is: the image in the store goes.
@@ -584,13 +600,13 @@ func TestRepauseKeepsNewImage(t *testing.T) {
 	})
 	ctx := context.Background()
 	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
-	if err := pause(env.Manager, ctx, sb.ID); err != nil {
+	if err := pauseUploaded(env.Manager, ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := resume(env.Manager, ctx, sb.ID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := pause(env.Manager, ctx, sb.ID); err != nil {
+	if err := pauseUploaded(env.Manager, ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
@@ -603,4 +619,13 @@ func TestRepauseKeepsNewImage(t *testing.T) {
 	if x.Image == "" || !c.img.has(x.Image) {
 		t.Fatalf("the paused sandbox's image %q is gone from the store", x.Image)
 	}
+}
+
+// pauseUploaded pauses sandbox id and waits until its image is in the
+// store (the upload follows the pause's answer: upload.go).
+func pauseUploaded(m *sandbox.Manager, ctx context.Context, id string) error {
+	if err := pause(m, ctx, id); err != nil {
+		return err
+	}
+	return m.AwaitUpload(ctx, id)
 }

@@ -65,6 +65,15 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 	if err := e.checkPauseSpace(ctx); err != nil {
 		return err // nothing done: the sandbox keeps running
 	}
+	background := m.mover() != nil && !mode.evacuate
+	if background && mode.mustExport {
+		// The upload follows the answer (upload.go): a store that cannot be
+		// reached now refuses the pause before anything is done, as a pause
+		// that uploaded before it answered did.
+		if err := m.storeReachable(ctx); err != nil {
+			return m.storeError(fmt.Sprintf("pausing sandbox %s", id), fmt.Errorf("%w; the sandbox keeps running", err))
+		}
+	}
 	start := time.Now()
 	e.mu.Lock()
 	e.stopTimer()
@@ -81,6 +90,13 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 				fmt.Sprintf("pausing sandbox %s failed and the sandbox was stopped", id))
 		}
 		return err
+	}
+	if background {
+		err := m.syncPaused(id)
+		if err == nil {
+			return e.commitPausedUploading(ctx, start, st)
+		}
+		m.log.Warn("the checkpoint could not be made durable here; uploading it before the pause answers", "sandbox", id, "err", err)
 	}
 	var ex exported
 	if m.mover() != nil {
@@ -115,6 +131,26 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 	}
 	m.log.Info("sandbox paused", "sandbox", id, "freeze", st.freeze, "elapsed", time.Since(start), "aborted_conns", st.aborted,
 		"uploaded", image != "", "evacuated", mode.evacuate)
+	return nil
+}
+
+// commitPausedUploading records e (checkpointed, durable here) as paused
+// with its upload pending, and starts the upload (upload.go).
+func (e *Live) commitPausedUploading(ctx context.Context, start time.Time, st checkpointStats) error {
+	m, id := e.m, e.rec.ID
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := e.commit(cctx, "paused state", func() {
+		e.rec.State = StatePaused
+		x := withImage(decodeExtra(e.rec.Extra), exported{})
+		x.Uploading = true
+		e.rec.Extra = encodeExtra(x)
+	}); err != nil {
+		return err
+	}
+	e.startUpload()
+	m.log.Info("sandbox paused", "sandbox", id, "freeze", st.freeze, "elapsed", time.Since(start), "aborted_conns", st.aborted,
+		"uploading", true)
 	return nil
 }
 
@@ -187,6 +223,9 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 		return nil, err
 	}
 	defer e.endOp()
+	// Resumed here, its image is not needed: an upload in progress stops
+	// (and one that already committed is handled below like any image).
+	e.stopUpload()
 	e.mu.Lock()
 	diskOnly := e.diskOnly()
 	x := decodeExtra(e.rec.Extra)

@@ -25,6 +25,9 @@ type extra struct {
 	// Egress policy (netpolicy.go), re-applied after a daemon restart.
 	AllowOut []string `json:"allowOut,omitempty"`
 	DenyOut  []string `json:"denyOut,omitempty"`
+	// MaskRequestHost is the Host header the proxy gives inbound requests
+	// (E2B's network.maskRequestHost; "${PORT}" is the sandbox port).
+	MaskRequestHost string `json:"maskRequestHost,omitempty"`
 	// BaseTemplate is the template under a sandbox created from a named
 	// snapshot (TemplateID is then the snapshot's id).
 	BaseTemplate string `json:"baseTemplate,omitempty"`
@@ -55,11 +58,15 @@ type extra struct {
 	// checks before it adopts the sandbox (Manager.canResume).
 	ImageBuild string `json:"imageBuild,omitempty"`
 	AgentBlob  string `json:"agentBlob,omitempty"`
+	// Uploading: paused on this cluster node, its checkpoint durable here,
+	// its image not yet in the artifact store (upload.go); Image is set
+	// when it is. Also read by the api tier (cluster.Route.Uploading).
+	Uploading bool `json:"uploading,omitempty"`
 }
 
 func encodeExtra(x extra) string {
 	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" && !x.DiskOnly && !x.PauseDiskOnly &&
-		x.Image == "" && !x.Evacuated {
+		x.Image == "" && !x.Evacuated && x.MaskRequestHost == "" && !x.Uploading {
 		return ""
 	}
 	b, _ := json.Marshal(x)
@@ -76,7 +83,7 @@ func decodeExtra(s string) extra {
 
 // newExtra is the record extra of a sandbox created by req.
 func newExtra(req CreateRequest) extra {
-	x := extra{AutoResume: req.AutoResume, PauseDiskOnly: req.AutoPause && req.AutoPauseDiskOnly}
+	x := extra{AutoResume: req.AutoResume, PauseDiskOnly: req.AutoPause && req.AutoPauseDiskOnly, MaskRequestHost: req.MaskRequestHost}
 	x.AllowOut, x.DenyOut = req.Egress.Strings()
 	return x
 }

@@ -71,8 +71,15 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 				m.reapplyPolicy(ctx, row)
 				log.Info("paused sandbox re-attached")
 				rep.Reattached = append(rep.Reattached, row.ID)
+				m.resumeUpload(row.ID)
 				continue
 			}
+		}
+		if row.State == StatePaused && decodeExtra(row.Extra).Uploading && m.hasCheckpoint(row.ID) && m.mover() != nil {
+			// Its upload was cut short and its network is gone (a host
+			// reboot): uploaded now from the checkpoint kept here, then
+			// re-attached like an image in the store.
+			m.uploadAtStart(ctx, row)
 		}
 		if row.State == StatePaused && decodeExtra(row.Extra).Image != "" && m.mover() != nil {
 			// Its image is in the artifact store (adopted from another node,

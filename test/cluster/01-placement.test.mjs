@@ -79,4 +79,23 @@ describe('placement', { timeout: TEST_TIMEOUT * 3 }, () => {
       assert.equal(ok.status, 200, `${id} GET /sandboxes with the secret: ${ok.status}`)
     }
   })
+  it('a full cluster answers 503 saying the cluster is full, with the largest free slot, not one node', { timeout: TEST_TIMEOUT * 2 }, async () => {
+    await t.killAll()
+    // Fill every node with 8-CPU sandboxes (the largest a create may ask
+    // for) until a create is refused.
+    const ns = await nodes(LB)
+    const most = ns.reduce((sum, n) => sum + Math.ceil(Math.max(0, n.cpus - n.reservedCpus) / 8), 0) + NODE_IDS.length
+    let refused
+    for (let i = 0; i < most && !refused; i++) {
+      const r = await api(LB, 'POST', '/v2/sandboxes', { templateID: 'base', timeout: 300, cpuCount: 8, metadata: t.metadata }, 120_000)
+      if (r.status === 201) t.add(r.body.sandboxID)
+      else refused = r
+    }
+    assert.ok(refused, `${most} creates of 8 CPUs all succeeded: the nodes state more CPUs than they list`)
+    assert.equal(refused.status, 503, `the refused create: ${refused.status} ${refused.text}`)
+    assert.match(refused.body.message, /^the cluster is full: /, refused.text)
+    assert.match(refused.body.message, /the largest free slot on any node is \d+ CPUs and \d+ MiB memory \(on n\d\)/, refused.text)
+    assert.doesNotMatch(refused.body.message, /node n\d is full/, refused.text)
+    await t.killAll()
+  })
 })

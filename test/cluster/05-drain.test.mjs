@@ -6,7 +6,7 @@ import { describe, it, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { Sandbox } from 'e2b'
-import { LB, NODE_IDS, api, nodes, tracker, via, waitUntil, sleep, TEST_TIMEOUT } from './helpers.mjs'
+import { LB, NODE_IDS, ARTIFACTS, api, nodes, tracker, via, waitUntil, sleep, TEST_TIMEOUT } from './helpers.mjs'
 
 const BIN = process.env.AIRLOCK_CLUSTER_BIN || new URL('../../bin/airlock', import.meta.url).pathname
 const t = tracker('drain')
@@ -75,6 +75,32 @@ describe('node CLI and drain', { timeout: TEST_TIMEOUT * 3 }, () => {
     let back = false
     for (let i = 0; i < 6 && !back; i++) back = (await t.createRaw(LB)).node === drained
     assert.ok(back, `no create placed on ${drained} after undrain`)
+    drained = undefined
+    await t.killAll()
+  })
+  it('airlock node drain of a node whose sandbox cannot move exits 1 and names the sandbox and why', { timeout: TEST_TIMEOUT, skip: !ARTIFACTS && 'no artifact store: a drain moves nothing there (scripts/test.sh runs the cluster with one)' }, async () => {
+    // A sandbox paused without its memory (disk only) cannot move to another node.
+    const s = await t.createRaw(LB)
+    drained = s.node
+    const p = await api(LB, 'POST', `/sandboxes/${s.id}/pause`, { memory: false })
+    assert.equal(p.status, 204, `disk-only pause of ${s.id}: ${p.status} ${p.text}`)
+    let res
+    try {
+      execFileSync(BIN, ['node', 'drain', drained], {
+        env: { ...process.env, E2B_API_URL: LB, E2B_API_KEY: process.env.E2B_API_KEY },
+        encoding: 'utf8',
+        timeout: 120_000,
+        stdio: ['ignore', 'pipe', 'pipe']
+      })
+    } catch (err) {
+      res = err
+    }
+    assert.ok(res, 'airlock node drain exited 0 although a sandbox could not move')
+    assert.equal(res.status, 1, `exit code ${res.status}; stderr: ${res.stderr}`)
+    assert.equal(res.stdout.trim(), drained)
+    assert.match(res.stderr, new RegExp(`not moved ${s.id}: .*without its memory`), res.stderr)
+    assert.match(res.stderr, /1 sandboxes could not move/, res.stderr)
+    assert.equal(cli('node', 'undrain', drained).trim(), drained)
     drained = undefined
     await t.killAll()
   })

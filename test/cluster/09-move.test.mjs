@@ -1,8 +1,9 @@
 // Sandboxes and named snapshots move between nodes through the artifact
 // store (run-cluster.sh --artifacts: in CI a real S3 server, versitygw):
-// - a pause uploads the checkpoint and the writable layer before it answers;
-//   with S3 unreachable it fails (503, "artifact store", "keeps running") and
-//   the sandbox goes on running; once S3 is back the pause works;
+// - a pause uploads the checkpoint and the writable layer (after it answered:
+//   13-pause-upload.test.mjs); with S3 unreachable it fails (503, "artifact
+//   store", "keeps running") and the sandbox goes on running; once S3 is back
+//   the pause works;
 // - a paused sandbox whose node is draining is resumed on another node by a
 //   connect through the api tier (drain ?move=false only stops placement);
 // - a drain moves the node's sandboxes: running ones paused to S3 and resumed
@@ -18,7 +19,7 @@ import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 import {
   LB, NODE_IDS, ARTIFACTS, api, nodes, tracker, via, uniq, sleep, waitUntil, logTail, logGrep,
   drainNode, undrainNode, waitNodeState, restoreNodes,
-  s3Controllable, s3Running, stopS3, startS3, s3Keys, prepare, assertKept, where, listedOn, TEST_TIMEOUT
+  s3Controllable, s3Running, stopS3, startS3, s3Keys, waitUploaded, prepare, assertKept, where, listedOn, TEST_TIMEOUT
 } from './helpers.mjs'
 
 const t = tracker('move')
@@ -63,6 +64,7 @@ describe('moves through the artifact store', { skip: !ARTIFACTS && 'the cluster 
     assert.equal(await m.sbx.betaPause({ requestTimeoutMs: 120_000 }), true, 'pause once S3 is back')
     console.log(`# pause (upload) ${Date.now() - started} ms`)
     assert.equal((await where(m.id)).state, 'paused')
+    await waitUploaded(A, m.id) // the upload follows the pause's answer
     const keys = s3Keys(m.id)
     if (keys !== undefined) {
       assert.ok(keys.length > 0, `no object in the artifact store names the paused ${m.id}`)

@@ -15,7 +15,7 @@ import { Sandbox } from 'e2b'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 import {
   LB, API1, API2, NODE_IDS, ARTIFACTS, nodes, nodeURL, nodeFetch, asAPITier, tracker, via, uniq, waitUntil, logTail,
-  pidOf, alive, killDaemon, restartNode, waitNodeState, restoreNodes, prepare, assertKept, where, listedOn, TEST_TIMEOUT
+  pidOf, alive, killDaemon, restartNode, waitNodeState, restoreNodes, prepare, assertKept, where, listedOn, waitUploaded, TEST_TIMEOUT
 } from './helpers.mjs'
 
 const t = tracker('move-faults')
@@ -72,6 +72,10 @@ describe('moves when a node goes away', { skip: !ARTIFACTS && 'the cluster has n
     snapshots.push(snap.snapshotId)
     assert.equal(await p1.sbx.betaPause({ requestTimeoutMs: 120_000 }), true)
     assert.equal(await interp.betaPause({ requestTimeoutMs: 120_000 }), true)
+    // Their images in the store (the upload follows the pause's answer; a
+    // node killed before is 13-pause-upload.test.mjs's case).
+    await waitUploaded(K, p1.id)
+    await waitUploaded(K, ci.id)
 
     await killDaemon(K)
     killedAt = Date.now()

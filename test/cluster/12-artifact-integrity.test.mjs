@@ -13,7 +13,7 @@ import { existsSync } from 'node:fs'
 import { Sandbox } from 'e2b'
 import {
   LB, NODE_IDS, ARTIFACTS, api, tracker, via, sleep, logGrep,
-  drainNode, undrainNode, waitNodeState, restoreNodes, s3Keys, prepare, assertKept, where, TEST_TIMEOUT
+  drainNode, undrainNode, waitNodeState, restoreNodes, s3Keys, waitUploaded, prepare, assertKept, where, TEST_TIMEOUT
 } from './helpers.mjs'
 
 const t = tracker('integrity')
@@ -43,6 +43,8 @@ describe('M4: the artifact store is not trusted for integrity', {
     await attacker.sbx.files.write('/home/user/move.txt', 'ATTACKER STATE\n')
     assert.equal(await victim.sbx.betaPause({ requestTimeoutMs: 120_000 }), true, 'pause of the victim')
     assert.equal(await attacker.sbx.betaPause({ requestTimeoutMs: 120_000 }), true, 'pause of the attacker')
+    await waitUploaded(A, victim.id) // the upload follows the pause's answer
+    await waitUploaded(A, attacker.id)
     const root = `${process.env.AIRLOCK_CLUSTER_S3_DIR}/root`
     const vRef = `${root}/${pausedRef(victim.id)}`
     const aRef = `${root}/${pausedRef(attacker.id)}`

@@ -478,6 +478,30 @@ export async function assertKept (m, sbx) {
   m.count = c2
 }
 
+/**
+ * Waits until the image of paused sandbox id is in the artifact store: a
+ * pause answers once the checkpoint is durable on its node, and the upload
+ * follows (issue 24). Asks the node as the api tier does before a move
+ * (POST …/internal/sandboxes/{id}/uploaded: it answers when the upload is
+ * done, 503 when the attempt in flight failed).
+ */
+export async function waitUploaded (node, id, timeoutMs = 120_000) {
+  const deadline = Date.now() + timeoutMs
+  let last
+  while (Date.now() < deadline) {
+    const r = await nodeFetch(`${nodeURL(node)}/airlock/v1/internal/sandboxes/${id}/uploaded`, {
+      method: 'POST',
+      headers: { 'X-Airlock-Cluster-Secret': clusterSecret(), 'X-Airlock-Internal': '1', 'Content-Type': 'application/json' },
+      body: 'null',
+      timeoutMs: 70_000
+    })
+    last = `${r.status} ${await r.text()}`
+    if (r.status === 200) return
+    await sleep(500)
+  }
+  throw new Error(`the image of ${id} on ${node} is not in the artifact store after ${timeoutMs} ms: ${last}`)
+}
+
 /** GET /sandboxes/{id} through the balancer: {status, node (X-Airlock-Node), state}. */
 export async function where (id, base = LB) {
   const r = await api(base, 'GET', `/sandboxes/${id}`)

@@ -108,7 +108,8 @@ func (e env) uploadFiles(t *testing.T, templateID string, files map[string]strin
 		Headers map[string]string `json:"headers"`
 	}
 	r.json(t, &link)
-	if r.status != http.StatusOK || link.Present || link.URL == "" {
+	// 201 as E2B answers: the Python SDK's generated client accepts no other.
+	if r.status != http.StatusCreated || link.Present || link.URL == "" {
 		t.Fatalf("upload link: %d %s", r.status, r.body)
 	}
 	// The URL is signed for this hash: no API key needed, no other hash.
@@ -130,7 +131,7 @@ func (e env) uploadFiles(t *testing.T, templateID string, files map[string]strin
 		t.Fatalf("upload: %d %s", res.StatusCode, body)
 	}
 	r = e.api(t, http.MethodGet, "/templates/"+templateID+"/files/"+hash, nil)
-	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"present":true`) {
+	if r.status != http.StatusCreated || !strings.Contains(string(r.body), `"present":true`) {
 		t.Fatalf("after the upload: %d %s", r.status, r.body)
 	}
 	return hash
@@ -157,7 +158,7 @@ func TestSDKTemplateBadInput(t *testing.T) {
 	r := e.api(t, http.MethodPut, "/airlock/v1/template-files/"+hash, "this is not a tar archive, it is just text long enough to fill a tar header block? no: it is far shorter")
 	wantErr(r, 400, "not a readable tar")
 	r = e.api(t, http.MethodGet, "/templates/"+tpl+"/files/"+hash, nil)
-	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"present":false`) {
+	if r.status != http.StatusCreated || !strings.Contains(string(r.body), `"present":false`) {
 		t.Fatalf("a refused upload is not present: %d %s", r.status, r.body)
 	}
 

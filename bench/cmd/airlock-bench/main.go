@@ -26,8 +26,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/airlock-sandbox/airlock/internal/guest"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
 )
 
 type config struct {

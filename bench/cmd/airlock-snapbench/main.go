@@ -27,8 +27,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/airlock-sandbox/airlock/internal/guest"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
 )
 
 type config struct {

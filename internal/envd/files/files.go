@@ -8,6 +8,7 @@
 package files
 
 import (
+	"bufio"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/filesystem"
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
@@ -196,44 +199,92 @@ func (h *handler) download(w http.ResponseWriter, r *http.Request) error {
 	if fi.IsDir() {
 		return userError(http.StatusBadRequest, "path '%s' is a directory", p)
 	}
-	if !fi.Mode().IsRegular() {
-		return userError(http.StatusBadRequest, "path '%s' is not a regular file", p)
+	if fi.Mode()&(fs.ModeSocket|fs.ModeSymlink) != 0 {
+		return userError(http.StatusBadRequest, "path '%s' is not a file", p)
+	}
+	// Like E2B's agent, a Range or conditional request is answered in
+	// identity encoding, so ServeContent's 206 and 304 keep working (the
+	// encoding a client accepts is advisory).
+	if r.Header.Get("Range") != "" || r.Header.Get("If-Range") != "" ||
+		r.Header.Get("If-Modified-Since") != "" || r.Header.Get("If-None-Match") != "" {
+		useGzip = false
 	}
 
 	hdr := w.Header()
 	hdr.Set("Content-Disposition", mime.FormatMediaType("inline", map[string]string{"filename": filepath.Base(p)}))
 	hdr.Add("Vary", "Accept-Encoding")
-	if !useGzip || fi.Size() == 0 {
-		// ServeContent: Content-Length (0 for empty files), type, Last-Modified, Range, conditionals.
+
+	// A file of unknown length (a pipe, a device, /proc and /sys files,
+	// whose stat size is 0 or a page whatever they hold) cannot be seeked
+	// to its end: it is streamed as read, without Content-Length, and a
+	// Range is ignored (RFC 9110 §14.2 lets a server send the whole
+	// representation).
+	body := bufio.NewReaderSize(f, 32<<10)
+	knownLength := fi.Mode().IsRegular() && !pseudoFS(f)
+	if knownLength && fi.Size() == 0 {
+		// Empty, or a pseudo file the filesystem type did not give away.
+		if _, err := body.Peek(1); err == io.EOF {
+			// A truly empty file: Content-Length: 0 (the JS SDK relies
+			// on it) and never a gzip body.
+			http.ServeContent(w, r, filepath.Base(p), fi.ModTime(), f)
+			return nil
+		}
+		knownLength = false
+	}
+	if knownLength && !useGzip {
+		// ServeContent: Content-Length, type, Last-Modified, Range, conditionals.
 		http.ServeContent(w, r, filepath.Base(p), fi.ModTime(), f)
 		return nil
 	}
 
 	ctype := mime.TypeByExtension(filepath.Ext(p))
 	if ctype == "" {
-		var buf [512]byte
-		n, _ := io.ReadFull(f, buf[:])
-		ctype = http.DetectContentType(buf[:n])
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return fsError("seeking "+p, err)
-		}
+		head, _ := body.Peek(512) // sniffed from the buffer: nothing is seeked
+		ctype = http.DetectContentType(head)
 	}
 	hdr.Set("Content-Type", ctype)
-	hdr.Set("Content-Encoding", "gzip")
-	hdr.Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
+	if useGzip {
+		hdr.Set("Content-Encoding", "gzip")
+	}
+	if fi.Mode().IsRegular() {
+		hdr.Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
+	}
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
 		return nil
 	}
-	gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
-	if _, err := io.Copy(gz, f); err != nil {
-		h.log.Debug("gzip download aborted", "path", p, "err", err)
+	var dst io.Writer = w
+	var gz *gzip.Writer
+	if useGzip {
+		gz, _ = gzip.NewWriterLevel(w, gzip.BestSpeed)
+		dst = gz
+	}
+	if _, err := io.Copy(dst, body); err != nil {
+		h.log.Debug("download aborted", "path", p, "err", err)
 		return nil // headers are out; nothing useful left to tell the client
 	}
-	if err := gz.Close(); err != nil {
-		h.log.Debug("gzip download aborted", "path", p, "err", err)
+	if gz != nil {
+		if err := gz.Close(); err != nil {
+			h.log.Debug("gzip download aborted", "path", p, "err", err)
+		}
 	}
 	return nil
+}
+
+// pseudoFS reports whether f lives on a filesystem whose files' stat size
+// says nothing about their content (procfs, sysfs and their kin).
+func pseudoFS(f *os.File) bool {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return true // unknown: streaming is always correct
+	}
+	switch int64(st.Type) {
+	case unix.PROC_SUPER_MAGIC, unix.SYSFS_MAGIC, unix.DEBUGFS_MAGIC, unix.TRACEFS_MAGIC,
+		unix.CGROUP_SUPER_MAGIC, unix.CGROUP2_SUPER_MAGIC, unix.SECURITYFS_MAGIC,
+		unix.PSTOREFS_MAGIC, unix.BPF_FS_MAGIC, unix.EFIVARFS_MAGIC:
+		return true
+	}
+	return false
 }
 
 // negotiateEncoding picks gzip or identity from an Accept-Encoding header.

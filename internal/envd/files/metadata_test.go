@@ -20,8 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/filesystem"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
 )
 
 // metaEnv is a /files handler plus a Filesystem service sharing the default

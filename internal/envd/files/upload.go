@@ -179,8 +179,9 @@ func metadataFromHeaders(h http.Header) (map[string]string, error) {
 // xattrs refuses an upload that sets metadata (400).
 func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta map[string]string) (WrittenEntry, error) {
 	var (
-		final string
-		tmp   *os.File
+		final    string
+		tmp      *os.File
+		replaces bool // final exists: the upload overwrites it
 	)
 	if err := ensureParents(filepath.Dir(path), u); err != nil {
 		return WrittenEntry{}, fsError("creating parent directories of "+path, err)
@@ -208,6 +209,7 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 			}
 			_ = f.Close()
 			mode = fi.Mode().Perm()
+			replaces = true
 		case errors.Is(err, fs.ErrNotExist):
 			if err := filesystem.MkdirAllMode(filepath.Dir(final), 0o755); err != nil {
 				return fsError("creating parent directories of "+path, err)
@@ -215,7 +217,11 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 		default:
 			return fsError("stat "+path, err)
 		}
-		tmp, err = os.CreateTemp(filepath.Dir(final), TempPrefix+"*")
+		prefix := TempPrefix
+		if replaces {
+			prefix = filesystem.UploadReplacePrefix
+		}
+		tmp, err = os.CreateTemp(filepath.Dir(final), prefix+"*")
 		if err != nil {
 			return fsError("creating "+path, err)
 		}
@@ -261,10 +267,18 @@ func (h *handler) writeFile(u *identity.User, path string, src io.Reader, meta m
 		return WrittenEntry{}, fsError("replacing "+path, err)
 	}
 	committed = true
-	// A same-size truncate through the still-open descriptor emits an
-	// IN_MODIFY for the final name, so watchers see a WRITE of the
-	// destination (as with an in-place write) and not only the rename.
-	_ = tmp.Truncate(size)
+	// Watchers see what E2B's agent causes, which opens the destination
+	// with O_CREATE|O_TRUNC, chowns it to the user, then writes: CREATE,
+	// CHMOD, WRITE for a new file; CHMOD, WRITE for an overwrite. The rename
+	// is the CREATE (dropped by the watcher for an overwrite, see
+	// filesystem.UploadReplacePrefix); a chown to the owner it already has
+	// through the still-open descriptor is the CHMOD (IN_ATTRIB); a
+	// same-size truncate is the WRITE (IN_MODIFY), which a new empty file
+	// does not get (E2B writes nothing then).
+	_ = unix.Fchown(int(tmp.Fd()), int(u.UID), int(u.GID))
+	if size > 0 || replaces {
+		_ = tmp.Truncate(size)
+	}
 	if err := tmp.Close(); err != nil {
 		return WrittenEntry{}, fsError("closing "+path, err)
 	}

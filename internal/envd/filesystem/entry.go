@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
 )
 
 // MetadataXattrPrefix is the extended-attribute namespace holding the file
@@ -23,6 +23,12 @@ const MetadataXattrPrefix = "user.e2b."
 // UploadTempPrefix starts the names of the temporary files /files uploads
 // write before renaming them into place; watch events for them are hidden.
 const UploadTempPrefix = ".airlock-upload-"
+
+// UploadReplacePrefix starts the name of an upload's temporary file that
+// replaces an existing file. A watcher drops the CREATE its rename into
+// place causes, so the events match E2B's agent, which writes in place:
+// CHMOD, WRITE for an overwrite, CREATE, CHMOD, WRITE for a new file.
+const UploadReplacePrefix = UploadTempPrefix + "replace-"
 
 // names caches uid/gid → name lookups (reading /etc/passwd per entry would
 // make large listings slow). Entries never expire: accounts inside a sandbox

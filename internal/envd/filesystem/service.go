@@ -23,8 +23,8 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
 )
 
 // Service implements filesystempbconnect.FilesystemHandler.

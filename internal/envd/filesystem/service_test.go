@@ -24,8 +24,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
 )
 
 const testUser = "nobody" // exists on every Debian system; uid/gid 65534

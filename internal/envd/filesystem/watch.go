@@ -24,7 +24,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
 )
 
 const (
@@ -68,6 +68,11 @@ type dirWatch struct {
 	// sees no more than the user could list: not below a directory the user
 	// cannot read.
 	as *identity.Runner
+	// replacing is set by the rename of an upload's temp file that replaces
+	// an existing file (UploadReplacePrefix): the next event, the same
+	// rename's arrival under the final name, is not a CREATE. Only the
+	// goroutine reading w.Events touches it.
+	replacing bool
 }
 
 // watchSpec is what WatchDir and CreateWatcher have in common.
@@ -166,8 +171,15 @@ func (d *dirWatch) close() {
 
 // translate turns one fsnotify event into one wire event per op bit.
 func (d *dirWatch) translate(ev fsnotify.Event) []*filesystempb.FilesystemEvent {
-	if strings.HasPrefix(filepath.Base(ev.Name), UploadTempPrefix) {
+	if base := filepath.Base(ev.Name); strings.HasPrefix(base, UploadTempPrefix) {
+		// inotify reports a rename as IN_MOVED_FROM then IN_MOVED_TO, one
+		// right after the other.
+		d.replacing = ev.Has(fsnotify.Rename) && strings.HasPrefix(base, UploadReplacePrefix)
 		return nil
+	}
+	if d.replacing {
+		d.replacing = false
+		ev.Op &^= fsnotify.Create
 	}
 	name, err := filepath.Rel(d.root, ev.Name)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
 )
 
 type evKey struct {

@@ -13,6 +13,7 @@ Nothing here may break a cell: every hook falls back to "no extra format".
 """
 
 import datetime
+import decimal
 import math
 import re
 import sys
@@ -304,6 +305,19 @@ def _series_label(label, prefix, word):
     return label
 
 
+def _point(v):
+    """A point coordinate as E2B's PointData has it: a date as ISO text, a
+    number as a float (an int 3 is 3.0, as pydantic's float makes it)."""
+    if isinstance(v, (bool, str)) or v is None:
+        return _jsonable(v)
+    if isinstance(v, int):
+        return float(v)
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(v, (np.integer, np.floating)):
+        return _jsonable(float(v))
+    return _jsonable(v)
+
+
 def _line_elements(ax):
     out = []
     for line in ax.get_lines():
@@ -312,7 +326,7 @@ def _line_elements(ax):
         xs, ys = line.get_xdata(), line.get_ydata()
         out.append({
             "label": _series_label(str(line.get_label()), "_child", "Line"),
-            "points": [[_jsonable(x), _jsonable(y)] for x, y in zip(xs, ys)],
+            "points": [[_point(x), _point(y)] for x, y in zip(xs, ys)],
         })
     return out
 
@@ -381,16 +395,25 @@ def _bar_chart(ax):
 
 
 def _round(v):
-    return float("%.10g" % v)
+    """E2B's extractor rounding (e2b_charts.utils.rounding.dynamic_round):
+    max(1, 8 - exponent) significant digits (323.9999914 -> 324.0,
+    0.000123456789 kept); a float."""
+    d = decimal.Decimal(str(v))
+    with decimal.localcontext() as ctx:
+        ctx.prec = max(1, 8 - d.adjusted())
+        return float(+d)
 
 
 def _pie_chart(ax):
     chart = _base("pie", ax.get_title())
     for w in ax.patches:
+        # As E2B: the exact difference of the two angles, then rounded
+        # (a wedge of 323.9999914 degrees is 324.0); the radius as is.
+        span = decimal.Decimal(float(w.theta2)) - decimal.Decimal(float(w.theta1))
         chart["elements"].append({
             "label": str(w.get_label()),
-            "angle": _round(abs(float(w.theta2) - float(w.theta1))),
-            "radius": _round(float(w.r)),
+            "angle": abs(_round(span)),
+            "radius": float(w.r),
         })
     return chart
 

@@ -64,6 +64,9 @@ type jupyterKernel struct {
 	iopubCh chan *jmsg
 	shellCh chan *jmsg
 	count   int
+	// fast is the direct channel into the kernel's shell (fastpath.go);
+	// nil when the kernel has none (ZeroMQ only).
+	fast *fastChannel
 }
 
 func newJupyterKernel(ctx context.Context, log *slog.Logger, ra runAs, stateDir, warmup string) (*jupyterKernel, error) {
@@ -120,6 +123,21 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 	} else {
 		cmd.Env = append(cmd.Env, "AIRLOCK_DISPLAY_HOOKS="+hooks)
 	}
+	var fastEnds []*os.File
+	var fastW, fastR *os.File
+	if fp, err := writeFastPath(k.stateDir); err != nil {
+		k.log.Warn("kernel without fast channel", "err", err)
+	} else if fastEnds, fastW, fastR, err = newFastPipes(); err != nil {
+		k.log.Warn("kernel without fast channel", "err", err)
+	} else {
+		cmd.ExtraFiles = fastEnds
+		cmd.Env = append(cmd.Env, "AIRLOCK_FAST_PATH="+fp, fmt.Sprintf("AIRLOCK_FAST_FDS=%d,%d", fastReqFD, fastRepFD))
+	}
+	closeKernelEnds := func() {
+		for _, f := range fastEnds {
+			f.Close()
+		}
+	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -129,7 +147,17 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 		cmd.Stdout, cmd.Stderr = logf, logf
 	}
 	if err := cmd.Start(); err != nil {
+		closeKernelEnds()
+		if fastW != nil {
+			fastW.Close()
+			fastR.Close()
+		}
 		return fmt.Errorf("starting ipykernel: %w", err)
+	}
+	closeKernelEnds()
+	k.fast = nil
+	if fastW != nil {
+		k.fast = startFastChannel(fastW, fastR)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -217,6 +245,8 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 }
 
 func (k *jupyterKernel) teardown() {
+	k.fast.close()
+	k.fast = nil
 	if k.cmd != nil && k.cmd.Process != nil {
 		_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
 	}
@@ -312,6 +342,9 @@ func pyEnvCode(env map[string]string) (set, restore string) {
 
 // runSilent executes code without output and waits for its reply.
 func (k *jupyterKernel) runSilent(ctx context.Context, code string) error {
+	if handled, err := k.executeFast(ctx, code, nil, true, func(Output) {}); handled {
+		return err
+	}
 	id, err := k.send(k.shell, "execute_request", map[string]any{
 		"code": code, "silent": true, "store_history": false, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
 	})
@@ -344,6 +377,9 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 			return err
 		}
 	default:
+	}
+	if handled, err := k.executeFast(ctx, code, env, false, emit); handled {
+		return err
 	}
 	setEnv, restoreEnv := pyEnvCode(env)
 	if setEnv != "" {
@@ -463,10 +499,12 @@ func (k *jupyterKernel) handleIOPub(m *jmsg, emit func(Output)) {
 		}
 	case "execute_result", "display_data":
 		var c struct {
-			Data map[string]any `json:"data"`
+			Data json.RawMessage `json:"data"`
 		}
 		if json.Unmarshal(m.Content, &c) == nil {
-			emit(Output{Type: "result", IsMain: m.Header.MsgType == "execute_result", Result: MapMimeBundle(c.Data)})
+			if data, err := decodeData(c.Data); err == nil {
+				emit(Output{Type: "result", IsMain: m.Header.MsgType == "execute_result", Result: MapMimeBundle(data)})
+			}
 		}
 	case "error":
 		var c struct {
@@ -506,7 +544,8 @@ func (k *jupyterKernel) Close() error {
 // It then loads Airlock's display hooks (display.py: DataFrame data, chart
 // data, PIL save) into the kernel's shell before the kernel serves; a
 // failure there is logged to the kernel log and the kernel runs without
-// them.
+// them. Last it installs the direct channel (fastpath.py) on fds 3 and 4;
+// when that fails it closes both and the agent uses ZeroMQ only.
 const kernelLauncher = `import ipykernel.iostream as _io
 _init = _io.IOPubThread.__init__
 def _no_pipe(self, socket, pipe=False):
@@ -514,7 +553,16 @@ def _no_pipe(self, socket, pipe=False):
 _io.IOPubThread.__init__ = _no_pipe
 import os, sys
 _hooks = os.environ.pop("AIRLOCK_DISPLAY_HOOKS", "")
+# ipykernel imports debugpy for the Jupyter debugger protocol, which E2B does
+# not use: ~12 MiB of every sandbox's memory. Hidden while ipykernel loads
+# (it then reports no debugger), importable by the user's code afterwards.
+_dbg = sys.modules.get("debugpy", False)
+sys.modules["debugpy"] = None
 from ipykernel import kernelapp
+if _dbg is False:
+    del sys.modules["debugpy"]
+else:
+    sys.modules["debugpy"] = _dbg
 _app = kernelapp.IPKernelApp.instance()
 _app.initialize()
 if _hooks:
@@ -527,6 +575,24 @@ if _hooks:
         _mod.install(_app.shell)
     except Exception as _e:
         print("airlock display hooks not loaded:", repr(_e), file=sys.__stderr__, flush=True)
+_fast = os.environ.pop("AIRLOCK_FAST_PATH", "")
+_fds = os.environ.pop("AIRLOCK_FAST_FDS", "")
+if _fast and _fds:
+    _req, _rep = (int(x) for x in _fds.split(","))
+    try:
+        import importlib.util
+        _spec = importlib.util.spec_from_file_location("_airlock_fastpath", _fast)
+        _mod = importlib.util.module_from_spec(_spec)
+        _spec.loader.exec_module(_mod)
+        sys.modules["_airlock_fastpath"] = _mod
+        _mod.install(_app, _req, _rep)
+    except Exception as _e:
+        print("airlock fast channel not installed:", repr(_e), file=sys.__stderr__, flush=True)
+        for _fd in (_req, _rep):
+            try:
+                os.close(_fd)
+            except OSError:
+                pass
 _app.start()
 `
 

@@ -617,3 +617,16 @@ func TestContextsCapped(t *testing.T) {
 		t.Fatalf("create after a delete: %d %s", code, body)
 	}
 }
+
+// The kernel starts without debugpy (the Jupyter debugger, ~12 MiB of every
+// sandbox's memory), and user code can still import it.
+func TestPythonKernelWithoutDebugpy(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel, matplotlib_inline, debugpy")
+	_, ts := newTestServer(t)
+	if got := collect(run(t, ts.URL, rec{"code": "import sys\nprint('debugpy' in sys.modules)"}), "stdout", "text"); got != "False\n" {
+		t.Fatalf("debugpy loaded with the kernel: printed %q, want \"False\\n\"", got)
+	}
+	if got := collect(run(t, ts.URL, rec{"code": "import debugpy\nprint(debugpy.__name__)"}), "stdout", "text"); got != "debugpy\n" {
+		t.Fatalf("import debugpy in a cell printed %q, want \"debugpy\\n\"", got)
+	}
+}

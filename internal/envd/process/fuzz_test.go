@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
 )
 
 // FuzzStartRequestDecoding decodes arbitrary JSON as a StartRequest and runs

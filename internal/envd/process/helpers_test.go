@@ -19,8 +19,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
 )
 
 func needRoot(t *testing.T) {

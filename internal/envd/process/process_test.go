@@ -20,7 +20,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
 )
 
 func TestStartStdoutStderrExitCode(t *testing.T) {

@@ -23,8 +23,8 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
 )
 
 // retainEnded is how long an ended process stays visible to Connect.

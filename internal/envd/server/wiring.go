@@ -8,8 +8,8 @@ import (
 	envdfiles "github.com/airlock-sandbox/airlock/internal/envd/files"
 	"github.com/airlock-sandbox/airlock/internal/envd/filesystem"
 	"github.com/airlock-sandbox/airlock/internal/envd/process"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
 )
 
 // services returns the configured services or the defaults.

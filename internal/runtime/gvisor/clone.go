@@ -127,6 +127,30 @@ func (r *Runtime) CloneSaved(ctx context.Context, src string, spec runtime.Spec)
 	})
 }
 
+var _ runtime.LayerTaker = (*Runtime)(nil)
+
+// TakeSaved implements runtime.LayerTaker: CloneSaved, with the saved
+// disk.img renamed into spec.Dir rather than copied (copied when the
+// rename fails, e.g. across file systems).
+func (r *Runtime) TakeSaved(ctx context.Context, src string, spec runtime.Spec) error {
+	src = filepath.Clean(src)
+	saved := filepath.Join(src, diskImage)
+	if _, err := os.Stat(saved); err != nil {
+		return r.CloneSaved(ctx, src, spec)
+	}
+	return r.cloneWith(ctx, spec, src, func(dir string) error {
+		img := filepath.Join(dir, diskImage)
+		if err := os.Rename(saved, img); err != nil {
+			out, cerr := helperenv.Command(ctx, "cp", "--reflink=auto", "--sparse=always", saved, img).CombinedOutput()
+			if cerr != nil {
+				return fmt.Errorf("copying saved layer image: %w: %s", cerr, strings.TrimSpace(string(out)))
+			}
+		}
+		copyLayerBase(src, dir)
+		return mountImage(img, filepath.Join(dir, layerDir))
+	})
+}
+
 // cloneWith creates spec.Dir with an empty layer dir, lets fill populate
 // (and mount) the writable layer, then mounts the overlay and writes the
 // bundle, with the process limits of the bundle in from. On failure

@@ -35,10 +35,12 @@ const (
 	// memory swing around a threshold cannot make the host run `runsc
 	// kill` more than once a second.
 	memWakeMinGap = time.Second
-	// memWatchPoll is the host-side polling interval where the cgroup has
-	// no usage thresholds (cgroup v2): a read of memory.current on the
-	// host, which does not wake the sandbox.
-	memWatchPoll = 20 * time.Millisecond
+	// memWatchRearm is how often a cgroup v2 watcher whose tripwire is
+	// above where it started looks whether usage fell (memory.high has no
+	// event for a fall): one read of memory.current on the host, which does
+	// not wake the sandbox, and none at all while the sandbox's memory has
+	// not grown since the watcher started.
+	memWatchRearm = 10 * time.Second
 	// oomGuardWakeEnv and its value tell the guard that the host wakes it
 	// (internal/envd/oomguard.EnvWake).
 	oomGuardWakeEnv = "AIRLOCK_OOM_GUARD_WAKE=SIGUSR2"
@@ -59,6 +61,7 @@ func (w *memWatch) close() { w.once.Do(func() { close(w.stop) }) }
 // (runsc --ignore-cgroups) there is no host limit to protect and nothing
 // is watched.
 func (r *Runtime) watchMemory(id string) {
+	r.memo.forget(id) // a new start or restore: no earlier sample holds
 	w := &memWatch{stop: make(chan struct{})}
 	r.mu.Lock()
 	if r.watches == nil {
@@ -99,6 +102,7 @@ func (r *Runtime) ensureWatched(id string) {
 
 // unwatchMemory stops the watcher of id, if any.
 func (r *Runtime) unwatchMemory(id string) {
+	r.memo.forget(id)
 	r.mu.Lock()
 	w := r.watches[id]
 	delete(r.watches, id)
@@ -137,9 +141,9 @@ func (r *Runtime) memWatchLoop(id string, stop <-chan struct{}) error {
 	if _, err := os.Stat(filepath.Join(v1, "cgroup.event_control")); err == nil {
 		return memWatchThresholds(v1, stop, gapped(func() { r.wakeGuard(id) }))
 	}
-	v2 := filepath.Join("/sys/fs/cgroup", cg, "memory.current")
-	if _, err := os.Stat(v2); err == nil {
-		return memWatchPolling(v2, stop, gapped(func() { r.wakeGuard(id) }))
+	v2 := filepath.Join("/sys/fs/cgroup", cg)
+	if _, err := os.Stat(filepath.Join(v2, "memory.events")); err == nil {
+		return memWatchHigh(v2, stop, gapped(func() { r.wakeGuard(id) }))
 	}
 	return nil
 }
@@ -249,33 +253,4 @@ func armThresholds(dir, usageFile string, base uint64) (*os.File, error) {
 		}
 	}
 	return ef, nil
-}
-
-// memWatchPolling reads memory.current (cgroup v2) every memWatchPoll on
-// the host and calls wake when it grew by memWatchStep.
-func memWatchPolling(current string, stop <-chan struct{}, wake func()) error {
-	base, err := readUint(current)
-	if err != nil {
-		return err
-	}
-	t := time.NewTicker(memWatchPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return nil
-		case <-t.C:
-		}
-		usage, err := readUint(current)
-		if err != nil {
-			return err
-		}
-		switch {
-		case usage >= base+memWatchStep:
-			wake()
-			base = usage
-		case usage+memWatchStep <= base:
-			base = usage
-		}
-	}
 }

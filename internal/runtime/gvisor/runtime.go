@@ -90,6 +90,10 @@ type Runtime struct {
 	mu       sync.Mutex
 	deleting map[string]chan struct{}
 	watches  map[string]*memWatch
+
+	// memo holds the last `runsc events` sample of each sandbox
+	// (stats_memo.go).
+	memo statsMemos
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)

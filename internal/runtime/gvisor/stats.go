@@ -50,23 +50,28 @@ func (r *Runtime) Stats(ctx context.Context, id, dir string) (runtime.Stats, err
 	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return runtime.Stats{}, err
 	}
-	out, err := r.exec(ctx, "events", "--stats", id)
-	if err != nil {
-		if notFound(err) {
-			return runtime.Stats{}, runtime.ErrNotFound
+	host := r.hostUsage(id)
+	st, ok := r.memo.get(id, host, time.Now())
+	if !ok {
+		out, err := r.exec(ctx, "events", "--stats", id)
+		if err != nil {
+			if notFound(err) {
+				return runtime.Stats{}, runtime.ErrNotFound
+			}
+			return runtime.Stats{}, err
 		}
-		return runtime.Stats{}, err
-	}
-	var ev runscEvent
-	if err := json.Unmarshal(out, &ev); err != nil {
-		return runtime.Stats{}, fmt.Errorf("parsing runsc events: %w", err)
-	}
-	st := runtime.Stats{
-		Time:        time.Now(),
-		CPUUsageNs:  ev.Data.CPU.Usage.Total,
-		MemoryUsed:  ev.Data.Memory.Usage.Usage,
-		MemoryLimit: ev.Data.Memory.Usage.Limit,
-		PIDs:        ev.Data.Pids.Current,
+		var ev runscEvent
+		if err := json.Unmarshal(out, &ev); err != nil {
+			return runtime.Stats{}, fmt.Errorf("parsing runsc events: %w", err)
+		}
+		st = runtime.Stats{
+			Time:        time.Now(),
+			CPUUsageNs:  ev.Data.CPU.Usage.Total,
+			MemoryUsed:  ev.Data.Memory.Usage.Usage,
+			MemoryLimit: ev.Data.Memory.Usage.Limit,
+			PIDs:        ev.Data.Pids.Current,
+		}
+		r.memo.put(id, host, st)
 	}
 	limit, cache := r.hostMemory(id)
 	if bl, ok := bundleMemoryLimit(dir); ok {
@@ -77,6 +82,7 @@ func (r *Runtime) Stats(ctx context.Context, id, dir string) (runtime.Stats, err
 	}
 	st.MemoryCache = cache
 	if dir != "" {
+		var err error
 		st.DiskUsed, st.DiskLimit, err = diskUsage(dir)
 		if err != nil {
 			return st, err

@@ -23,8 +23,8 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/network"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
 )
 
 // fixture is built once by TestMain for the root tests.

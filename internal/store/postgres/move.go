@@ -141,12 +141,14 @@ func (d *DB) SandboxRoute(ctx context.Context, id string) (cluster.Route, error)
 		var x struct {
 			Image        string `json:"image"`
 			Evacuated    bool   `json:"evacuated"`
+			Uploading    bool   `json:"uploading"`
 			AutoResume   bool   `json:"autoResume"`
 			BaseTemplate string `json:"baseTemplate"`
 		}
 		if json.Unmarshal([]byte(extra), &x) == nil {
 			rt.Movable = rt.State == "paused" && x.Image != ""
 			rt.Evacuated = x.Evacuated
+			rt.Uploading = rt.State == "paused" && x.Uploading
 			rt.AutoResume = x.AutoResume
 			if x.BaseTemplate != "" {
 				rt.TemplateID = x.BaseTemplate

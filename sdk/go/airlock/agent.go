@@ -12,10 +12,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/airlock-sandbox/airlock/internal/guest"
-	"github.com/airlock-sandbox/airlock/internal/proto/filesystempb/filesystempbconnect"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb"
-	"github.com/airlock-sandbox/airlock/internal/proto/processpb/processpbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/agentwire"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
 )
 
 // sandboxTransport adds the routing and auth headers of one sandbox's agent
@@ -31,7 +31,7 @@ func (t *sandboxTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	r.Header.Set("E2b-Sandbox-Id", t.id)
 	r.Header.Set("E2b-Sandbox-Port", strconv.Itoa(EnvdPort))
 	if t.token != "" {
-		r.Header.Set(guest.HeaderAccessToken, t.token)
+		r.Header.Set(agentwire.HeaderAccessToken, t.token)
 	}
 	return t.base.RoundTrip(r)
 }
@@ -58,14 +58,14 @@ func (c *Client) Process(id, token string) processpbconnect.ProcessClient {
 // output, and returns its exit code once it ends.
 func (c *Client) RunShell(ctx context.Context, id, token, script string) (int, error) {
 	req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}})
-	req.Header().Set("Authorization", guest.BasicAuth("root"))
+	req.Header().Set("Authorization", agentwire.BasicAuth("root"))
 	stream, err := c.Process(id, token).Start(ctx, req)
 	if err != nil {
 		return 0, err
 	}
 	defer stream.Close()
-	end, err := guest.Receive(stream, guest.Events{})
-	if errors.Is(err, guest.ErrNoEnd) {
+	end, err := agentwire.Receive(stream, agentwire.Events{})
+	if errors.Is(err, agentwire.ErrNoEnd) {
 		return 0, fmt.Errorf("the process stream of sandbox %s ended without an exit code", id)
 	}
 	if err != nil {
@@ -90,7 +90,7 @@ type WriteInfo struct {
 // Upload streams r to remotePath in sandbox id (POST /files, octet-stream).
 // Parent directories are created by the agent; an existing file is replaced.
 func (c *Client) Upload(ctx context.Context, id, token, remotePath string, r io.Reader) (*WriteInfo, error) {
-	u := c.sandboxBase() + guest.PathFiles + "?" + url.Values{"path": {remotePath}}.Encode()
+	u := c.sandboxBase() + agentwire.PathFiles + "?" + url.Values{"path": {remotePath}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, r)
 	if err != nil {
 		return nil, fmt.Errorf("uploading %s: %w", remotePath, err)
@@ -117,7 +117,7 @@ func (c *Client) Upload(ctx context.Context, id, token, remotePath string, r io.
 // Download opens remotePath in sandbox id for reading (GET /files). The
 // caller must close the returned body.
 func (c *Client) Download(ctx context.Context, id, token, remotePath string) (io.ReadCloser, error) {
-	u := c.sandboxBase() + guest.PathFiles + "?" + url.Values{"path": {remotePath}}.Encode()
+	u := c.sandboxBase() + agentwire.PathFiles + "?" + url.Values{"path": {remotePath}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("downloading %s: %w", remotePath, err)

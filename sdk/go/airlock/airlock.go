@@ -18,13 +18,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/agentwire"
 )
 
 // Ports inside every sandbox.
 const (
-	EnvdPort        = guest.EnvdPort
-	InterpreterPort = guest.InterpreterPort
+	EnvdPort        = agentwire.EnvdPort
+	InterpreterPort = agentwire.InterpreterPort
 )
 
 // Client talks to an Airlock daemon (control plane and sandbox proxy on one

@@ -101,7 +101,7 @@ func (c *Client) Drain(ctx context.Context, id string, move bool) (*NodeDrain, e
 		path += "?move=false"
 	}
 	var out NodeDrain
-	if _, err := c.doJSON(ctx, http.MethodPost, path, nil, &out, nil); err != nil {
+	if _, err := c.doJSON(ctx, http.MethodPost, path, nil, nil, &out); err != nil {
 		return nil, fmt.Errorf("drain node %s: %w", id, err)
 	}
 	return &out, nil

@@ -23,7 +23,8 @@ type ListOpts struct {
 	NextToken string            // cursor from a previous page
 }
 
-// ListedSandbox is one entry of GET /v2/sandboxes.
+// ListedSandbox is one entry of GET /v2/sandboxes (E2B's ListedSandbox).
+// The daemon (internal/api) encodes its answers from this type.
 type ListedSandbox struct {
 	TemplateID  string            `json:"templateID"`
 	Alias       string            `json:"alias,omitempty"`
@@ -34,9 +35,12 @@ type ListedSandbox struct {
 	CPUCount    int               `json:"cpuCount"`
 	MemoryMB    int               `json:"memoryMB"`
 	DiskSizeMB  int               `json:"diskSizeMB"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
+	Metadata    map[string]string `json:"metadata"` // {} when none
 	State       string            `json:"state"`
 	EnvdVersion string            `json:"envdVersion"`
+	// VolumeMounts is E2B's list of mounted volumes: [] (Airlock mounts
+	// none).
+	VolumeMounts []json.RawMessage `json:"volumeMounts"`
 	// ClusterNode is the node that runs the sandbox, in a cluster's lists
 	// (an Airlock extension; "" from a single host and in GetSandbox).
 	ClusterNode string `json:"clusterNode,omitempty"`
@@ -48,13 +52,25 @@ type Lifecycle struct {
 	AutoResume bool   `json:"autoResume"`
 }
 
-// SandboxDetail is GET /sandboxes/{id}.
+// SandboxNetwork is SandboxDetail.network: the egress policy the daemon
+// enforces, and whether the sandbox's ports take traffic without a token.
+type SandboxNetwork struct {
+	AllowOut           []string `json:"allowOut,omitempty"`
+	DenyOut            []string `json:"denyOut,omitempty"`
+	AllowPublicTraffic bool     `json:"allowPublicTraffic"`
+	MaskRequestHost    string   `json:"maskRequestHost,omitempty"`
+}
+
+// SandboxDetail is GET /sandboxes/{id} (E2B's SandboxDetail). The daemon
+// always sends domain (null without one), allowInternetAccess, network and
+// lifecycle.
 type SandboxDetail struct {
 	ListedSandbox
-	EnvdAccessToken     string     `json:"envdAccessToken,omitempty"`
-	Domain              *string    `json:"domain,omitempty"`
-	AllowInternetAccess *bool      `json:"allowInternetAccess,omitempty"`
-	Lifecycle           *Lifecycle `json:"lifecycle,omitempty"`
+	EnvdAccessToken     string          `json:"envdAccessToken,omitempty"`
+	Domain              *string         `json:"domain"`
+	AllowInternetAccess *bool           `json:"allowInternetAccess"`
+	Network             *SandboxNetwork `json:"network"`
+	Lifecycle           *Lifecycle      `json:"lifecycle"`
 }
 
 // ListSandboxes returns one page of sandboxes (GET /v2/sandboxes) and the

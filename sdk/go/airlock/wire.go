@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/airlock-sandbox/airlock/internal/audit"
 )
 
 // The request and response bodies of the daemon's REST API that both sides
@@ -118,7 +116,7 @@ type NetworkUpdate struct {
 // NetworkLog is the body of GET /sandboxes/{id}/network/log.
 type NetworkLog struct {
 	SandboxID string        `json:"sandboxID"`
-	Entries   []audit.Entry `json:"entries"`
+	Entries   []EgressEntry `json:"entries"`
 	// Dropped counts older entries no longer kept.
 	Dropped uint64 `json:"dropped"`
 }

@@ -1816,7 +1816,7 @@ const file_process_process_proto_rawDesc = "" +
 	"\n" +
 	"SendSignal\x12\x1a.process.SendSignalRequest\x1a\x1b.process.SendSignalResponse\x12E\n" +
 	"\n" +
-	"CloseStdin\x12\x1a.process.CloseStdinRequest\x1a\x1b.process.CloseStdinResponseBGZEgithub.com/airlock-sandbox/airlock/internal/proto/processpb;processpbb\x06proto3"
+	"CloseStdin\x12\x1a.process.CloseStdinRequest\x1a\x1b.process.CloseStdinResponseBMZKgithub.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb;processpbb\x06proto3"
 
 var (
 	file_process_process_proto_rawDescOnce sync.Once

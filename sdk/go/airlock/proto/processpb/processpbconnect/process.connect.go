@@ -11,7 +11,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	processpb "github.com/airlock-sandbox/airlock/internal/proto/processpb"
+	processpb "github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb"
 	http "net/http"
 	strings "strings"
 )

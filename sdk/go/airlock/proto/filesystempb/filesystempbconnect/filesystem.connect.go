@@ -11,7 +11,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	filesystempb "github.com/airlock-sandbox/airlock/internal/proto/filesystempb"
+	filesystempb "github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
 	http "net/http"
 	strings "strings"
 )
