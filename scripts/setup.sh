@@ -1,6 +1,25 @@
 #!/usr/bin/env bash
 # Installs what Airlock needs on a Debian 12 host and builds bin/airlock and
 # bin/airlock-envd. Idempotent: safe to run again; skips what is already there.
+#
+# Independent work runs side by side (a fresh 2-core host spends most of its
+# time here): apt-get, the pinned runsc build (Go only) and the airlock build
+# start together; the web console waits for node/npm when apt installs them,
+# and the microVM guest kernel for linux-source. Each phase's time is
+# printed ("==> phase NAME: N s"; bench/firstrun.sh reads these lines).
+#
+# Knobs:
+#   AIRLOCK_BUILD_KERNEL=auto|1|0  the microVM toolchain (QEMU, linux-source and
+#       what building the guest kernel needs) and the kernel build. auto (default):
+#       only where microVMs can run, a CPU with hardware virtualisation (vmx/svm
+#       in /proc/cpuinfo; a /dev/kvm without them, as on a PVM host, cannot run a
+#       stock guest kernel). scripts/test.sh sets 1: its microVM stage runs under
+#       QEMU's TCG emulation everywhere.
+#   AIRLOCK_SETUP_TESTS=1  also the Debian packages only the tests need (set by
+#       scripts/test.sh).
+#   AIRLOCK_SETUP_RUNSC_WAIT=0  return without waiting for the runsc build, which
+#       goes on in the background (scripts/run-daemon.sh: `airlock serve` waits for
+#       it, building the default templates meanwhile).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -9,12 +28,25 @@ die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (try: sudo $0)"
 
-# Debian packages the product and the tests need.
-pkgs=(mmdebstrap nftables iproute2 e2fsprogs util-linux protobuf-compiler ca-certificates busybox-static uidmap curl gcc libc6-dev
-	# host-side interpreter tests (the sandboxes get their own copies from the template)
-	python3-ipykernel python3-matplotlib python3-matplotlib-inline python3-pandas node-acorn
-	# microVM runtime: the VMM and its image tool, and what scripts/build-kernel.sh needs
-	qemu-system-x86 qemu-utils linux-source-6.1 xz-utils bc flex bison libelf-dev libssl-dev make)
+SETUP_START=$(date +%s)
+phase_done() { log "phase $1: $(($(date +%s) - $2)) s"; }
+
+# Debian packages the product needs (gVisor sandboxes, templates, networking).
+pkgs=(mmdebstrap nftables iproute2 e2fsprogs util-linux ca-certificates busybox-static uidmap curl)
+# Only the tests: host-side interpreter tests (the sandboxes get their own
+# copies from the template), cgo builds, the proto generator.
+if [ "${AIRLOCK_SETUP_TESTS:-0}" = 1 ]; then
+	pkgs+=(protobuf-compiler gcc libc6-dev python3-ipykernel python3-matplotlib python3-matplotlib-inline python3-pandas node-acorn)
+fi
+microvm=0
+case "${AIRLOCK_BUILD_KERNEL:-auto}" in
+1) microvm=1 ;;
+auto) grep -qwE 'vmx|svm' /proc/cpuinfo && microvm=1 ;;
+esac
+if [ "$microvm" = 1 ]; then
+	# microVM runtime: the VMM and its image tool, and what scripts/build-kernel.sh needs.
+	pkgs+=(qemu-system-x86 qemu-utils linux-source-6.1 xz-utils bc flex bison libelf-dev libssl-dev make)
+fi
 
 node_ok() {
 	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || return 1
@@ -22,26 +54,13 @@ node_ok() {
 	major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null) || return 1
 	[ "${major:-0}" -ge 18 ]
 }
+node_present=0
 if node_ok; then
+	node_present=1
 	log "node $(node --version) and npm $(npm --version 2>/dev/null) present"
 else
 	pkgs+=(nodejs npm)
 fi
-
-missing=()
-for p in "${pkgs[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-	log "apt-get update"
-	DEBIAN_FRONTEND=noninteractive apt-get update -q
-	log "installing: ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-else
-	log "Debian packages present: ${pkgs[*]}"
-fi
-
-node_ok || die "node >= 18 and npm are required"
 
 # Go toolchain (not from Debian: bookworm's Go is too old for go.mod).
 if ! command -v go >/dev/null 2>&1; then
@@ -51,11 +70,73 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 command -v go >/dev/null 2>&1 || die "Go $(sed -n 's/^go //p' go.mod) or newer is required (https://go.dev/dl/)"
 log "$(go version)"
+export GOFLAGS="${GOFLAGS:--mod=mod}"
 
-# Web console front-end (web/console → internal/console/dist, embedded by
-# go:embed). Rebuilt only when its sources or lock file changed.
+LOGS=$(mktemp -d /tmp/airlock-setup.XXXXXX)
+runsc_detached=""
+cleanup() {
+	# Phases still running when setup fails (jobs -p: only live ones of
+	# ours), except a runsc build left to the daemon.
+	local p
+	for p in $(jobs -p); do
+		[ "$p" = "$runsc_detached" ] || kill "$p" 2>/dev/null || true
+	done
+	rm -rf "$LOGS"
+}
+trap cleanup EXIT
+
+# wait_job NAME PID: waits for a background phase; on failure prints its log.
+wait_job() {
+	if ! wait "$2"; then
+		printf 'setup: %s failed; its output:\n' "$1" >&2
+		tail -n 40 "$LOGS/$1.log" >&2
+		return 1
+	fi
+	cat "$LOGS/$1.log"
+}
+
+# ---- apt (background)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+apt_job() {
+	local t=$(date +%s)
+	if [ "${#missing[@]}" -gt 0 ]; then
+		log "apt-get update"
+		DEBIAN_FRONTEND=noninteractive apt-get update -q
+		log "installing: ${missing[*]}"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+	else
+		log "Debian packages present: ${pkgs[*]}"
+	fi
+	phase_done apt "$t"
+}
+apt_job >"$LOGS/apt.log" 2>&1 &
+apt_pid=$!
+
+# ---- runsc (background; Go only, a few minutes of CPU on a fresh host)
+runsc_job() {
+	local t=$(date +%s)
+	bash scripts/build-runsc.sh >/dev/null
+	phase_done runsc "$t"
+}
+runsc_wait=${AIRLOCK_SETUP_RUNSC_WAIT:-1}
+if [ "$runsc_wait" = 1 ]; then
+	runsc_job >"$LOGS/runsc.log" 2>&1 &
+	runsc_pid=$!
+else
+	runsc_log=$(mktemp /tmp/airlock-runsc-build.XXXXXX.log)
+	setsid bash -c "$(declare -f log phase_done runsc_job); runsc_job" </dev/null >"$runsc_log" 2>&1 &
+	runsc_pid=$!
+	runsc_detached=$runsc_pid
+fi
+
+# ---- web console front-end (web/console → internal/console/dist, embedded
+# by go:embed). Rebuilt only when its sources or lock file changed; needs
+# node, so after apt when apt installs it.
 build_console() {
-	local dist=internal/console/dist stamp
+	local dist=internal/console/dist stamp t=$(date +%s)
 	stamp=$(cat web/console/package-lock.json web/console/vite.config.js web/console/index.html \
 		$(find web/console/src -type f | sort) | sha256sum | cut -d' ' -f1)
 	if [ -f "$dist/index.html" ] && [ "$(cat "$dist/.stamp" 2>/dev/null)" = "$stamp" ]; then
@@ -69,27 +150,69 @@ build_console() {
 	(cd web/console && npx --no-install vite build --logLevel warn 2>&1) | { grep -v 'externalized for browser compatibility' || true; }
 	[ -f "$dist/index.html" ] || return 1
 	echo "$stamp" >"$dist/.stamp"
+	phase_done console "$t"
 }
+if [ "$node_present" = 0 ]; then
+	log "waiting for apt (node and npm) before the web console"
+	wait_job apt "$apt_pid" || die "apt-get failed"
+	apt_pid=""
+	node_ok || die "node >= 18 and npm are required"
+fi
 build_console || die "building the web console failed"
 
-export GOFLAGS="${GOFLAGS:--mod=mod}"
+# ---- airlock and its agent (foreground, beside apt and runsc)
+t=$(date +%s)
 mkdir -p bin
 log "building bin/airlock"
 go build -o bin/airlock ./cmd/airlock
 log "building bin/airlock-envd (static)"
 CGO_ENABLED=0 go build -o bin/airlock-envd ./cmd/airlock-envd
-# gVisor's runsc at the pinned version (built once per machine, cached;
-# static Go build from the gVisor module, not Debian's 2022 package).
-bash scripts/build-runsc.sh >/dev/null || die "building runsc failed"
-# Guest kernel for the microVM runtime (built once per machine, cached; a
-# few minutes). Only where `--runtime auto` picks microVMs: a CPU with
-# hardware virtualisation. Elsewhere the daemon runs gVisor and starts at
-# once; `airlock serve --runtime microvm` builds the kernel on first use, and
-# scripts/test.sh builds it for the microVM tests.
-if [ "${AIRLOCK_BUILD_KERNEL:-auto}" = 1 ] || { [ "${AIRLOCK_BUILD_KERNEL:-auto}" = auto ] && grep -qwE 'vmx|svm' /proc/cpuinfo; }; then
-	log "building the microVM guest kernel (cached after the first build)"
-	bash scripts/build-kernel.sh >/dev/null || die "building the microVM guest kernel failed"
-else
-	log "microVM guest kernel not built (no hardware virtualisation: the daemon uses gVisor; 'airlock serve --runtime microvm' builds it on first use)"
+phase_done airlock-build "$t"
+
+if [ -n "$apt_pid" ]; then
+	wait_job apt "$apt_pid" || die "apt-get failed"
 fi
+node_ok || die "node >= 18 and npm are required"
+
+# ---- guest kernel (background, after apt: it needs linux-source). Only
+# where microVMs run (or AIRLOCK_BUILD_KERNEL=1); elsewhere the daemon runs
+# gVisor, and `airlock serve --runtime microvm` says to build it.
+kernel_pid=""
+if [ "$microvm" = 1 ]; then
+	kernel_job() {
+		local t=$(date +%s)
+		log "building the microVM guest kernel (cached after the first build)"
+		bash scripts/build-kernel.sh >/dev/null
+		phase_done kernel "$t"
+	}
+	kernel_job >"$LOGS/kernel.log" 2>&1 &
+	kernel_pid=$!
+else
+	log "microVM toolchain and guest kernel skipped (no hardware virtualisation: the daemon uses gVisor; AIRLOCK_BUILD_KERNEL=1 installs and builds them)"
+fi
+
+if [ "$runsc_wait" = 1 ]; then
+	wait_job runsc "$runsc_pid" || die "building runsc failed"
+else
+	# Return once the build holds its lock (the daemon waits on it), is
+	# done, or failed.
+	runsc_cache=${AIRLOCK_RUNSC_CACHE:-/var/cache/airlock/runsc}
+	runsc_bin=$runsc_cache/$(tr -d ' \n' <internal/runtime/gvisor/runsc.version)/runsc
+	while kill -0 "$runsc_pid" 2>/dev/null && [ ! -x "$runsc_bin" ] &&
+		{ [ ! -e "$runsc_cache/.lock" ] || flock -n -s "$runsc_cache/.lock" true; }; do
+		sleep 0.2
+	done
+	if [ -x "$runsc_bin" ]; then
+		log "runsc ready: $runsc_bin"
+	elif kill -0 "$runsc_pid" 2>/dev/null; then
+		log "runsc still building in the background (log: $runsc_log); airlock serve waits for it"
+	else
+		cat "$runsc_log" >&2
+		die "building runsc failed"
+	fi
+fi
+if [ -n "$kernel_pid" ]; then
+	wait_job kernel "$kernel_pid" || die "building the microVM guest kernel failed"
+fi
+phase_done setup "$SETUP_START"
 log "setup done: $(pwd)/bin/airlock"

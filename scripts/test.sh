@@ -3,7 +3,8 @@
 #   setup → gofmt → go vet → staticcheck → go test (unit + root) → Helm chart
 #   check → build →
 #   start `airlock serve` → Go raw-HTTP e2e tests → E2B JS SDK e2e tests →
-#   E2B Python SDK e2e tests → console → microVM e2e → cluster e2e.
+#   E2B Python SDK e2e tests → console → image (build + run under runc) →
+#   microVM e2e → cluster e2e.
 # Needs root (gVisor, network namespaces, nftables).
 #
 # Environment knobs:
@@ -25,6 +26,10 @@
 #   AIRLOCK_TEST_REPORT=1   after the daemon is up, run only bench/report/run.sh (attacks,
 #                           faults, fuzz, soak; SOAK_PROFILE=long for 20 clients), which
 #                           rewrites docs/RELIABILITY.md, instead of the e2e stages
+#   AIRLOCK_TEST_SKIP_IMAGE=1  skip the image stage (scripts/test-image.sh: builds the OCI
+#                           image with scripts/build-image.sh, runs --role api and a privileged
+#                           --role node from it with runc against a throwaway PostgreSQL; net
+#                           prefix i<prefix>, the /24 at .251 of AIRLOCK_TEST_SUBNET)
 #   AIRLOCK_TEST_SKIP_MICROVM=1  skip the microVM stage (scripts/test-microvm.sh, a second
 #                           daemon with --runtime microvm; its own knobs are listed there)
 #   AIRLOCK_TEST_SKIP_CLUSTER=1  skip the cluster stage (scripts/run-cluster.sh: PostgreSQL,
@@ -43,6 +48,15 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$(pwd)
 
+# `sudo scripts/test.sh` runs with sudo's secure_path, which lacks Go's usual
+# install dirs; find go as setup.sh does.
+if ! command -v go >/dev/null 2>&1; then
+	for d in /usr/local/go/bin /usr/lib/go/bin "$HOME/go/bin"; do
+		[ -x "$d/go" ] && PATH="$d:$PATH"
+	done
+	export PATH
+fi
+
 STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2, supports Go 1.26
 DATA_DIR=${AIRLOCK_TEST_DATA_DIR:-/var/lib/airlock-test}
 HEALTH_WAIT_SECS=${AIRLOCK_TEST_HEALTH_WAIT:-1200}
@@ -58,7 +72,29 @@ MICROVM_RAN=0
 FAILED=()
 PASSED=()
 
-stage() { printf '\n==== %s ====\n' "$*"; }
+# Each stage's wall time, printed in the summary (STAGE_TIMES: "secs|name").
+STAGE_NAME=""
+STAGE_START=0
+SUITE_START=$(date +%s)
+STAGE_TIMES=()
+end_stage() {
+	[ -n "$STAGE_NAME" ] && STAGE_TIMES+=("$(($(date +%s) - STAGE_START))|$STAGE_NAME")
+	STAGE_NAME=""
+}
+stage() {
+	end_stage
+	STAGE_NAME=$*
+	STAGE_START=$(date +%s)
+	printf '\n==== %s ====\n' "$*"
+}
+heading() { printf '\n==== %s ====\n' "$*"; } # a heading inside a stage
+print_stage_times() {
+	local t
+	echo "stage times (wall, s; total $(($(date +%s) - SUITE_START))s):"
+	for t in "${STAGE_TIMES[@]}"; do
+		printf '%6d  %s\n' "${t%%|*}" "${t#*|}" | cut -c1-100
+	done
+}
 record() { # record NAME EXIT_CODE
 	if [ "$2" -eq 0 ]; then PASSED+=("$1"); else FAILED+=("$1"); fi
 }
@@ -86,6 +122,7 @@ stop_daemon() {
 
 finish() {
 	local rc=$?
+	end_stage
 	stop_daemon
 	# The cluster stage's daemons and database (it takes them down itself
 	# unless interrupted).
@@ -107,11 +144,12 @@ finish() {
 	done
 	if [ "${#FAILED[@]}" -gt 0 ] || [ "$rc" -ne 0 ]; then
 		if [ -s "$DAEMON_LOG" ]; then
-			stage "daemon log (last 80 lines of $DAEMON_LOG)"
+			heading "daemon log (last 80 lines of $DAEMON_LOG)"
 			tail -n 80 "$DAEMON_LOG"
 		fi
 	fi
-	stage "summary"
+	heading "summary"
+	print_stage_times
 	[ "${#PASSED[@]}" -gt 0 ] && printf 'passed: %s\n' "${PASSED[*]}"
 	[ "${#FAILED[@]}" -gt 0 ] && printf 'FAILED: %s\n' "${FAILED[*]}"
 	echo "logs: $WORK"
@@ -154,10 +192,25 @@ trap finish EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- setup
+stage "readme scripts executable"
+# Every script the README tells a user to run must be executable in git
+# (mode 100755): `sudo scripts/test.sh` on a fresh clone says "Permission
+# denied" otherwise, which `bash scripts/…` would hide.
+readme_scripts_ok=0
+for s in $(grep -oE '(^|[^[:alnum:]_./-])scripts/[[:alnum:]_.-]+\.sh' README.md | grep -oE 'scripts/.*' | sort -u); do
+	mode=$(git ls-files -s -- "$s" | cut -d' ' -f1)
+	if [ "$mode" != 100755 ]; then
+		echo "README names $s, but git has it as mode ${mode:-(not tracked)}, not 100755 (git update-index --chmod=+x $s)"
+		readme_scripts_ok=1
+	fi
+done
+[ "$readme_scripts_ok" = 0 ] && echo "ok: every scripts/*.sh the README names is mode 100755 in git"
+record readme-scripts "$readme_scripts_ok"
+
 stage "setup"
 # The microVM root tests and the microVM stage need the guest kernel, on
 # every host (setup.sh alone builds it only where microVMs are the default).
-AIRLOCK_BUILD_KERNEL=1 bash scripts/setup.sh || { FAILED+=(setup); exit 1; }
+AIRLOCK_BUILD_KERNEL=1 AIRLOCK_SETUP_TESTS=1 bash scripts/setup.sh || { FAILED+=(setup); exit 1; }
 # The S3-compatible server the artifact tests run against (tests only; cached
 # per version like runsc).
 bash scripts/build-s3-server.sh >/dev/null || { FAILED+=(setup); exit 1; }
@@ -273,7 +326,10 @@ while :; do
 			off=$size
 		fi
 	fi
-	if curl -fsS -m 2 -o /dev/null "http://$LISTEN/health" 2>/dev/null; then
+	# Ready with every default template: the daemon answers 200 once the
+	# first is built and lists the others under "building" (the suites
+	# expect them all; their creates would wait, but on the clients' timeouts).
+	if body=$(curl -fsS -m 2 "http://$LISTEN/health" 2>/dev/null) && ! grep -q '"building"' <<<"$body"; then
 		healthy=1
 		break
 	fi
@@ -372,6 +428,15 @@ if [ "${AIRLOCK_TEST_SKIP_CONSOLE:-0}" != 1 ]; then
 	(cd test/console && node --test --test-concurrency=1 --test-reporter=spec console.test.mjs review.test.mjs) 2>&1 | tee "$WORK/console.out"
 	record console "${PIPESTATUS[0]}"
 	echo "console screenshots: $AIRLOCK_TEST_ARTIFACTS"
+fi
+
+# ---------------------------------------------------------------- OCI image
+if [ "${AIRLOCK_TEST_SKIP_IMAGE:-0}" != 1 ]; then
+	stage "image (scripts/build-image.sh; --role api and a privileged --role node from it under runc)"
+	IFS=./ read -r o1 o2 _ <<<"${AIRLOCK_TEST_SUBNET:-10.79.0.0/16}"
+	AIRLOCK_TEST_WORK=$WORK AIRLOCK_IMAGE_NET_PREFIX="i${AIRLOCK_TEST_NET_PREFIX:-ale2e}" AIRLOCK_IMAGE_SUBNET="$o1.$o2.251.0/24" \
+		bash scripts/test-image.sh --data-dir "$DATA_DIR" 2>&1 | tee "$WORK/image.out"
+	record image "${PIPESTATUS[0]}"
 fi
 
 # ---------------------------------------------------------------- microVM e2e
@@ -515,7 +580,7 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 	if [ "$cluster_rc" -ne 0 ]; then
 		for f in "$WORK"/cluster-logs/*.log; do
 			[ -s "$f" ] || continue
-			stage "cluster log $(basename "$f") (last 25 lines)"
+			heading "cluster log $(basename "$f") (last 25 lines)"
 			tail -n 25 "$f"
 		done
 	fi

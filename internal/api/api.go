@@ -49,6 +49,9 @@ type Options struct {
 	// the api tier marks what it authenticated). Other requests still need
 	// the key or, for uploads, a valid signature.
 	Trusted func(*http.Request) bool
+	// Building lists the default templates still being prepared at start
+	// (nil: none): GET /health shows them, and a create of one waits for it.
+	Building func() []string
 }
 
 // api holds the handler state.
@@ -207,11 +210,23 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 }
 
 func (a *api) health(w http.ResponseWriter, r *http.Request) {
+	var building []string
+	if a.opts.Building != nil {
+		building = a.opts.Building()
+	}
 	if a.m == nil || !a.m.Ready() {
-		middleware.WriteError(w, http.StatusServiceUnavailable, "not ready: templates are being prepared")
+		msg := "not ready: templates are being prepared"
+		if len(building) > 0 {
+			msg += " (building: " + strings.Join(building, ", ") + ")"
+		}
+		middleware.WriteError(w, http.StatusServiceUnavailable, msg)
 		return
 	}
-	body := map[string]string{"status": "ok"}
+	body := map[string]any{"status": "ok"}
+	if len(building) > 0 {
+		// Ready for the others; creates of these wait until they are built.
+		body["building"] = building
+	}
 	if a.opts.Runtime != "" {
 		body["runtime"], body["runtimeReason"] = a.opts.Runtime, a.opts.RuntimeReason
 	}

@@ -33,8 +33,10 @@ func newServeCmd() *cobra.Command {
 		Short: "Run the Airlock daemon (E2B-compatible API and sandbox proxy)",
 		Long: `Run the Airlock daemon: one listener serves the E2B-compatible REST API and
 all sandbox traffic. On first start it builds the default templates ("base" and
-"code-interpreter-v1"; GET /health answers 503 until that is done), then prints the environment variables the E2B
-SDKs need.
+"code-interpreter-v1") side by side; GET /health answers 503 until the first of
+them is ready, then 200 with "building" listing the others, and a create of a
+template still building waits for it (its progress in the log). Once ready it
+prints the environment variables the E2B SDKs need.
 
 On SIGTERM/SIGINT the daemon stops serving but leaves running sandboxes alone;
 the next start re-attaches them (or cleans them up if they died or expired).
@@ -85,7 +87,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	f.IntVar(&o.NodeCPUs, "node-cpus", 0, "--role node: sandbox CPUs this node takes in total, for placement and its own admission (default: host CPUs × 4; a sandbox's CPUs are a share and a ceiling, and most idle)")
 	f.BoolVar(&o.DrainOnStop, "drain-on-stop", true, "--role node with --artifacts: on SIGTERM/SIGINT, stop placement here and pause every running sandbox into the artifact store before exiting, so that the api tier resumes each on another node at its next request (false: leave them running, to re-attach them after a restart)")
 	f.IntVar(&o.NodeMemoryMB, "node-memory", 0, "--role node: sandbox memory in MiB this node takes in total (default: host memory less the warm pool's reserve)")
-	f.StringSliceVar(&o.Templates, "templates", []string{"base", "code-interpreter-v1"}, "built-in templates to build (once, cached) before the daemon reports ready")
+	f.StringSliceVar(&o.Templates, "templates", []string{"base", "code-interpreter-v1"}, "built-in templates to build (once, cached, side by side); the daemon serves once the first is ready, and a create of one still building waits for it")
 	return cmd
 }
 

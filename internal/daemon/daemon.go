@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -157,7 +158,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// with the reason: the daemon shuts down instead of fighting for it.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	d := &daemon{cfg: cfg, log: log, dataDir: dataDir, envdPath: envdPath, subnet: subnet, stop: cancel,
+	d := &daemon{cfg: cfg, log: log, dataDir: dataDir, envdPath: envdPath, subnet: subnet, stop: cancel, pending: newPendingTemplates(cfg.Templates),
 		denyOut: denyOut, denyOutExcept: denyOutExcept, pull: pull, role: role}
 	defer d.close()
 	err = d.open(ctx)
@@ -216,6 +217,11 @@ type daemon struct {
 	role role
 	// node is the node's heartbeat state (nil unless --role node).
 	node *nodeState
+	// pending are the default templates still being prepared at start
+	// (pending.go); tplFirst and tplAll are prepareTemplates' outcome.
+	pending  *pendingTemplates
+	tplFirst chan struct{}
+	tplAll   chan error
 }
 
 func (d *daemon) defer_(f func()) { d.closers = append(d.closers, f) }
@@ -290,13 +296,6 @@ func (d *daemon) open(ctx context.Context) error {
 		// host (the one-machine cluster) must not share their cgroups.
 		d.cfg.GVisor.cgroupParent = "airlock-node-" + d.role.nodeID
 	}
-	d.rt, d.rtInfo, err = newRuntime(ctx, d.cfg.Runtime, d.cfg.MicrovmKernel, d.cfg.GVisor, d.dataDir, d.envdPath, d.log)
-	if err != nil {
-		return err
-	}
-	if c, ok := d.rt.(io.Closer); ok { // gvisor: runsc's mounts in its root dir
-		d.defer_(func() { c.Close() })
-	}
 	var tmStore store.Store = st
 	if d.node != nil { // the templates table is the cluster's
 		tmStore = templateRecords{Store: st, changed: d.node.beatNow}
@@ -307,6 +306,16 @@ func (d *daemon) open(ctx context.Context) error {
 	d.tm.SetArtifacts(d.artifacts)
 	if d.node != nil { // a pulled template is this node's at once
 		d.tm.OnPull(d.node.beatNow)
+	}
+	// The default templates build from here on, beside the runtime's start
+	// (on a fresh host that may wait for runsc's build: gvisor.go).
+	d.tplFirst, d.tplAll = d.prepareTemplates(ctx)
+	d.rt, d.rtInfo, err = newRuntime(ctx, d.cfg.Runtime, d.cfg.MicrovmKernel, d.cfg.GVisor, d.dataDir, d.envdPath, d.log)
+	if err != nil {
+		return err
+	}
+	if c, ok := d.rt.(io.Closer); ok { // gvisor: runsc's mounts in its root dir
+		d.defer_(func() { c.Close() })
 	}
 	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
 	conns.OnAbort = func(ip netip.Addr, n int) { d.log.Debug("guest connections reset", "guest", ip, "count", n) }
@@ -375,7 +384,7 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 		Observer:    d.metrics,
 		Runtime:     d.rt,
 		Network:     d.netMgr,
-		Templates:   sandboxTemplates{d.tm},
+		Templates:   waitingTemplates{next: sandboxTemplates{d.tm}, pending: d.pending, log: d.log.With("component", "sandbox")},
 		Store:       st,
 		Logger:      d.log.With("component", "sandbox"),
 		DataDir:     d.dataDir,
@@ -442,7 +451,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
-		TemplateBuilds: sdkStore, Trusted: d.trusted()})
+		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
@@ -485,20 +494,32 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	d.log.Info("listening (not ready until the default templates exist)", "addr", ln.Addr().String(), "templates", d.cfg.Templates)
-	ready := d.prepareTemplates(ctx)
+	d.log.Info("listening (not ready until a default template exists)", "addr", ln.Addr().String(), "templates", d.cfg.Templates)
+	first, all := d.tplFirst, d.tplAll
 	for {
 		select {
-		case err := <-ready:
+		case <-first:
+			// A single host serves once one default template is ready
+			// (creates of the others wait for them); a node joins the
+			// cluster with all of them.
+			first = nil
+			if d.node == nil {
+				d.ready(ctx, ln.Addr())
+			}
+		case err := <-all:
+			all = nil
 			if err != nil {
 				_ = d.shutdown(ctx, srv)
 				return fmt.Errorf("preparing the default templates: %w", err)
 			}
-			d.ready(ctx, ln.Addr())
+			if first != nil || d.node != nil { // not served yet
+				first = nil
+				d.ready(ctx, ln.Addr())
+			}
 			if d.node != nil {
 				go d.node.run(ctx)
 			}
-			ready = nil
+			d.templatesReady(ctx)
 		case err := <-serveErr:
 			_ = d.shutdown(ctx, srv)
 			return fmt.Errorf("serving: %w", err)
@@ -516,28 +537,57 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 }
 
-// prepareTemplates ensures the default templates in the background; the
-// channel gets the outcome.
-func (d *daemon) prepareTemplates(ctx context.Context) chan error {
-	ready := make(chan error, 1)
-	go func() {
-		for _, name := range d.cfg.Templates {
+// prepareTemplates ensures the default templates in the background, all at
+// once (a fresh host builds them side by side rather than one after the
+// other). first is closed when one of them is ready (or when there are
+// none); all gets the outcome once every build ended, the first error if
+// any. d.pending tracks the builds still running.
+func (d *daemon) prepareTemplates(ctx context.Context) (first chan struct{}, all chan error) {
+	first, all = make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	markFirst := func() { once.Do(func() { close(first) }) }
+	if len(d.cfg.Templates) == 0 {
+		markFirst()
+	}
+	errs := make([]error, len(d.cfg.Templates))
+	var wg sync.WaitGroup
+	for i, name := range d.cfg.Templates {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			start := time.Now()
-			if _, err := d.tm.Ensure(ctx, name, template.TerminalProgress(os.Stderr)); err != nil {
-				ready <- fmt.Errorf("template %s: %w", name, err)
-				return
+			// Each build's progress lines carry its name: two run at once.
+			out := template.TerminalProgress(prefixWriter{w: os.Stderr, prefix: name + ": "})
+			_, err := d.tm.Ensure(ctx, name, d.pending.progress(name, out))
+			if err != nil {
+				err = fmt.Errorf("template %s: %w", name, err)
+				errs[i] = err
 			}
-			d.log.Info("template ready", "name", name, "elapsed", time.Since(start).Round(time.Millisecond))
-		}
-		gcTemplates(ctx, d.tm, d.mgr, d.log) // old builds; before any create is accepted
-		ready <- nil
-		d.tm.PushMissing(ctx) // with --artifacts: templates recorded before it was given
+			d.pending.finish(name, err)
+			if err == nil {
+				d.log.Info("template ready", "name", name, "elapsed", time.Since(start).Round(time.Millisecond),
+					"still_building", d.pending.Building())
+				markFirst()
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		all <- errors.Join(errs...)
 	}()
-	return ready
+	return first, all
 }
 
-// ready marks the daemon ready, prints the SDKs' environment and starts
-// the boot snapshots and the warm pool.
+// templatesReady runs once every default template is ready: old builds are
+// collected (no build runs now), and templates recorded before --artifacts
+// was given are pushed.
+func (d *daemon) templatesReady(ctx context.Context) {
+	gcTemplates(ctx, d.tm, d.mgr, d.log)
+	go d.tm.PushMissing(ctx)
+	d.startBootSnapshots(ctx)
+}
+
+// ready marks the daemon ready and prints the SDKs' environment.
 func (d *daemon) ready(ctx context.Context, addr net.Addr) {
 	d.mgr.SetReady(true)
 	stdout := d.cfg.Stdout
@@ -553,6 +603,11 @@ func (d *daemon) ready(ctx context.Context, addr net.Addr) {
 	}
 	d.log.Info("airlock ready", "addr", addr.String(), "role", d.role.name)
 	go gcTemplateFilesLoop(ctx, d.files, d.log.With("component", "template"))
+}
+
+// startBootSnapshots starts the boot snapshots and the warm pool, once every
+// default template is ready.
+func (d *daemon) startBootSnapshots(ctx context.Context) {
 	if d.cfg.BootSnapshots && d.mgr.BootSnapshotsSupported() {
 		go func() {
 			d.mgr.PrepareBootSnapshots(ctx, d.cfg.Templates)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/imagebuild"
@@ -43,6 +46,7 @@ func gvisorConfig(ctx context.Context, g GVisor, log *slog.Logger) (gvisor.Confi
 	if runsc == "" {
 		runsc = gvisor.DefaultRunscPath()
 	}
+	waitRunscBuild(ctx, runsc, log)
 	if _, err := exec.LookPath(runsc); err != nil {
 		return gvisor.Config{}, gvisor.PlatformChoice{}, fmt.Errorf("runsc (gVisor %s; build it with scripts/build-runsc.sh, or pass --runsc): %w", gvisor.PinnedVersion(), err)
 	}
@@ -54,4 +58,45 @@ func gvisorConfig(ctx context.Context, g GVisor, log *slog.Logger) (gvisor.Confi
 	}
 	log.Info("gvisor platform", "runsc", runsc, "platform", pc.Platform, "reason", pc.Reason)
 	return gvisor.Config{RunscPath: g.Runsc, Platform: pc.Platform}, pc, nil
+}
+
+// runscBuildWait bounds how long a start waits for a runsc build that is
+// under way (scripts/build-runsc.sh takes a few minutes on a fresh host).
+const runscBuildWait = 20 * time.Minute
+
+// waitRunscBuild waits while runsc is missing and scripts/build-runsc.sh is
+// building it: its lock (CACHE/.lock for CACHE/VERSION/runsc) is held. On a
+// fresh host scripts/run-daemon.sh starts the daemon before that build ends,
+// so the default templates build meanwhile. Returns at once otherwise.
+func waitRunscBuild(ctx context.Context, runsc string, log *slog.Logger) {
+	if _, err := os.Stat(runsc); err == nil || !filepath.IsAbs(runsc) {
+		return
+	}
+	lock := filepath.Join(filepath.Dir(filepath.Dir(runsc)), ".lock")
+	f, err := os.Open(lock)
+	if err != nil {
+		return // no build ever ran here
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) == nil {
+		return // not building now
+	}
+	start := time.Now()
+	log.Info("runsc is being built (scripts/build-runsc.sh); waiting for it", "runsc", runsc)
+	ctx, cancel := context.WithTimeout(ctx, runscBuildWait)
+	defer cancel()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			log.Warn("gave up waiting for the runsc build", "waited", time.Since(start).Round(time.Second))
+			return
+		case <-t.C:
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) == nil {
+			log.Info("runsc build done", "waited", time.Since(start).Round(time.Second))
+			return
+		}
+	}
 }
