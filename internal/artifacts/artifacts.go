@@ -1,21 +1,3 @@
-// Package artifacts stores Airlock's large, immutable artifacts — template
-// root filesystems and layers, paused-sandbox and named-snapshot images — in
-// a backend that other hosts can reach: a local directory (the single-host
-// default) or any S3-compatible object store.
-//
-// Every object records the SHA-256 of its bytes. Content-addressed keys name
-// that digest (BlobKey for a file, TreeKey for a directory packed as
-// tar+zstd, see internal/artifacts/tree), so an object under such a key never changes. Put
-// verifies the digest while it streams and leaves nothing under the key on a
-// mismatch; Get and GetDir fetch a content-addressed object into a local
-// cache directory, check the digest, and rename into place (a tree is
-// checked before it is unpacked), so the cache only ever holds verified
-// content. Other keys (refs: small manifests under rewritable names) are
-// read only with GetRef and the digest their writer recorded somewhere the
-// reader trusts (a database row): the digest an object is stored with is
-// its writer's word, and anyone who can write the bucket can write it. A backend that cannot be reached answers an *UnavailableError
-// (errors.Is(err, ErrUnavailable)), so a caller — a pause — can fail clearly
-// and leave the sandbox as it was.
 package artifacts
 
 import (

@@ -1,5 +1,3 @@
-// Package audit keeps a sandbox's egress audit log: outbound connection
-// attempts and DNS decisions, newest last, in a bounded ring per sandbox.
 package audit
 
 import (

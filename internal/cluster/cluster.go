@@ -1,12 +1,3 @@
-// Package cluster is the contract between the roles of an Airlock cluster
-// (issue 17): `airlock serve --role api` (internal/gateway: stateless, the
-// E2B API and sandbox proxy for every node) and `--role node` (today's
-// daemon, which registers itself and heartbeats its capacity). It holds what
-// both sides and the shared PostgreSQL store agree on: the headers of the
-// api → node hop, the node states and time bounds, the node record, and the
-// Store the cluster's own rows live behind (internal/store/postgres
-// implements it). The hop's transport security (a cluster CA, per-node
-// identities, mutual TLS) is in internal/cluster/clustertls.
 package cluster
 
 import (

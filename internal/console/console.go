@@ -1,8 +1,3 @@
-// Package console serves Airlock's web console: the front-end built from
-// web/console (embedded with go:embed) under /console/, and the console's
-// own endpoints under /console/api/ — an overview of the daemon for charts
-// and a terminal (PTY over WebSocket). Everything else goes to the next
-// handler (the REST API), which the front-end calls directly.
 package console
 
 import (

@@ -1,8 +1,3 @@
-// Package daemon is the composition root of `airlock serve`: from a Config
-// (the serve flags) it opens the store, picks and starts the isolation
-// runtime, the network manager and the template store, builds the sandbox
-// manager and the image builder, and serves the HTTP stack (proxy → console
-// → REST API) until its context ends.
 package daemon
 
 import (

@@ -1,9 +1,3 @@
-// Package dnsfilter is the resolver of sandboxes with domain rules: a DNS
-// forwarder listening on the host side of each such sandbox's veth. Every
-// query is checked against the sandbox's policy; allowed ones go to the
-// upstream resolvers, and the A answers of names the policy allows are
-// handed to a Learn callback (which opens them in the firewall) before the
-// answer reaches the sandbox. Denied names get REFUSED.
 package dnsfilter
 
 import (

@@ -1,12 +1,3 @@
-// Package gateway is the request router of a cluster's api tier
-// (`airlock serve --role api`, issue 17). It is stateless: it serves the E2B
-// REST API and the sandbox traffic of every node by forwarding each request,
-// unbuffered, to the `--role node` daemon that owns it over mutual TLS
-// (internal/cluster/clustertls: the gateway proves it is the api tier and
-// verifies it reached that very node; the cluster secret rides along), places creates with internal/placement, fans lists out to every
-// node and merges them, and answers GET /health and its own node API
-// (/airlock/v1/nodes) itself. The nodes, routes and lost sandboxes live in
-// cluster.Store.
 package gateway
 
 import (

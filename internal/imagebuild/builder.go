@@ -1,14 +1,3 @@
-// Package imagebuild builds templates from Dockerfiles without a container
-// engine. Every RUN executes inside a sandbox of the runtime in use; the
-// sandbox's writable layer (the overlay upper directory) is applied onto a
-// hard-linked clone of the parent layer, giving a new, complete root
-// filesystem stored like any template under <data>/templates/<hash>/rootfs.
-// A layer's hash chains the parent's hash, the expanded instruction, the
-// build state it depends on (ENV, ARG, USER, WORKDIR, SHELL) and the hashes
-// of copied files, so an unchanged prefix of a Dockerfile is served from
-// cache. The final template is the last layer plus a Config (environment,
-// user, workdir, resources, start and ready commands) recorded as the
-// template's spec.
 package imagebuild
 
 import (

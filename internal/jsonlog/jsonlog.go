@@ -1,17 +1,3 @@
-// Package jsonlog keeps bounded, append-only logs of JSON lines on disk, one
-// pair of files per log in one directory, so what a sandbox's logs hold
-// survives a daemon restart (docs/ARCHITECTURE.md, "Logs on disk").
-//
-// A log named N is the files N.jsonl (current) and N.1.jsonl (previous).
-// Every line is {"n":<sequence number>,"e":<entry>}. When the current file
-// reaches Options.MaxLines lines or Options.MaxBytes bytes it is renamed over
-// the previous one, so a log never holds more than two files' worth: the
-// newest entries are kept, and the sequence numbers tell how many older ones
-// were dropped. Appends only queue the entry; one writer goroutine per Store
-// encodes and writes whatever is queued in batches, so the caller never
-// waits for the disk. Reading skips lines that do not parse — a line torn by
-// a kill in the middle of a write included — and cuts a torn last line off
-// before the next append.
 package jsonlog
 
 import (

@@ -1,6 +1,3 @@
-// Package metrics samples per-sandbox resource usage into ring buffers kept
-// for each sandbox's life (served as E2B SandboxMetric lists) and exposes the
-// daemon's Prometheus metrics.
 package metrics
 
 import (

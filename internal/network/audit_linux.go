@@ -18,7 +18,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/nflog"
 )
 
-// Egress audit (see docs/ARCHITECTURE.md, "Egress audit log"): every
+// Egress audit (see internal/audit/doc.go, "Egress audit log"): every
 // verdict rule on traffic leaving a sandbox is preceded by a copy of its
 // match plus `ct state new log prefix "<a|d>|<rule>" group <AuditGroup>`,
 // so the first packet of every flow (TCP SYN, first UDP datagram; a

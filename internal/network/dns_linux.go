@@ -17,7 +17,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/dnsfilter"
 )
 
-// DNS-aware egress (see docs/ARCHITECTURE.md, "Egress policy"):
+// DNS-aware egress (see internal/network/doc.go, "Egress policy"):
 //
 //   - a sandbox with domain rules is in the set dns_ifaces; prerouting
 //     rewrites its DNS packets (UDP and TCP port 53, to any address) to the

@@ -1,7 +1,3 @@
-// Package network gives every sandbox its own network namespace, a veth pair
-// and its own address, and enforces the isolation policy with nftables:
-// sandboxes reach neither the host (daemon, loopback services) nor each other;
-// outbound internet goes through NAT only when allowed.
 package network
 
 import (

@@ -1,28 +1,3 @@
-// Package placement picks the node a new sandbox runs on, for the api tier of
-// an Airlock cluster. It does no I/O: the caller feeds it the nodes'
-// heartbeats (Update, SetState, Remove) and asks it for a node (Place).
-//
-// Placement is best of K: K nodes are drawn at random (plus K among the nodes
-// that hold the request's template and K among those with a warm-pool
-// sandbox of it), the ones that can take the request are scored, and the
-// lowest score wins. A score is the node's dominant load after the create
-// (the larger of its committed CPU and memory fractions), plus a small cost
-// per create in flight there, plus a cost when the node must first pull the
-// template, minus a bonus when a warm-pool sandbox of the template is ready
-// there. When no drawn node fits, every node is scanned, so a request is
-// refused only when no node at all can take it.
-//
-// A placed request holds an in-flight reservation on its node until the
-// create ends (Reservation.Confirm or Release), so a burst of creates placed
-// before any of them finishes spreads instead of landing on the node that
-// looked emptiest at the last heartbeat. The request's resources are counted
-// against the node's stated Capacity from the moment it is placed, and a
-// confirmed create keeps counting until a heartbeat of the generation the
-// node gave it (Node.Gen) arrives: the placer never commits a node past its
-// limits (with Confirm(0), one heartbeat in transit at Confirm time can free
-// a create early; see Confirm). (With several api instances,
-// each placer counts only its own creates in flight; the node's own check
-// when the create reaches it is the cluster-wide bound.)
 package placement
 
 import (

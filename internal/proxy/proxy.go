@@ -1,8 +1,3 @@
-// Package proxy routes sandbox traffic arriving on the daemon's single
-// listener: requests naming a sandbox (E2b-Sandbox-Id/E2b-Sandbox-Port
-// headers, a "<port>-<id>.<domain>" Host, or a signed header-less /files URL)
-// are reverse-proxied, unbuffered, to the sandbox's guest address; everything
-// else goes to the control-plane API.
 package proxy
 
 import (

@@ -8,7 +8,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/audit"
 )
 
-// Sandbox events on disk (docs/ARCHITECTURE.md, "Logs on disk"): each
+// Sandbox events on disk (internal/jsonlog/doc.go, "Logs on disk"): each
 // sandbox's lifecycle events are also appended to the jsonlog store
 // (Config.Logs) as "<id>.events", read back the first time the sandbox is
 // seen after a daemon restart, and removed with the sandbox. Logs of

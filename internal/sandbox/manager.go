@@ -1,6 +1,3 @@
-// Package sandbox is the sandbox manager: it creates sandboxes (template →
-// network → runtime → agent /init → store), tracks their timeouts, kills them
-// and re-attaches to running ones after a daemon restart.
 package sandbox
 
 import (

@@ -1,12 +1,3 @@
-// Package store records sandboxes, templates and API keys. The interfaces are
-// small on purpose; two backends implement all of them (Full): embedded
-// SQLite (internal/store/sqlite, the single-host default) and PostgreSQL
-// (internal/store/postgres, shared by the hosts of a cluster). Their
-// behaviour is pinned by one conformance suite, internal/store/storetest.
-//
-// Times are kept to the microsecond (PostgreSQL's resolution) and come back
-// in UTC; the zero time round-trips. Spec, Extra and Logs fields are opaque
-// text (JSON by convention) and come back byte for byte.
 package store
 
 import (

@@ -478,7 +478,7 @@ func TestArtifactsS3(t *testing.T) {
 // cloned here with hard links, never changed) pushed by one node and pulled
 // by another, through the local backend and the S3 test server; the pulled
 // tree packs to the same digest (same names, bytes, owners, modes, times,
-// links and xattrs). It logs the timings (docs/ARCHITECTURE.md "Artifacts").
+// links and xattrs). It logs the timings (internal/artifacts/doc.go "Artifacts").
 func TestArtifactsRealTemplate(t *testing.T) {
 	src := os.Getenv("AIRLOCK_TEST_TEMPLATE_DIR")
 	if src == "" {

@@ -1,9 +1,3 @@
-// Package template is Airlock's content-addressed template store. A template
-// is a root filesystem built from a Recipe (Debian packages plus setup
-// commands) into <dataDir>/templates/<hash>/rootfs, where hash is the recipe's
-// content hash. Templates are only ever used as read-only overlay lower
-// directories: nothing writes below <hash>/ after the build renamed it there.
-// Records (alias → hash) are kept in the store.
 package template
 
 import (

@@ -1,10 +1,5 @@
 //go:build linux
 
-// Package files serves the agent's `/files` REST endpoint (spec §3.5, §7):
-// streaming downloads (Range, gzip) and uploads (multipart or raw octet
-// stream, atomic replace, file metadata in user.e2b.* xattrs), authorised by the access token header or an E2B URL
-// signature. File operations run as the acting Unix user, so permissions are
-// the security boundary.
 package files
 
 import (

@@ -64,7 +64,7 @@ func WithoutXattrs() MetadataStoreOption {
 // user.e2b.<key> extended attributes, which move, link and vanish with their
 // inode. (Under gVisor 20221219 the root filesystem refused user xattrs and
 // a fallback store of JSON entries per inode stood in; the pinned runsc
-// stores them, see docs/ARCHITECTURE.md, "gVisor specifics".)
+// stores them, see internal/runtime/gvisor/doc.go, "gVisor specifics".)
 type MetadataStore struct {
 	xattrs xattrFuncs
 }

@@ -1,21 +1,3 @@
-// Package interpreter is the stateful code-interpreter service of the agent
-// (port 49999, spec §4): contexts for Python (an ipykernel process, driven
-// over a direct pipe into its shell — fastpath.go — with the Jupyter
-// protocol over ZeroMQ for the cells that need it), JavaScript/TypeScript (a
-// persistent Node.js vm context), Bash (a persistent shell), R (IRkernel over
-// the same Jupyter client) and Java (a JShell runner), streaming results as
-// NDJSON.
-//
-// Python cells: the agent writes each cell as a JSON line to a pipe that the
-// kernel's own event loop (ipykernel's main thread) watches; the cell runs on
-// the kernel's ZMQInteractiveShell with its formatters, magics, hooks,
-// matplotlib integration, SIGINT handling and execution count, and its
-// outputs are written by that thread straight to a second pipe as they come
-// (fastpath.py). A cell that needs ipykernel's asyncio runner (top-level
-// await) is answered "fallback" and runs as a Jupyter execute_request over
-// ZeroMQ in the same kernel; so does everything when the channel could not be
-// installed. MIME bundles are decoded keeping each number's literal (a float
-// 1.0 stays 1.0 on the wire).
 package interpreter
 
 import (

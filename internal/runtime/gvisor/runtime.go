@@ -1,13 +1,5 @@
 //go:build linux
 
-// Package gvisor implements runtime.Runtime with gVisor: every sandbox is a
-// runsc container (systrap platform, or ptrace where systrap cannot start;
-// gVisor's own network stack) whose root filesystem is an overlay of a
-// read-only template and a per-sandbox writable layer on a size-limited ext4
-// image.
-//
-// Sandboxes are started in their own session and outlive the process that
-// started them; a new Runtime over the same Root finds them again with List.
 package gvisor
 
 import (

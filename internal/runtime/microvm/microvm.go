@@ -1,17 +1,5 @@
 //go:build linux
 
-// Package microvm implements runtime.Runtime with one small virtual machine
-// per sandbox: its own Linux kernel (built by scripts/build-kernel.sh), the
-// template as a shared read-only ext4 image under a per-sandbox qcow2
-// overlay, and the agent (airlock-envd) as PID 1, started from an initramfs.
-//
-// The VMM (QEMU -M microvm) runs jailed: in its own pid, mount, IPC and UTS
-// namespaces with a filesystem of only /usr, a few device nodes and /proc,
-// inside the sandbox's network namespace, as an unprivileged user without
-// capabilities, under QEMU's seccomp filter. All images reach it as
-// inherited descriptors. The guest takes over the address internal/network
-// gave the sandbox, through a TAP joined to the netns's eth0, so the daemon
-// reaches the agent exactly as with gVisor.
 package microvm
 
 import (
