@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,8 +107,16 @@ func TestDaemonKilledMidTemplateBuild(t *testing.T) {
 		if r.status != http.StatusNotFound || json.Unmarshal(r.body, &eb) != nil || !strings.Contains(eb.Message, name) {
 			t.Fatalf("create from the half-built template: %d %s, want 404 naming it", r.status, r.body)
 		}
-		// No scratch directory, the orphan collected, base kept.
+		// No scratch directory, the orphan collected, base kept. The
+		// daemon serves as soon as its templates exist and collects once
+		// they are all ready, so this may trail /health by a moment.
 		hashes, scratch := templateDirs(t, dataDir)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if len(scratch) == 0 && !slices.Contains(hashes, orphan) {
+				break
+			}
+			hashes, scratch = templateDirs(t, dataDir)
+		}
 		if len(scratch) > 0 {
 			t.Errorf("scratch directories left after the restart: %v", scratch)
 		}

@@ -229,9 +229,17 @@ func TestLogsSurviveRestart(t *testing.T) {
 			t.Fatalf("kill: %d %s", r.status, r.body)
 		}
 		if dd := os.Getenv("AIRLOCK_E2E_DATA_DIR"); dd != "" {
-			left, _ := filepath.Glob(filepath.Join(dd, "logs", id+".*"))
+			// A kill answers once the sandbox is stopped and cut off; its
+			// files go in the background teardown, within seconds.
+			var left []string
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				left, _ = filepath.Glob(filepath.Join(dd, "logs", id+".*"))
+				if len(left) == 0 || time.Now().After(deadline) {
+					break
+				}
+			}
 			if len(left) > 0 {
-				t.Errorf("log files left after kill: %v", left)
+				t.Errorf("log files left 30 s after kill: %v", left)
 			}
 		}
 	}
