@@ -499,6 +499,22 @@ func (d *daemon) serve(ctx context.Context) error {
 			// cluster with all of them.
 			first = nil
 			if d.node == nil {
+				// Every default template already on disk (a restart):
+				// the rest are ready within moments, so old builds are
+				// collected before the first create is accepted, as
+				// before templates were served one by one.
+				select {
+				case err := <-all:
+					all = nil
+					if err != nil {
+						_ = d.shutdown(ctx, srv)
+						return fmt.Errorf("preparing the default templates: %w", err)
+					}
+					d.templatesReady(ctx)
+					d.ready(ctx, ln.Addr())
+					continue
+				case <-time.After(2 * time.Second):
+				}
 				d.ready(ctx, ln.Addr())
 			}
 		case err := <-all:
