@@ -6,7 +6,8 @@
 # template built with the SDK's Template.build) with the official e2b SDK and
 # test/e2e/microvm-interpreter.test.mjs with @e2b/code-interpreter, and
 # test/e2e/microvm-review-m6.test.mjs (security review M6: no host mount of a
-# build step's disk), then a subset of test/python. The root Go tests of
+# build step's disk) and test/e2e/interpreter-r-java.test.mjs (R and Java
+# contexts, issue 26), then a subset of test/python. The root Go tests of
 # internal/runtime/microvm run in test.sh's `go test ./...` stage.
 #
 # Knobs: AIRLOCK_TEST_DATA_DIR (the main suite's data dir, whose built
@@ -83,7 +84,7 @@ grep -m1 'isolation runtime' "$LOG"
 (cd test/e2e && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund --loglevel=error)
 (cd test/e2e && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
 	AIRLOCK_TEST_VM_DAEMON_LOG=$LOG node --test --test-concurrency=1 --test-reporter=spec \
-	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs})
+	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs interpreter-r-java.test.mjs})
 rc=$?
 # Issue 26's cases through E2B's Python SDK (test/python), on this daemon:
 # /proc and pipe reads, watch events, maskRequestHost (pause, resume, fork),
@@ -93,7 +94,7 @@ if [ "${AIRLOCK_TEST_VM_SKIP_PYTHON:-0}" != 1 ]; then
 		# shellcheck disable=SC2086
 		(cd test/python && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
 			PYTHONPATH=$PY_SITE PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cacheprovider \
-			${AIRLOCK_TEST_VM_PYTHON_ARGS:-test_files_read.py test_watch.py test_network.py test_templates.py::test_template_endpoints_answer_the_codes_the_client_accepts test_kill.py}) || rc=1
+			${AIRLOCK_TEST_VM_PYTHON_ARGS:-test_files_read.py test_watch.py test_network.py test_templates.py::test_template_endpoints_answer_the_codes_the_client_accepts test_kill.py test_charts.py test_kernels.py}) || rc=1
 	else
 		rc=1
 	fi
