@@ -318,7 +318,7 @@ func (d *daemon) open(ctx context.Context) error {
 	if err := d.newManager(st, logs, conns); err != nil {
 		return err
 	}
-	d.restore(ctx)
+	d.reattach(ctx)
 	// Sandboxes that stop on their own (agent killed, memory limit) are
 	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
 	go d.mgr.Reap(ctx, sandbox.DefaultWatchInterval)
@@ -416,14 +416,14 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 	return nil
 }
 
-// restore re-attaches the sandboxes of the previous run, checks the
+// reattach re-attaches the sandboxes of the previous run, checks the
 // snapshots and removes agent builds nothing refers to.
-func (d *daemon) restore(ctx context.Context) {
-	rep, err := d.mgr.Restore(ctx)
+func (d *daemon) reattach(ctx context.Context) {
+	rep, err := d.mgr.Reattach(ctx)
 	if err != nil {
-		d.log.Error("restoring sandboxes (continuing)", "err", err)
+		d.log.Error("re-attaching sandboxes (continuing)", "err", err)
 	}
-	d.log.Info("restore done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
+	d.log.Info("reattach done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
 	srep, serr := d.mgr.InitSnapshots(ctx)
 	if serr != nil {
 		d.log.Error("checking snapshots (continuing)", "err", serr)

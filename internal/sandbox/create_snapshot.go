@@ -19,7 +19,7 @@ import (
 // restored like a boot snapshot (create_restore.go).
 
 // createFromSnapshot is Create for a templateID that names a snapshot: a
-// fork child restored from the saved image and layer, with a fresh id,
+// sandbox restored from the saved image and layer, with a fresh id,
 // token, address, env vars and clock.
 func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, req CreateRequest, allowInternet bool) (*Sandbox, error) {
 	sp, err := decodeSnapshotSpec(snap.Spec)

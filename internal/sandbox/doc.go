@@ -30,14 +30,14 @@
 //	| `live.go` | `Live`, one live sandbox, and its lock order: `Lookup`, `unindex`; record, guest address, expiry timer (`armLocked`, `stopTimer`, `rearm`, `expire`), `Kill`, timeouts, `Connect`, `Exec`, `ProcessClient`, `Stats`, egress policy and log; the read-only view (`Sandbox`) |
 //	| `oplock.go` | one pause/resume/fork/snapshot at a time per sandbox (`Live.beginOp`, `beginLocked`, `endOp`, `inOp`) |
 //	| `create.go` | `Create`: checks the request, resolves the template, picks a strategy; the shared `register` step |
-//	| `create_cold.go` / `create_restore.go` / `create_snapshot.go` | the three strategies (table above); `create_restore.go` also holds the fork-child steps (`prepareChild`, `wakeChild`, `registerChild`) |
+//	| `create_cold.go` / `create_restore.go` / `create_snapshot.go` | the three strategies (table above); `create_restore.go` also holds the restore steps (`prepareChild`, `wakeChild`, `registerChild`) |
 //	| `teardown.go` | a kill: out of the index, a journal entry (`<data>/teardown/<id>.json`), the runtime's `Stop` (SIGKILL of the cgroup or VMM) and the network's `Cut`, the row deleted — then it answers; two background workers (yielding up to 2 s to creates in progress) destroy the runtime instance and the network, free the slot and drop the journal entry, retrying with backoff; `Restore` finishes what the journal lists |
 //	| `cleanup.go` | `undo`, the cleanup stack of named steps (runtime instance → network → slot → store record → observers, newest first; a step whose prerequisite failed is skipped so the next start retries it); `giveBack.push` puts a sandbox's whole stack on before its create or restore takes anything (each step undoes nothing that was never taken), and `release` runs it |
 //	| `checkpoint.go` | checkpoint a live sandbox (`checkpointLive`: clear image → `/freeze` → checkpoint → drop the sandbox the runtime stopped), restore it in place (`restoreInPlace`, `bringBack`), `readdress` |
 //	| `pause.go`, `pausedisk.go`, `fork.go`, `snapshot.go` | pause/resume (memory; disk only: `Live.Pause`, `PauseFilesystem`, `Resume`, `EnsureRunning`), fork and named snapshots (`Manager.Fork`, `CreateSnapshot`: they look the source up and take its operation lock); the work on the sandbox (`pause`, `pauseDisk`, `resumeDisk`, `capture`) is the sandbox's, and each calls `checkpoint.go` |
 //	| `bootsnap.go`, `pool.go` | boot snapshots (made with `capture`), the warm pool (filled with the restore steps) |
 //	| `record.go`, `template.go`, `files.go` | the record's lifecycle values and `Extra` codec; `Template` and a sandbox's template; link/copy/fsync/disk usage |
-//	| `restore.go`, `interrupted.go`, `reaper.go`, `watch.go` | reattach after a daemon restart (and finish a cut-short pause or fork), reap sandboxes that stopped on their own |
+//	| `reattach.go`, `interrupted.go`, `reaper.go`, `watch.go` | reattach after a daemon restart (and finish a cut-short pause or fork), reap sandboxes that stopped on their own |
 //	| `agent.go`, `agentclient.go`, `exec.go`, `startcmd.go` | the guest agent seen from the manager (`/init`, `/freeze`, processes), a template's start and ready commands |
 //	| `limits.go`, `diskfull.go`, `netpolicy.go`, `events.go`, `eventstore.go`, `agentlog.go`, `observer.go`, `manifest.go`, … | limits, host disk checks, egress policy, lifecycle events and logs, metrics hooks, snapshot manifests |
 //
@@ -202,7 +202,7 @@
 //
 // # Named snapshots, boot snapshots and the warm pool
 //
-// Code: `internal/sandbox/snapshot.go` (named snapshots, `capture`), `create_restore.go` (`restoreFrom`, the fork-child path), `create_snapshot.go` (a create from a named snapshot), `checkpoint.go` (the freeze → checkpoint step capture shares with pause and fork),
+// Code: `internal/sandbox/snapshot.go` (named snapshots, `capture`), `create_restore.go` (`restoreFrom`, the restore path), `create_snapshot.go` (a create from a named snapshot), `checkpoint.go` (the freeze → checkpoint step capture shares with pause and fork),
 // `manifest.go` (hashing), `bootsnap.go`, `pool.go`; runtime side
 // `runtime.LayerSaver` (gVisor: `SaveLayer`/`CloneSaved` in `clone.go`); store side
 // `store.SnapshotStore` (SQLite table `snapshots`, migration 2).

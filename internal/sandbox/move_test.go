@@ -496,7 +496,7 @@ func TestEvacuateAndRestoreAdopted(t *testing.T) {
 		cfg.Images = c.img
 		cfg.NodeID = "b"
 	})
-	if _, err := b2.Manager.Restore(ctx); err != nil {
+	if _, err := b2.Manager.Reattach(ctx); err != nil {
 		t.Fatal(err)
 	}
 	live, err := b2.Manager.Lookup(sb.ID)
@@ -540,7 +540,7 @@ func TestRestoreKeepsAdoptedAfterInterruptedResume(t *testing.T) {
 	b2, _ := snapEnvWith(t, func(cfg *sandbox.Config) { // b restarts: same rows, same namespaces
 		cfg.Store, cfg.Images, cfg.NodeID, cfg.Network = c.stores["b"], c.img, "b", c.b.Network
 	})
-	_, _ = b2.Manager.Restore(ctx)
+	_, _ = b2.Manager.Reattach(ctx)
 	_, lerr := b2.Manager.Lookup(sb.ID)
 	row, gerr := c.stores["b"].GetSandbox(ctx, sb.ID)
 	close(gate)

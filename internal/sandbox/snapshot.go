@@ -23,7 +23,7 @@ import (
 // <data>/snapshots/<id>/ (with a manifest hashing every file), and the
 // sandbox is restored and keeps running. Creating a sandbox with the
 // snapshot's id or name as templateID restores a copy of it with a fresh
-// identity (the fork child path).
+// identity (the restore path, create_restore.go).
 
 // snapshotCheckpoint is the memory image's directory inside a snapshot dir.
 const snapshotCheckpoint = "checkpoint"

@@ -27,7 +27,7 @@ import (
 //     resumed here (the resume cancels it: a running sandbox needs no
 //     image) or killed;
 //   - a daemon restart finds the row uploading and the checkpoint here, and
-//     starts the upload again (restore.go);
+//     starts the upload again (reattach.go);
 //   - an evacuation (drain, stop) waits for it: for the attempt in flight,
 //     and reports that attempt's error when it fails;
 //   - the api tier moves only movable sandboxes: for a paused sandbox still

@@ -184,7 +184,7 @@ func TestRestartFinishesUpload(t *testing.T) {
 	a2, _ := snapEnvWith(t, func(cfg *sandbox.Config) { // a restarts: same rows, data dir, namespaces
 		cfg.Store, cfg.Images, cfg.NodeID, cfg.Network, cfg.DataDir = c.stores["a"], c.img, "a", c.a.Network, c.a.DataDir
 	})
-	if _, err := a2.Manager.Restore(ctx); err != nil {
+	if _, err := a2.Manager.Reattach(ctx); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	waitFor(t, func() bool { return strings.Contains(c.extra(t, "a", sb.ID), `"image":"paused/`) }, "the upload finished after the restart")

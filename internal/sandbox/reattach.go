@@ -12,20 +12,20 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
-// RestoreReport summarises what Restore did.
-type RestoreReport struct {
+// ReattachReport summarises what Reattach did.
+type ReattachReport struct {
 	Reattached []string // live sandboxes now managed again
 	Removed    []string // store rows whose sandbox was dead (cleaned up) or expired
 	Leaked     []string // runtime sandboxes or namespaces without a row (destroyed)
 }
 
-// Restore is called once at startup, before serving. For every stored
+// Reattach is called once at startup, before serving. For every stored
 // sandbox it re-attaches when the runtime reports it running and its network
 // namespace still exists (re-arming the timer, or killing it when its end time
 // has passed); otherwise it destroys whatever is left and deletes the row.
 // Runtime sandboxes and namespaces that have no row are destroyed too.
-func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
-	var rep RestoreReport
+func (m *Manager) Reattach(ctx context.Context) (ReattachReport, error) {
+	var rep ReattachReport
 	rows, err := m.cfg.Store.ListSandboxes(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("listing stored sandboxes: %w", err)
