@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/agentbin"
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/artifacts"
+	"github.com/airlock-sandbox/airlock/internal/cluster/node"
 	"github.com/airlock-sandbox/airlock/internal/console"
 	"github.com/airlock-sandbox/airlock/internal/daemonlock"
 	"github.com/airlock-sandbox/airlock/internal/guest"
@@ -210,8 +211,11 @@ type daemon struct {
 
 	// role is the cluster role (--role) and, for a node, its identity.
 	role role
-	// node is the node's heartbeat state (nil unless --role node).
-	node *nodeState
+	// node is the node's side of the cluster (nil unless --role node:
+	// internal/cluster/node); blocked is its blocked set's refresh state
+	// (blocked.go).
+	node    *node.Node
+	blocked blockedState
 	// pending are the default templates still being prepared at start
 	// (pending.go); tplFirst and tplAll are prepareTemplates' outcome.
 	pending  *pendingTemplates
@@ -251,8 +255,8 @@ func (d *daemon) open(ctx context.Context) error {
 	d.log.Info("store open", "store", where)
 	d.watchStoreLease(ctx)
 	if d.role.node {
-		d.node = newNodeState(d)
-		go d.node.keepAlive(ctx)
+		d.node = d.newNode(st)
+		go d.node.KeepAlive(ctx)
 	}
 	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
@@ -281,10 +285,10 @@ func (d *daemon) open(ctx context.Context) error {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
 	d.log.Info("operator deny list", "deny_out", prefixList(d.denyOut), "deny_out_except", prefixList(d.denyOutExcept))
-	if d.node != nil && d.node.cs != nil {
+	if d.node != nil && d.node.Shared() {
 		// The other nodes' addresses, before a sandbox is restored (the
 		// heartbeat loop keeps them current once the node is ready).
-		d.node.refreshBlocked(ctx)
+		d.refreshBlocked(ctx)
 	}
 	if d.role.node {
 		// Sandboxes move between nodes under their ids; nodes sharing a
@@ -293,14 +297,14 @@ func (d *daemon) open(ctx context.Context) error {
 	}
 	var tmStore store.Store = st
 	if d.node != nil { // the templates table is the cluster's
-		tmStore = templateRecords{Store: st, changed: d.node.beatNow}
+		tmStore = node.TemplateRecords{Store: st, Changed: d.node.BeatNow}
 	}
 	d.tm = template.NewManager(d.dataDir, tmStore, d.log)
 	d.tm.SetShared(d.role.node)
 	// Templates are pushed to and pulled from --artifacts (nil: the data dir only).
 	d.tm.SetArtifacts(d.artifacts)
 	if d.node != nil { // a pulled template is this node's at once
-		d.tm.OnPull(d.node.beatNow)
+		d.tm.OnPull(d.node.BeatNow)
 	}
 	// The default templates build from here on, beside the runtime's start
 	// (on a fresh host that may wait for runsc's build: gvisor.go).
@@ -402,10 +406,10 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 	}
 	mgrCfg.PoolMemoryReserve = poolMemoryReserve()
 	if d.node != nil {
-		mgrCfg.Admit = d.node.admit
+		mgrCfg.Admit = d.node.Admit
 		mgrCfg.NodeID = d.role.nodeID
 		if d.artifacts != nil { // paused sandboxes and snapshots move between nodes
-			mgrCfg.Images = artifacts.Images{St: d.artifacts}
+			mgrCfg.Node = node.Hooks(artifacts.Images{St: d.artifacts}, st)
 		}
 	}
 	mgr, err := sandbox.New(mgrCfg)
@@ -413,6 +417,9 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 		return err
 	}
 	d.mgr = mgr
+	if d.node != nil {
+		d.node.Attach(mgr, d.tm, d.rtInfo.Runtime, d.rtInfo.Accel == "kvm")
+	}
 	return nil
 }
 
@@ -464,7 +471,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		APIKey:          d.apiKey, // never passed on to sandbox code
 	})
 	if d.node != nil {
-		return d.node.guard(h)
+		return d.node.Guard(h)
 	}
 	return h
 }
@@ -528,7 +535,7 @@ func (d *daemon) serve(ctx context.Context) error {
 				d.ready(ctx, ln.Addr())
 			}
 			if d.node != nil {
-				go d.node.run(ctx)
+				go d.node.Run(ctx)
 			}
 			d.templatesReady(ctx)
 		case err := <-serveErr:
@@ -540,7 +547,7 @@ func (d *daemon) serve(ctx context.Context) error {
 			} else {
 				d.log.Info("signal received, shutting down")
 				if d.node != nil && d.cfg.DrainOnStop {
-					d.node.drainOnStop(ctx)
+					d.node.DrainOnStop(ctx)
 				}
 			}
 			return d.shutdown(ctx, srv)

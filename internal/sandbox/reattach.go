@@ -89,13 +89,13 @@ func (m *Manager) Reattach(ctx context.Context) (ReattachReport, error) {
 				continue
 			}
 		}
-		if row.State == StatePaused && decodeExtra(row.Extra).Uploading && m.hasCheckpoint(row.ID) && m.mover() != nil {
+		if row.State == StatePaused && decodeExtra(row.Extra).Uploading && m.hasCheckpoint(row.ID) && m.cfg.Node != nil {
 			// Its upload was cut short and its network is gone (a host
 			// reboot): uploaded now from the checkpoint kept here, then
 			// re-attached like an image in the store.
 			m.uploadAtStart(ctx, row)
 		}
-		if row.State == StatePaused && decodeExtra(row.Extra).Image != "" && m.mover() != nil {
+		if row.State == StatePaused && decodeExtra(row.Extra).Image != "" && m.cfg.Node != nil {
 			// Its image is in the artifact store (adopted from another node,
 			// or its local state is gone: a host reboot, a resume cut short):
 			// what is left here goes, and it is re-attached paused, to be

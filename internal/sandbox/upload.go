@@ -295,28 +295,11 @@ func fsyncPath(p string) error {
 	return f.Sync()
 }
 
-// reachabler is an Images that can say cheaply whether the store answers.
-type reachabler interface {
-	Reachable(ctx context.Context) error
-}
-
-// storeReachable asks the artifact store whether it answers (nil when the
-// Images cannot say).
-func (m *Manager) storeReachable(ctx context.Context) error {
-	r, ok := m.cfg.Images.(reachabler)
-	if !ok {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return r.Reachable(ctx)
-}
-
 // resumeUpload starts again the upload of sandbox id, re-attached paused
 // at start, when its row says it was cut short (a daemon stopped or killed
 // during it).
 func (m *Manager) resumeUpload(id string) {
-	if m.mover() == nil {
+	if m.cfg.Node == nil {
 		return
 	}
 	e, err := m.Lookup(id)
