@@ -464,6 +464,36 @@ func (m *Manager) Adopt(ctx context.Context, id, from string, also ...func(*stor
 	return e.View(), nil
 }
 
+// ErrNotImported is ResumeImported's answer for a sandbox that has its
+// files here (paused on this node): Resume resumes it.
+var ErrNotImported = errors.New("the sandbox is not paused from an imported image")
+
+// ResumeImported resumes e, paused here without local files (adopted from
+// another node by Adopt: its image is in the artifact store), from that
+// image, and makes it expire timeout from now (or, evacuated, after what
+// was left of its timeout). It is the primitive a node's adopt-and-resume
+// uses (internal/cluster/node). ErrNotImported when e has its files here;
+// 409 when it is running or busy, 404 gone.
+func (e *Live) ResumeImported(ctx context.Context, timeout time.Duration) (*Sandbox, error) {
+	if err := e.m.CheckTimeout(timeout); err != nil {
+		return nil, err
+	}
+	if err := e.beginOp(ctx, opResuming, true); err != nil {
+		return nil, err
+	}
+	defer e.endOp()
+	e.mu.Lock()
+	x := decodeExtra(e.rec.Extra)
+	e.mu.Unlock()
+	if e.m.cfg.Node == nil || x.Image == "" || !e.imported() {
+		return nil, ErrNotImported
+	}
+	if x.Evacuated && x.LeftMs > 0 { // as Resume
+		timeout = max(timeout, time.Duration(x.LeftMs)*time.Millisecond, time.Minute)
+	}
+	return e.resumeImported(ctx, timeout)
+}
+
 // imported reports whether e is paused here without local files: adopted
 // from another node, its image in the store.
 func (e *Live) imported() bool {

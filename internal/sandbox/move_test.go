@@ -631,3 +631,27 @@ func pauseUploaded(m *sandbox.Manager, ctx context.Context, id string) error {
 	}
 	return m.AwaitUpload(ctx, id)
 }
+
+// An adopt-and-resume of a sandbox that is this node's already, with its
+// files here (the api tier's view was stale), resumes it in place: the
+// node's adopt path falls back from ResumeImported to Resume.
+func TestAdoptAndResumeOfOwnSandboxResumesHere(t *testing.T) {
+	t.Parallel()
+	c := newTwoNodes(t)
+	ctx := context.Background()
+	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
+	if err := pauseUploaded(c.a.Manager, ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	live, err := c.a.Manager.Lookup(sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := live.ResumeImported(ctx, time.Minute); !errors.Is(err, sandbox.ErrNotImported) {
+		t.Fatalf("ResumeImported of a sandbox paused here: %v, want ErrNotImported", err)
+	}
+	got, err := clusternode.AdoptAndResume(ctx, c.a.Manager, nil, sb.ID, "b", time.Minute)
+	if err != nil || got.State != sandbox.StateRunning || c.ownerOf(sb.ID) != "a" {
+		t.Fatalf("AdoptAndResume on its own node: %+v, %v (owner %s)", got, err, c.ownerOf(sb.ID))
+	}
+}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
@@ -15,8 +16,8 @@ import (
 // api tier tries another node.
 //
 // The chain: serveAdopt → AdoptAndResume → sandbox.Manager.Adopt (the
-// claim, NodeHooks.Claim) → Live.Resume → resumeImported (the fetch,
-// NodeHooks.FetchPaused, and the restore of the memory image,
+// claim, NodeHooks.Claim) → sandbox.Live.ResumeImported (sandbox/move.go:
+// the fetch, NodeHooks.FetchPaused, and the restore of the memory image,
 // sandbox/create_restore.go).
 func AdoptAndResume(ctx context.Context, mgr *sandbox.Manager, admit func(sandbox.Limits) (func(), error),
 	id, from string, timeout time.Duration) (*sandbox.Sandbox, error) {
@@ -45,7 +46,11 @@ func AdoptAndResume(ctx context.Context, mgr *sandbox.Manager, admit func(sandbo
 	if release != nil {
 		ctx = sandbox.WithAdmitted(ctx)
 	}
-	return e.Resume(ctx, timeout)
+	sb, err = e.ResumeImported(ctx, timeout)
+	if errors.Is(err, sandbox.ErrNotImported) { // it was this node's already, with its files
+		return e.Resume(ctx, timeout)
+	}
+	return sb, err
 }
 
 // runDropMoved runs the manager's DropMoved every interval until ctx ends:

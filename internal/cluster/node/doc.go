@@ -33,9 +33,11 @@
 //
 // Where does a node adopt a sandbox? serveAdopt (node.go) →
 // AdoptAndResume (adopt.go) → sandbox.Manager.Adopt (sandbox/move.go: the
-// claim, NodeHooks.Claim → hooks.go) → sandbox.Live.Resume (pause.go) →
-// resumeImported (sandbox/move.go: NodeHooks.FetchPaused, then the
-// restore of the memory image, sandbox/create_restore.go).
+// claim, NodeHooks.Claim → hooks.go) → sandbox.Live.ResumeImported
+// (sandbox/move.go: NodeHooks.FetchPaused, then the restore of the memory
+// image, sandbox/create_restore.go). An adopted sandbox resumed later (by
+// its user or its traffic) goes through Live.Resume (pause.go), which
+// takes the same resumeImported.
 //
 // The mechanics a pause, a resume and a snapshot share with a single host
 // stay in internal/sandbox (move.go: export of a paused image, adopt and
