@@ -56,7 +56,7 @@ for BIN in "$@"; do
 	AIRLOCK_URL=http://$LISTEN AIRLOCK_API_KEY=$KEY "$BENCH" -label "$BIN" -n "$N" -parallel "$PARALLEL"
 	if [ "$CHURN" = 1 ]; then
 		AIRLOCK_URL=http://$LISTEN AIRLOCK_API_KEY=$KEY "$BENCH" -label "$BIN" -n "$N" -parallel "$PARALLEL" \
-			-churn "${NET_PREFIX}-kbchurn"
+			-churn "kbchurn-${NET_PREFIX}"
 	fi
 	stop
 done
