@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -177,4 +178,33 @@ func TestCutSurvivesRestart(t *testing.T) {
 	d := setup(t, m2, "cut-d", 13, false)
 	dL := listenIn(t, d.NetNSPath, net.JoinHostPort(d.GuestIP.String(), "0"))
 	mustReach(t, "host to D (slot with a leftover cut)", "", net.JoinHostPort(d.GuestIP.String(), port(dL)))
+}
+
+// A daemon upgraded over a table of a version without the cut set starts
+// (it failed with "reading set cut_ifaces: no such file or directory") and
+// keeps the sandboxes' internet permissions.
+func TestNewManagerOverTableWithoutCutSet(t *testing.T) {
+	m := newTestManager(t)
+	ctx := testCtx(t)
+	a := setup(t, m, "cut-old", 14, true)
+	old := `delete table inet ` + testPrefix + `
+table inet ` + testPrefix + ` {
+	set internet_ifaces { type ifname; elements = { "` + a.HostIf + `" } }
+}
+`
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(old)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("installing an old table: %v %s", err, out)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := NewManager(ctx, m.Config(), log); err != nil {
+		t.Fatalf("NewManager over a table without %s: %v", CutSetName, err)
+	}
+	if got := setMembers(t); !slices.Equal(got, []string{a.HostIf}) {
+		t.Errorf("internet set after the upgrade = %v, want [%s]", got, a.HostIf)
+	}
+	if got := cutSetMembers(t); len(got) != 0 {
+		t.Errorf("cut set after the upgrade = %v, want empty", got)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/google/nftables"
@@ -94,12 +95,17 @@ func (f *firewall) currentMembers(s *nftables.Set) ([]string, error) {
 	if !found {
 		return nil, nil
 	}
+	// A table of an older version may lack the set: treat it as empty
+	// (nftables reports a missing set without a testable error).
+	sets, err := c.GetSets(f.table)
+	if err != nil {
+		return nil, fmt.Errorf("listing sets of inet %s: %w", f.table.Name, err)
+	}
+	if !slices.ContainsFunc(sets, func(x *nftables.Set) bool { return x.Name == s.Name }) {
+		return nil, nil
+	}
 	elems, err := c.GetSetElements(s)
 	if err != nil {
-		// The table exists but not (yet) our set: treat as empty.
-		if errors.Is(err, unix.ENOENT) {
-			return nil, nil
-		}
 		return nil, fmt.Errorf("reading set %s: %w", s.Name, err)
 	}
 	var names []string
