@@ -75,23 +75,6 @@ func (f *firewall) setCut(ifname string, cut bool) error {
 	return nil
 }
 
-// cutMembers lists the cut set.
-func (f *firewall) cutMembers() ([]string, error) {
-	c, err := nftables.New()
-	if err != nil {
-		return nil, fmt.Errorf("opening nftables: %w", err)
-	}
-	elems, err := c.GetSetElements(f.cut)
-	if err != nil {
-		return nil, fmt.Errorf("reading set %s: %w", CutSetName, err)
-	}
-	names := make([]string, 0, len(elems))
-	for _, e := range elems {
-		names = append(names, unix.ByteSliceToString(e.Key))
-	}
-	return names, nil
-}
-
 // installCut adds the cut set (holding keep) and the rules that enforce it
 // to the batch c. It must run before any other rule is added to input and
 // forward, so that the cut rules come first.
