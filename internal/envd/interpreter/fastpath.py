@@ -27,8 +27,15 @@ module leaves the ZeroMQ path alone.
 
 import json
 import os
+import signal
 import sys
 import threading
+
+# A stream record carries at most this many characters, and a cell's stream
+# buffer is sent from the writing thread once it holds this much: memory for
+# output in flight stays bounded (a cell printing 50 MB must not hold it all
+# in the kernel and the agent at once), and a slow reader slows the writer.
+STREAM_CHUNK = 256 * 1024
 
 
 def install(app, req_fd, rep_fd):
@@ -56,6 +63,10 @@ class _Channel:
         self.rep_fd = rep_fd
         self.buf = b""
         self.wlock = threading.Lock()
+        # Serialises taking a stream's buffer with sending it, so chunks
+        # flushed by the IOPub thread's timer and by the cell's own thread
+        # cannot overtake each other.
+        self.slock = threading.RLock()
         self.cur = None  # id of the running cell, None between cells
         try:
             from ipykernel.jsonutil import json_clean
@@ -72,9 +83,16 @@ class _Channel:
             text = json.dumps(_finite(rec), default=_json_default, allow_nan=False)
         b = (text + "\n").encode()
         with self.wlock:
-            while b:
-                n = os.write(self.rep_fd, b)
-                b = b[n:]
+            # SIGINT (an interrupt) is held while a record is written: a
+            # KeyboardInterrupt raised inside os.write would leave half a
+            # line in the pipe. It is delivered as soon as the record is out.
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                while b:
+                    n = os.write(self.rep_fd, b)
+                    b = b[n:]
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
     def on_readable(self, fd, events):
         try:
@@ -189,16 +207,30 @@ class _Channel:
                 continue
 
             def send_stream(stream=stream, name=name):
-                stream._flush_pending = False
-                data = stream._flush_buffer()
-                if data and not silent and self.cur == rid:
-                    self.send({"id": rid, "t": "stream", "name": name, "text": data})
-                elif data and self.cur != rid:
-                    # Late output (after the cell): the old path.
-                    type(stream)._flush(stream)
+                with self.slock:
+                    if self.cur != rid:
+                        # Late output (after the cell): the old path.
+                        type(stream)._flush(stream)
+                        return
+                    stream._flush_pending = False
+                    data = stream._flush_buffer()
+                    if not data or silent:
+                        return
+                    for i in range(0, len(data), STREAM_CHUNK):
+                        self.send({"id": rid, "t": "stream", "name": name, "text": data[i:i + STREAM_CHUNK]})
+
+            write = stream.write
+
+            def write_bounded(text, stream=stream, write=write, send_stream=send_stream):
+                n = write(text)
+                if self.cur == rid and stream._buffer.tell() >= STREAM_CHUNK:
+                    send_stream()
+                return n
 
             setattr_(stream, "_flush", send_stream)
             setattr_(stream, "flush", send_stream)
+            if hasattr(stream, "_buffer"):
+                setattr_(stream, "write", write_bounded)
 
         def publish(data, metadata=None, transient=None, update=False, **kw):
             self._flush_streams()
