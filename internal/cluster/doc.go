@@ -1,5 +1,5 @@
 // Package cluster is the contract between the roles of an Airlock cluster
-// (issue 17): `airlock serve --role api` (internal/gateway: stateless, the
+// (issue 17): `airlock serve --role api` (internal/cluster/gateway: stateless, the
 // E2B API and sandbox proxy for every node) and `--role node` (today's
 // daemon, which registers itself and heartbeats its capacity). It holds what
 // both sides and the shared PostgreSQL store agree on: the headers of the
@@ -117,7 +117,7 @@
 //
 // **The api tier** (`runAPI`) opens the store unscoped (no lease: any number of instances), resolves
 // the API key as a single host does (flag, `$AIRLOCK_API_KEY`, or the shared `settings` row), and serves
-// `internal/gateway` (see "Cluster api tier") behind the request-id middleware: no sandboxes, no
+// `internal/cluster/gateway` (see "Cluster api tier") behind the request-id middleware: no sandboxes, no
 // network manager, no runtime; its data dir holds only the api-key file. It prints the SDKs'
 // `export E2B_API_URL=…` line like a single host; a node prints `airlock node <id> ready at <addr>`
 // instead (clients never talk to a node).
@@ -138,7 +138,7 @@
 // the cluster; `GET /metrics` through the api tier is the whole cluster's); sandboxes paused without
 // their memory (`keepMemory: false`) do not move.
 //
-// # Moving sandboxes between nodes (internal/sandbox/move.go, internal/gateway/move.go)
+// # Moving sandboxes between nodes (internal/sandbox/move.go, internal/cluster/gateway/move.go)
 //
 // A cluster node with `--artifacts` (`sandbox.Config.Images`, over the store: `artifacts.Images`)
 // and the shared PostgreSQL store (`store.Mover`) keeps what another node may need in the artifact
@@ -274,5 +274,5 @@
 // sandbox that moves keeps its id). Objects left by rows deleted while the store was unreachable are
 // collected by the api tier's artifact GC (see "Artifacts").
 //
-// Measured figures: bench/README.md, "Moving sandboxes between nodes (internal/sandbox/move.go, internal/gateway/move.go)".
+// Measured figures: bench/README.md, "Moving sandboxes between nodes (internal/sandbox/move.go, internal/cluster/gateway/move.go)".
 package cluster
