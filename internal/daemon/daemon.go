@@ -35,6 +35,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
@@ -233,7 +234,7 @@ func (d *daemon) open(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if d.artifacts, err = openArtifacts(ctx, d.cfg.Artifacts, d.dataDir, os.Getenv, d.log); err != nil {
+	if d.artifacts, err = startup.OpenArtifacts(ctx, d.cfg.Artifacts, d.dataDir, os.Getenv, d.log); err != nil {
 		return err
 	}
 	// Sandboxes run (and restores map) an immutable, content-addressed copy
@@ -254,7 +255,7 @@ func (d *daemon) open(ctx context.Context) error {
 		d.node = newNodeState(d)
 		go d.node.keepAlive(ctx)
 	}
-	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
+	if d.apiKey, err = startup.APIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
 	d.infraBlocked = d.infraAddrs(ctx, os.Getenv(artifacts.EnvEndpoint))
@@ -610,7 +611,7 @@ func (d *daemon) ready(ctx context.Context, addr net.Addr) {
 		fmt.Fprintf(stdout, "airlock node %s ready at %s (clients use the api tier)\n", d.role.nodeID, d.role.advertise)
 	} else {
 		fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
-			displayURL(addr), displayURL(addr), d.apiKey)
+			startup.DisplayURL(addr), startup.DisplayURL(addr), d.apiKey)
 	}
 	d.log.Info("airlock ready", "addr", addr.String(), "role", d.role.name)
 	go gcTemplateFilesLoop(ctx, d.files, d.log.With("component", "template"))
@@ -687,19 +688,6 @@ func hostMemory() uint64 {
 		return 0
 	}
 	return uint64(si.Totalram) * uint64(si.Unit)
-}
-
-// displayURL is the URL clients use for a listener address.
-func displayURL(addr net.Addr) string {
-	ap, err := netip.ParseAddrPort(addr.String())
-	if err != nil {
-		return "http://" + addr.String()
-	}
-	ip := ap.Addr().Unmap()
-	if ip.IsUnspecified() {
-		ip = netip.MustParseAddr("127.0.0.1")
-	}
-	return "http://" + netip.AddrPortFrom(ip, ap.Port()).String()
 }
 
 // findEnvd locates the agent binary.
