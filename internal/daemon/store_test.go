@@ -14,11 +14,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/store/postgres"
 	"github.com/airlock-sandbox/airlock/internal/store/postgres/pgtest"
 	"github.com/airlock-sandbox/airlock/internal/store/sqlite"
-	"github.com/airlock-sandbox/airlock/internal/startup"
 )
 
 func testStoreLogger(*testing.T) *slog.Logger {

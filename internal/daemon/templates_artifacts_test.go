@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
-	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
+	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
 
