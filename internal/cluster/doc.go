@@ -6,7 +6,18 @@
 // api → node hop, the node states and time bounds, the node record, and the
 // Store the cluster's own rows live behind (internal/store/postgres
 // implements it). The hop's transport security (a cluster CA, per-node
-// identities, mutual TLS) is in internal/cluster/clustertls.
+// identities, mutual TLS) is in internal/cluster/clustertls; the E2B wire
+// facts both sides read (list cursors, sandbox hosts and routing headers,
+// the id syntax) in internal/cluster/wire.
+//
+// The api tier's room is this folder: the router (gateway), placement, and
+// the composition of `--role api` (apirole). None of them links node code
+// (internal/sandbox, the runtimes, internal/network, internal/api,
+// internal/proxy, internal/daemon, ...), not even through another package:
+// TestRouterImportsNoNodeCode (deps_test.go) fails when one does. What they
+// need from the node side's packages comes from the contract or from leaves
+// that import no sandbox code (internal/middleware, internal/store,
+// internal/startup, internal/imagebuild/buildspec).
 //
 // The rest of this comment is how the package works now (moved here from
 // docs/ARCHITECTURE.md, which keeps the map).
@@ -115,7 +126,7 @@
 //     (`WHERE nodes.gen <= excluded.gen`), and generations start at the node's start time in
 //     milliseconds, so a restarted node's are newer.
 //
-// **The api tier** (`runAPI`) opens the store unscoped (no lease: any number of instances), resolves
+// **The api tier** (`apirole.Run`, called by internal/daemon for `--role api`) opens the store unscoped (no lease: any number of instances), resolves
 // the API key as a single host does (flag, `$AIRLOCK_API_KEY`, or the shared `settings` row), and serves
 // `internal/cluster/gateway` (see "Cluster api tier") behind the request-id middleware: no sandboxes, no
 // network manager, no runtime; its data dir holds only the api-key file. It prints the SDKs'

@@ -63,7 +63,7 @@ type Config struct {
 	LogFormat     string // --log-format: text or json
 	KillOnExit    bool   // --kill-on-exit
 	// Artifacts is --artifacts: "" (none), s3://bucket/prefix or a
-	// directory; opened and checked at start (openArtifacts).
+	// directory; opened and checked at start (startup.OpenArtifacts).
 	Artifacts string
 	// ArtifactGCInterval is --artifact-gc-interval: how often the api tier
 	// collects the artifact store (internal/artifactgc); 0 never.

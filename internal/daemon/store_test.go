@@ -84,7 +84,7 @@ func TestStoreWiringOnPostgres(t *testing.T) {
 	dir1, dir2 := t.TempDir(), t.TempDir()
 	key1, err := startup.APIKey(ctx, "", dir1, st1)
 	if err != nil {
-		t.Fatalf("resolveAPIKey: %v", err)
+		t.Fatalf("startup.APIKey: %v", err)
 	}
 	builds := newSDKBuildStore(st1, dir1)
 	b := &store.TemplateBuild{ID: "b1", TemplateID: "app", Status: "building", CreatedAt: time.Now()}
