@@ -1,12 +1,23 @@
 // Package cluster is the contract between the roles of an Airlock cluster
-// (issue 17): `airlock serve --role api` (internal/gateway: stateless, the
+// (issue 17): `airlock serve --role api` (internal/cluster/gateway: stateless, the
 // E2B API and sandbox proxy for every node) and `--role node` (today's
 // daemon, which registers itself and heartbeats its capacity). It holds what
 // both sides and the shared PostgreSQL store agree on: the headers of the
 // api → node hop, the node states and time bounds, the node record, and the
 // Store the cluster's own rows live behind (internal/store/postgres
 // implements it). The hop's transport security (a cluster CA, per-node
-// identities, mutual TLS) is in internal/cluster/clustertls.
+// identities, mutual TLS) is in internal/cluster/clustertls; the E2B wire
+// facts both sides read (list cursors, sandbox hosts and routing headers,
+// the id syntax) in internal/cluster/wire.
+//
+// The api tier's room is this folder: the router (gateway), placement, and
+// the composition of `--role api` (apirole). None of them links node code
+// (internal/sandbox, the runtimes, internal/network, internal/api,
+// internal/proxy, internal/daemon, ...), not even through another package:
+// TestRouterImportsNoNodeCode (deps_test.go) fails when one does. What they
+// need from the node side's packages comes from the contract or from leaves
+// that import no sandbox code (internal/middleware, internal/store,
+// internal/startup, internal/imagebuild/buildspec).
 //
 // The rest of this comment is how the package works now (moved here from
 // docs/ARCHITECTURE.md, which keeps the map).
@@ -115,9 +126,9 @@
 //     (`WHERE nodes.gen <= excluded.gen`), and generations start at the node's start time in
 //     milliseconds, so a restarted node's are newer.
 //
-// **The api tier** (`runAPI`) opens the store unscoped (no lease: any number of instances), resolves
+// **The api tier** (`apirole.Run`, called by internal/daemon for `--role api`) opens the store unscoped (no lease: any number of instances), resolves
 // the API key as a single host does (flag, `$AIRLOCK_API_KEY`, or the shared `settings` row), and serves
-// `internal/gateway` (see "Cluster api tier") behind the request-id middleware: no sandboxes, no
+// `internal/cluster/gateway` (see "Cluster api tier") behind the request-id middleware: no sandboxes, no
 // network manager, no runtime; its data dir holds only the api-key file. It prints the SDKs'
 // `export E2B_API_URL=…` line like a single host; a node prints `airlock node <id> ready at <addr>`
 // instead (clients never talk to a node).
@@ -138,7 +149,7 @@
 // the cluster; `GET /metrics` through the api tier is the whole cluster's); sandboxes paused without
 // their memory (`keepMemory: false`) do not move.
 //
-// # Moving sandboxes between nodes (internal/cluster/node, internal/sandbox/move.go, internal/gateway/move.go)
+// # Moving sandboxes between nodes (internal/cluster/node, internal/sandbox/move.go, internal/cluster/gateway/move.go)
 //
 // A cluster node with `--artifacts` and the shared PostgreSQL store (`sandbox.Config.Node`: the
 // `sandbox.NodeHooks` that `node.Hooks` makes over `artifacts.Images` and `store.Mover`) keeps what another node may need in the artifact
@@ -274,5 +285,5 @@
 // sandbox that moves keeps its id). Objects left by rows deleted while the store was unreachable are
 // collected by the api tier's artifact GC (see "Artifacts").
 //
-// Measured figures: bench/README.md, "Moving sandboxes between nodes (internal/sandbox/move.go, internal/gateway/move.go)".
+// Measured figures: bench/README.md, "Moving sandboxes between nodes (internal/sandbox/move.go, internal/cluster/gateway/move.go)".
 package cluster

@@ -36,6 +36,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
@@ -63,7 +64,7 @@ type Config struct {
 	LogFormat     string // --log-format: text or json
 	KillOnExit    bool   // --kill-on-exit
 	// Artifacts is --artifacts: "" (none), s3://bucket/prefix or a
-	// directory; opened and checked at start (openArtifacts).
+	// directory; opened and checked at start (startup.OpenArtifacts).
 	Artifacts string
 	// ArtifactGCInterval is --artifact-gc-interval: how often the api tier
 	// collects the artifact store (internal/artifactgc); 0 never.
@@ -237,7 +238,7 @@ func (d *daemon) open(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if d.artifacts, err = openArtifacts(ctx, d.cfg.Artifacts, d.dataDir, os.Getenv, d.log); err != nil {
+	if d.artifacts, err = startup.OpenArtifacts(ctx, d.cfg.Artifacts, d.dataDir, os.Getenv, d.log); err != nil {
 		return err
 	}
 	// Sandboxes run (and restores map) an immutable, content-addressed copy
@@ -258,7 +259,7 @@ func (d *daemon) open(ctx context.Context) error {
 		d.node = d.newNode(st)
 		go d.node.KeepAlive(ctx)
 	}
-	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
+	if d.apiKey, err = startup.APIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
 	d.infraBlocked = d.infraAddrs(ctx, os.Getenv(artifacts.EnvEndpoint))
@@ -617,7 +618,7 @@ func (d *daemon) ready(ctx context.Context, addr net.Addr) {
 		fmt.Fprintf(stdout, "airlock node %s ready at %s (clients use the api tier)\n", d.role.nodeID, d.role.advertise)
 	} else {
 		fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
-			displayURL(addr), displayURL(addr), d.apiKey)
+			startup.DisplayURL(addr), startup.DisplayURL(addr), d.apiKey)
 	}
 	d.log.Info("airlock ready", "addr", addr.String(), "role", d.role.name)
 	go gcTemplateFilesLoop(ctx, d.files, d.log.With("component", "template"))
@@ -694,19 +695,6 @@ func hostMemory() uint64 {
 		return 0
 	}
 	return uint64(si.Totalram) * uint64(si.Unit)
-}
-
-// displayURL is the URL clients use for a listener address.
-func displayURL(addr net.Addr) string {
-	ap, err := netip.ParseAddrPort(addr.String())
-	if err != nil {
-		return "http://" + addr.String()
-	}
-	ip := ap.Addr().Unmap()
-	if ip.IsUnspecified() {
-		ip = netip.MustParseAddr("127.0.0.1")
-	}
-	return "http://" + netip.AddrPortFrom(ip, ap.Port()).String()
 }
 
 // findEnvd locates the agent binary.

@@ -34,7 +34,7 @@ import (
 //     uploading on a draining node it first waits here for the upload
 //     (POST …/sandboxes/<id>/uploaded, bounded; AwaitUpload), and a node
 //     that cannot be reached before its upload finished is reported as
-//     such: the sandbox resumes when that node is back (internal/gateway).
+//     such: the sandbox resumes when that node is back (internal/cluster/gateway).
 
 // upload is the background upload of one paused sandbox's image.
 type upload struct {

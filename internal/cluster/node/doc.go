@@ -1,7 +1,7 @@
 // Package node is the `--role node` side of an Airlock cluster (issue 25:
 // the node role has a folder of its own). A node is today's single-host
 // daemon plus what this package adds; internal/cluster holds the contract
-// both roles share, internal/gateway the api tier.
+// both roles share, internal/cluster/gateway the api tier.
 //
 // What is here:
 //

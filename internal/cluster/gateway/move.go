@@ -16,8 +16,8 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
 	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
+	"github.com/airlock-sandbox/airlock/internal/cluster/placement"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
-	"github.com/airlock-sandbox/airlock/internal/placement"
 )
 
 // Moving paused sandboxes to other nodes (their images are in the artifact

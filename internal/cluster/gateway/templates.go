@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
-	"github.com/airlock-sandbox/airlock/internal/placement"
+	"github.com/airlock-sandbox/airlock/internal/cluster/placement"
 )
 
 // uploadPrefix is the path of a template file upload URL (internal/api's

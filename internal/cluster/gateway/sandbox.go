@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/wire"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
-	"github.com/airlock-sandbox/airlock/internal/proxy"
-	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
 // routeError is why a request for a sandbox cannot be routed.
@@ -77,12 +76,12 @@ func storeError(err error) *routeError {
 // /files URL) to the sandbox's node, which checks its tokens. It reports
 // whether r was sandbox traffic.
 func (g *Gateway) serveSandboxTraffic(w http.ResponseWriter, r *http.Request) bool {
-	if id := r.Header.Get(proxy.HeaderSandboxID); id != "" {
+	if id := r.Header.Get(wire.HeaderSandboxID); id != "" {
 		g.serveTraffic(w, r, id)
 		return true
 	}
 	if !g.isAPIHost(r.Host) {
-		if _, id, ok := proxy.ParseSandboxHost(r.Host); ok {
+		if _, id, ok := wire.ParseSandboxHost(r.Host); ok {
 			g.serveTraffic(w, r, id)
 			return true
 		}
@@ -95,7 +94,7 @@ func (g *Gateway) serveSandboxTraffic(w http.ResponseWriter, r *http.Request) bo
 }
 
 func (g *Gateway) serveTraffic(w http.ResponseWriter, r *http.Request, id string) {
-	if runtime.ValidID(id) != nil {
+	if wire.ValidID(id) != nil {
 		http.Error(w, "invalid sandbox id", http.StatusBadRequest)
 		return
 	}
@@ -202,7 +201,7 @@ func (g *Gateway) serveOwned(w http.ResponseWriter, r *http.Request, id string) 
 	if i := strings.IndexByte(id, '-'); i >= 0 { // "<id>-<clientID>"
 		id = id[:i]
 	}
-	if !runtime.IDChars(id) {
+	if !wire.IDChars(id) {
 		writeError(w, r, http.StatusNotFound, fmt.Sprintf("sandbox %q not found", id))
 		return
 	}

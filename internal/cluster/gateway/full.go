@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/airlock-sandbox/airlock/internal/placement"
+	"github.com/airlock-sandbox/airlock/internal/cluster/placement"
 )
 
 // Parts of a node admission's refusal (internal/daemon, node.go): "node n1

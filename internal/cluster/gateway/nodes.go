@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
-	"github.com/airlock-sandbox/airlock/internal/placement"
+	"github.com/airlock-sandbox/airlock/internal/cluster/placement"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 

@@ -3,15 +3,18 @@
 // REST API and the sandbox traffic of every node by forwarding each request,
 // unbuffered, to the `--role node` daemon that owns it over mutual TLS
 // (internal/cluster/clustertls: the gateway proves it is the api tier and
-// verifies it reached that very node; the cluster secret rides along), places creates with internal/placement, fans lists out to every
+// verifies it reached that very node; the cluster secret rides along), places creates with internal/cluster/placement, fans lists out to every
 // node and merges them, and answers GET /health and its own node API
 // (/airlock/v1/nodes) itself. The nodes, routes and lost sandboxes live in
-// cluster.Store.
+// cluster.Store. It imports no node code (TestRouterImportsNoNodeCode in
+// internal/cluster): the list cursors, sandbox hosts, routing headers and id
+// checks it shares with a node's API and proxy are internal/cluster/wire's.
+// internal/cluster/apirole composes it into `--role api`.
 //
 // The rest of this comment is how the package works now (moved here from
 // docs/ARCHITECTURE.md, which keeps the map).
 //
-// # Cluster api tier (internal/gateway)
+// # Cluster api tier (internal/cluster/gateway)
 //
 // `airlock serve --role api` keeps no state of its own: `gateway.New(Options{Store, Secret, TLS,
 // APIKey, Domain, Template, VerifySignature, Transport, Logger, Placement, UnauthRate, UnauthBurst})`

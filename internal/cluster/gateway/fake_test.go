@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/cluster"
 	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
+	"github.com/airlock-sandbox/airlock/internal/cluster/wire"
 )
 
 const (
@@ -267,7 +267,7 @@ func (n *fakeNode) listV2(w http.ResponseWriter, r *http.Request) {
 		return cmp(b, a)
 	})
 	if tok := q.Get("nextToken"); tok != "" {
-		c, err := api.DecodeCursor(tok)
+		c, err := wire.DecodeCursor(tok)
 		if err != nil {
 			writeTestJSON(w, http.StatusBadRequest, map[string]any{"code": 400, "message": err.Error()})
 			return
@@ -286,7 +286,7 @@ func (n *fakeNode) listV2(w http.ResponseWriter, r *http.Request) {
 	if len(all) > limit {
 		all = all[:limit]
 		last := all[len(all)-1]
-		w.Header().Set("X-Next-Token", api.EncodeCursor(api.Cursor{StartedAt: last.StartedAt, ID: last.SandboxID, Asc: asc}))
+		w.Header().Set("X-Next-Token", wire.EncodeCursor(wire.Cursor{StartedAt: last.StartedAt, ID: last.SandboxID, Asc: asc}))
 	}
 	w.Header().Set("X-Total-Running", strconv.Itoa(len(n.sandboxes)))
 	writeTestJSON(w, http.StatusOK, all)

@@ -1,9 +1,10 @@
-package daemon
+package apirole
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,7 @@ import (
 func TestArtifactGCOnTheAPITier(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	log := testStoreLogger(t)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	dataDir, root := t.TempDir(), filepath.Join(t.TempDir(), "artifacts")
 
 	for _, c := range []struct {

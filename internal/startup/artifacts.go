@@ -1,4 +1,4 @@
-package daemon
+package startup
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // artifactCheckTimeout bounds the start-up check of --artifacts.
 const artifactCheckTimeout = 30 * time.Second
 
-// openArtifacts opens and checks the artifact store that --artifacts names
+// OpenArtifacts opens and checks the artifact store that --artifacts names
 // (internal/artifacts): "" is none (the single-host default: templates and
 // snapshots stay in the data dir), else s3://bucket/prefix (endpoint and
 // credentials from getenv) or a directory. The store's cache is
@@ -22,8 +22,9 @@ const artifactCheckTimeout = 30 * time.Second
 //
 // The template manager pushes and pulls templates through it
 // (template.Manager.SetArtifacts); on cluster nodes paused sandboxes and
-// named snapshots too (images.go).
-func openArtifacts(ctx context.Context, spec, dataDir string, getenv func(string) string, log *slog.Logger) (*artifacts.Store, error) {
+// named snapshots too; the api tier opens it to collect it
+// (internal/cluster/apirole).
+func OpenArtifacts(ctx context.Context, spec, dataDir string, getenv func(string) string, log *slog.Logger) (*artifacts.Store, error) {
 	if spec == "" {
 		return nil, nil
 	}

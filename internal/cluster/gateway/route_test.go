@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
+	"github.com/airlock-sandbox/airlock/internal/cluster/placement"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
-	"github.com/airlock-sandbox/airlock/internal/placement"
 )
 
 func placementSeed(s uint64) placement.Config { return placement.Config{Seed: s} }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
-	"github.com/airlock-sandbox/airlock/internal/placement"
+	"github.com/airlock-sandbox/airlock/internal/cluster/placement"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 

@@ -27,7 +27,7 @@
 // The rest of this comment is how the package works now (moved here from
 // docs/ARCHITECTURE.md, which keeps the map).
 //
-// # Cluster placement (internal/placement)
+// # Cluster placement (internal/cluster/placement)
 //
 // The api tier of a cluster (issue 17) picks the node of each create itself, as E2B and
 // Daytona do; the package has no I/O. The caller feeds it the nodes' heartbeats

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
-	"github.com/airlock-sandbox/airlock/internal/placement"
+	"github.com/airlock-sandbox/airlock/internal/cluster/placement"
 )
 
 // A create whose answer breaks off mid-body (the node dies, or the copy to

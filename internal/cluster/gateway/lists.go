@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,13 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/api"
+	"github.com/airlock-sandbox/airlock/internal/cluster/wire"
 )
 
-// List limits (internal/api's defaultListLimit and maxListLimit).
+// List limits (the contract's).
 const (
-	defaultListLimit = 100
-	maxListLimit     = 100
+	defaultListLimit = wire.DefaultListLimit
+	maxListLimit     = wire.MaxListLimit
 )
 
 // listItem is one element of a node's list, with the fields it is ordered
@@ -144,7 +143,7 @@ func (g *Gateway) listV2(w http.ResponseWriter, r *http.Request) {
 	}
 	if more && len(its) > 0 {
 		last := its[len(its)-1]
-		w.Header().Set("X-Next-Token", api.EncodeCursor(api.Cursor{StartedAt: last.at, ID: last.id, Asc: asc}))
+		w.Header().Set("X-Next-Token", wire.EncodeCursor(wire.Cursor{StartedAt: last.at, ID: last.id, Asc: asc}))
 	}
 	w.Header().Set("X-Total-Running", itoa(running))
 	writeJSON(w, r, http.StatusOK, raws(its))
@@ -162,7 +161,7 @@ func (g *Gateway) listV1(w http.ResponseWriter, r *http.Request) {
 }
 
 // listSnapshots merges GET /snapshots: oldest first, cut to the limit, its
-// cursor internal/api's base64url("<createdAt ns>_<id>").
+// cursor the contract's (wire.EncodeSnapshotCursor).
 func (g *Gateway) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	its, good, ok := g.gather(w, r, "createdAt", "snapshotID", false)
 	if !ok {
@@ -178,7 +177,7 @@ func (g *Gateway) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	}
 	if more && len(its) > 0 {
 		last := its[len(its)-1]
-		w.Header().Set("X-Next-Token", base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d_%s", last.at.UnixNano(), last.id)))
+		w.Header().Set("X-Next-Token", wire.EncodeSnapshotCursor(last.at, last.id))
 	}
 	writeJSON(w, r, http.StatusOK, raws(its))
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
-	"github.com/airlock-sandbox/airlock/internal/placement"
+	"github.com/airlock-sandbox/airlock/internal/cluster/placement"
 )
 
 // maxCreateBody caps a create's body (internal/api's maxBodyBytes).

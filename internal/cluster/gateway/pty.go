@@ -13,7 +13,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
 	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
-	"github.com/airlock-sandbox/airlock/internal/runtime"
+	"github.com/airlock-sandbox/airlock/internal/cluster/wire"
 )
 
 // The web console's terminal (internal/console/pty.go) is a WebSocket whose
@@ -92,7 +92,7 @@ func (g *Gateway) servePTY(w http.ResponseWriter, r *http.Request, id string) {
 	if i := strings.IndexByte(id, '-'); i >= 0 {
 		id = id[:i]
 	}
-	if !runtime.IDChars(id) {
+	if !wire.IDChars(id) {
 		client.Close(4404, truncateReason(`sandbox "`+id+`" not found`))
 		return
 	}

@@ -1,4 +1,4 @@
-package daemon
+package startup
 
 import (
 	"context"
@@ -14,18 +14,20 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
-// apiKeySetting is the settings key holding the generated API key.
-const apiKeySetting = "api_key"
+// APIKeySetting is the settings key holding the generated API key.
+const APIKeySetting = "api_key"
 
-// resolveAPIKey returns --api-key / $AIRLOCK_API_KEY, else the stored key,
+// APIKey returns --api-key / $AIRLOCK_API_KEY, else the stored key,
 // else generates "e2b_" + 40 hex digits and stores it in the settings and in
-// <data>/api-key (0600).
-func resolveAPIKey(ctx context.Context, flag, dataDir string, st store.Store) (string, error) {
+// <data>/api-key (0600). Every role resolves it so: the api tier's and a
+// single host's key is the one their clients use; a cluster's nodes and api
+// instances share it through the store.
+func APIKey(ctx context.Context, flag, dataDir string, st store.Store) (string, error) {
 	if k := firstNonEmpty(flag, os.Getenv("AIRLOCK_API_KEY")); k != "" {
 		return k, nil
 	}
 	path := filepath.Join(dataDir, "api-key")
-	key, err := st.GetSetting(ctx, apiKeySetting)
+	key, err := st.GetSetting(ctx, APIKeySetting)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return "", fmt.Errorf("reading API key setting: %w", err)
 	}
@@ -43,7 +45,7 @@ func resolveAPIKey(ctx context.Context, flag, dataDir string, st store.Store) (s
 		}
 		key = "e2b_" + hex.EncodeToString(b)
 	}
-	if err := st.PutSetting(ctx, apiKeySetting, key); err != nil {
+	if err := st.PutSetting(ctx, APIKeySetting, key); err != nil {
 		return "", fmt.Errorf("saving API key setting: %w", err)
 	}
 	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {

@@ -1,4 +1,4 @@
-package daemon
+package apirole
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/artifactgc"
 	"github.com/airlock-sandbox/airlock/internal/artifacts"
+	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store/postgres"
 )
 
@@ -26,7 +27,7 @@ func openArtifactGC(ctx context.Context, cfg Config, dataDir string, log *slog.L
 	if cfg.Artifacts == "" || cfg.ArtifactGCInterval == 0 {
 		return nil, nil
 	}
-	return openArtifacts(ctx, cfg.Artifacts, dataDir, os.Getenv, log)
+	return startup.OpenArtifacts(ctx, cfg.Artifacts, dataDir, os.Getenv, log)
 }
 
 // runArtifactGC collects art in the background until ctx ends, every

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
-	"github.com/airlock-sandbox/airlock/internal/placement"
+	"github.com/airlock-sandbox/airlock/internal/cluster/placement"
 )
 
 // registry is the gateway's view of the nodes table, read every
