@@ -1,0 +1,149 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// gkey names one goroutine of one process.
+type gkey struct {
+	PID  int
+	GoID uint64
+}
+
+// result is one path's figures.
+type result struct {
+	Path       string  `json:"path"`
+	Label      string  `json:"label"`
+	Seconds    float64 `json:"seconds"`     // the traced window
+	Baseline   float64 `json:"baseline_s"`  // the idle window before it
+	Events     int     `json:"events"`      // function entries kept
+	Dropped    int     `json:"dropped"`     // entries of background goroutines
+	Lost       int     `json:"lost"`        // ring buffer overruns (0 or the figures are a floor)
+	Goroutines int     `json:"goroutines"`  // goroutines kept
+	Processes  int     `json:"processes"`   // processes they ran in
+	Funcs      int     `json:"funcs"`       // distinct functions
+	Files      int     `json:"files"`       // distinct files crossed
+	Packages   int     `json:"packages"`    // distinct packages (directories)
+	Returns    int     `json:"returns"`     // re-entries of a file already left, per goroutine, summed
+	ReturnEdge int     `json:"return_edge"` // distinct (from file → re-entered file) pairs among them
+	Interleave int     `json:"returns_all"` // re-entries in the time-ordered merge of all kept goroutines
+}
+
+// filterRequest keeps the goroutines that did the request's work: those that
+// entered at least one function the idle baseline window never entered.
+// Goroutines that only ran functions the idle daemon also runs (heartbeats,
+// reapers, health checks, pollers) are background and dropped, whole.
+func filterRequest(base, win []event) (kept map[gkey][]event, dropped int) {
+	idle := map[int]bool{}
+	for _, e := range base {
+		idle[e.Func] = true
+	}
+	by := map[gkey][]event{}
+	for _, e := range win {
+		k := gkey{e.PID, e.GoID}
+		by[k] = append(by[k], e)
+	}
+	kept = map[gkey][]event{}
+	for k, evs := range by {
+		novel := false
+		for _, e := range evs {
+			if !idle[e.Func] {
+				novel = true
+				break
+			}
+		}
+		if novel {
+			kept[k] = evs
+		} else {
+			dropped += len(evs)
+		}
+	}
+	return kept, dropped
+}
+
+// returns counts, over seq (files in the order entered), how many times the
+// sequence enters a file it had already left, and the distinct from→to pairs
+// of those re-entries.
+func returns(seq []string, edges map[[2]string]bool) int {
+	n := 0
+	seen := map[string]bool{}
+	prev := ""
+	for _, f := range seq {
+		if f == prev {
+			continue
+		}
+		if seen[f] {
+			n++
+			if edges != nil {
+				edges[[2]string{prev, f}] = true
+			}
+		}
+		seen[f] = true
+		prev = f
+	}
+	return n
+}
+
+func pkgOf(file string) string {
+	if i := strings.LastIndex(file, "/"); i >= 0 {
+		return file[:i]
+	}
+	return "."
+}
+
+// analyze computes the figures of the kept goroutines and writes the path,
+// goroutine by goroutine (file transitions with the function entered), to w.
+func analyze(r *result, fns []fn, kept map[gkey][]event, labels map[int]string, w io.Writer) {
+	keys := make([]gkey, 0, len(kept))
+	var all []event
+	for k, evs := range kept {
+		keys = append(keys, k)
+		all = append(all, evs...)
+	}
+	sort.Slice(keys, func(i, j int) bool { return kept[keys[i]][0].TS < kept[keys[j]][0].TS })
+	sort.SliceStable(all, func(i, j int) bool { return all[i].TS < all[j].TS })
+	files, funcs, pkgs, procs := map[string]bool{}, map[int]bool{}, map[string]bool{}, map[int]bool{}
+	edges := map[[2]string]bool{}
+	r.Goroutines = len(keys)
+	for _, k := range keys {
+		evs := kept[k]
+		procs[k.PID] = true
+		seq := make([]string, len(evs))
+		for i, e := range evs {
+			f := fns[e.Func].File
+			seq[i] = f
+			files[f], funcs[e.Func], pkgs[pkgOf(f)] = true, true, true
+		}
+		n := returns(seq, edges)
+		r.Returns += n
+		r.Events += len(evs)
+		fmt.Fprintf(w, "\n## goroutine %d of pid %d (%s): %d entries, %d returns, first at +%.3fs\n",
+			k.GoID, k.PID, labels[k.PID], len(evs), n, evs[0].TS-all[0].TS)
+		prev := ""
+		for i, e := range evs {
+			if seq[i] == prev {
+				continue
+			}
+			prev = seq[i]
+			fmt.Fprintf(w, "%-55s %s\n", seq[i], strings.TrimPrefix(fns[e.Func].Name, module))
+		}
+	}
+	r.ReturnEdge = len(edges)
+	seq := make([]string, len(all))
+	for i, e := range all {
+		seq[i] = fns[e.Func].File
+	}
+	r.Interleave = returns(seq, nil)
+	r.Files, r.Funcs, r.Packages, r.Processes = len(files), len(funcs), len(pkgs), len(procs)
+	names := make([]string, 0, len(files))
+	for f := range files {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "\n## the %d files\n%s\n", len(names), strings.Join(names, "\n"))
+}
