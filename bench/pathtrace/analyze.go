@@ -29,8 +29,8 @@ type result struct {
 	Funcs      int     `json:"funcs"`       // distinct functions
 	Files      int     `json:"files"`       // distinct files crossed
 	Packages   int     `json:"packages"`    // distinct packages (directories)
-	Returns    int     `json:"returns"`     // re-entries of a file already left, per goroutine, summed
-	ReturnEdge int     `json:"return_edge"` // distinct (from file → re-entered file) pairs among them
+	Returns    int     `json:"returns"`     // re-entries of a file already left, per goroutine, summed (loops count each turn)
+	ReturnEdge int     `json:"return_edge"` // distinct (function before → function entered) pairs among them
 	Interleave int     `json:"returns_all"` // re-entries in the time-ordered merge of all kept goroutines
 }
 
@@ -66,21 +66,23 @@ func filterRequest(base, win []event) (kept map[gkey][]event, dropped int) {
 	return kept, dropped
 }
 
-// returns counts, over seq (files in the order entered), how many times the
-// sequence enters a file it had already left, and the distinct from→to pairs
-// of those re-entries.
-func returns(seq []string, edges map[[2]string]bool) int {
+// returns counts, over seq (the files of the functions funcs, in the order
+// entered), how many times the sequence enters a file it had already left.
+// Each re-entry also adds the pair (function entered before it → function
+// entered) to edges, so len(edges) counts a loop that bounces between two
+// files once, and two different calls back into a file twice.
+func returns(seq []string, funcs []int, edges map[[2]int]bool) int {
 	n := 0
 	seen := map[string]bool{}
 	prev := ""
-	for _, f := range seq {
+	for i, f := range seq {
 		if f == prev {
 			continue
 		}
 		if seen[f] {
 			n++
 			if edges != nil {
-				edges[[2]string{prev, f}] = true
+				edges[[2]int{funcs[i-1], funcs[i]}] = true
 			}
 		}
 		seen[f] = true
@@ -108,18 +110,18 @@ func analyze(r *result, fns []fn, kept map[gkey][]event, labels map[int]string, 
 	sort.Slice(keys, func(i, j int) bool { return kept[keys[i]][0].TS < kept[keys[j]][0].TS })
 	sort.SliceStable(all, func(i, j int) bool { return all[i].TS < all[j].TS })
 	files, funcs, pkgs, procs := map[string]bool{}, map[int]bool{}, map[string]bool{}, map[int]bool{}
-	edges := map[[2]string]bool{}
+	edges := map[[2]int]bool{}
 	r.Goroutines = len(keys)
 	for _, k := range keys {
 		evs := kept[k]
 		procs[k.PID] = true
-		seq := make([]string, len(evs))
+		seq, ids := make([]string, len(evs)), make([]int, len(evs))
 		for i, e := range evs {
 			f := fns[e.Func].File
-			seq[i] = f
+			seq[i], ids[i] = f, e.Func
 			files[f], funcs[e.Func], pkgs[pkgOf(f)] = true, true, true
 		}
-		n := returns(seq, edges)
+		n := returns(seq, ids, edges)
 		r.Returns += n
 		r.Events += len(evs)
 		fmt.Fprintf(w, "\n## goroutine %d of pid %d (%s): %d entries, %d returns, first at +%.3fs\n",
@@ -138,7 +140,7 @@ func analyze(r *result, fns []fn, kept map[gkey][]event, labels map[int]string, 
 	for i, e := range all {
 		seq[i] = fns[e.Func].File
 	}
-	r.Interleave = returns(seq, nil)
+	r.Interleave = returns(seq, nil, nil)
 	r.Files, r.Funcs, r.Packages, r.Processes = len(files), len(funcs), len(pkgs), len(procs)
 	names := make([]string, 0, len(files))
 	for f := range files {

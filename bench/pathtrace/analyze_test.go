@@ -5,16 +5,20 @@ package main
 import "testing"
 
 func TestReturns(t *testing.T) {
-	edges := map[[2]string]bool{}
-	// a b a c b b a: re-entries a (from b), b (from c), a (from b).
-	got := returns([]string{"a", "b", "a", "c", "b", "b", "a"}, edges)
-	if got != 3 {
-		t.Fatalf("returns = %d, want 3", got)
+	edges := map[[2]int]bool{}
+	// Files a b a c b b a, functions 1 2 3 4 5 6 7: re-entries at 3 (from
+	// 2), 5 (from 4) and 7 (from 6).
+	got := returns([]string{"a", "b", "a", "c", "b", "b", "a"}, []int{1, 2, 3, 4, 5, 6, 7}, edges)
+	if got != 3 || len(edges) != 3 {
+		t.Fatalf("returns = %d (%d distinct), want 3 (3)", got, len(edges))
 	}
-	if len(edges) != 2 { // b→a twice, c→b once
-		t.Fatalf("distinct return edges = %d, want 2: %v", len(edges), edges)
+	// A loop bouncing between two files: many returns, one distinct.
+	edges = map[[2]int]bool{}
+	got = returns([]string{"a", "b", "a", "b", "a", "b", "a"}, []int{1, 2, 1, 2, 1, 2, 1}, edges)
+	if got != 5 || len(edges) != 2 { // b→a (2→1) and a→b (1→2)
+		t.Fatalf("loop: returns = %d (%d distinct), want 5 (2): %v", got, len(edges), edges)
 	}
-	if got := returns([]string{"a", "a", "b", "c"}, nil); got != 0 {
+	if got := returns([]string{"a", "a", "b", "c"}, []int{1, 2, 3, 4}, nil); got != 0 {
 		t.Fatalf("returns of a straight path = %d, want 0", got)
 	}
 }

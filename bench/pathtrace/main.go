@@ -15,6 +15,7 @@
 //	pathtrace probe  -bin B -repo R -state DIR       install the probes (root)
 //	pathtrace unprobe                                remove them
 //	pathtrace run    -state DIR -path P -url U -key K [-label L]
+//	pathtrace analyze -state DIR                    redo the analysis of recorded runs
 //	pathtrace counts -repo R
 //	pathtrace table  -state DIR                      the table of every path run
 package main
@@ -26,7 +27,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: pathtrace funcs|probe|unprobe|run|counts|table [flags]")
+		fmt.Fprintln(os.Stderr, "usage: pathtrace funcs|probe|unprobe|run|analyze|counts|table [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -40,6 +41,8 @@ func main() {
 		remove()
 	case "run":
 		err = cmdRun(args)
+	case "analyze":
+		err = cmdAnalyze(args)
 	case "counts":
 		err = cmdCounts(args)
 	case "table":

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -150,6 +151,7 @@ func (c *client) exec(s sandbox) error {
 type path struct {
 	setup    func(c *client) (any, error)
 	request  func(c *client, st any) error
+	verify   func(c *client, st any) error // after the trace; may be nil
 	teardown func(c *client, st any)
 }
 
@@ -200,9 +202,11 @@ func paths(template string) map[string]path {
 			if _, err := c.want("POST", "/sandboxes/"+s.ID+"/pause", map[string]any{}, nil, 204); err != nil {
 				return err
 			}
-			if _, err := c.want("POST", "/sandboxes/"+s.ID+"/connect", map[string]any{"timeout": 600}, nil, 200, 201); err != nil {
-				return err
-			}
+			_, err := c.want("POST", "/sandboxes/"+s.ID+"/connect", map[string]any{"timeout": 600}, nil, 200, 201)
+			return err
+		},
+		verify: func(c *client, st any) error {
+			s := st.(sandbox)
 			a, err := c.want("GET", "/sandboxes/"+s.ID, nil, nil, 200)
 			if err != nil {
 				return err
@@ -285,30 +289,85 @@ func cmdRun(args []string) error {
 	if err != nil {
 		return err
 	}
+	if rerr == nil && p.verify != nil {
+		rerr = p.verify(c, sv)
+	}
 	if rerr != nil {
 		return fmt.Errorf("the traced %s: %w", *name, rerr)
 	}
-	kept, dropped := filterRequest(base, win)
 	labels := map[int]string{}
 	for _, e := range win {
 		if _, ok := labels[e.PID]; !ok {
 			labels[e.PID] = procLabel(e.PID)
 		}
 	}
-	r := &result{Path: *name, Label: *label, Seconds: took.Seconds(), Baseline: baseLen.Seconds(), Dropped: dropped, Lost: lost + lostB}
-	detail, err := os.Create(filepath.Join(*state, *name+".path.txt"))
+	rec := recording{Path: *name, Label: *label, Seconds: took.Seconds(), Baseline: baseLen.Seconds(), Lost: lost + lostB,
+		Labels: labels, Base: base, Window: win}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encoding the recording: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(*state, *name+".events.json"), b, 0o644); err != nil {
+		return fmt.Errorf("writing the recording: %w", err)
+	}
+	return report(*state, st.Funcs, &rec)
+}
+
+// recording is what one traced request left: both windows' raw events.
+type recording struct {
+	Path, Label       string
+	Seconds, Baseline float64
+	Lost              int
+	Labels            map[int]string
+	Base, Window      []event
+}
+
+// report filters and analyses a recording and writes STATE/<path>.json (the
+// row) and STATE/<path>.path.txt (the path, goroutine by goroutine).
+func report(state string, fns []fn, rec *recording) error {
+	kept, dropped := filterRequest(rec.Base, rec.Window)
+	r := &result{Path: rec.Path, Label: rec.Label, Seconds: rec.Seconds, Baseline: rec.Baseline, Dropped: dropped, Lost: rec.Lost}
+	detail, err := os.Create(filepath.Join(state, rec.Path+".path.txt"))
 	if err != nil {
 		return fmt.Errorf("detail file: %w", err)
 	}
 	defer detail.Close()
-	fmt.Fprintf(detail, "# %s (%s): each goroutine's file transitions, with the function entered\n", *name, *label)
-	analyze(r, st.Funcs, kept, labels, detail)
+	fmt.Fprintf(detail, "# %s (%s): each goroutine's file transitions, with the function entered\n", rec.Path, rec.Label)
+	analyze(r, fns, kept, rec.Labels, detail)
 	b, _ := json.MarshalIndent(r, "", "  ")
-	if err := os.WriteFile(filepath.Join(*state, *name+".json"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(state, rec.Path+".json"), b, 0o644); err != nil {
 		return fmt.Errorf("writing the result: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "pathtrace: %s: %d files, %d returns (%d distinct), %d goroutines, %d entries kept, %d dropped, %d lost, %.2fs\n",
-		*name, r.Files, r.Returns, r.ReturnEdge, r.Goroutines, r.Events, r.Dropped, r.Lost, r.Seconds)
+		rec.Path, r.Files, r.Returns, r.ReturnEdge, r.Goroutines, r.Events, r.Dropped, r.Lost, r.Seconds)
+	return nil
+}
+
+// cmdAnalyze reruns the analysis of recorded paths (no tracing, no root).
+func cmdAnalyze(args []string) error {
+	fs := flag.NewFlagSet("analyze", flag.ExitOnError)
+	state := fs.String("state", "", "the state dir")
+	_ = fs.Parse(args)
+	st, err := loadState(*state)
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"create", "exec", "cluster-create", "pause-resume"} {
+		b, err := os.ReadFile(filepath.Join(*state, name+".events.json"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading the recording of %s: %w", name, err)
+		}
+		var rec recording
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return fmt.Errorf("decoding the recording of %s: %w", name, err)
+		}
+		if err := report(*state, st.Funcs, &rec); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -318,7 +377,13 @@ func round(c *client, p path) error {
 		return err
 	}
 	defer p.teardown(c, sv)
-	return p.request(c, sv)
+	if err := p.request(c, sv); err != nil {
+		return err
+	}
+	if p.verify != nil {
+		return p.verify(c, sv)
+	}
+	return nil
 }
 
 // procLabel names a process by its role and data dir, from its command line.

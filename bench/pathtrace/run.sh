@@ -54,9 +54,16 @@ rm -f "$RES"/*
 log() { printf '==> %s\n' "$*" >&2; }
 
 dpid="" s3pid="" cluster=0
+stop_daemon() {
+	if [ -n "$dpid" ]; then kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null || true; fi
+	dpid=""
+	# A stopped daemon leaves its firewall table (a restart reattaches).
+	nft delete table inet "$PFX" 2>/dev/null || true
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$PFX-" || true); do ip netns delete "$ns" || true; done
+}
 cleanup() {
 	[ -x "$PT" ] && "$PT" unprobe || true
-	if [ -n "$dpid" ]; then kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null || true; fi
+	stop_daemon
 	if [ "$cluster" = 1 ]; then (cd "$REPO" && bash scripts/run-cluster.sh down --state "$AIRLOCK_CLUSTER_STATE" --purge >/dev/null 2>&1) || true; fi
 	if [ -n "$s3pid" ]; then kill "$s3pid" 2>/dev/null && wait "$s3pid" 2>/dev/null || true; fi
 	rm -rf "$WORK/s3"
@@ -102,8 +109,7 @@ if want create || want exec; then
 		"$PT" run -state "$RES" -path exec -url "http://127.0.0.1:$port" -key "$key" -template base \
 			-label 'process.Start of `bash -l -c true` in a running base sandbox, through the daemon'
 	fi
-	kill "$dpid" && wait "$dpid" 2>/dev/null || true
-	dpid=""
+	stop_daemon
 fi
 
 if want cluster-create || want pause-resume; then

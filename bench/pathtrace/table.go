@@ -15,7 +15,7 @@ func cmdTable(args []string) error {
 	fs := flag.NewFlagSet("table", flag.ExitOnError)
 	state := fs.String("state", "", "the state dir")
 	_ = fs.Parse(args)
-	fmt.Println("| path | request | files | returns | distinct return edges | returns, all goroutines merged by time | packages | functions | goroutines | processes | entries kept / dropped / lost | traced s (idle baseline s) |")
+	fmt.Println("| path | request | files | returns, distinct (function → function) | returns, every turn of a loop | returns, all goroutines merged by time | packages | functions | goroutines | processes | entries kept / dropped / lost | traced s (idle baseline s) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, name := range []string{"create", "exec", "cluster-create", "pause-resume"} {
 		b, err := os.ReadFile(filepath.Join(*state, name+".json"))
@@ -28,7 +28,7 @@ func cmdTable(args []string) error {
 			return fmt.Errorf("%s.json: %w", name, err)
 		}
 		fmt.Printf("| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d / %d / %d | %.2f (%.1f) |\n",
-			r.Path, r.Label, r.Files, r.Returns, r.ReturnEdge, r.Interleave, r.Packages, r.Funcs, r.Goroutines, r.Processes,
+			r.Path, r.Label, r.Files, r.ReturnEdge, r.Returns, r.Interleave, r.Packages, r.Funcs, r.Goroutines, r.Processes,
 			r.Events, r.Dropped, r.Lost, r.Seconds, r.Baseline)
 	}
 	return nil
