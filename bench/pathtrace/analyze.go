@@ -142,6 +142,22 @@ func analyze(r *result, fns []fn, kept map[gkey][]event, labels map[int]string, 
 	}
 	r.Interleave = returns(seq, nil, nil)
 	r.Files, r.Funcs, r.Packages, r.Processes = len(files), len(funcs), len(pkgs), len(procs)
+	perProc := map[int]map[string]bool{}
+	for _, e := range all {
+		if perProc[e.PID] == nil {
+			perProc[e.PID] = map[string]bool{}
+		}
+		perProc[e.PID][fns[e.Func].File] = true
+	}
+	pids := make([]int, 0, len(perProc))
+	for p := range perProc {
+		pids = append(pids, p)
+	}
+	sort.Ints(pids)
+	fmt.Fprintf(w, "\n## files per process\n")
+	for _, p := range pids {
+		fmt.Fprintf(w, "pid %d (%s): %d files\n", p, labels[p], len(perProc[p]))
+	}
 	names := make([]string, 0, len(files))
 	for f := range files {
 		names = append(names, f)

@@ -100,10 +100,10 @@ if want create || want exec; then
 	done
 	sleep 5 # let start-up work (template checks, GC) settle
 	if want create; then
-		before=$(grep -c 'restor' "$dlog" || true)
+		before=$(grep -ci 'boot snapshot' "$dlog" || true)
 		"$PT" run -state "$RES" -path create -url "http://127.0.0.1:$port" -key "$key" -template code-interpreter-v1 \
 			-label "code-interpreter-v1, from its boot snapshot (--warm-pool 0)"
-		[ "$(grep -c 'restor' "$dlog" || true)" -gt "$before" ] || echo "bench/pathtrace: warning: the daemon log shows no restore: was the create a boot-snapshot restore?" >&2
+		[ "$(grep -ci 'boot snapshot' "$dlog" || true)" -gt "$before" ] || echo "bench/pathtrace: warning: the daemon log names no boot snapshot after the create: was it a restore from one?" >&2
 	fi
 	if want exec; then
 		"$PT" run -state "$RES" -path exec -url "http://127.0.0.1:$port" -key "$key" -template base \
