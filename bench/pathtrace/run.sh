@@ -62,11 +62,16 @@ stop_daemon() {
 	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$PFX-" || true); do ip netns delete "$ns" || true; done
 }
 cleanup() {
-	[ -x "$PT" ] && "$PT" unprobe || true
 	stop_daemon
 	if [ "$cluster" = 1 ]; then (cd "$REPO" && bash scripts/run-cluster.sh down --state "$AIRLOCK_CLUSTER_STATE" --purge >/dev/null 2>&1) || true; fi
 	if [ -n "$s3pid" ]; then kill "$s3pid" 2>/dev/null && wait "$s3pid" 2>/dev/null || true; fi
 	rm -rf "$WORK/s3"
+	# Last: the kernel disables each probe with its own RCU grace period, which
+	# takes from seconds on an idle host to minutes on a loaded one.
+	if [ -x "$PT" ]; then
+		log "removing the uprobes"
+		"$PT" unprobe || true
+	fi
 }
 trap cleanup EXIT
 
