@@ -23,6 +23,8 @@
 #   PATHTRACE_SEED          data dir whose templates/ seed the daemons [/var/lib/airlock-test]
 #   PATHTRACE_DATA_DIR      the single daemon's data dir [/var/lib/airlock-pathtrace]
 #   PATHTRACE_NET_PREFIX / PATHTRACE_SUBNET   the single daemon's [hpd / 10.85.0.0/16]
+#   PATHTRACE_TYPES         whose methods to count, DIR.Type,…
+#                           [internal/sandbox.Manager,internal/sandbox.Live]
 #   AIRLOCK_CLUSTER_STATE, AIRLOCK_CLUSTER_NET_PREFIXES, AIRLOCK_CLUSTER_SUBNETS,
 #   AIRLOCK_CLUSTER_API_NET_PREFIXES   passed to run-cluster.sh
 #                           [/var/lib/airlock-pathtrace-cluster, "hpc1 hpc2 hpc3",
@@ -159,4 +161,4 @@ echo
 echo
 echo "### Methods and lines"
 echo
-"$PT" counts -repo "$REPO"
+"$PT" counts -repo "$REPO" ${PATHTRACE_TYPES:+-types "$PATHTRACE_TYPES"}
