@@ -34,14 +34,19 @@ type result struct {
 	Interleave int     `json:"returns_all"` // re-entries in the time-ordered merge of all kept goroutines
 }
 
-// filterRequest keeps the goroutines that did the request's work: those that
-// entered at least one function the idle baseline window never entered.
-// Goroutines that only ran functions the idle daemon also runs (heartbeats,
-// reapers, health checks, pollers) are background and dropped, whole.
+// filterRequest keeps the goroutines that did the request's work. A goroutine
+// that ran during the idle baseline window is a background loop (a ticker, a
+// flusher, a watcher) and is dropped, even when the request gives it new work
+// (the sandbox watcher finding the new sandbox). Of the others, a goroutine
+// that only ran functions the idle daemon also runs (a health check, a
+// heartbeat's helper) is dropped too. A goroutine idle in the baseline and
+// busy in the window (a kept-alive connection from the api tier) is kept.
 func filterRequest(base, win []event) (kept map[gkey][]event, dropped int) {
 	idle := map[int]bool{}
+	running := map[gkey]bool{}
 	for _, e := range base {
 		idle[e.Func] = true
+		running[gkey{e.PID, e.GoID}] = true
 	}
 	by := map[gkey][]event{}
 	for _, e := range win {
@@ -57,7 +62,7 @@ func filterRequest(base, win []event) (kept map[gkey][]event, dropped int) {
 				break
 			}
 		}
-		if novel {
+		if novel && !running[k] {
 			kept[k] = evs
 		} else {
 			dropped += len(evs)

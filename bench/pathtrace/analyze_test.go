@@ -27,12 +27,13 @@ func TestFilterRequest(t *testing.T) {
 	base := []event{{PID: 1, GoID: 5, Func: 1}, {PID: 1, GoID: 5, Func: 2}}
 	win := []event{
 		{PID: 1, GoID: 5, Func: 1},  // background loop again
+		{PID: 1, GoID: 5, Func: 4},  // and given new work by the request: still background
 		{PID: 1, GoID: 9, Func: 2},  // a new goroutine doing only background work
 		{PID: 1, GoID: 10, Func: 1}, // the request: a shared function, then its own
 		{PID: 1, GoID: 10, Func: 3},
 	}
 	kept, dropped := filterRequest(base, win)
-	if len(kept) != 1 || len(kept[gkey{1, 10}]) != 2 || dropped != 2 {
-		t.Fatalf("kept %v, dropped %d; want only goroutine 10 (2 entries), 2 dropped", kept, dropped)
+	if len(kept) != 1 || len(kept[gkey{1, 10}]) != 2 || dropped != 3 {
+		t.Fatalf("kept %v, dropped %d; want only goroutine 10 (2 entries), 3 dropped", kept, dropped)
 	}
 }

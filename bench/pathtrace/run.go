@@ -242,7 +242,7 @@ func cmdRun(args []string) error {
 	key := fs.String("key", "", "the API key")
 	template := fs.String("template", "base", "the template the path creates")
 	label := fs.String("label", "", "what the row says about the request")
-	minBase := fs.Duration("min-baseline", 3*time.Second, "shortest idle baseline window")
+	minBase := fs.Duration("min-baseline", 6*time.Second, "shortest idle baseline window (longer than the daemons' 2–5 s loops)")
 	_ = fs.Parse(args)
 	st, err := loadState(*state)
 	if err != nil {
