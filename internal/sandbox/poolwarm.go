@@ -12,12 +12,12 @@ import (
 // formatters (which a silent cell skips), so that this work happens before
 // the claim and not in the user's first cell.
 //
-// Why after the restore and not before the boot snapshot: a restored gVisor
-// sandbox starts with none of its application memory mapped, and the first
-// request into it maps back, one Sentry page fault at a time, everything it
-// touches (measured: the first request into a pooled sandbox, even a silent
-// "1", takes most of the first cell's extra time). The snapshot keeps the
-// memory, not those mappings.
+// Why after the restore and not before the boot snapshot: the first request
+// into a restored sandbox is the slow one whatever it is (measured: a silent
+// "1" as the first request takes most of the first cell's extra time, while
+// the cell's own CPU time in the kernel stays small), so the cost is the
+// restored sandbox touching its memory again, not Python work that the
+// snapshot could keep (its silent warm-up already ran the imports).
 const poolWarmCode = "get_ipython().display_formatter.format(1)\n1"
 
 // poolWarmTimeout bounds the warm-up; a pooled sandbox that does not answer
