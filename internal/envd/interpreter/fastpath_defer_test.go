@@ -4,6 +4,7 @@ package interpreter
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -41,5 +42,27 @@ func TestFastChannelDeferredRecordsKeepOrderAndStreaming(t *testing.T) {
 	}
 	if firstResult == 0 || firstResult > time.Second {
 		t.Fatalf("first result after %v; want it before the cell's 1.5 s sleep ends", firstResult)
+	}
+}
+
+// A kernel that dies in a cell before the cell's first record reaches the
+// agent (its count waits in the kernel) is reported as died and restarted,
+// not taken for a fast channel that failed to install (which sent the cell
+// to the dead kernel's ZeroMQ sockets: "UnexpectedEndOfExecution").
+func TestFastChannelKernelDiesBeforeFirstRecord(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel")
+	s, ts := newTestServer(t)
+	run(t, ts.URL, rec{"code": "1"})
+	k := pythonKernel(t, s)
+	err := k.Execute(context.Background(), "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", nil, func(Output) {})
+	if !errors.Is(err, ErrDied) {
+		t.Fatalf("Execute of a cell that kills its kernel: %v; want ErrDied", err)
+	}
+	out := run(t, ts.URL, rec{"code": "6 * 7"})
+	if mainText(out) != "42" {
+		t.Fatalf("after the restart: %v", out)
+	}
+	if k.fast == nil {
+		t.Fatal("the restarted kernel runs without its fast channel")
 	}
 }
