@@ -287,6 +287,10 @@
 // mutex (never handed out twice), sends `/init` and registers it; the filler restores a
 // replacement after the claim (one restore at a time). SIGTERM drains the pool
 // (destroys them); after a crash the next start destroys them as leaked (no row).
+// Before a restored sandbox is offered, it runs one silent Python cell that also calls
+// IPython's display formatters (`poolwarm.go`): the first request into a restored gVisor
+// sandbox is the slow one, whatever it is, and this moves it off the claim (issue 24:
+// first cell p50 190–380 → 27–61 ms, bench/README.md).
 //
 // **Automatic pool (the default).** Without `--warm-pool`, `code-interpreter-v1` gets a pool sized
 // by the daemon (`Config.AutoWarmPool`, `poolTarget`): one more idle sandbox than the creates of

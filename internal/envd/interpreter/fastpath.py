@@ -27,6 +27,7 @@ module leaves the ZeroMQ path alone.
 
 import json
 import os
+import select
 import signal
 import sys
 import threading
@@ -62,6 +63,7 @@ class _Channel:
         self.req_fd = req_fd
         self.rep_fd = rep_fd
         self.buf = b""
+        self.pending = b""  # deferred records (send), guarded by wlock
         self.wlock = threading.Lock()
         # Serialises taking a stream's buffer with sending it, so chunks
         # flushed by the IOPub thread's timer and by the cell's own thread
@@ -76,23 +78,35 @@ class _Channel:
 
     # -- transport
 
-    def send(self, rec):
+    def send(self, rec, defer=False):
+        """Writes rec, after the records deferred so far. A deferred record
+        waits for the next send (under gVisor each pipe write costs a wake-up
+        of the agent, a Sentry round trip: a quick cell's count, result and
+        done leave in one write)."""
         try:
             text = json.dumps(rec, default=_json_default, allow_nan=False)
         except ValueError:  # NaN or infinity somewhere: JSON has no such number
             text = json.dumps(_finite(rec), default=_json_default, allow_nan=False)
         b = (text + "\n").encode()
         with self.wlock:
-            # SIGINT (an interrupt) is held while a record is written: a
-            # KeyboardInterrupt raised inside os.write would leave half a
-            # line in the pipe. It is delivered as soon as the record is out.
-            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            if defer:
+                self.pending += b
+                return
+            b, self.pending = self.pending + b, b""
+            # A write of more than PIPE_BUF bytes may be split, and SIGINT
+            # (an interrupt) raising KeyboardInterrupt between the parts
+            # would leave half a line in the pipe: hold SIGINT while such a
+            # record is written (it is delivered once the record is out).
+            # Smaller writes are atomic and skip the two system calls.
+            big = len(b) > select.PIPE_BUF
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if big else None
             try:
                 while b:
                     n = os.write(self.rep_fd, b)
                     b = b[n:]
             finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+                if big:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
     def on_readable(self, fd, events):
         try:
@@ -133,7 +147,7 @@ class _Channel:
                 kernel._forward_input(False)  # input() raises StdinNotImplementedError
             if not silent:
                 kernel.execution_count += 1
-                self.send({"id": rid, "t": "count", "n": kernel.execution_count})
+                self.send({"id": rid, "t": "count", "n": kernel.execution_count}, defer=True)
             self.cur = rid
             shell.run_cell(code, store_history=not silent, silent=silent)
         except BaseException as e:  # noqa: BLE001 - the loop must go on
@@ -253,7 +267,11 @@ class _Channel:
             msg = getattr(dh, "msg", None)
             data = msg["content"]["data"] if msg else None
             if data and not silent:
-                self.send({"id": rid, "t": "result", "data": data})
+                # With the default interactivity the result is the cell's
+                # last node: only post-execute hooks follow, and it leaves
+                # with whatever comes next (at the latest with "done").
+                self.send({"id": rid, "t": "result", "data": data},
+                          defer=getattr(shell, "ast_node_interactivity", "") in ("last_expr", "none"))
             dh.msg = None
 
         setattr_(dh, "finish_displayhook", finish_displayhook)
