@@ -11,7 +11,9 @@
 //   - snapshots/<id>     when there is no snapshot row <id>;
 //   - check-*            the start-up check's objects a crash left;
 //   - trees/sha256/<hex> and blobs/sha256/<hex> that no remaining manifest
-//     names (a template's "rootfs", an image's "tree");
+//     names (a template's "rootfs", an image's "tree") and no row records
+//     as the agent build its image ran ("agentBlob" of a sandbox row in any
+//     state or of a snapshot row);
 //
 // each only when it was modified at least Grace ago: writers put a tree,
 // then its manifest, then the row, so a young object may be one whose row
@@ -52,6 +54,12 @@ type Refs interface {
 	PausedSandboxes(ctx context.Context) (map[string]string, error)
 	// SnapshotIDs returns the id of every snapshot row.
 	SnapshotIDs(ctx context.Context) ([]string, error)
+	// AgentBlobs returns the agent builds (digests, as recorded in a row's
+	// "agentBlob") that any sandbox row, in any state, or snapshot row
+	// records: the node that resumes or restores it fetches the agent the
+	// image ran from the store when it lacks that build. No manifest names
+	// these blobs, so only the rows keep them.
+	AgentBlobs(ctx context.Context) ([]string, error)
 }
 
 // Lock tries to take the cluster-wide lock of the collection without

@@ -27,6 +27,7 @@ type fakeRefs struct {
 	templates []string
 	sandboxes map[string]string
 	snapshots []string
+	agents    []string
 	err       error
 	calls     atomic.Int32
 }
@@ -41,6 +42,8 @@ func (f *fakeRefs) PausedSandboxes(context.Context) (map[string]string, error) {
 }
 
 func (f *fakeRefs) SnapshotIDs(context.Context) ([]string, error) { return f.snapshots, f.err }
+
+func (f *fakeRefs) AgentBlobs(context.Context) ([]string, error) { return f.agents, f.err }
 
 // freeLock is a lock nobody else holds; it counts its releases.
 type freeLock struct{ taken, released atomic.Int32 }
@@ -313,6 +316,39 @@ func TestBlobs(t *testing.T) {
 	if rep.Blobs != (Count{Deleted: 1, FreedBytes: int64(len(data))}) {
 		t.Errorf("blobs %+v", rep.Blobs)
 	}
+}
+
+// TestAgentBlobsNamedByRowsAreKept: an agent build a paused sandbox's or a
+// snapshot's row records (its "agentBlob") is named by no manifest, yet a
+// node that resumes the image without that build fetches it: it stays past
+// the grace period; an old blob no row records goes; a recorded value that
+// is no digest keeps every blob.
+func TestAgentBlobsNamedByRowsAreKept(t *testing.T) {
+	f := newFixture(t, backends()[0])
+	put := func(data string) (artifacts.Digest, string) {
+		d := artifacts.DigestOf([]byte(data))
+		info, err := f.st.Put(f.ctx, artifacts.BlobKey(d), strings.NewReader(data), int64(len(data)), d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, info.Key
+	}
+	kept, keptKey := put("agent build 1")
+	_, goneKey := put("agent build 2")
+	if _, err := Collect(f.ctx, f.opts(&fakeRefs{agents: []string{string(kept)}}, later())); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{keptKey}, []string{goneKey})
+
+	_, otherKey := put("agent build 3")
+	rep, err := Collect(f.ctx, f.opts(&fakeRefs{agents: []string{"not a digest"}}, later()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.TreesHeld == "" {
+		t.Errorf("a recorded value that is no digest did not hold the blobs: %+v", rep)
+	}
+	f.expect([]string{keptKey, otherKey}, nil)
 }
 
 // TestUnreadableManifestHoldsTrees: a manifest that cannot be read names

@@ -190,6 +190,13 @@ func (p *pass) run(ctx context.Context) error {
 	if err := p.recheck(ctx); err != nil {
 		return err
 	}
+	// Agent builds are named by rows, not manifests: read last, like the
+	// manifests' recheck, so a pause that recorded an agent blob during this
+	// pass (its upload skipped: the blob was already there, its date old)
+	// keeps it.
+	if err := p.keepAgentBlobs(ctx); err != nil {
+		return err
+	}
 	for _, info := range content {
 		k, _ := classify(info.Key)
 		if _, err := p.collect(ctx, k, info, p.rep.TreesHeld != "" || p.named[info.Key] || p.young(info)); err != nil {
@@ -340,4 +347,23 @@ func parseManifest(k kind, b []byte, recorded artifacts.Digest) (artifacts.Diges
 		return "", fmt.Errorf("%w: %s: %w", errUnreadable, field, err)
 	}
 	return d, nil
+}
+
+// keepAgentBlobs marks the blobs of the agent builds that rows record as
+// named. A recorded value that is not a digest holds every blob in this
+// pass: what cannot be judged is kept.
+func (p *pass) keepAgentBlobs(ctx context.Context) error {
+	refs, err := p.o.Refs.AgentBlobs(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the agent builds rows record: %w", err)
+	}
+	for _, ref := range refs {
+		d, err := artifacts.ParseDigest(ref)
+		if err != nil {
+			p.hold(fmt.Sprintf("agent build %q recorded by a row: %v", ref, err))
+			continue
+		}
+		p.named[artifacts.BlobKey(d)] = true
+	}
+	return nil
 }

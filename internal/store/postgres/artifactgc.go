@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -52,6 +53,41 @@ func (d *DB) PausedSandboxes(ctx context.Context) (map[string]string, error) {
 // SnapshotIDs returns the id of every snapshot row of any node.
 func (d *DB) SnapshotIDs(ctx context.Context) ([]string, error) {
 	return d.textColumn(ctx, "snapshot ids", "SELECT id FROM snapshots")
+}
+
+// AgentBlobs returns the agent builds ("agentBlob" in a sandbox row's extra
+// or a snapshot row's spec) that any row of any node records, whatever its
+// state: a running sandbox's earlier pause uploaded it, and its next pause
+// records it again without uploading it.
+func (d *DB) AgentBlobs(ctx context.Context) ([]string, error) {
+	docs, err := d.textColumn(ctx, "agent builds",
+		`SELECT extra FROM sandboxes WHERE extra LIKE '%"agentBlob"%' UNION ALL SELECT spec FROM snapshots WHERE spec LIKE '%"agentBlob"%'`)
+	if err != nil {
+		return nil, err
+	}
+	return agentBlobs(docs), nil
+}
+
+// agentBlobs returns the distinct "agentBlob" values of the JSON documents
+// docs. A document that cannot be parsed yields its raw text, which is no
+// digest, so the collection keeps every blob (what cannot be judged is kept).
+func agentBlobs(docs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, doc := range docs {
+		var x struct {
+			AgentBlob string `json:"agentBlob"`
+		}
+		v := doc
+		if err := json.Unmarshal([]byte(doc), &x); err == nil {
+			v = x.AgentBlob
+		}
+		if v != "" && !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // textColumn runs a query of one text column through run.

@@ -65,6 +65,42 @@ func TestArtifactGCRefs(t *testing.T) {
 	}
 }
 
+// TestArtifactGCAgentBlobs: the agent builds recorded by sandbox rows in
+// any state (a running sandbox records its last pause's) and by snapshot
+// rows, across nodes, once each; an unparsable document yields its text
+// (no digest: the collection then keeps every blob).
+func TestArtifactGCAgentBlobs(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.NewDatabase(t)
+	ctx := ctxFor(t, 60*time.Second)
+	a, b, all := openNode(t, url, "a"), openNode(t, url, "b"), openNode(t, url, "")
+	now := time.Now()
+	put := func(db *DB, id, state, extra string) {
+		s := storetest.SampleSandbox(id, now)
+		s.State, s.Extra = state, extra
+		if err := db.PutSandbox(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(a, "run-a", "running", `{"image":"paused/run-a/1","agentBlob":"sha256:aa"}`)
+	put(a, "paused-a", "paused", `{"image":"paused/paused-a/1","agentBlob":"sha256:bb"}`)
+	put(b, "paused-b", "paused", `{"image":"paused/paused-b/1","agentBlob":"sha256:aa"}`)
+	put(b, "plain-b", "paused", `{"image":"paused/plain-b/1"}`)
+	if err := b.PutSnapshot(ctx, &store.Snapshot{ID: "snap-b", Name: "snap-b", CreatedAt: now, Spec: `{"agentBlob":"sha256:cc","agentPath":"x"}`}); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []*DB{a, all} {
+		got, err := db.AgentBlobs(ctx)
+		slices.Sort(got)
+		if err != nil || !slices.Equal(got, []string{"sha256:aa", "sha256:bb", "sha256:cc"}) {
+			t.Errorf("AgentBlobs = %v, %v", got, err)
+		}
+	}
+	if got := agentBlobs([]string{`{"agentBlob":`}); len(got) != 1 || got[0] != `{"agentBlob":` {
+		t.Errorf("an unparsable document: %v", got)
+	}
+}
+
 // TestArtifactGCLock: of two instances one holds the lock; it is free
 // again when the holder releases it, and when the holder's connection
 // dies (another instance then takes over).
