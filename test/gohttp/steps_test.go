@@ -69,7 +69,15 @@ func TestStepMetrics(t *testing.T) {
 	e := loadEnv(t)
 	before := scrapeMetrics(t, e)
 
-	// create/restore: a default create of base (its boot snapshot).
+	// create/restore: code-interpreter-v1 has a boot snapshot (base does
+	// not), and this suite's daemon has no warm pool.
+	ci := e.api(t, http.MethodPost, "/sandboxes", map[string]any{"templateID": "code-interpreter-v1", "timeout": 120})
+	if ci.status != http.StatusCreated {
+		t.Fatalf("create code-interpreter-v1: %d %s", ci.status, ci.body)
+	}
+	var restored sandboxInfo
+	ci.json(t, &restored)
+	t.Cleanup(func() { e.kill(restored.SandboxID) })
 	src := e.createV1(t, 300, nil)
 	// create/cold: a private sandbox is booted, not restored.
 	e.sbxCreatePrivate(t, "base")
