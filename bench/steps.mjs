@@ -108,7 +108,7 @@ function rows (before, after, ops, order) {
   return total
 }
 
-const ORDER = ['claim', 'readdress', 'network', 'clone', 'start', 'clear', 'freeze', 'checkpoint', 'restore', 'wake', 'wait', 'init', 'register', 'commit']
+const ORDER = ['claim', 'readdress', 'network', 'clone', 'start', 'space', 'clear', 'freeze', 'checkpoint', 'restore', 'wake', 'wait', 'init', 'register', 'commit']
 console.log(`template ${TEMPLATE}, ${CREATES} creates, ${CYCLES} pause/resume cycles; ms`)
 console.log('| op | kind | step | n | p50 | p99 | mean |')
 console.log('|---|---|---|---|---|---|---|')

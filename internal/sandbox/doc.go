@@ -60,7 +60,7 @@
 //	| `create` | `restore` (boot snapshot), `snapshot` (named snapshot), `fork` (a fork child) | `network`, `clone` (copy the saved writable layer), `restore` (the runtime restores the memory image), `wake` (SIGUSR1: the agent listens again), `wait`, `init` (`/init`: new id, token, env vars, clock), `register` |
 //	| `create` | `pool` (warm pool) | `claim` (take a pooled sandbox, or wait for one being filled), `init`, `register` |
 //	| `pool` | `fill` | `network`, `clone`, `restore`, `wake`, `wait` (a pooled sandbox made ahead of its create) |
-//	| `pause` | `memory` | `clear` (old image), `freeze` (the guest's `/freeze`), `checkpoint` (the runtime writes the image), `commit` (the row says paused) |
+//	| `pause` | `memory` | `space` (the host's disk has room for the image: the sandbox's memory use, read from the runtime), `clear` (old image), `freeze` (the guest's `/freeze`), `checkpoint` (the runtime writes the image), `commit` (the row says paused) |
 //	| `resume` | `memory` | `readdress` (the guest address back into the namespace), `restore`, `wake`, `wait`, `commit` (image removed, the row says running) |
 //	| `resume` | `imported` | `network`, `clone`, `restore`, `wake`, `wait` (a cluster node resuming an image another node made) |
 //	| `fork`, `snapshot` | `parent` | `clear`, `freeze`, `checkpoint` (the source's checkpoint; its restore in the background is not timed) |

@@ -62,7 +62,8 @@ type pauseMode struct {
 // pause does the work of Pause for e, already marked busy.
 func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMode) error {
 	m, id := e.m, e.rec.ID
-	if err := e.checkPauseSpace(ctx); err != nil {
+	r := m.newSteps(opPause, kindMemory, id)
+	if err := r.run(ctx, nil, stepOf(stepSpace, e.checkPauseSpace)); err != nil {
 		return err // nothing done: the sandbox keeps running
 	}
 	background := m.mover() != nil && !mode.evacuate
@@ -80,7 +81,6 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 	e.gen++ // a timer that already fired is ignored
 	e.mu.Unlock()
 
-	r := m.newSteps(opPause, kindMemory, id)
 	st, step, err := e.checkpointLive(ctx, cp, "a checkpoint", r)
 	if err != nil {
 		switch step {

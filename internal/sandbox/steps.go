@@ -49,6 +49,7 @@ const (
 	stepWait       = "wait"       // the agent answers /health
 	stepInit       = "init"       // /init (identity, env vars, clock), and a cold boot's start command
 	stepRegister   = "register"   // the store row, the index and the timer
+	stepSpace      = "space"      // the host's disk has room for the memory image (reads the sandbox's memory use)
 	stepClear      = "clear"      // remove an old checkpoint image
 	stepFreeze     = "freeze"     // the guest's /freeze (connections cut, file systems synced)
 	stepCheckpoint = "checkpoint" // the runtime writes the memory image

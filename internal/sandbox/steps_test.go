@@ -76,7 +76,7 @@ func TestStepsOfCreatePauseResume(t *testing.T) {
 	if err := pause(env.Manager, ctx, sb.ID); err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
-	if got, w := obs.take(), want("memory", "pause", "clear", "freeze", "checkpoint", "commit"); !slices.Equal(got, w) {
+	if got, w := obs.take(), want("memory", "pause", "space", "clear", "freeze", "checkpoint", "commit"); !slices.Equal(got, w) {
 		t.Fatalf("pause steps %v, want %v", got, w)
 	}
 	if _, err := resume(env.Manager, ctx, sb.ID, time.Hour); err != nil {

@@ -23,7 +23,7 @@ var stepTable = []struct {
 	{"create", "restore", []string{"network", "clone", "restore", "wake", "wait", "init", "register"}},
 	{"create", "snapshot", []string{"network", "clone", "restore", "wake", "wait", "init", "register"}},
 	{"create", "fork", []string{"network", "clone", "restore", "wake", "wait", "init", "register"}},
-	{"pause", "memory", []string{"clear", "freeze", "checkpoint", "commit"}},
+	{"pause", "memory", []string{"space", "clear", "freeze", "checkpoint", "commit"}},
 	{"resume", "memory", []string{"readdress", "restore", "wake", "wait", "commit"}},
 	{"fork", "parent", []string{"clear", "freeze", "checkpoint"}},
 	{"snapshot", "parent", []string{"clear", "freeze", "checkpoint"}},
