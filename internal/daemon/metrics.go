@@ -101,6 +101,13 @@ func (d *daemonMetrics) CreateFailed(err error, elapsed time.Duration) {
 	d.prom.ObserveCreate(metrics.ResultError, elapsed)
 }
 
+var _ sandbox.StepObserver = (*daemonMetrics)(nil)
+
+// Step implements sandbox.StepObserver.
+func (d *daemonMetrics) Step(op, kind, step string, elapsed time.Duration) {
+	d.prom.ObserveStep(op, kind, step, elapsed)
+}
+
 // Removed implements sandbox.Observer.
 func (d *daemonMetrics) Removed(id string) {
 	d.col.Remove(id)

@@ -32,6 +32,8 @@
 //     Prometheus `authorization: {credentials: …}` scrape config sends). Series:
 //     `airlock_sandboxes_running`, `airlock_sandbox_creates_total{result=success|user_error|error}`,
 //     `airlock_sandbox_create_duration_seconds` (histogram, successful creates),
+//     `airlock_sandbox_step_seconds{op,kind,step}` (histogram, each named step of a create, pause and
+//     resume that succeeded; the names are in internal/sandbox/doc.go, "Forward steps"),
 //     `airlock_errors_total{op=create|sample}`, per sandbox `airlock_sandbox_{cpu_used_percent,
 //     cpu_count,memory_used_bytes,memory_limit_bytes,disk_used_bytes,disk_limit_bytes,tasks}
 //     {sandbox_id}` from the newest sample, plus the Go runtime and process collectors.

@@ -67,24 +67,38 @@ type checkpointStats struct {
 // with its error: at checkpointStop the error is the runtime's, unwrapped,
 // and the sandbox is gone (a refused checkpoint stops a gVisor sandbox, also
 // when its image could not be written).
-func (e *Live) checkpointLive(ctx context.Context, cp runtime.Checkpointer, purpose string) (st checkpointStats, step checkpointStep, err error) {
+func (e *Live) checkpointLive(ctx context.Context, cp runtime.Checkpointer, purpose string, r *steps) (st checkpointStats, step checkpointStep, err error) {
 	m, id := e.m, e.rec.ID
 	start := time.Now()
 	img := m.imageDir(id)
-	if err := os.RemoveAll(img); err != nil {
-		return st, checkpointClear, fmt.Errorf("clearing old checkpoint: %w", err)
-	}
-	st.aborted, err = e.freeze(ctx)
-	if err != nil {
-		return st, checkpointFreeze, fmt.Errorf("preparing sandbox %s for %s: %w", id, purpose, err)
-	}
-	st.freeze = time.Since(start)
-	if err := cp.Checkpoint(ctx, id, m.sandboxDir(id), img); err != nil {
-		m.log.Error("checkpoint failed; removing sandbox", "sandbox", id, "purpose", purpose, "err", err)
-		e.dropStopped(ctx)
-		return st, checkpointStop, err
-	}
-	return st, checkpointDone, nil
+	err = r.run(ctx, nil,
+		stepOf(stepClear, func(context.Context) error {
+			if err := os.RemoveAll(img); err != nil {
+				step = checkpointClear
+				return fmt.Errorf("clearing old checkpoint: %w", err)
+			}
+			return nil
+		}),
+		stepOf(stepFreeze, func(ctx context.Context) error {
+			var err error
+			if st.aborted, err = e.freeze(ctx); err != nil {
+				step = checkpointFreeze
+				return fmt.Errorf("preparing sandbox %s for %s: %w", id, purpose, err)
+			}
+			st.freeze = time.Since(start)
+			return nil
+		}),
+		stepOf(stepCheckpoint, func(ctx context.Context) error {
+			if err := cp.Checkpoint(ctx, id, m.sandboxDir(id), img); err != nil {
+				m.log.Error("checkpoint failed; removing sandbox", "sandbox", id, "purpose", purpose, "err", err)
+				e.dropStopped(ctx)
+				step = checkpointStop
+				return err
+			}
+			return nil
+		}),
+	)
+	return st, step, err
 }
 
 // dropStopped forgets and releases a sandbox that the runtime stopped (a
@@ -103,28 +117,43 @@ func (e *Live) dropStopped(ctx context.Context) {
 // imageDir(id) in its own directory and network
 // namespace, lets its agent listen again and waits for its /health. It
 // returns how long the runtime's restore took.
-func (e *Live) restoreInPlace(ctx context.Context, cp runtime.Checkpointer) (time.Duration, error) {
+func (e *Live) restoreInPlace(ctx context.Context, cp runtime.Checkpointer, r *steps) (restored time.Duration, err error) {
 	m, id := e.m, e.rec.ID
 	start := time.Now()
 	e.mu.Lock()
 	ip := e.guestIP
 	slot := e.rec.Slot
 	e.mu.Unlock()
-	if err := e.readdress(ctx, slot); err != nil {
-		return 0, err
-	}
-	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: e.netNSPath()}
-	if err := cp.Restore(ctx, spec, m.imageDir(id)); err != nil {
-		return 0, fmt.Errorf("resuming sandbox %s: %w", id, err)
-	}
-	restored := time.Since(start)
-	if err := cp.Signal(ctx, id, syscall.SIGUSR1); err != nil { // the agent listens again
-		return restored, fmt.Errorf("waking the agent of %s: %w", id, err)
-	}
-	if err := m.waitAgent(ctx, id, spec.Dir, ip.String()); err != nil {
-		return restored, fmt.Errorf("resumed agent of %s is not healthy: %w", id, err)
-	}
-	return restored, nil
+	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id)}
+	err = r.run(ctx, nil,
+		step{stepReaddress, func(ctx context.Context) error {
+			if err := e.readdress(ctx, slot); err != nil {
+				return err
+			}
+			spec.NetNSPath = e.netNSPath()
+			return nil
+		}},
+		step{stepRestore, func(ctx context.Context) error {
+			if err := cp.Restore(ctx, spec, m.imageDir(id)); err != nil {
+				return fmt.Errorf("resuming sandbox %s: %w", id, err)
+			}
+			restored = time.Since(start)
+			return nil
+		}},
+		step{stepWake, func(ctx context.Context) error {
+			if err := cp.Signal(ctx, id, syscall.SIGUSR1); err != nil { // the agent listens again
+				return fmt.Errorf("waking the agent of %s: %w", id, err)
+			}
+			return nil
+		}},
+		step{stepWait, func(ctx context.Context) error {
+			if err := m.waitAgent(ctx, id, spec.Dir, ip.String()); err != nil {
+				return fmt.Errorf("resumed agent of %s is not healthy: %w", id, err)
+			}
+			return nil
+		}},
+	)
+	return restored, err
 }
 
 // bringBack restores a sandbox checkpointed for a fork or a snapshot in the
@@ -152,7 +181,7 @@ func (e *Live) bringBack(ctx context.Context, cp runtime.Checkpointer, done func
 // checkpoint. If that fails it is left paused.
 func (e *Live) restoreParent(ctx context.Context, cp runtime.Checkpointer) error {
 	m, id := e.m, e.rec.ID
-	_, err := e.restoreInPlace(ctx, cp)
+	_, err := e.restoreInPlace(ctx, cp, nil)
 	if err == nil {
 		return nil
 	}

@@ -11,14 +11,11 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
-// Creating a sandbox. Every strategy runs the same steps, each strategy
-// top to bottom in its own file:
-//
-//	prepare   id, tokens, network slot, network namespace, runtime directory
-//	start     boot the template (cold) or restore a saved memory image
-//	wait      the agent answers /health (waitAgent)
-//	register  /init with the sandbox's identity, then the store row, the
-//	          index and the timer (register)
+// Creating a sandbox. Every strategy runs a list of named steps (steps.go;
+// the names per strategy are in doc.go, "Forward steps"), each strategy top
+// to bottom in its own file: the network, then the runtime (boot, or clone
+// and restore a saved memory image), wait for the agent's /health, /init,
+// and register (the store row, the index and the timer: register).
 //
 // Strategies, tried in this order by Create:
 //   - create_snapshot.go: the templateID names a snapshot (createFromSnapshot);

@@ -55,61 +55,81 @@ func (m *Manager) createCold(ctx context.Context, tpl *Template, req CreateReque
 	return sb, nil
 }
 
-// bootCold runs the steps of a cold boot after the slot is reserved; the
-// caller's cleanup stack (giveBack.push) undoes them on error.
+// bootCold runs the steps of a cold boot after the slot is reserved
+// (network, start, wait, init, register; steps.go); the caller's cleanup
+// stack (giveBack.push) undoes them on error.
 func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, id string, slot int, dir string, tpl *Template,
 	req CreateRequest, allowInternet bool, token string) (*Sandbox, error) {
-	// prepare: the network namespace and the runtime spec.
-	ep, err := m.cfg.Network.Setup(ctx, id, slot, network.Options{AllowInternet: allowInternet, Egress: req.Egress})
-	if err != nil {
-		return nil, fmt.Errorf("setting up network: %w", err)
-	}
-	// Pooled keep-alive connections to a previous owner of this address are
-	// dead (its netns is gone); drop idle ones. Never reset in-flight
-	// connections here: they belong to live sandboxes (in tests, many
-	// sandboxes share one fake address).
-	m.cfg.HTTPClient.CloseIdleConnections()
-	spec := runtime.Spec{
-		ID:          id,
-		RootFS:      tpl.RootFS,
-		Dir:         dir,
-		NetNSPath:   ep.NetNSPath,
-		AgentPath:   m.cfg.AgentPath,
-		Hostname:    id,
-		Nameservers: append([]string(nil), m.cfg.Nameservers...),
-		Hosts:       []string{"127.0.0.1 " + id},
-		Resources:   req.Limits.resources(),
-	}
-	// start: boot the template.
-	if err := m.cfg.Runtime.Start(ctx, spec); err != nil {
-		return nil, fmt.Errorf("starting runtime: %w", err)
-	}
-	// wait for the agent.
-	host := ep.GuestIP.String()
-	waitStart := time.Now()
-	if err := m.waitAgent(ctx, id, dir, host); err != nil {
-		return nil, fmt.Errorf("agent did not become healthy: %w", err)
-	}
-	log.Debug("agent healthy", "wait", time.Since(waitStart))
+	r := m.newSteps(opCreate, kindCold, id)
+	var ep *network.Endpoint
+	var host string
+	var sb *Sandbox
+	err := r.run(ctx, nil,
+		step{stepNetwork, func(ctx context.Context) error {
+			var err error
+			ep, err = m.cfg.Network.Setup(ctx, id, slot, network.Options{AllowInternet: allowInternet, Egress: req.Egress})
+			if err != nil {
+				return fmt.Errorf("setting up network: %w", err)
+			}
+			// Pooled keep-alive connections to a previous owner of this address are
+			// dead (its netns is gone); drop idle ones. Never reset in-flight
+			// connections here: they belong to live sandboxes (in tests, many
+			// sandboxes share one fake address).
+			m.cfg.HTTPClient.CloseIdleConnections()
+			host = ep.GuestIP.String()
+			return nil
+		}},
+		step{stepStart, func(ctx context.Context) error {
+			spec := runtime.Spec{
+				ID:          id,
+				RootFS:      tpl.RootFS,
+				Dir:         dir,
+				NetNSPath:   ep.NetNSPath,
+				AgentPath:   m.cfg.AgentPath,
+				Hostname:    id,
+				Nameservers: append([]string(nil), m.cfg.Nameservers...),
+				Hosts:       []string{"127.0.0.1 " + id},
+				Resources:   req.Limits.resources(),
+			}
+			if err := m.cfg.Runtime.Start(ctx, spec); err != nil {
+				return fmt.Errorf("starting runtime: %w", err)
+			}
+			return nil
+		}},
+		step{stepWait, func(ctx context.Context) error {
+			if err := m.waitAgent(ctx, id, dir, host); err != nil {
+				return fmt.Errorf("agent did not become healthy: %w", err)
+			}
+			return nil
+		}},
+		// /init and the template's start command.
+		step{stepInit, func(ctx context.Context) error {
+			if err := m.agent.Init(ctx, host, newInitRequest(tpl, req.EnvVars, id, req.TemplateID, token), ""); err != nil {
+				return fmt.Errorf("initialising agent: %w", err)
+			}
+			return m.startTemplateCommand(ctx, log, host, token, tpl)
+		}},
+		step{stepRegister, func(ctx context.Context) error {
+			var err error
+			sb, err = m.register(ctx, coldRecord(id, slot, host, tpl, req, allowInternet, token, m.cfg.AgentPath, m.cfg.Runtime.Name()), ep.GuestIP, req.hidden, "sandbox")
+			return err
+		}},
+	)
+	return sb, err
+}
 
-	// register: /init, the template's start command, the record.
-	if err := m.agent.Init(ctx, host, newInitRequest(tpl, req.EnvVars, id, req.TemplateID, token), ""); err != nil {
-		return nil, fmt.Errorf("initialising agent: %w", err)
-	}
-	if err := m.startTemplateCommand(ctx, log, host, token, tpl); err != nil {
-		return nil, err
-	}
-
+// coldRecord is the store row of a sandbox booted from tpl.
+func coldRecord(id string, slot int, host string, tpl *Template, req CreateRequest, allowInternet bool, token, agent, rt string) *store.Sandbox {
 	now := time.Now().UTC()
 	x := newExtra(req)
-	x.Agent = m.cfg.AgentPath
+	x.Agent = agent
 	rec := store.Sandbox{
 		ID:            id,
 		TemplateID:    req.TemplateID,
 		TemplateHash:  tpl.Hash,
 		Alias:         tpl.Name,
 		State:         StateRunning,
-		Runtime:       m.cfg.Runtime.Name(),
+		Runtime:       rt,
 		Slot:          slot,
 		GuestIP:       host,
 		AccessToken:   token,
@@ -131,5 +151,5 @@ func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, id string, slo
 	if rec.EnvVars == nil {
 		rec.EnvVars = map[string]string{}
 	}
-	return m.register(ctx, &rec, ep.GuestIP, req.hidden, "sandbox")
+	return &rec
 }

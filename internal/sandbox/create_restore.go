@@ -41,7 +41,7 @@ func (m *Manager) createFromBoot(ctx context.Context, tpl *Template, req CreateR
 	env := maps.Clone(tpl.Env)
 	src := restoreSource{dir: be.dir, spec: be.spec, tpl: &Template{Name: tpl.Name, Hash: tpl.Hash, RootFS: tpl.RootFS,
 		TemplateConfig: TemplateConfig{Env: env}}, templateID: req.TemplateID, alias: tpl.Name,
-		extra: newExtra(req), what: "boot snapshot of " + tpl.Name}
+		extra: newExtra(req), what: "boot snapshot of " + tpl.Name, kind: kindRestore}
 	sb, err := m.restoreFrom(ctx, src, req, allowInternet)
 	if err != nil {
 		m.log.Warn("create from boot snapshot failed; cold-booting", "template", tpl.Name, "err", err)
@@ -60,6 +60,7 @@ type restoreSource struct {
 	alias      string
 	extra      extra
 	what       string // for logs
+	kind       string // the create's kind (steps.go): kindRestore, kindSnapshot
 }
 
 // restoredRecord is the record a sandbox restored from src starts from
@@ -108,7 +109,7 @@ func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req Create
 	parent := m.restoredRecord(src, req, allowInternet)
 	start := time.Now()
 	tokens := childTokens{access: req.Secure || src.spec.AccessToken != "", traffic: !req.publicTraffic()}
-	k, err := m.prepareChild(ctx, &parent, src.tpl, tokens, func(ctx context.Context, spec runtime.Spec) error {
+	k, err := m.prepareChild(ctx, m.newSteps(opCreate, src.kind, ""), &parent, src.tpl, tokens, func(ctx context.Context, spec runtime.Spec) error {
 		return ls.CloneSaved(ctx, src.dir, spec)
 	})
 	if err != nil {
@@ -139,6 +140,8 @@ type child struct {
 	baseEnv map[string]string
 	// undo gives back what prepareChild took (cleanup.go).
 	undo undo
+	// steps times its forward steps (steps.go); set by prepareChild.
+	steps *steps
 }
 
 // childTokens says which fresh tokens a child gets: an envd access token
@@ -150,14 +153,16 @@ type childTokens struct {
 
 // prepareChild allocates the child's id, tokens, slot and network, and
 // lets clone prepare its directory (a copy of the stopped parent's, or of
-// a saved snapshot).
-func (m *Manager) prepareChild(ctx context.Context, parent *store.Sandbox, tpl *Template, tokens childTokens,
+// a saved snapshot). r times the child's steps (here and in wakeChild and
+// registerChild).
+func (m *Manager) prepareChild(ctx context.Context, r *steps, parent *store.Sandbox, tpl *Template, tokens childTokens,
 	clone func(context.Context, runtime.Spec) error) (*child, error) {
 	id, err := newID()
 	if err != nil {
 		return nil, err
 	}
-	k := &child{id: id}
+	r.id = id
+	k := &child{id: id, steps: r}
 	if tokens.access {
 		if k.token, err = newToken(); err != nil {
 			return nil, err
@@ -193,38 +198,45 @@ func (m *Manager) prepareIn(ctx context.Context, k *child, parent *store.Sandbox
 		g.network(&k.undo)
 		g.runtime(&k.undo)
 	}
-	fail := func(err error) error {
-		m.releaseChild(ctx, k)
-		return err
+	if k.steps == nil { // a moved sandbox resuming under its own id (move.go)
+		k.steps = m.newSteps(opResume, kindImported, id)
 	}
-	k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent)})
-	if err != nil {
-		return fail(fmt.Errorf("setting up network: %w", err))
-	}
-	m.cfg.Conns.Abort(k.ep.GuestIP)
-	agent, err := m.agentOf(parent)
-	if err != nil {
-		return fail(err)
-	}
-	k.spec = runtime.Spec{
-		ID:          id,
-		RootFS:      tpl.RootFS,
-		Dir:         m.sandboxDir(id),
-		NetNSPath:   k.ep.NetNSPath,
-		AgentPath:   agent,
-		Hostname:    id,
-		Nameservers: append([]string(nil), m.cfg.Nameservers...),
-		Hosts:       []string{"127.0.0.1 " + id},
-		Resources: runtime.Resources{
-			CPUCount: parent.CPUCount,
-			MemoryMB: parent.MemoryMB,
-			DiskMB:   parent.DiskSizeMB,
-		},
-	}
-	if err := clone(ctx, k.spec); err != nil {
-		return fail(fmt.Errorf("copying sandbox: %w", err))
-	}
-	return nil
+	return k.steps.run(ctx, func(ctx context.Context) { m.releaseChild(ctx, k) },
+		step{stepNetwork, func(ctx context.Context) error {
+			var err error
+			k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent)})
+			if err != nil {
+				return fmt.Errorf("setting up network: %w", err)
+			}
+			m.cfg.Conns.Abort(k.ep.GuestIP)
+			return nil
+		}},
+		step{stepClone, func(ctx context.Context) error {
+			agent, err := m.agentOf(parent)
+			if err != nil {
+				return err
+			}
+			k.spec = runtime.Spec{
+				ID:          id,
+				RootFS:      tpl.RootFS,
+				Dir:         m.sandboxDir(id),
+				NetNSPath:   k.ep.NetNSPath,
+				AgentPath:   agent,
+				Hostname:    id,
+				Nameservers: append([]string(nil), m.cfg.Nameservers...),
+				Hosts:       []string{"127.0.0.1 " + id},
+				Resources: runtime.Resources{
+					CPUCount: parent.CPUCount,
+					MemoryMB: parent.MemoryMB,
+					DiskMB:   parent.DiskSizeMB,
+				},
+			}
+			if err := clone(ctx, k.spec); err != nil {
+				return fmt.Errorf("copying sandbox: %w", err)
+			}
+			return nil
+		}},
+	)
 }
 
 // startChild restores a prepared child from the parent's image, gives its
@@ -251,16 +263,26 @@ func (m *Manager) releaseChild(ctx context.Context, k *child) {
 // wakeChild restores a prepared child from img, lets its agent listen again
 // and waits for its /health. The caller cleans up on error.
 func (m *Manager) wakeChild(ctx context.Context, cp runtime.Checkpointer, k *child, img string) error {
-	if err := cp.Restore(ctx, k.spec, img); err != nil {
-		return fmt.Errorf("restoring the memory image: %w", err)
-	}
-	if err := cp.Signal(ctx, k.id, syscall.SIGUSR1); err != nil {
-		return fmt.Errorf("waking the restored sandbox: %w", err)
-	}
-	if err := m.waitAgent(ctx, k.id, k.spec.Dir, k.ep.GuestIP.String()); err != nil {
-		return fmt.Errorf("the restored sandbox's agent did not become healthy: %w", err)
-	}
-	return nil
+	return k.steps.run(ctx, nil,
+		step{stepRestore, func(ctx context.Context) error {
+			if err := cp.Restore(ctx, k.spec, img); err != nil {
+				return fmt.Errorf("restoring the memory image: %w", err)
+			}
+			return nil
+		}},
+		step{stepWake, func(ctx context.Context) error {
+			if err := cp.Signal(ctx, k.id, syscall.SIGUSR1); err != nil {
+				return fmt.Errorf("waking the restored sandbox: %w", err)
+			}
+			return nil
+		}},
+		step{stepWait, func(ctx context.Context) error {
+			if err := m.waitAgent(ctx, k.id, k.spec.Dir, k.ep.GuestIP.String()); err != nil {
+				return fmt.Errorf("the restored sandbox's agent did not become healthy: %w", err)
+			}
+			return nil
+		}},
+	)
 }
 
 // registerChild gives a woken child its identity (/init: id, token, env
@@ -273,22 +295,33 @@ func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.San
 	if k.token != "" {
 		body.AccessToken = &k.token
 	}
-	if err := m.agent.Init(ctx, host, body, parent.AccessToken); err != nil {
-		return nil, fmt.Errorf("initialising the restored sandbox: %w", err)
-	}
-	now := time.Now().UTC()
-	rec := *parent
-	rec.ID = k.id
-	rec.State = StateRunning
-	rec.Slot = k.slot
-	rec.GuestIP = host
-	rec.AccessToken = k.token
-	rec.TrafficToken = k.trafficToken
-	rec.Metadata = maps.Clone(parent.Metadata)
-	rec.EnvVars = maps.Clone(parent.EnvVars)
-	rec.StartedAt = now
-	rec.EndAt = now.Add(timeout)
-	return m.register(ctx, &rec, k.ep.GuestIP, false, "restored sandbox")
+	var sb *Sandbox
+	err := k.steps.run(ctx, nil,
+		step{stepInit, func(ctx context.Context) error {
+			if err := m.agent.Init(ctx, host, body, parent.AccessToken); err != nil {
+				return fmt.Errorf("initialising the restored sandbox: %w", err)
+			}
+			return nil
+		}},
+		step{stepRegister, func(ctx context.Context) error {
+			now := time.Now().UTC()
+			rec := *parent
+			rec.ID = k.id
+			rec.State = StateRunning
+			rec.Slot = k.slot
+			rec.GuestIP = host
+			rec.AccessToken = k.token
+			rec.TrafficToken = k.trafficToken
+			rec.Metadata = maps.Clone(parent.Metadata)
+			rec.EnvVars = maps.Clone(parent.EnvVars)
+			rec.StartedAt = now
+			rec.EndAt = now.Add(timeout)
+			var err error
+			sb, err = m.register(ctx, &rec, k.ep.GuestIP, false, "restored sandbox")
+			return err
+		}},
+	)
+	return sb, err
 }
 
 // restorer returns the runtime's checkpoint and layer-saving abilities, or

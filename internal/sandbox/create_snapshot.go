@@ -71,5 +71,5 @@ func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, 
 		m.log.Info("snapshot fetched from the artifact store", "snapshot", snap.ID, "elapsed", time.Since(start))
 	}
 	return m.restoreFrom(ctx, restoreSource{dir: dir, spec: sp, tpl: tpl,
-		templateID: snap.ID, alias: snap.Name, extra: x, what: "snapshot " + snap.ID}, req, allowInternet)
+		templateID: snap.ID, alias: snap.Name, extra: x, what: "snapshot " + snap.ID, kind: kindSnapshot}, req, allowInternet)
 }

@@ -32,6 +32,7 @@
 //	| `create.go` | `Create`: checks the request, resolves the template, picks a strategy; the shared `register` step |
 //	| `create_cold.go` / `create_restore.go` / `create_snapshot.go` | the three strategies (table above); `create_restore.go` also holds the restore steps (`prepareChild`, `wakeChild`, `registerChild`) |
 //	| `teardown.go` | a kill: out of the index, a journal entry (`<data>/teardown/<id>.json`), the runtime's `Stop` (SIGKILL of the cgroup or VMM) and the network's `Cut` (an nftables set, no rtnetlink call), the row deleted — then it answers; two background workers (yielding up to 2 s to creates in progress) destroy the runtime instance and the network, free the slot and drop the journal entry, retrying with backoff; `Reattach` finishes what the journal lists |
+//	| `steps.go` | the forward steps: a create, pause or resume is an ordered list of named steps (`steps.run`), each timed to the debug log and `/metrics` (section "Forward steps") |
 //	| `cleanup.go` | `undo`, the cleanup stack of named steps (runtime instance → network → slot → store record → observers, newest first; a step whose prerequisite failed is skipped so the next start retries it); `giveBack.push` puts a sandbox's whole stack on before its create or restore takes anything (each step undoes nothing that was never taken), and `release` runs it |
 //	| `checkpoint.go` | checkpoint a live sandbox (`checkpointLive`: clear image → `/freeze` → checkpoint → drop the sandbox the runtime stopped), restore it in place (`restoreInPlace`, `bringBack`), `readdress` |
 //	| `pause.go`, `pausedisk.go`, `fork.go`, `snapshot.go` | pause/resume (memory; disk only: `Live.Pause`, `PauseFilesystem`, `Resume`, `EnsureRunning`), fork and named snapshots (`Manager.Fork`, `CreateSnapshot`: they look the source up and take its operation lock); the work on the sandbox (`pause`, `pauseDisk`, `resumeDisk`, `capture`) is the sandbox's, and each calls `checkpoint.go` |
@@ -41,6 +42,35 @@
 //	| `reattach.go`, `interrupted.go`, `reaper.go`, `watch.go` | reattach after a daemon restart (and finish a cut-short pause or fork), reap sandboxes that stopped on their own |
 //	| `agent.go`, `agentclient.go`, `exec.go`, `startcmd.go` | the guest agent seen from the manager (`/init`, `/freeze`, processes), a template's start and ready commands |
 //	| `limits.go`, `diskfull.go`, `netpolicy.go`, `events.go`, `eventstore.go`, `agentlog.go`, `observer.go`, `manifest.go`, … | limits, host disk checks, egress policy, lifecycle events and logs, metrics hooks, snapshot manifests |
+//
+// # Forward steps
+//
+// A create, a pause and a resume are each an ordered list of named steps (`steps.go`, after
+// firecracker-go-sdk's handler lists): `steps.run` runs them in order, and the first that fails
+// stops the list, runs the list's cleanup (if it has one) and returns that step's own error. The
+// cleanup stacks of `cleanup.go` are unchanged: a forward step that takes what a cleanup step gives
+// back has its name (`network`). Every step writes one debug line (`msg=step sandbox=… op=… kind=…
+// step=… elapsed=…`, `step failed` with `err` when it failed), and a step that succeeded is
+// observed in the histogram `airlock_sandbox_step_seconds{op,kind,step}` on `/metrics` (the daemon's
+// Observer is a `StepObserver`). These names are stable (dashboards and the e2e test
+// `TestStepMetrics` use them):
+//
+//	| op | kind | steps, in order |
+//	| --- | --- | --- |
+//	| `create` | `cold` | `network` (namespace, veth, firewall), `start` (boot the template), `wait` (agent `/health`), `init` (`/init` and the template's start command), `register` (store row, index, timer) |
+//	| `create` | `restore` (boot snapshot), `snapshot` (named snapshot), `fork` (a fork child) | `network`, `clone` (copy the saved writable layer), `restore` (the runtime restores the memory image), `wake` (SIGUSR1: the agent listens again), `wait`, `init` (`/init`: new id, token, env vars, clock), `register` |
+//	| `create` | `pool` (warm pool) | `claim` (take a pooled sandbox, or wait for one being filled), `init`, `register` |
+//	| `pool` | `fill` | `network`, `clone`, `restore`, `wake`, `wait` (a pooled sandbox made ahead of its create) |
+//	| `pause` | `memory` | `space` (the host's disk has room for the image: the sandbox's memory use, read from the runtime), `clear` (old image), `freeze` (the guest's `/freeze`), `checkpoint` (the runtime writes the image), `commit` (the row says paused) |
+//	| `resume` | `memory` | `readdress` (the guest address back into the namespace), `restore`, `wake`, `wait`, `commit` (image removed, the row says running) |
+//	| `resume` | `imported` | `network`, `clone`, `restore`, `wake`, `wait` (a cluster node resuming an image another node made) |
+//	| `fork`, `snapshot` | `parent` | `clear`, `freeze`, `checkpoint` (the source's checkpoint; its restore in the background is not timed) |
+//
+// What lies between the steps is not timed: the request's checks, id and token generation and the
+// slot (microseconds), a named snapshot's download on a cluster node, and a cluster pause's upload.
+// Filesystem-only pauses and resumes (`pausedisk.go`) are not steps yet. So the create steps' sum
+// is a little below `airlock_sandbox_create_duration_seconds` (fork children are not creates and
+// are not in that histogram). Figures: bench/README.md, "Steps of a create, a pause and a resume".
 //
 // # Restart
 //

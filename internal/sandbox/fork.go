@@ -90,7 +90,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 	start := time.Now()
 	dir := m.sandboxDir(id)
 	img := m.imageDir(id)
-	if _, step, err := e.checkpointLive(ctx, cp, "a fork"); err != nil {
+	if _, step, err := e.checkpointLive(ctx, cp, "a fork", m.newSteps(opFork, kindParent, id)); err != nil {
 		if step == checkpointStop {
 			return nil, hostDiskFull(fmt.Errorf("checkpointing sandbox %s for a fork (the sandbox was stopped): %w", id, err),
 				fmt.Sprintf("forking sandbox %s failed and the sandbox was stopped", id))
@@ -111,7 +111,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int, timeout time.D
 				"not enough host memory for fork child %d of %d: %d of them (%d MiB each) fit", i+1, count, fit, parent.MemoryMB)
 			continue
 		}
-		k, err := m.prepareChild(ctx, &parent, tpl, childTokens{access: parent.AccessToken != "", traffic: parent.TrafficToken != ""}, func(ctx context.Context, spec runtime.Spec) error {
+		k, err := m.prepareChild(ctx, m.newSteps(opCreate, kindFork, ""), &parent, tpl, childTokens{access: parent.AccessToken != "", traffic: parent.TrafficToken != ""}, func(ctx context.Context, spec runtime.Spec) error {
 			return cl.Clone(ctx, dir, spec)
 		})
 		if err != nil {

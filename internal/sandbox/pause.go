@@ -62,7 +62,8 @@ type pauseMode struct {
 // pause does the work of Pause for e, already marked busy.
 func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMode) error {
 	m, id := e.m, e.rec.ID
-	if err := e.checkPauseSpace(ctx); err != nil {
+	r := m.newSteps(opPause, kindMemory, id)
+	if err := r.run(ctx, nil, stepOf(stepSpace, e.checkPauseSpace)); err != nil {
 		return err // nothing done: the sandbox keeps running
 	}
 	background := m.cfg.Node != nil && !mode.evacuate
@@ -80,7 +81,7 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 	e.gen++ // a timer that already fired is ignored
 	e.mu.Unlock()
 
-	st, step, err := e.checkpointLive(ctx, cp, "a checkpoint")
+	st, step, err := e.checkpointLive(ctx, cp, "a checkpoint", r)
 	if err != nil {
 		switch step {
 		case checkpointFreeze: // the sandbox keeps running
@@ -115,15 +116,17 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 	// used its time): the sandbox is checkpointed, its row must say so.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := e.commit(cctx, "paused state", func() {
-		e.rec.State = StatePaused
-		x := decodeExtra(e.rec.Extra)
-		x = withImage(x, ex)
-		if mode.evacuate {
-			x.Evacuated, x.LeftMs = true, max(left.Milliseconds(), 1)
-		}
-		e.rec.Extra = encodeExtra(x)
-	}); err != nil {
+	if err := r.run(cctx, nil, stepOf(stepCommit, func(cctx context.Context) error {
+		return e.commit(cctx, "paused state", func() {
+			e.rec.State = StatePaused
+			x := decodeExtra(e.rec.Extra)
+			x = withImage(x, ex)
+			if mode.evacuate {
+				x.Evacuated, x.LeftMs = true, max(left.Milliseconds(), 1)
+			}
+			e.rec.Extra = encodeExtra(x)
+		})
+	})); err != nil {
 		if image != "" {
 			m.dropImage(image)
 		}
@@ -166,7 +169,7 @@ func (e *Live) unpause(ctx context.Context, cp runtime.Checkpointer, cause error
 	} else {
 		what = fmt.Sprintf("%s (%v)", what, cause)
 	}
-	if _, err := e.restoreInPlace(context.WithoutCancel(ctx), cp); err != nil {
+	if _, err := e.restoreInPlace(context.WithoutCancel(ctx), cp, nil); err != nil {
 		m.log.Error("bringing back a sandbox whose pause could not upload", "sandbox", id, "err", err)
 		if cerr := e.commit(ctx, "paused state", func() { e.rec.State = StatePaused }); cerr != nil {
 			m.log.Error("saving the paused state", "sandbox", id, "err", cerr)
@@ -253,7 +256,8 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 		return nil, err
 	}
 	start := time.Now()
-	restored, err := e.restoreInPlace(ctx, cp)
+	r := m.newSteps(opResume, kindMemory, id)
+	restored, err := e.restoreInPlace(ctx, cp, r)
 	if err != nil {
 		// Left paused: the image is still there and Restore deletes the
 		// half-started container before trying again.
@@ -262,13 +266,17 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 		}
 		return nil, err
 	}
-	if err := os.RemoveAll(m.imageDir(id)); err != nil {
-		m.log.Warn("removing checkpoint after resume", "sandbox", id, "err", err)
-	}
-	sb, err := e.commitRunning(ctx, timeout, func() {
-		e.rec.Extra = encodeExtra(resumedExtra(decodeExtra(e.rec.Extra)))
-	})
-	if err != nil {
+	var sb *Sandbox
+	if err := r.run(ctx, nil, step{stepCommit, func(ctx context.Context) error {
+		if err := os.RemoveAll(m.imageDir(id)); err != nil {
+			m.log.Warn("removing checkpoint after resume", "sandbox", id, "err", err)
+		}
+		var err error
+		sb, err = e.commitRunning(ctx, timeout, func() {
+			e.rec.Extra = encodeExtra(resumedExtra(decodeExtra(e.rec.Extra)))
+		})
+		return err
+	}}); err != nil {
 		return nil, err
 	}
 	if x.Image != "" {

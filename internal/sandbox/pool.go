@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -274,7 +275,7 @@ func (m *Manager) fillOne(ctx context.Context, name string) bool {
 	start := time.Now()
 	parent := store.Sandbox{AccessToken: be.spec.AccessToken, AllowInternet: true,
 		CPUCount: be.spec.CPUCount, MemoryMB: be.spec.MemoryMB, DiskSizeMB: be.spec.DiskSizeMB}
-	k, err := m.prepareChild(ctx, &parent, tpl, childTokens{access: true}, func(ctx context.Context, spec runtime.Spec) error {
+	k, err := m.prepareChild(ctx, m.newSteps(opPoolFill, kindFill, ""), &parent, tpl, childTokens{access: true}, func(ctx context.Context, spec runtime.Spec) error {
 		return ls.CloneSaved(ctx, be.dir, spec)
 	})
 	if err != nil {
@@ -333,13 +334,24 @@ func (m *Manager) claimPooled(ctx context.Context, tpl *Template, req CreateRequ
 	}
 	m.pool.noteCreate(req.TemplateID, time.Now())
 	start := time.Now()
-	p, waited := m.pool.pop(req.TemplateID, tpl.Hash), false
-	if p == nil {
-		p, waited = m.pool.awaitFill(ctx, req.TemplateID, tpl.Hash), true
-	}
-	if p == nil {
+	r := m.newSteps(opCreate, kindPool, "")
+	var p *pooled
+	waited := false
+	errEmpty := errors.New("no pooled sandbox")
+	if err := r.run(ctx, nil, step{stepClaim, func(ctx context.Context) error {
+		p = m.pool.pop(req.TemplateID, tpl.Hash)
+		if p == nil {
+			p, waited = m.pool.awaitFill(ctx, req.TemplateID, tpl.Hash), true
+		}
+		if p == nil {
+			return errEmpty
+		}
+		r.id = p.k.id
+		return nil
+	}}); err != nil {
 		return nil, false
 	}
+	p.k.steps = r // init and register are this create's steps
 	// The refill starts once this claim is done, so it does not compete
 	// with the /init for the CPU.
 	defer m.pool.wake()

@@ -301,7 +301,7 @@ func (e *Live) capture(ctx context.Context, cp runtime.Checkpointer, ls runtime.
 	start := time.Now()
 	dir := m.sandboxDir(id)
 	img := m.imageDir(id)
-	if _, step, err := e.checkpointLive(ctx, cp, "a snapshot"); err != nil {
+	if _, step, err := e.checkpointLive(ctx, cp, "a snapshot", m.newSteps(opSnapshot, kindParent, id)); err != nil {
 		if step == checkpointStop {
 			return sp, fmt.Errorf("checkpointing sandbox %s for a snapshot (the sandbox was stopped): %w", id, err)
 		}

@@ -119,6 +119,18 @@ func TestAutomaticWarmPool(t *testing.T) {
 	if !servedFromPool(second) {
 		t.Errorf("create %s, made while the pool refilled, was not served by the refill", second)
 	}
+	// The warm pool's forward steps (internal/sandbox/doc.go) are on /metrics.
+	met := scrapeMetrics(t, d)
+	for _, k := range []struct{ op, kind, steps string }{
+		{"create", "pool", "claim init register"},
+		{"pool", "fill", "network clone restore wake wait"},
+	} {
+		for _, s := range strings.Fields(k.steps) {
+			if n := met[stepKey("count", k.op, k.kind, s)]; n < 1 {
+				t.Errorf("%s = %v, want ≥ 1", stepKey("count", k.op, k.kind, s), n)
+			}
+		}
+	}
 	// A burst: the pool is sized from the last minute's creates, so it
 	// grows past one (the log reports idle=2 or more at some point).
 	for i := 0; i < 3; i++ {
