@@ -127,7 +127,7 @@ describe('node CLI and drain', { timeout: TEST_TIMEOUT * 3 }, () => {
     drained = undefined
     await t.killAll()
   })
-  it('airlock node drain of a node with sandboxes, in a cluster without an artifact store, exits 1 and says why', { timeout: TEST_TIMEOUT, skip: ARTIFACTS && 'the cluster has an artifact store (run-cluster.sh without --artifacts runs this)' }, async () => {
+  it('airlock node drain of a node with sandboxes, in a cluster without an artifact store, exits 1 and says why', { timeout: TEST_TIMEOUT, skip: ARTIFACTS ? 'the cluster has an artifact store (run-cluster.sh without --artifacts runs this)' : false }, async () => {
     const s = await t.createRaw(LB)
     drained = s.node
     const r = cliFailing('node', 'drain', drained)
