@@ -3,10 +3,12 @@
 # bin/airlock-envd. Idempotent: safe to run again; skips what is already there.
 #
 # Independent work runs side by side (a fresh 2-core host spends most of its
-# time here): apt-get, the pinned runsc build (Go only) and the airlock build
-# start together; the web console waits for node/npm when apt installs them,
-# and the microVM guest kernel for linux-source. Each phase's time is
-# printed ("==> phase NAME: N s"; bench/firstrun.sh reads these lines).
+# time here): apt-get, the pinned runsc build (Go only), the web console and
+# the Go build of everything that does not embed the console start together;
+# the rest of bin/airlock waits for the console, the console for node/npm when
+# apt installs them, and the microVM guest kernel for linux-source. Each
+# phase's wall and CPU time is printed ("==> phase NAME: N s (cpu M s)";
+# bench/firstrun.sh reads these lines).
 #
 # Knobs:
 #   AIRLOCK_BUILD_KERNEL=auto|1|0  the microVM toolchain (QEMU, linux-source and
