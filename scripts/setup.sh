@@ -177,6 +177,7 @@ go_job() {
 	CGO_ENABLED=0 go build -o bin/airlock-envd ./cmd/airlock-envd || return 1
 	mapfile -t pkgs < <(go list -e -deps -f '{{if not .Standard}}{{.ImportPath}}{{range .Deps}} {{.}}{{end}}{{end}}' ./cmd/airlock |
 		awk -v c="$mod/internal/console" '$1 != c && index($0, " " c " ") == 0 && substr($0, length($0) - length(c)) != " " c { print $1 }')
+	[ "${#pkgs[@]}" -gt 0 ] || { log "go list found no packages of bin/airlock"; return 1; }
 	log "compiling ${#pkgs[@]} packages of bin/airlock beside the web console"
 	go build "${pkgs[@]}" || return 1
 	phase_done go-deps "$t" "$c"
