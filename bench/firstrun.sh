@@ -116,8 +116,15 @@ while kill -0 "$pid" 2>/dev/null; do
 	if [ -n "$body" ] && [ -z "$ready_base" ]; then
 		h=$(since "$start")
 		# A base sandbox that runs a command: "serving base", not just 200.
-		sb=$(curl -fsS -m 600 -H "X-API-Key: $(key)" -H 'Content-Type: application/json' \
-			-d '{"templateID":"base","timeout":60}' "http://127.0.0.1:$port/sandboxes" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sandboxID"])')
+		code=$(curl -sS -m 600 -o "$scratch/create.json" -w '%{http_code}' -H "X-API-Key: $(key)" -H 'Content-Type: application/json' \
+			-d '{"templateID":"base","timeout":60}' "http://127.0.0.1:$port/sandboxes" || true)
+		if [ "$code" != 201 ]; then
+			echo "  [$(since "$start") s] /health 200 at $h s ($body), but a base create answered ${code:-nothing}: $(head -c 600 "$scratch/create.json" 2>/dev/null)"
+			echo "firstrun: the daemon's last warnings and errors:"
+			grep -E 'level=(WARN|ERROR)' "$log" | tail -n 20 | cut -c1-400
+			exit 1
+		fi
+		sb=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$scratch/create.json")
 		curl -fsS -m 10 -X DELETE -H "X-API-Key: $(key)" "http://127.0.0.1:$port/sandboxes/$sb" >/dev/null || true
 		ready_base=$(since "$start")
 		echo "  [$ready_base s] /health 200 at $h s ($body); base sandbox $sb created; daemon cpu: $(cpu_of "$pid"); load $(cut -d' ' -f1-3 /proc/loadavg)"
