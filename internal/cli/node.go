@@ -97,6 +97,8 @@ func newNodeDrainCmd(drain bool) *cobra.Command {
 					fmt.Fprintf(cmd.ErrOrStderr(), "not moved %s: %s\n", m.SandboxID, m.Error)
 				}
 				if len(res.Failed) > 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "node %s is draining: no new sandboxes go there; %d sandboxes moved, %d stay on it (airlock node undrain %s: placement uses it again)\n",
+						id, len(res.Moved), len(res.Failed), id)
 					return fmt.Errorf("drain %s: %d sandboxes could not move (they stay on it)", id, len(res.Failed))
 				}
 				switch {

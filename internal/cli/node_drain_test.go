@@ -63,7 +63,7 @@ func TestNodeDrainOutcomesPrint(t *testing.T) {
 		{args: []string{"node", "undrain", "empty"}, stderr: []string{"node empty is live"}},
 		{args: []string{"node", "drain", "busy"}, stderr: []string{"moved ia to n2 (running)", "moved ib to n3 (paused)", "2 sandboxes moved"}},
 		{args: []string{"node", "drain", "nostore"}, fails: "1 sandboxes could not move",
-			stderr: []string{"not moved ic: the cluster has no artifact store (airlock serve --artifacts)"}},
+			stderr: []string{"not moved ic: the cluster has no artifact store (airlock serve --artifacts)", "node nostore is draining", "0 sandboxes moved, 1 stay on it"}},
 		{args: []string{"node", "drain", "lost"}, fails: "node lost is lost", noStdID: true},
 	} {
 		out, errOut, err := run(c.args...)
