@@ -1,4 +1,4 @@
-// Command cluster runs Airlock's placement (internal/placement) against
+// Command cluster runs Airlock's placement (internal/cluster/placement) against
 // simulated nodes and compares it with two naive policies in the same run:
 // a random node, and a full scan for the least-loaded node. No daemon, no
 // network: the nodes are structs that run, end and report sandboxes.
@@ -28,7 +28,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/placement"
+	"github.com/airlock-sandbox/airlock/internal/cluster/placement"
 )
 
 type config struct {

@@ -53,6 +53,7 @@ type config struct {
 	keep     bool
 	rtt      int
 	maxFail  int
+	extra    int
 	daemon   int
 }
 
@@ -71,6 +72,7 @@ func main() {
 	flag.IntVar(&c.rtt, "rtt", 20, "command round trips (`true`) timed on the first sandbox while it is alone, and again on sandboxes spread over the set once all are alive")
 	flag.IntVar(&c.daemon, "daemon-pid", 0, "pid of the daemon, whose own CPU (and its reaped children's: runsc events, runsc kill) is shared out per sandbox (0: the `airlock serve` process listening on the URL's port)")
 	flag.IntVar(&c.maxFail, "max-failures", 5, "failed creates tolerated (counted and printed) before the run stops")
+	flag.IntVar(&c.extra, "extra", 0, "after the measurement, this many more sequential creates (create + first cell) timed while the N sandboxes are alive, next to the first ones of the run (killed once timed)")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "density:", err)
@@ -189,6 +191,9 @@ func run(c config) error {
 		fmt.Printf("\ncommand round trip (`true`): %.1f ms p50, %.1f ms p99 with one sandbox; %.1f ms p50, %.1f ms p99 with %d alive (%d samples over 10 of them): %.2f× the p50\n",
 			a50, a99, b50, b99, len(sbs), len(busy), b50/a50)
 	}
+	if c.extra > 0 {
+		extraCreates(ctx, cl, c, len(sbs), creates)
+	}
 	if c.cell != "" {
 		ok := 0
 		var bad []string
@@ -220,6 +225,47 @@ func run(c config) error {
 			mib(memBefore), mib(memAfterBaseline), mib(memAfter), c.n, (mib(memAfterBaseline)-mib(memAfter))/float64(c.n))
 	}
 	return nil
+}
+
+// extraCreates times c.extra sequential creates, each up to its first cell's
+// answer, while alive sandboxes live, and prints their rate and p50/p99
+// next to the run's first c.extra creates (0 to c.extra-1 alive then). Each
+// is killed once timed (the kill is not timed), so the set stays at alive.
+func extraCreates(ctx context.Context, cl *airlock.Client, c config, alive int, first []time.Duration) {
+	var ds []time.Duration
+	var elapsed time.Duration // the creates' own time, kills left out
+	fails := 0
+	for i := 0; i < c.extra; i++ {
+		t0 := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		s, err := cl.CreateSandbox(cctx, airlock.SandboxOptions{Template: c.template, Timeout: 10 * time.Minute, Metadata: map[string]string{"bench": "density"}})
+		if err == nil {
+			err = touch(cctx, cl, s, c.cell)
+		}
+		cancel()
+		d := time.Since(t0)
+		if s != nil {
+			// Killed at once, untimed: the set stays at alive (+1).
+			kctx, cancel := context.WithTimeout(ctx, time.Minute)
+			_ = s.Kill(kctx)
+			cancel()
+		}
+		if err != nil {
+			fails++
+			fmt.Fprintf(os.Stderr, "density: extra create %d: %v\n", i, err)
+			continue
+		}
+		ds = append(ds, d)
+		elapsed += d
+	}
+	p50, p99, _ := pcts(durMS(ds))
+	line := fmt.Sprintf("\nsequential creates (create + first cell) with %d alive: %d in %.1f s = %.2f per second; p50 %.0f ms, p99 %.0f ms; %d failed",
+		alive, len(ds), elapsed.Seconds(), float64(len(ds))/elapsed.Seconds(), p50, p99, fails)
+	if n := min(len(first), c.extra); n > 0 {
+		b50, b99, _ := pcts(durMS(first[:n]))
+		line += fmt.Sprintf("\n  the run's first %d creates (0 to %d alive): p50 %.0f ms, p99 %.0f ms; ratio of the p50s %.2f×", n, n-1, b50, b99, p50/b50)
+	}
+	fmt.Println(line)
 }
 
 func hasInterpreter(template string) bool { return strings.Contains(template, "interpreter") }

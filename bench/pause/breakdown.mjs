@@ -1,8 +1,10 @@
-// Prints the median of each step of the cross-node resumes and of the pauses
+// Prints p50/p99 of each step of the cross-node resumes and of the pauses
 // in a cluster's node logs (bench/pause/run.sh keeps them per binary):
 //   node bench/pause/breakdown.mjs LOGDIR LABEL
 // Steps: from "moved sandbox resumed" (fetch, fetch_waited, prepare,
 // restore, elapsed), "artifacts: tree fetched" (download_verify, unpack),
+// "artifacts: image fetched" (version 2 images: tree_took, files_took,
+// elapsed), "sandbox resumed" (a same-node resume: restore, elapsed),
 // "sandbox paused" (elapsed) and the background upload (elapsed).
 import { readdirSync, readFileSync } from 'node:fs'
 
@@ -18,10 +20,12 @@ for (const f of readdirSync(dir).filter((f) => /^n\d+\.log$/.test(f))) {
   for (const line of readFileSync(`${dir}/${f}`, 'utf8').split('\n')) {
     const kv = Object.fromEntries([...line.matchAll(/(\w+)=("[^"]*"|\S+)/g)].map((m) => [m[1], m[2].replace(/^"|"$/g, '')]))
     if (kv.msg === 'moved sandbox resumed') for (const k of ['fetch', 'fetch_waited', 'prepare', 'restore', 'elapsed']) add(`resume ${k}`, dur(kv[k] ?? ''))
-    else if (kv.msg === 'artifacts: tree fetched' && kv.key) { add('fetch download+verify', dur(kv.download_verify ?? '')); add('fetch unpack', dur(kv.unpack ?? '')) }
+    else if (kv.msg === 'artifacts: tree fetched' && kv.key) { add('fetch tree download+verify', dur(kv.download_verify ?? '')); add('fetch tree unpack', dur(kv.unpack ?? '')) }
+    else if (kv.msg === 'artifacts: image fetched') { add('fetch tree (v2)', dur(kv.tree_took ?? '')); add('fetch files (v2)', dur(kv.files_took ?? '')); add('fetch image (v2)', dur(kv.elapsed ?? '')) }
+    else if (kv.msg === 'sandbox resumed') { add('same-node resume restore', dur(kv.restore ?? '')); add('same-node resume (node)', dur(kv.elapsed ?? '')) }
     else if (kv.msg === 'sandbox paused') add('pause (node)', dur(kv.elapsed ?? ''))
     else if (kv.msg === "paused sandbox's image uploaded in the background" || kv.msg === 'paused sandbox uploaded') add('upload', dur(kv.elapsed ?? ''))
   }
 }
-const med = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor((s.length - 1) / 2)] }
-console.log(`${label}: ` + Object.entries(steps).map(([k, xs]) => `${k} ${Math.round(med(xs))} ms (n=${xs.length})`).join('; '))
+const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] }
+console.log(`${label}: ` + Object.entries(steps).map(([k, xs]) => `${k} ${Math.round(pct(xs, 50))}/${Math.round(pct(xs, 99))} ms (n=${xs.length})`).join('; '))

@@ -11,6 +11,8 @@
 //     at once": the resume waits for the upload or is the whole synchronous
 //     pause before it).
 // Each resumed sandbox must answer x + 1 = 42 on a node other than A.
+// Before the drain, S1 is paused and resumed on A once ("same-node resume":
+// the single-host baseline of the same round).
 // Prints one markdown row.
 import { createRequire } from 'node:module'
 import { pathToFileURL } from 'node:url'
@@ -62,11 +64,26 @@ async function check (sbx, from) {
 const pauses = []
 const resumes = []
 const atOnce = []
+const localPauses = []
+const localResumes = []
 for (let i = 0; i < N; i++) {
   const A = NODE_IDS[i % NODE_IDS.length]
   const s1 = await interp(A)
   const s2 = await interp(A)
   try {
+    // The same-node baseline: S1 paused and resumed on A (not draining yet).
+    let t0 = Date.now()
+    assert.equal(await s1.betaPause({ requestTimeoutMs: 120_000 }), true)
+    localPauses.push(Date.now() - t0)
+    await uploaded(A, s1.sandboxId) // as for the move below: nothing else running on A
+    await sleep(1_000)
+    t0 = Date.now()
+    const r0 = await Sandbox.connect(s1.sandboxId, { ...via(LB), requestTimeoutMs: 120_000 })
+    localResumes.push(Date.now() - t0)
+    const r = await r0.runCode('x + 1', { timeoutMs: 120_000 })
+    assert.equal(r.text, '42', `x after the same-node resume: ${JSON.stringify(r.error)}`)
+    assert.equal((await where(s1.sandboxId)).node, A, `${s1.sandboxId} was not resumed on its node`)
+
     const d = await drainNode(A, { move: false })
     assert.equal(d.status, 200, `drain ${A}: ${d.status} ${d.text}`)
     await waitNodeState(A, 'draining', 10_000)
@@ -93,8 +110,9 @@ for (let i = 0; i < N; i++) {
     await undrainNode(A)
     await Promise.allSettled([s1, s2].map((s) => Sandbox.kill(s.sandboxId, via(LB))))
   }
-  console.error(`# round ${i + 1}/${N} on ${A}: pause ${pauses.slice(-2).join(', ')} ms, resume elsewhere ${resumes.at(-1)} ms, at once ${atOnce.at(-1)} ms`)
+  console.error(`# round ${i + 1}/${N} on ${A}: same node: pause ${localPauses.at(-1)} ms, resume ${localResumes.at(-1)} ms; pause ${pauses.slice(-2).join(', ')} ms, resume elsewhere ${resumes.at(-1)} ms, at once ${atOnce.at(-1)} ms`)
 }
+console.error(`# same-node pause p50 ${pct(localPauses, 50)} ms p99 ${pct(localPauses, 99)} ms; same-node resume p50 ${pct(localResumes, 50)} ms p99 ${pct(localResumes, 99)} ms`)
 const load = readFileSync('/proc/loadavg', 'utf8').split(' ')[0]
 const label = process.env.PAUSE_LABEL || 'airlock'
-console.log(`| ${label} | ${N} | ${pct(pauses, 50)} ms | ${pct(pauses, 99)} ms | ${pct(resumes, 50)} ms | ${pct(resumes, 99)} ms | ${pct(atOnce, 50)} ms | ${pct(atOnce, 99)} ms | ${load} |`)
+console.log(`| ${label} | ${N} | ${pct(pauses, 50)} ms | ${pct(pauses, 99)} ms | ${pct(resumes, 50)} ms | ${pct(resumes, 99)} ms | ${pct(atOnce, 50)} ms | ${pct(atOnce, 99)} ms | ${pct(localResumes, 50)} ms | ${pct(localResumes, 99)} ms | ${load} |`)

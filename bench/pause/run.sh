@@ -65,10 +65,10 @@ for bin in "${BINS[@]}"; do
 	kill "$s3pid" 2>/dev/null; wait "$s3pid" 2>/dev/null; s3pid=""
 done
 echo
-echo "| binary | n | pause p50 | pause p99 | resume on another node p50 | p99 | pause→resume elsewhere at once p50 | p99 | load avg |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| binary | n | pause p50 | pause p99 | resume on another node p50 | p99 | pause→resume elsewhere at once p50 | p99 | same-node resume p50 | p99 | load avg |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 grep '^|' "$out/rows" | grep -v '^| binary' || true
 echo
-echo "Medians of the nodes' own timings (node logs):"
+echo "The nodes' own timings, p50/p99 (node logs):"
 cat "$out/steps" 2>/dev/null
 echo "(logs: $out)"

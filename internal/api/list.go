@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,15 +10,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/cluster/wire"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
-	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
+// List limits (the contract's).
 const (
-	defaultListLimit = 100
-	maxListLimit     = 100
+	defaultListLimit = wire.DefaultListLimit
+	maxListLimit     = wire.MaxListLimit
 )
 
 // DecodeMetadataFilter decodes the `metadata` list filter (spec §1.3). raw is
@@ -59,52 +59,6 @@ func DecodeMetadataFilter(raw string) (map[string]string, error) {
 	return out, nil
 }
 
-// Cursor is a decoded pagination token: the position of the last item of
-// the previous page.
-type Cursor struct {
-	StartedAt time.Time
-	ID        string
-	Asc       bool
-}
-
-// EncodeCursor builds the opaque nextToken:
-// base64url("<RFC3339Nano startedAt>__<id>[__asc]").
-func EncodeCursor(c Cursor) string {
-	s := c.StartedAt.UTC().Format(time.RFC3339Nano) + "__" + c.ID
-	if c.Asc {
-		s += "__asc"
-	}
-	return base64.RawURLEncoding.EncodeToString([]byte(s))
-}
-
-// DecodeCursor parses a nextToken produced by EncodeCursor (padding is
-// optional).
-func DecodeCursor(tok string) (Cursor, error) {
-	data, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(tok, "="))
-	if err != nil {
-		return Cursor{}, fmt.Errorf("invalid nextToken: %w", err)
-	}
-	parts := strings.Split(string(data), "__")
-	if len(parts) < 2 || len(parts) > 3 {
-		return Cursor{}, errors.New("invalid nextToken: malformed")
-	}
-	ts, err := time.Parse(time.RFC3339Nano, parts[0])
-	if err != nil {
-		return Cursor{}, fmt.Errorf("invalid nextToken time: %w", err)
-	}
-	if !runtime.IDChars(parts[1]) {
-		return Cursor{}, errors.New("invalid nextToken: bad sandbox id")
-	}
-	c := Cursor{StartedAt: ts, ID: parts[1]}
-	if len(parts) == 3 {
-		if parts[2] != "asc" {
-			return Cursor{}, errors.New("invalid nextToken: bad direction")
-		}
-		c.Asc = true
-	}
-	return c, nil
-}
-
 // multiValues returns a query parameter's values, accepting both repeated
 // and comma-joined forms.
 func multiValues(q url.Values, key string) []string {
@@ -127,7 +81,7 @@ type listQuery struct {
 	template     string
 	asc          bool
 	limit        int
-	cursor       *Cursor
+	cursor       *wire.Cursor
 }
 
 func parseListQuery(q url.Values) (*listQuery, error) {
@@ -170,7 +124,7 @@ func parseListQuery(q url.Values) (*listQuery, error) {
 		lq.limit = n
 	}
 	if v := q.Get("nextToken"); v != "" {
-		c, err := DecodeCursor(v)
+		c, err := wire.DecodeCursor(v)
 		if err != nil {
 			return nil, err
 		}
@@ -237,7 +191,7 @@ func (lq *listQuery) page(sbs []*sandbox.Sandbox) ([]*sandbox.Sandbox, string) {
 	}
 	out = out[:lq.limit]
 	last := out[len(out)-1]
-	return out, EncodeCursor(Cursor{StartedAt: last.StartedAt, ID: last.ID, Asc: lq.asc})
+	return out, wire.EncodeCursor(wire.Cursor{StartedAt: last.StartedAt, ID: last.ID, Asc: lq.asc})
 }
 
 func (a *api) listV2(w http.ResponseWriter, r *http.Request) {

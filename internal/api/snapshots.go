@@ -1,13 +1,11 @@
 package api
 
 import (
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
+	"github.com/airlock-sandbox/airlock/internal/cluster/wire"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
@@ -36,24 +34,6 @@ func (a *api) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	middleware.WriteJSON(w, http.StatusCreated, toSnapshotJSON(s))
 }
 
-// snapshotCursor is "<created unix nanos>_<id>", base64url.
-func snapshotCursor(s *sandbox.SnapshotInfo) string {
-	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d_%s", s.CreatedAt.UnixNano(), s.ID))
-}
-
-func decodeSnapshotCursor(tok string) (int64, string, error) {
-	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(tok, "="))
-	if err != nil {
-		return 0, "", fmt.Errorf("invalid nextToken: %w", err)
-	}
-	ns, id, ok := strings.Cut(string(b), "_")
-	n, nerr := strconv.ParseInt(ns, 10, 64)
-	if !ok || nerr != nil || id == "" {
-		return 0, "", errors.New("invalid nextToken: malformed")
-	}
-	return n, id, nil
-}
-
 // listSnapshots answers GET /snapshots?sandboxID&name&limit&nextToken,
 // oldest first, with X-Next-Token when there are more.
 func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +53,7 @@ func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	)
 	if v := q.Get("nextToken"); v != "" {
 		var err error
-		if afterNs, afterID, err = decodeSnapshotCursor(v); err != nil {
+		if afterNs, afterID, err = wire.DecodeSnapshotCursor(v); err != nil {
 			middleware.WriteError(w, http.StatusBadRequest, err.Error())
 			return
 		}
@@ -101,7 +81,7 @@ func (a *api) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		last = s
 	}
 	if more && last != nil {
-		w.Header().Set("X-Next-Token", snapshotCursor(last))
+		w.Header().Set("X-Next-Token", wire.EncodeSnapshotCursor(last.CreatedAt, last.ID))
 	}
 	middleware.WriteJSON(w, http.StatusOK, out)
 }

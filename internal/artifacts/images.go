@@ -13,10 +13,10 @@ import (
 )
 
 // Images keeps a cluster node's paused sandboxes and named snapshots in a
-// Store (the node's sandbox.Images): a directory is packed as a tree
-// (trees/sha256/<hex>, content-addressed) and named by a small manifest
-// under its key (paused/<id>/<nonce>, snapshots/<id>). The key is
-// rewritable, so Put returns the manifest's digest for the caller to record
+// Store (node.Images, behind the node's sandbox.NodeHooks): a directory is
+// packed as a tree (trees/sha256/<hex>, content-addressed) and named by a
+// small manifest under its key (paused/<id>/<nonce>, snapshots/<id>). The
+// key is rewritable, so Put returns the manifest's digest for the caller to record
 // where it trusts it (the sandbox or snapshot row), and Get and GetShared
 // verify the manifest against that digest — never against the object's
 // metadata — and the tree against the digest the manifest names, before

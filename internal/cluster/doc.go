@@ -1,17 +1,28 @@
 // Package cluster is the contract between the roles of an Airlock cluster
-// (issue 17): `airlock serve --role api` (internal/gateway: stateless, the
+// (issue 17): `airlock serve --role api` (internal/cluster/gateway: stateless, the
 // E2B API and sandbox proxy for every node) and `--role node` (today's
 // daemon, which registers itself and heartbeats its capacity). It holds what
 // both sides and the shared PostgreSQL store agree on: the headers of the
 // api → node hop, the node states and time bounds, the node record, and the
 // Store the cluster's own rows live behind (internal/store/postgres
 // implements it). The hop's transport security (a cluster CA, per-node
-// identities, mutual TLS) is in internal/cluster/clustertls.
+// identities, mutual TLS) is in internal/cluster/clustertls; the E2B wire
+// facts both sides read (list cursors, sandbox hosts and routing headers,
+// the id syntax) in internal/cluster/wire.
+//
+// The api tier's room is this folder: the router (gateway), placement, and
+// the composition of `--role api` (apirole). None of them links node code
+// (internal/sandbox, the runtimes, internal/network, internal/api,
+// internal/proxy, internal/daemon, ...), not even through another package:
+// TestRouterImportsNoNodeCode (deps_test.go) fails when one does. What they
+// need from the node side's packages comes from the contract or from leaves
+// that import no sandbox code (internal/middleware, internal/store,
+// internal/startup, internal/imagebuild/buildspec).
 //
 // The rest of this comment is how the package works now (moved here from
 // docs/ARCHITECTURE.md, which keeps the map).
 //
-// # Cluster roles (airlock serve --role; internal/cluster, internal/daemon/role.go, node.go, apirole.go)
+// # Cluster roles (airlock serve --role; internal/cluster, internal/cluster/node, internal/daemon/role.go, apirole.go)
 //
 // One binary, three roles. `--role all` (the default) is the single host: SQLite (or one daemon per
 // PostgreSQL database), nothing below applies. A cluster is `--role node` daemons that run sandboxes
@@ -61,7 +72,7 @@
 //     whose files are not on this node is another node's template, not a stale row to delete.
 //
 //   - **The api tier's certificate and the cluster secret guard everything.** The node's HTTP stack
-//     (proxy → console → API) is wrapped by `nodeState.guard`: a request whose connection carries no
+//     (proxy → console → API) is wrapped by `node.Node.Guard` (internal/cluster/node): a request whose connection carries no
 //     verified api-tier certificate (`clustertls.APIClient`) gets 401 `… (no api-tier client certificate of
 //     the cluster CA)`, one without `X-Airlock-Cluster-Secret` (constant-time compare) 401
 //     `this is an Airlock cluster node: requests come through the api tier`, except the node's own
@@ -115,9 +126,9 @@
 //     (`WHERE nodes.gen <= excluded.gen`), and generations start at the node's start time in
 //     milliseconds, so a restarted node's are newer.
 //
-// **The api tier** (`runAPI`) opens the store unscoped (no lease: any number of instances), resolves
+// **The api tier** (`apirole.Run`, called by internal/daemon for `--role api`) opens the store unscoped (no lease: any number of instances), resolves
 // the API key as a single host does (flag, `$AIRLOCK_API_KEY`, or the shared `settings` row), and serves
-// `internal/gateway` (see "Cluster api tier") behind the request-id middleware: no sandboxes, no
+// `internal/cluster/gateway` (see "Cluster api tier") behind the request-id middleware: no sandboxes, no
 // network manager, no runtime; its data dir holds only the api-key file. It prints the SDKs'
 // `export E2B_API_URL=…` line like a single host; a node prints `airlock node <id> ready at <addr>`
 // instead (clients never talk to a node).
@@ -138,10 +149,10 @@
 // the cluster; `GET /metrics` through the api tier is the whole cluster's); sandboxes paused without
 // their memory (`keepMemory: false`) do not move.
 //
-// # Moving sandboxes between nodes (internal/sandbox/move.go, internal/gateway/move.go)
+// # Moving sandboxes between nodes (internal/cluster/node, internal/sandbox/move.go, internal/cluster/gateway/move.go)
 //
-// A cluster node with `--artifacts` (`sandbox.Config.Images`, over the store: `artifacts.Images`)
-// and the shared PostgreSQL store (`store.Mover`) keeps what another node may need in the artifact
+// A cluster node with `--artifacts` and the shared PostgreSQL store (`sandbox.Config.Node`: the
+// `sandbox.NodeHooks` that `node.Hooks` makes over `artifacts.Images` and `store.Mover`) keeps what another node may need in the artifact
 // store. A single host (`--role all`), or a node without `--artifacts`, does none of this.
 //
 // **Objects.** `paused/<id>/<nonce>` (a key per pause: removing an earlier pause's image after its
@@ -151,7 +162,7 @@
 // VM's overlay, RAM file, config disk and record), `checkpoint/` (the memory image, hard links) and
 // `image.json` (the snapshotSpec: template and hash, runtime and its build, agent path, limits, token).
 // A snapshot's tree is its directory (`disk.img`, `checkpoint/`, `manifest.json`, `config.json`).
-// Deleting a key deletes its tree too (a memory image is never shared by two keys). `Images.Put` returns
+// Deleting a key deletes its tree too (a memory image is never shared by two keys). `Images.Put` (`node.Images`) returns
 // the manifest's digest, recorded in the row that names the key (`extra.imageDigest` of a paused
 // sandbox, `imageDigest` in a snapshot row's spec); `Get`/`GetShared` fetch the manifest only with that
 // digest and the tree it names only with the tree's digest, both before unpacking: an image rewritten in
@@ -165,7 +176,7 @@
 // the background, retried with a backoff until it succeeds; then the row gets `extra.image =
 // "paused/<id>/<nonce>"` and `extra.imageDigest` (movable). A resume on the same node stops the upload
 // (no image is needed); a kill cancels it; a daemon restart finds the row `uploading` and the checkpoint
-// kept, and uploads again (with its network gone — a host reboot — it uploads during `Restore` and
+// kept, and uploads again (with its network gone — a host reboot — it uploads during `Reattach` and
 // re-attaches it from the store). A user's pause first asks the store whether it answers (one `Stat`):
 // if not, nothing is done and it answers 503 `pausing sandbox x: the artifact store is unreachable (…);
 // the sandbox keeps running`, as when the upload came before the answer. An evacuation (drain, SIGTERM)
@@ -173,14 +184,14 @@
 // failure is the evacuation's error for that sandbox). Figures: `bench/pause` (bench/README.md).
 //
 // **Who may resume: one claim.** A row moves between nodes only through
-// `store.Mover.ClaimSandbox(id, from, state)`, one `UPDATE … SET node_id = me, state = $state WHERE id
+// `store.Mover.ClaimSandbox(id, from, state)` (`NodeHooks.Claim`), one `UPDATE … SET node_id = me, state = $state WHERE id
 // AND node_id = from AND state = 'paused' AND extra has an image` (a route notification when the node
 // changes): of two claims one wins, the other gets `store.ErrMoved`. A resume on the node that paused
 // it claims too (from itself, state `resuming`), so another node cannot adopt a sandbox while it
 // resumes; a failed resume writes `paused` back. A daemon killed during a resume finds `resuming` at
 // start and writes `paused` back.
 //
-// **Adopt and resume elsewhere** (`Manager.Adopt`, `resumeImported`). The api tier asks a live node
+// **Adopt and resume elsewhere** (`node.AdoptAndResume`, `Manager.Adopt`, `resumeImported`). The api tier asks a live node
 // to adopt (`POST /airlock/v1/internal/sandboxes/{id}/adopt {"from":"n1","resume":bool,"timeoutMs":n}`):
 // it claims the row (state stays `paused`, slot −1, no address) and holds the sandbox as paused with no
 // local files. The claim checks, under the row's lock, that this node can restore it — same runtime and
@@ -191,8 +202,8 @@
 // create's does, so the placer counts the resumed sandbox until a heartbeat does. Its resume claims the row again (`resuming`), passes the node's admission, fetches the
 // image into `<data>/imports/` (moved out of the artifact cache: used once; the fetch runs while the
 // template, the agent build and the network are prepared), checks the runtime and
-// its build and that the template under it is unchanged (pulling it if needed), then restores it as a
-// fork child is restored — a slot and network of this node (`prepareIn`, its own cleanup stack that
+// its build and that the template under it is unchanged (pulling it if needed), then restores its
+// memory image as a fork or a snapshot create does — a slot and network of this node (`prepareIn`, its own cleanup stack that
 // never deletes the row), `CloneSaved`, restore, SIGUSR1, `/health` — but under its own id and token,
 // and `/init` gives the agent its identity, env vars and the clock again. The row becomes `running`
 // with the new slot and address, the image is deleted from the store. Processes, memory, files,
@@ -241,7 +252,7 @@
 // `?move=false` (`airlock node drain --keep`) only stops placement. Measured with
 // `go run ./bench/cmd/cluster-move` (below).
 //
-// **SIGTERM on a node** (`--drain-on-stop`, default on; needs `--artifacts`; `nodeState.drainOnStop`):
+// **SIGTERM on a node** (`--drain-on-stop`, default on; needs `--artifacts`; `node.Node.DrainOnStop`):
 // the node sets itself draining, writes `<data>/node-drained-on-stop`, evacuates (at most 4 minutes;
 // the chart's grace period is 300 s) and shuts down; `--kill-on-exit` leaves the evacuated sandboxes'
 // rows and images (`leaveMovable`). The next request for such a sandbox moves it (its node is draining,
@@ -274,5 +285,5 @@
 // sandbox that moves keeps its id). Objects left by rows deleted while the store was unreachable are
 // collected by the api tier's artifact GC (see "Artifacts").
 //
-// Measured figures: bench/README.md, "Moving sandboxes between nodes (internal/sandbox/move.go, internal/gateway/move.go)".
+// Measured figures: bench/README.md, "Moving sandboxes between nodes (internal/sandbox/move.go, internal/cluster/gateway/move.go)".
 package cluster

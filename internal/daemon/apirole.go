@@ -2,132 +2,18 @@ package daemon
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
-	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/gateway"
-	"github.com/airlock-sandbox/airlock/internal/guest"
-	"github.com/airlock-sandbox/airlock/internal/helperenv"
-	"github.com/airlock-sandbox/airlock/internal/imagebuild"
-	"github.com/airlock-sandbox/airlock/internal/middleware"
-	"github.com/airlock-sandbox/airlock/internal/store"
-	"github.com/airlock-sandbox/airlock/internal/store/postgres"
+	"github.com/airlock-sandbox/airlock/internal/cluster/apirole"
 )
 
-// runAPI runs `airlock serve --role api`: the stateless api tier
-// (internal/gateway). It keeps nothing of its own: the nodes, routes and
-// the API key are in the shared PostgreSQL store; the data directory holds
-// only the api-key file (and, with --artifacts, the artifact store's cache
-// directory, which the collection leaves empty). With --artifacts it also
-// collects the artifact store (runArtifactGC).
+// runAPI runs `airlock serve --role api`: the api tier's own composition
+// (internal/cluster/apirole), which links no sandbox code, with the flags
+// checkRole accepted.
 func runAPI(ctx context.Context, cfg Config, r role, log *slog.Logger) error {
-	dataDir, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
-		return fmt.Errorf("resolving --data-dir: %w", err)
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return fmt.Errorf("creating data directory: %w", err)
-	}
-	octx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
-	st, err := postgres.Open(octx, cfg.Store, log.With("component", "store"))
-	cancel()
-	if err != nil {
-		return fmt.Errorf("opening store (--store): %w", err)
-	}
-	defer closeLogged(log, "store", st.Close)
-	log.Info("store open", "store", st.String(), "role", r.name)
-	apiKey, err := resolveAPIKey(ctx, cfg.APIKey, dataDir, st)
-	if err != nil {
-		return err
-	}
-	// With --artifacts the api tier collects the artifact store (one
-	// instance at a time); the store is checked at start as on nodes.
-	art, err := openArtifactGC(ctx, cfg, dataDir, log)
-	if err != nil {
-		return err
-	}
-	helperenv.DropSecrets() // every credential in the environment has been read
-	g, err := gateway.New(gateway.Options{
-		Store: st, Secret: r.secret, TLS: r.tls, APIKey: apiKey, Domain: cfg.Domain,
-		Template: templateResources(st),
-		// With an artifact store every node can pull any template.
-		PullTemplates:   cfg.Artifacts != "",
-		VerifySignature: guest.VerifySignature,
-		Logger:          log.With("component", "gateway"),
-	})
-	if err != nil {
-		return err
-	}
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	gcDone := runArtifactGC(ctx, art, st, cfg, log)
-	// Before the store closes (deferred above): the collection stops first.
-	defer func() {
-		stop()
-		<-gcDone
-	}()
-	gdone := make(chan error, 1)
-	go func() { gdone <- g.Run(ctx) }()
-
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
-	}
-	srv := &http.Server{
-		Handler:           middleware.RequestID(g),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       620 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	stdout := cfg.Stdout
-	if stdout == nil {
-		stdout = os.Stdout
-	}
-	fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
-		displayURL(ln.Addr()), displayURL(ln.Addr()), apiKey)
-	log.Info("airlock api tier ready", "addr", ln.Addr().String())
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("signal received, shutting down")
-	case err := <-serveErr:
-		runErr = fmt.Errorf("serving: %w", err)
-	case err := <-gdone:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			runErr = fmt.Errorf("api tier: %w", err)
-		}
-	}
-	stop()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("shutting down HTTP server", "err", err)
-	}
-	log.Info("api tier stopped")
-	return runErr
-}
-
-// templateResources reads a template's CPUs and memory from the shared
-// templates table, for placement (0, 0 when the template states none: the
-// api tier then uses the nodes' defaults).
-func templateResources(st store.Store) func(ctx context.Context, name string) (int, int, error) {
-	return func(ctx context.Context, name string) (int, int, error) {
-		t, err := st.GetTemplate(ctx, name)
-		if err != nil {
-			return 0, 0, err
-		}
-		c, ok := imagebuild.ParseConfig(t.Spec)
-		if !ok {
-			return 0, 0, nil
-		}
-		return c.CPUCount, c.MemoryMB, nil
-	}
+	return apirole.Run(ctx, apirole.Config{
+		DataDir: cfg.DataDir, Store: cfg.Store, APIKey: cfg.APIKey, Domain: cfg.Domain, Listen: cfg.Listen,
+		Artifacts: cfg.Artifacts, ArtifactGCInterval: cfg.ArtifactGCInterval,
+		Secret: r.secret, TLS: r.tls, Stdout: cfg.Stdout,
+	}, log)
 }

@@ -148,29 +148,32 @@ type blockedState struct {
 // refreshBlocked re-reads the nodes table (at most every
 // blockedRefreshInterval) and puts every node's advertise address, with
 // the store's and the artifact store's, into the blocked set.
-func (n *nodeState) refreshBlocked(ctx context.Context) {
-	if time.Since(n.blocked.at) < blockedRefreshInterval {
+// It runs in the node's heartbeat loop (node.Config.EachBeat) and once
+// before sandboxes are re-attached.
+func (d *daemon) refreshBlocked(ctx context.Context) {
+	cs, ok := d.st.(cluster.Store)
+	if !ok || time.Since(d.blocked.at) < blockedRefreshInterval {
 		return
 	}
-	n.blocked.at = time.Now()
+	d.blocked.at = time.Now()
 	lctx, cancel := context.WithTimeout(ctx, blockedResolveTimeout)
-	nodes, err := n.cs.Nodes(lctx)
+	nodes, err := cs.Nodes(lctx)
 	cancel()
 	if err != nil {
-		n.d.log.Warn("cluster node: listing nodes for the blocked set", "err", err)
+		d.log.Warn("cluster node: listing nodes for the blocked set", "err", err)
 		return
 	}
-	addrs, errs := blockedAddrs(ctx, nodes, n.d.infraBlocked)
+	addrs, errs := blockedAddrs(ctx, nodes, d.infraBlocked)
 	for _, err := range errs {
-		n.d.log.Warn("cluster node: a node's address is not blocked for sandboxes", "err", err)
+		d.log.Warn("cluster node: a node's address is not blocked for sandboxes", "err", err)
 	}
-	if slices.Equal(addrs, n.blocked.addrs) {
+	if slices.Equal(addrs, d.blocked.addrs) {
 		return
 	}
-	if err := n.d.netMgr.SetBlockedAddrs(addrs); err != nil {
-		n.d.log.Error("cluster node: updating the blocked set", "err", err)
+	if err := d.netMgr.SetBlockedAddrs(addrs); err != nil {
+		d.log.Error("cluster node: updating the blocked set", "err", err)
 		return
 	}
-	n.blocked.addrs = addrs
-	n.d.log.Info("cluster addresses blocked for sandboxes", "addrs", addrs)
+	d.blocked.addrs = addrs
+	d.log.Info("cluster addresses blocked for sandboxes", "addrs", addrs)
 }

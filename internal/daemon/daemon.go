@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/agentbin"
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/artifacts"
+	"github.com/airlock-sandbox/airlock/internal/cluster/node"
 	"github.com/airlock-sandbox/airlock/internal/console"
 	"github.com/airlock-sandbox/airlock/internal/daemonlock"
 	"github.com/airlock-sandbox/airlock/internal/guest"
@@ -35,6 +36,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
@@ -62,7 +64,7 @@ type Config struct {
 	LogFormat     string // --log-format: text or json
 	KillOnExit    bool   // --kill-on-exit
 	// Artifacts is --artifacts: "" (none), s3://bucket/prefix or a
-	// directory; opened and checked at start (openArtifacts).
+	// directory; opened and checked at start (startup.OpenArtifacts).
 	Artifacts string
 	// ArtifactGCInterval is --artifact-gc-interval: how often the api tier
 	// collects the artifact store (internal/artifactgc); 0 never.
@@ -210,8 +212,11 @@ type daemon struct {
 
 	// role is the cluster role (--role) and, for a node, its identity.
 	role role
-	// node is the node's heartbeat state (nil unless --role node).
-	node *nodeState
+	// node is the node's side of the cluster (nil unless --role node:
+	// internal/cluster/node); blocked is its blocked set's refresh state
+	// (blocked.go).
+	node    *node.Node
+	blocked blockedState
 	// pending are the default templates still being prepared at start
 	// (pending.go); tplFirst and tplAll are prepareTemplates' outcome.
 	pending  *pendingTemplates
@@ -233,7 +238,7 @@ func (d *daemon) open(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if d.artifacts, err = openArtifacts(ctx, d.cfg.Artifacts, d.dataDir, os.Getenv, d.log); err != nil {
+	if d.artifacts, err = startup.OpenArtifacts(ctx, d.cfg.Artifacts, d.dataDir, os.Getenv, d.log); err != nil {
 		return err
 	}
 	// Sandboxes run (and restores map) an immutable, content-addressed copy
@@ -251,10 +256,10 @@ func (d *daemon) open(ctx context.Context) error {
 	d.log.Info("store open", "store", where)
 	d.watchStoreLease(ctx)
 	if d.role.node {
-		d.node = newNodeState(d)
-		go d.node.keepAlive(ctx)
+		d.node = d.newNode(st)
+		go d.node.KeepAlive(ctx)
 	}
-	if d.apiKey, err = resolveAPIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
+	if d.apiKey, err = startup.APIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
 	d.infraBlocked = d.infraAddrs(ctx, os.Getenv(artifacts.EnvEndpoint))
@@ -281,10 +286,10 @@ func (d *daemon) open(ctx context.Context) error {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
 	d.log.Info("operator deny list", "deny_out", prefixList(d.denyOut), "deny_out_except", prefixList(d.denyOutExcept))
-	if d.node != nil && d.node.cs != nil {
+	if d.node != nil && d.node.Shared() {
 		// The other nodes' addresses, before a sandbox is restored (the
 		// heartbeat loop keeps them current once the node is ready).
-		d.node.refreshBlocked(ctx)
+		d.refreshBlocked(ctx)
 	}
 	if d.role.node {
 		// Sandboxes move between nodes under their ids; nodes sharing a
@@ -293,14 +298,14 @@ func (d *daemon) open(ctx context.Context) error {
 	}
 	var tmStore store.Store = st
 	if d.node != nil { // the templates table is the cluster's
-		tmStore = templateRecords{Store: st, changed: d.node.beatNow}
+		tmStore = node.TemplateRecords{Store: st, Changed: d.node.BeatNow}
 	}
 	d.tm = template.NewManager(d.dataDir, tmStore, d.log)
 	d.tm.SetShared(d.role.node)
 	// Templates are pushed to and pulled from --artifacts (nil: the data dir only).
 	d.tm.SetArtifacts(d.artifacts)
 	if d.node != nil { // a pulled template is this node's at once
-		d.tm.OnPull(d.node.beatNow)
+		d.tm.OnPull(d.node.BeatNow)
 	}
 	// The default templates build from here on, beside the runtime's start
 	// (on a fresh host that may wait for runsc's build: gvisor.go).
@@ -318,7 +323,7 @@ func (d *daemon) open(ctx context.Context) error {
 	if err := d.newManager(st, logs, conns); err != nil {
 		return err
 	}
-	d.restore(ctx)
+	d.reattach(ctx)
 	// Sandboxes that stop on their own (agent killed, memory limit) are
 	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
 	go d.mgr.Reap(ctx, sandbox.DefaultWatchInterval)
@@ -402,10 +407,10 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 	}
 	mgrCfg.PoolMemoryReserve = poolMemoryReserve()
 	if d.node != nil {
-		mgrCfg.Admit = d.node.admit
+		mgrCfg.Admit = d.node.Admit
 		mgrCfg.NodeID = d.role.nodeID
 		if d.artifacts != nil { // paused sandboxes and snapshots move between nodes
-			mgrCfg.Images = artifacts.Images{St: d.artifacts}
+			mgrCfg.Node = node.Hooks(artifacts.Images{St: d.artifacts}, st)
 		}
 	}
 	mgr, err := sandbox.New(mgrCfg)
@@ -413,17 +418,20 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 		return err
 	}
 	d.mgr = mgr
+	if d.node != nil {
+		d.node.Attach(mgr, d.tm, d.rtInfo.Runtime, d.rtInfo.Accel == "kvm")
+	}
 	return nil
 }
 
-// restore re-attaches the sandboxes of the previous run, checks the
+// reattach re-attaches the sandboxes of the previous run, checks the
 // snapshots and removes agent builds nothing refers to.
-func (d *daemon) restore(ctx context.Context) {
-	rep, err := d.mgr.Restore(ctx)
+func (d *daemon) reattach(ctx context.Context) {
+	rep, err := d.mgr.Reattach(ctx)
 	if err != nil {
-		d.log.Error("restoring sandboxes (continuing)", "err", err)
+		d.log.Error("re-attaching sandboxes (continuing)", "err", err)
 	}
-	d.log.Info("restore done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
+	d.log.Info("reattach done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
 	srep, serr := d.mgr.InitSnapshots(ctx)
 	if serr != nil {
 		d.log.Error("checking snapshots (continuing)", "err", serr)
@@ -464,7 +472,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		APIKey:          d.apiKey, // never passed on to sandbox code
 	})
 	if d.node != nil {
-		return d.node.guard(h)
+		return d.node.Guard(h)
 	}
 	return h
 }
@@ -528,7 +536,7 @@ func (d *daemon) serve(ctx context.Context) error {
 				d.ready(ctx, ln.Addr())
 			}
 			if d.node != nil {
-				go d.node.run(ctx)
+				go d.node.Run(ctx)
 			}
 			d.templatesReady(ctx)
 		case err := <-serveErr:
@@ -540,7 +548,7 @@ func (d *daemon) serve(ctx context.Context) error {
 			} else {
 				d.log.Info("signal received, shutting down")
 				if d.node != nil && d.cfg.DrainOnStop {
-					d.node.drainOnStop(ctx)
+					d.node.DrainOnStop(ctx)
 				}
 			}
 			return d.shutdown(ctx, srv)
@@ -610,7 +618,7 @@ func (d *daemon) ready(ctx context.Context, addr net.Addr) {
 		fmt.Fprintf(stdout, "airlock node %s ready at %s (clients use the api tier)\n", d.role.nodeID, d.role.advertise)
 	} else {
 		fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
-			displayURL(addr), displayURL(addr), d.apiKey)
+			startup.DisplayURL(addr), startup.DisplayURL(addr), d.apiKey)
 	}
 	d.log.Info("airlock ready", "addr", addr.String(), "role", d.role.name)
 	go gcTemplateFilesLoop(ctx, d.files, d.log.With("component", "template"))
@@ -687,19 +695,6 @@ func hostMemory() uint64 {
 		return 0
 	}
 	return uint64(si.Totalram) * uint64(si.Unit)
-}
-
-// displayURL is the URL clients use for a listener address.
-func displayURL(addr net.Addr) string {
-	ap, err := netip.ParseAddrPort(addr.String())
-	if err != nil {
-		return "http://" + addr.String()
-	}
-	ip := ap.Addr().Unmap()
-	if ip.IsUnspecified() {
-		ip = netip.MustParseAddr("127.0.0.1")
-	}
-	return "http://" + netip.AddrPortFrom(ip, ap.Port()).String()
 }
 
 // findEnvd locates the agent binary.

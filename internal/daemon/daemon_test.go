@@ -2,69 +2,15 @@ package daemon
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/internal/network"
-	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
 )
-
-func TestResolveAPIKeyGeneratesOnceAndReuses(t *testing.T) {
-	t.Setenv("AIRLOCK_API_KEY", "")
-	ctx := context.Background()
-	dir := t.TempDir()
-	st := sandboxtest.NewStore()
-	key, err := resolveAPIKey(ctx, "", dir, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !regexp.MustCompile(`^e2b_[0-9a-f]{40}$`).MatchString(key) {
-		t.Fatalf("generated key %q is not e2b_+40 hex", key)
-	}
-	fi, err := os.Stat(filepath.Join(dir, "api-key"))
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("api-key file: %v %v", fi, err)
-	}
-	if v, _ := st.GetSetting(ctx, apiKeySetting); v != key {
-		t.Fatalf("setting = %q", v)
-	}
-	again, err := resolveAPIKey(ctx, "", dir, st)
-	if err != nil || again != key {
-		t.Fatalf("second start got %q (%v), want %q", again, err, key)
-	}
-	// The file alone (fresh database) is enough to keep the key.
-	fresh := sandboxtest.NewStore()
-	if k, _ := resolveAPIKey(ctx, "", dir, fresh); k != key {
-		t.Fatalf("key from file = %q", k)
-	}
-	if k, _ := resolveAPIKey(ctx, "e2b_flag", dir, st); k != "e2b_flag" {
-		t.Fatalf("flag ignored: %q", k)
-	}
-	t.Setenv("AIRLOCK_API_KEY", "e2b_env")
-	if k, _ := resolveAPIKey(ctx, "", dir, st); k != "e2b_env" {
-		t.Fatalf("env ignored: %q", k)
-	}
-}
-
-func TestDisplayURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"127.0.0.1:49982": "http://127.0.0.1:49982",
-		"0.0.0.0:80":      "http://127.0.0.1:80",
-		"[::1]:5":         "http://[::1]:5",
-	} {
-		addr, _ := net.ResolveTCPAddr("tcp", in)
-		if got := displayURL(addr); got != want {
-			t.Errorf("%s: got %s want %s", in, got, want)
-		}
-	}
-}
 
 func TestFindEnvd(t *testing.T) {
 	dir := t.TempDir()

@@ -18,7 +18,7 @@ import (
 // role is the daemon's part in a cluster (--role) and what it needs for it.
 type role struct {
 	name string
-	// api: stateless api tier (internal/gateway); node: runs sandboxes for
+	// api: stateless api tier (internal/cluster/gateway); node: runs sandboxes for
 	// the api tier. Neither: --role all, one host.
 	api, node bool
 	// secret is the cluster secret (api and node): a second factor on the

@@ -1,10 +1,6 @@
 package daemon
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,92 +109,6 @@ func TestCheckRole(t *testing.T) {
 			t.Errorf("role %+v", r)
 		}
 	})
-}
-
-func TestNodeGuard(t *testing.T) {
-	const secret = "s3cret-s3cret-s3cret"
-	ca, err := clustertls.Init(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := func(id string) *clustertls.Material {
-		role := clustertls.RoleAPI
-		if id != "" {
-			role = clustertls.RoleNode
-		}
-		m, err := clustertls.Load(tlsDir(t, ca, id), role, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	self, api, other := load("n7"), load(""), load("n8")
-	// conn is the TLS state of a request: the client's certificate.
-	conn := func(m *clustertls.Material) *tls.ConnectionState {
-		return &tls.ConnectionState{PeerCertificates: []*x509.Certificate{m.Leaf}}
-	}
-	n := &nodeState{d: &daemon{role: role{node: true, nodeID: "n7", secret: secret, tls: self}}}
-	n.gen.Store(41)
-	var sawSecret, sawTLS bool
-	h := n.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sawSecret = r.Header.Get(cluster.HeaderSecret) != ""
-		sawTLS = r.TLS != nil
-		w.WriteHeader(http.StatusCreated)
-	}))
-	peer := conn(api)
-	do := func(method, target, host string, hdr map[string]string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest(method, target, nil)
-		r.TLS = peer
-		if host != "" {
-			r.Host = host
-		}
-		for k, v := range hdr {
-			r.Header.Set(k, v)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
-	}
-	if w := do("GET", "/sandboxes", "", nil); w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "cluster secret") {
-		t.Errorf("no secret: %d %s", w.Code, w.Body)
-	}
-	if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: "wrong-wrong-wrong-wrong"}); w.Code != http.StatusUnauthorized {
-		t.Errorf("wrong secret: %d", w.Code)
-	}
-	if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: secret}); w.Code != http.StatusCreated || sawSecret || sawTLS {
-		t.Errorf("with the secret: %d, secret passed on: %v, the hop's TLS passed on as the client's: %v", w.Code, sawSecret, sawTLS)
-	} else if w.Header().Get(cluster.HeaderNode) != "n7" {
-		t.Errorf("%s = %q", cluster.HeaderNode, w.Header().Get(cluster.HeaderNode))
-	}
-	// The right secret, but no client certificate (plain HTTP, or TLS
-	// without one), or another node's.
-	for name, p := range map[string]*tls.ConnectionState{"plain HTTP": nil, "no certificate": {}, "node n8's certificate": conn(other)} {
-		peer = p
-		if w := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: secret}); w.Code != http.StatusUnauthorized ||
-			!strings.Contains(w.Body.String(), "client certificate") {
-			t.Errorf("%s with the secret: %d %s; want 401", name, w.Code, w.Body)
-		}
-		if w := do("GET", "/health", "", nil); w.Code != http.StatusCreated {
-			t.Errorf("%s: the node's /health must be public: %d", name, w.Code)
-		}
-	}
-	peer = conn(api)
-	if w := do("GET", "/health", "", nil); w.Code != http.StatusCreated {
-		t.Errorf("the node's /health must be public: %d", w.Code)
-	}
-	if w := do("GET", "/health", "", map[string]string{"E2b-Sandbox-Id": "abc"}); w.Code != http.StatusUnauthorized {
-		t.Errorf("a sandbox's /health (header) is not public: %d", w.Code)
-	}
-	if w := do("GET", "/health", "49983-abc.example.com", nil); w.Code != http.StatusUnauthorized {
-		t.Errorf("a sandbox's /health (host) is not public: %d", w.Code)
-	}
-	w := do("POST", "/v2/sandboxes", "", map[string]string{cluster.HeaderSecret: secret})
-	if got := w.Header().Get(cluster.HeaderGen); got != "42" {
-		t.Errorf("create response %s = %q, want 42 (the next heartbeat's generation)", cluster.HeaderGen, got)
-	}
-	if got := do("GET", "/sandboxes", "", map[string]string{cluster.HeaderSecret: secret}).Header().Get(cluster.HeaderGen); got != "" {
-		t.Errorf("a non-create response carries %s = %q", cluster.HeaderGen, got)
-	}
 }
 
 // tlsDir writes a --cluster-tls-dir of ca: node id's, or the api tier's

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/store/postgres"
 	"github.com/airlock-sandbox/airlock/internal/store/postgres/pgtest"
@@ -81,9 +82,9 @@ func TestStoreWiringOnPostgres(t *testing.T) {
 	}
 	st1 := open()
 	dir1, dir2 := t.TempDir(), t.TempDir()
-	key1, err := resolveAPIKey(ctx, "", dir1, st1)
+	key1, err := startup.APIKey(ctx, "", dir1, st1)
 	if err != nil {
-		t.Fatalf("resolveAPIKey: %v", err)
+		t.Fatalf("startup.APIKey: %v", err)
 	}
 	builds := newSDKBuildStore(st1, dir1)
 	b := &store.TemplateBuild{ID: "b1", TemplateID: "app", Status: "building", CreatedAt: time.Now()}
@@ -109,7 +110,7 @@ func TestStoreWiringOnPostgres(t *testing.T) {
 	// starts at once.
 	st1.Close()
 	st2 := open()
-	key2, err := resolveAPIKey(ctx, "", dir2, st2)
+	key2, err := startup.APIKey(ctx, "", dir2, st2)
 	if err != nil || key2 != key1 {
 		t.Fatalf("next daemon's API key = %q, %v; want the one the first stored, %q", key2, err, key1)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
+	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
 
@@ -26,7 +27,7 @@ func TestResolvePullsThroughArtifacts(t *testing.T) {
 	art := filepath.Join(t.TempDir(), "artifacts")
 	node := func() *template.Manager {
 		dir := t.TempDir()
-		as, err := openArtifacts(ctx, art, dir, noEnv, log)
+		as, err := startup.OpenArtifacts(ctx, art, dir, noEnv, log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,37 +11,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/imagebuild/buildspec"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/template"
 )
 
 // ConfigKind marks template specs written by this package.
-const ConfigKind = "dockerfile"
+const ConfigKind = buildspec.Kind
 
 // Config is what a Dockerfile template carries besides its files. It is
-// recorded as the template's spec (JSON).
-type Config struct {
-	Kind     string            `json:"kind"`
-	From     string            `json:"from"`
-	Env      map[string]string `json:"env,omitempty"`
-	User     string            `json:"user,omitempty"`
-	Workdir  string            `json:"workdir,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
-	CPUCount int               `json:"cpuCount,omitempty"`
-	MemoryMB int               `json:"memoryMB,omitempty"`
-	StartCmd string            `json:"startCmd,omitempty"`
-	ReadyCmd string            `json:"readyCmd,omitempty"`
-	Layers   []string          `json:"layers"`
-}
+// recorded as the template's spec (JSON; its fields are in package
+// buildspec, which readers of the spec import without this builder).
+type Config buildspec.Config
 
 // ParseConfig decodes a template spec written by Build; ok is false for
 // other specs (built-in recipes).
 func ParseConfig(spec string) (*Config, bool) {
-	var c Config
-	if err := json.Unmarshal([]byte(spec), &c); err != nil || c.Kind != ConfigKind {
-		return nil, false
-	}
-	return &c, true
+	c, ok := buildspec.Parse(spec)
+	return (*Config)(c), ok
 }
 
 // SandboxConfig converts c for the sandbox manager.

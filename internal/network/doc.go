@@ -16,9 +16,17 @@
 // tables change while other sandboxes' veths come and go — are read again (`retryDump`).
 // At start the manager makes `/var/run/netns` a shared mount point of its own (as `ip netns add`
 // does), and a namespace's removal takes off every mount on its name, hidden ones included
-// (`netns_linux.go` says why a name could stay "busy" for ever). A kill first `Cut`s the host veth
-// (the address has no route from then on); `Teardown` removes the rest later.
+// (`netns_linux.go` says why a name could stay "busy" for ever). A kill first `Cut`s the sandbox:
+// one nftables batch adds its host veth name to the set `cut_ifaces`, and rules at the head of
+// `input`, `forward` and `output` drop every packet from or to it (the host's own TCP is reset), open
+// connections included. `Cut` makes no rtnetlink call: deleting a veth waits on the kernel's rtnl
+// lock (0.35–1.6 s on a loaded host, issue 24). `Teardown` later deletes the veth, then takes its
+// name out of `cut_ifaces` (the caller frees the slot only after that), then the namespace; a
+// restart keeps the cut of a veth that still exists, and `Setup` clears a leftover cut of its name.
 // nftables table `inet airlock`:
+//
+//   - `input`, `forward`, `output` (the host's own packets): first, everything from or to a veth
+//     in `@cut_ifaces` (killed sandboxes awaiting their teardown) is dropped.
 //
 //   - `input`: packets arriving from sandbox veths to the host are dropped unless part of
 //     a connection the host opened (ct established/related) — sandboxes cannot reach the

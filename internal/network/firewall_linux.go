@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/google/nftables"
@@ -31,6 +32,7 @@ type firewall struct {
 	set      *nftables.Set
 	egress   *nftables.Set // verdict map, see egress_linux.go
 	dns      *nftables.Set // DNS redirect, see dns_linux.go
+	cut      *nftables.Set // cut-off sandboxes, see cut_linux.go
 	dnsPort  uint16
 	logGroup uint16 // NFLOG group of the audit rules, 0 = none (audit_linux.go)
 	ifPrefix string
@@ -53,6 +55,7 @@ func newFirewall(cfg Config) *firewall {
 		set:      &nftables.Set{Table: t, Name: InternetSetName, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian},
 		egress:   newEgressMap(t),
 		dns:      newDNSSet(t),
+		cut:      newCutSet(t),
 		dnsPort:  cfg.DNSPort,
 		logGroup: cfg.AuditGroup,
 		ifPrefix: IfacePrefix(cfg.NamePrefix),
@@ -74,9 +77,9 @@ func ifnameKey(name string) []byte {
 	return b
 }
 
-// currentInternet returns the members of the internet set of an existing
-// table, or nil when there is none.
-func (f *firewall) currentInternet() ([]string, error) {
+// currentMembers returns the members of set s of an existing table, or nil
+// when there is none.
+func (f *firewall) currentMembers(s *nftables.Set) ([]string, error) {
 	c, err := nftables.New()
 	if err != nil {
 		return nil, fmt.Errorf("opening nftables: %w", err)
@@ -92,13 +95,18 @@ func (f *firewall) currentInternet() ([]string, error) {
 	if !found {
 		return nil, nil
 	}
-	elems, err := c.GetSetElements(f.set)
+	// A table of an older version may lack the set: treat it as empty
+	// (nftables reports a missing set without a testable error).
+	sets, err := c.GetSets(f.table)
 	if err != nil {
-		// The table exists but not (yet) our set: treat as empty.
-		if errors.Is(err, unix.ENOENT) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("reading set %s: %w", InternetSetName, err)
+		return nil, fmt.Errorf("listing sets of inet %s: %w", f.table.Name, err)
+	}
+	if !slices.ContainsFunc(sets, func(x *nftables.Set) bool { return x.Name == s.Name }) {
+		return nil, nil
+	}
+	elems, err := c.GetSetElements(s)
+	if err != nil {
+		return nil, fmt.Errorf("reading set %s: %w", s.Name, err)
 	}
 	var names []string
 	for _, e := range elems {
@@ -108,8 +116,9 @@ func (f *firewall) currentInternet() ([]string, error) {
 }
 
 // install atomically replaces the table with a fresh one holding the policy,
-// with keep as the initial members of the internet set.
-func (f *firewall) install(keep []string) error {
+// with keep as the initial members of the internet set and keepCut those of
+// the cut set.
+func (f *firewall) install(keep, keepCut []string) error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("opening nftables: %w", err)
@@ -155,6 +164,9 @@ func (f *firewall) install(keep []string) error {
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityRef(*nftables.ChainPriorityFilter - 10),
 		Policy: &accept,
 	})
+	if err := f.installCut(c, input, forward, keepCut); err != nil {
+		return err
+	}
 	post := c.AddChain(&nftables.Chain{
 		Name: chainPostrouting, Table: f.table, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,

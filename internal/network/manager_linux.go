@@ -78,20 +78,17 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("enabling ip_forward: %w", err)
 	}
-	prev, err := m.fw.currentInternet()
+	keep, err := m.fw.keepMembers(m.fw.set)
 	if err != nil {
 		return nil, err
 	}
-	var keep []string
-	for _, n := range prev {
-		if !strings.HasPrefix(n, m.fw.ifPrefix) {
-			continue
-		}
-		if _, err := netlink.LinkByName(n); err == nil {
-			keep = append(keep, n)
-		}
+	// A sandbox killed before the restart stays cut until its teardown
+	// (finished from the journal) deletes its veth.
+	keepCut, err := m.fw.keepMembers(m.fw.cut)
+	if err != nil {
+		return nil, err
 	}
-	if err := m.fw.install(keep); err != nil {
+	if err := m.fw.install(keep, keepCut); err != nil {
 		return nil, err
 	}
 	m.startAudit()
@@ -129,6 +126,11 @@ func (m *Manager) Setup(ctx context.Context, id string, slot int, opts Options) 
 		if err := netlink.LinkDel(l); err != nil {
 			return nil, fmt.Errorf("removing stale veth %s: %w", ep.HostIf, err)
 		}
+	}
+	// Teardown uncuts the veth name before the slot is free again; this
+	// only catches a leftover (a teardown that lost its slot).
+	if err := m.fw.setCut(ep.HostIf, false); err != nil {
+		return nil, err
 	}
 
 	var undo []func() error
@@ -311,8 +313,9 @@ func waitGuestUp(ctx context.Context, nsh netns.NsHandle) error {
 }
 
 // Teardown removes the network of sandbox id in slot: internet permission,
-// host veth (its peer goes with it) and the named netns. Missing pieces are
-// not errors. It refuses to delete a veth whose peer lives in a different
+// host veth (its peer goes with it), then its Cut (the veth name and the
+// slot's address may be reused once Teardown returned), and the named netns.
+// Missing pieces are not errors. It refuses to delete a veth whose peer lives in a different
 // namespace than the sandbox's (a wrong slot).
 //
 // A negative slot means "unknown" (leak cleanup after losing state): the
@@ -349,15 +352,25 @@ func (m *Manager) Teardown(ctx context.Context, id string, slot int) error {
 	}
 	m.audit.Drop(id)
 	m.forget(ep.HostIf)
+	vethGone := true
 	if link, err := netlink.LinkByName(ep.HostIf); err == nil {
 		if err := checkPeerNS(link, ep); err != nil {
 			return err
 		}
 		if err := netlink.LinkDel(link); err != nil && !isLinkNotFound(err) {
+			vethGone = false
 			errs = append(errs, fmt.Errorf("deleting veth %s: %w", ep.HostIf, err))
 		}
 	} else if !isLinkNotFound(err) {
+		vethGone = false
 		errs = append(errs, fmt.Errorf("looking up veth %s: %w", ep.HostIf, err))
+	}
+	if vethGone {
+		// The veth is gone: its name (and the slot's address) may be
+		// reused once Teardown returned, and must not be cut then.
+		if err := m.fw.setCut(ep.HostIf, false); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := m.fw.setInternet(ep.HostIf, false); err != nil {
 		errs = append(errs, err)

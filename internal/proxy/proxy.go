@@ -13,21 +13,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/cluster/wire"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
-	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
 // EnvdPort is the agent's port; traffic tokens are never required for it.
 const EnvdPort = guest.EnvdPort
 
-// Header names used for routing (matched case-insensitively).
+// Header names used for routing (matched case-insensitively): the
+// cluster contract's (internal/cluster/wire), which the api tier reads too.
 const (
-	HeaderSandboxID    = "E2b-Sandbox-Id"
-	HeaderSandboxPort  = "E2b-Sandbox-Port"
-	HeaderTrafficToken = "E2b-Traffic-Access-Token"
+	HeaderSandboxID    = wire.HeaderSandboxID
+	HeaderSandboxPort  = wire.HeaderSandboxPort
+	HeaderTrafficToken = wire.HeaderTrafficToken
 )
+
+// ParseSandboxHost parses a "<port>-<id>.<domain>" Host
+// (wire.ParseSandboxHost).
+func ParseSandboxHost(host string) (port, id string, ok bool) { return wire.ParseSandboxHost(host) }
 
 // internalPaths are agent endpoints only the daemon may call.
 var internalPaths = map[string]bool{
@@ -148,7 +153,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !p.isAPIHost(r.Host) {
-		if port, id, ok := ParseSandboxHost(r.Host); ok {
+		if port, id, ok := wire.ParseSandboxHost(r.Host); ok {
 			p.serveSandbox(w, r, id, port)
 			return
 		}
@@ -169,11 +174,11 @@ func (p *proxy) isAPIHost(host string) bool {
 
 // serveSandbox validates the route and proxies to the sandbox.
 func (p *proxy) serveSandbox(w http.ResponseWriter, r *http.Request, id, portStr string) {
-	if runtime.ValidID(id) != nil {
+	if wire.ValidID(id) != nil {
 		http.Error(w, "invalid sandbox id", http.StatusBadRequest)
 		return
 	}
-	port, ok := parsePort(portStr)
+	port, ok := wire.ParsePort(portStr)
 	if !ok {
 		http.Error(w, "invalid sandbox port", http.StatusBadRequest)
 		return
@@ -253,7 +258,7 @@ func (p *proxy) onAPIOrigin(host string) bool {
 	if p.isAPIHost(host) {
 		return true
 	}
-	_, _, ok := ParseSandboxHost(host)
+	_, _, ok := wire.ParseSandboxHost(host)
 	return !ok
 }
 

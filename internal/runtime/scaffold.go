@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/cluster/wire"
 )
 
 // ErrInvalidSpec marks errors caused by a bad Spec or sandbox id (a caller
@@ -23,38 +25,16 @@ type specError struct{ runtime string }
 func (e *specError) Error() string { return e.runtime + ": " + ErrInvalidSpec.Error() }
 func (e *specError) Unwrap() error { return ErrInvalidSpec }
 
-// MaxIDLen is the longest sandbox id.
-const MaxIDLen = 64
+// MaxIDLen is the longest sandbox id (wire.MaxIDLen).
+const MaxIDLen = wire.MaxIDLen
 
-// ValidID checks the shape of a sandbox id: 1 to 64 characters of [a-z0-9].
-// Ids become file, cgroup and network namespace names and host names of the
-// proxy (`<port>-<id>.<domain>`); the ids Airlock makes are 21 characters.
-// It is the one id check of the daemon (proxy, runtimes; the API's list
-// cursor checks IDChars).
-func ValidID(id string) error {
-	if len(id) > MaxIDLen || !IDChars(id) {
-		return fmt.Errorf("id %q must match [a-z0-9]{1,64}", id)
-	}
-	return nil
-}
+// ValidID checks the shape of a sandbox id: 1 to 64 characters of [a-z0-9]
+// (wire.ValidID, the one id check of the daemon and the api tier).
+func ValidID(id string) error { return wire.ValidID(id) }
 
 // IDChars reports whether s is not empty and made of the characters of
-// sandbox ids ([a-z0-9]), whatever its length. ValidID adds the length
-// limit; only the API's list cursor checks no more than this (it carries
-// any id of that shape back and forth, and an id too long to exist just
-// matches no sandbox).
-func IDChars(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
+// sandbox ids, whatever its length (wire.IDChars).
+func IDChars(s string) bool { return wire.IDChars(s) }
 
 // CheckID is ValidID for a runtime: a bad id is wrapped in specErr (the
 // runtime's InvalidSpec).

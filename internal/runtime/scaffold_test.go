@@ -9,25 +9,6 @@ import (
 	"testing"
 )
 
-func TestValidID(t *testing.T) {
-	for _, id := range []string{"a", "i0123456789abcdefghij", strings.Repeat("z", 64), "boot0", "0"} {
-		if err := ValidID(id); err != nil {
-			t.Errorf("ValidID(%q) = %v, want nil", id, err)
-		}
-	}
-	for _, id := range []string{"", strings.Repeat("z", 65), "A", "a-b", "a.b", "a/b", "../x", "é", "a b", "a\x00"} {
-		if err := ValidID(id); err == nil {
-			t.Errorf("ValidID(%q) = nil, want an error", id)
-		}
-	}
-}
-
-func TestIDChars(t *testing.T) {
-	if !IDChars(strings.Repeat("a0", 100)) || IDChars("") || IDChars("a-b") || IDChars("A") {
-		t.Error("IDChars accepts exactly the non-empty strings of [a-z0-9]")
-	}
-}
-
 func TestInvalidSpec(t *testing.T) {
 	spec := InvalidSpec("gvisor")
 	err := CheckID(spec, "A")

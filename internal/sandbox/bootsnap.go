@@ -19,7 +19,7 @@ import (
 // code-interpreter templates, the warm Python/JavaScript contexts) made
 // ready, and the sandbox captured into <data>/snapshots/boot-<hash>/.
 // Creates of that template restore the capture instead of cold-booting
-// (the fork-child path: fresh id, token, address, env vars, clock; Python's
+// (the restore path: fresh id, token, address, env vars, clock; Python's
 // random generators are reseeded by the interpreter when it sees the new
 // sandbox id). Any problem falls back to a cold boot.
 

@@ -159,19 +159,19 @@ func (e *Live) restoreParent(ctx context.Context, cp runtime.Checkpointer) error
 	// Killed while it was being restored (Kill removes the entry and then
 	// the runtime state under this restore): nothing to keep, and its store
 	// row must not come back (commit leaves a sandbox that is gone alone).
-	perr := e.commit(context.WithoutCancel(ctx), "paused state of fork parent", func() {
+	perr := e.commit(context.WithoutCancel(ctx), "paused state of a checkpointed sandbox", func() {
 		e.rec.State = StatePaused
 		e.stopTimer()
 	})
 	var gone *Error
 	switch {
 	case errors.As(perr, &gone):
-		m.log.Info("fork parent killed while it was being restored", "sandbox", id, "restore_err", err)
+		m.log.Info("sandbox killed while it was being restored from its fork or snapshot checkpoint", "sandbox", id, "restore_err", err)
 	case perr != nil:
-		m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
-		m.log.Error("saving paused state of fork parent", "sandbox", id, "err", perr)
+		m.log.Error("restoring a sandbox from its fork or snapshot checkpoint failed; leaving it paused", "sandbox", id, "err", err)
+		m.log.Error("saving the paused state of a checkpointed sandbox", "sandbox", id, "err", perr)
 	default:
-		m.log.Error("restoring fork parent failed; leaving it paused", "sandbox", id, "err", err)
+		m.log.Error("restoring a sandbox from its fork or snapshot checkpoint failed; leaving it paused", "sandbox", id, "err", err)
 	}
 	return err
 }

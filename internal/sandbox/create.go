@@ -94,7 +94,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 
 // register makes a started sandbox with an initialised agent live: its
 // store row, its place in the index and its timer. what names it in a
-// store error ("sandbox", "fork child").
+// store error ("sandbox", "restored sandbox").
 func (m *Manager) register(ctx context.Context, rec *store.Sandbox, ip netip.Addr, hidden bool, what string) (*Sandbox, error) {
 	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		return nil, fmt.Errorf("saving %s: %w", what, err)

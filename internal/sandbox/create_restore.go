@@ -95,7 +95,7 @@ func (m *Manager) restoredRecord(src restoreSource, req CreateRequest, allowInte
 	}
 }
 
-// restoreFrom creates a sandbox from src like a fork child: new id, token
+// restoreFrom creates a sandbox from src (a memory image): new id, token
 // (when the request or the saved agent is secured), traffic token (when the
 // request asks for allowPublicTraffic: false), slot and network, a
 // copy of the saved layer, a restore of the saved memory image, then /init
@@ -124,7 +124,9 @@ func (m *Manager) restoreFrom(ctx context.Context, src restoreSource, req Create
 	return sb, nil
 }
 
-// child is a fork child between preparation and start.
+// child is a sandbox restored from a memory image (a fork child, a create
+// from a boot or named snapshot, a moved sandbox resumed) between
+// preparation and start.
 type child struct {
 	id, token string
 	// trafficToken guards the child's non-envd ports ("" when public).
@@ -242,7 +244,7 @@ func (m *Manager) startChild(ctx context.Context, cp runtime.Checkpointer, k *ch
 // releaseChild undoes prepareChild (and a restore): k's cleanup stack.
 func (m *Manager) releaseChild(ctx context.Context, k *child) {
 	if err := k.undo.run(ctx); err != nil {
-		m.log.Error("cleaning up failed fork child", "sandbox", k.id, "err", err)
+		m.log.Error("cleaning up a failed restore", "sandbox", k.id, "err", err)
 	}
 }
 
@@ -250,13 +252,13 @@ func (m *Manager) releaseChild(ctx context.Context, k *child) {
 // and waits for its /health. The caller cleans up on error.
 func (m *Manager) wakeChild(ctx context.Context, cp runtime.Checkpointer, k *child, img string) error {
 	if err := cp.Restore(ctx, k.spec, img); err != nil {
-		return fmt.Errorf("restoring fork child: %w", err)
+		return fmt.Errorf("restoring the memory image: %w", err)
 	}
 	if err := cp.Signal(ctx, k.id, syscall.SIGUSR1); err != nil {
-		return fmt.Errorf("waking fork child: %w", err)
+		return fmt.Errorf("waking the restored sandbox: %w", err)
 	}
 	if err := m.waitAgent(ctx, k.id, k.spec.Dir, k.ep.GuestIP.String()); err != nil {
-		return fmt.Errorf("fork child agent did not become healthy: %w", err)
+		return fmt.Errorf("the restored sandbox's agent did not become healthy: %w", err)
 	}
 	return nil
 }
@@ -272,7 +274,7 @@ func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.San
 		body.AccessToken = &k.token
 	}
 	if err := m.agent.Init(ctx, host, body, parent.AccessToken); err != nil {
-		return nil, fmt.Errorf("initialising fork child: %w", err)
+		return nil, fmt.Errorf("initialising the restored sandbox: %w", err)
 	}
 	now := time.Now().UTC()
 	rec := *parent
@@ -286,7 +288,7 @@ func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.San
 	rec.EnvVars = maps.Clone(parent.EnvVars)
 	rec.StartedAt = now
 	rec.EndAt = now.Add(timeout)
-	return m.register(ctx, &rec, k.ep.GuestIP, false, "fork child")
+	return m.register(ctx, &rec, k.ep.GuestIP, false, "restored sandbox")
 }
 
 // restorer returns the runtime's checkpoint and layer-saving abilities, or

@@ -19,7 +19,7 @@ import (
 // restored like a boot snapshot (create_restore.go).
 
 // createFromSnapshot is Create for a templateID that names a snapshot: a
-// fork child restored from the saved image and layer, with a fresh id,
+// sandbox restored from the saved image and layer, with a fresh id,
 // token, address, env vars and clock.
 func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, req CreateRequest, allowInternet bool) (*Sandbox, error) {
 	sp, err := decodeSnapshotSpec(snap.Spec)
@@ -47,7 +47,7 @@ func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, 
 	x := newExtra(req)
 	x.BaseTemplate = sp.TemplateID
 	dir := m.snapshotDir(snap.ID)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && m.mover() != nil {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && m.cfg.Node != nil {
 		// Made on another node: fetched from the artifact store for this
 		// create.
 		parent, err := tempIn(m.importsDir(), snap.ID+"-")
@@ -57,7 +57,7 @@ func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, 
 		defer os.RemoveAll(parent)
 		dir = filepath.Join(parent, "snapshot")
 		start := time.Now()
-		if err := m.cfg.Images.GetShared(ctx, snapshotKey(snap.ID), sp.ImageDigest, dir); err != nil {
+		if err := m.cfg.Node.FetchSnapshot(ctx, snap.ID, sp.ImageDigest, dir); err != nil {
 			return nil, m.storeError(fmt.Sprintf("fetching snapshot %s from the artifact store", snap.ID), err)
 		}
 		agent, err := m.localAgent(ctx, sp.AgentPath, sp.AgentBlob)

@@ -30,14 +30,15 @@
 //	| `live.go` | `Live`, one live sandbox, and its lock order: `Lookup`, `unindex`; record, guest address, expiry timer (`armLocked`, `stopTimer`, `rearm`, `expire`), `Kill`, timeouts, `Connect`, `Exec`, `ProcessClient`, `Stats`, egress policy and log; the read-only view (`Sandbox`) |
 //	| `oplock.go` | one pause/resume/fork/snapshot at a time per sandbox (`Live.beginOp`, `beginLocked`, `endOp`, `inOp`) |
 //	| `create.go` | `Create`: checks the request, resolves the template, picks a strategy; the shared `register` step |
-//	| `create_cold.go` / `create_restore.go` / `create_snapshot.go` | the three strategies (table above); `create_restore.go` also holds the fork-child steps (`prepareChild`, `wakeChild`, `registerChild`) |
-//	| `teardown.go` | a kill: out of the index, a journal entry (`<data>/teardown/<id>.json`), the runtime's `Stop` (SIGKILL of the cgroup or VMM) and the network's `Cut`, the row deleted — then it answers; two background workers (yielding up to 2 s to creates in progress) destroy the runtime instance and the network, free the slot and drop the journal entry, retrying with backoff; `Restore` finishes what the journal lists |
+//	| `create_cold.go` / `create_restore.go` / `create_snapshot.go` | the three strategies (table above); `create_restore.go` also holds the restore steps (`prepareChild`, `wakeChild`, `registerChild`) |
+//	| `teardown.go` | a kill: out of the index, a journal entry (`<data>/teardown/<id>.json`), the runtime's `Stop` (SIGKILL of the cgroup or VMM) and the network's `Cut` (an nftables set, no rtnetlink call), the row deleted — then it answers; two background workers (yielding up to 2 s to creates in progress) destroy the runtime instance and the network, free the slot and drop the journal entry, retrying with backoff; `Reattach` finishes what the journal lists |
 //	| `cleanup.go` | `undo`, the cleanup stack of named steps (runtime instance → network → slot → store record → observers, newest first; a step whose prerequisite failed is skipped so the next start retries it); `giveBack.push` puts a sandbox's whole stack on before its create or restore takes anything (each step undoes nothing that was never taken), and `release` runs it |
 //	| `checkpoint.go` | checkpoint a live sandbox (`checkpointLive`: clear image → `/freeze` → checkpoint → drop the sandbox the runtime stopped), restore it in place (`restoreInPlace`, `bringBack`), `readdress` |
 //	| `pause.go`, `pausedisk.go`, `fork.go`, `snapshot.go` | pause/resume (memory; disk only: `Live.Pause`, `PauseFilesystem`, `Resume`, `EnsureRunning`), fork and named snapshots (`Manager.Fork`, `CreateSnapshot`: they look the source up and take its operation lock); the work on the sandbox (`pause`, `pauseDisk`, `resumeDisk`, `capture`) is the sandbox's, and each calls `checkpoint.go` |
 //	| `bootsnap.go`, `pool.go` | boot snapshots (made with `capture`), the warm pool (filled with the restore steps) |
 //	| `record.go`, `template.go`, `files.go` | the record's lifecycle values and `Extra` codec; `Template` and a sandbox's template; link/copy/fsync/disk usage |
-//	| `restore.go`, `interrupted.go`, `reaper.go`, `watch.go` | reattach after a daemon restart (and finish a cut-short pause or fork), reap sandboxes that stopped on their own |
+//	| `hooks.go`, `move.go`, `upload.go` | a cluster node's side of pause, resume and snapshots: `NodeHooks` (`Config.Node`, nil on a single host; internal/cluster/node implements it) and where the core calls it — the export of a paused image, adopt and resume of an imported one (`Adopt`, `resumeImported`), evacuation, dropping moved sandboxes, the background upload of a paused image |
+//	| `reattach.go`, `interrupted.go`, `reaper.go`, `watch.go` | reattach after a daemon restart (and finish a cut-short pause or fork), reap sandboxes that stopped on their own |
 //	| `agent.go`, `agentclient.go`, `exec.go`, `startcmd.go` | the guest agent seen from the manager (`/init`, `/freeze`, processes), a template's start and ready commands |
 //	| `limits.go`, `diskfull.go`, `netpolicy.go`, `events.go`, `eventstore.go`, `agentlog.go`, `observer.go`, `manifest.go`, … | limits, host disk checks, egress policy, lifecycle events and logs, metrics hooks, snapshot manifests |
 //
@@ -60,7 +61,7 @@
 // sandboxes from that path; each sandbox record (`extra.agent`) and snapshot spec (`agentPath`)
 // keeps the path it was started with, and fork children and snapshot restores get that path back
 // (`Manager.agentOf`). A boot snapshot made with another agent is made again (creates should get
-// the current agent). After Restore and InitSnapshots, agents nothing refers to are removed
+// the current agent). After Reattach and InitSnapshots, agents nothing refers to are removed
 // (`Manager.AgentsInUse`, `agentbin.GC`). Records from before this change carry no agent path and
 // use the current one. Test: `TestAgentUpgradeKeepsSavedSandboxes` (test/gohttp) restarts the
 // daemon on an unoptimised build of the agent: the paused sandbox resumes with its memory on the
@@ -70,7 +71,7 @@
 //
 // **Logs across restarts.** A re-attached sandbox (running or paused) gets its lifecycle events and
 // egress audit log back from `logs/` (see "Logs on disk"); the logs of sandboxes that did not come
-// back are removed at the end of `Restore`.
+// back are removed at the end of `Reattach`.
 //
 // # Pause, resume and fork
 //
@@ -202,7 +203,7 @@
 //
 // # Named snapshots, boot snapshots and the warm pool
 //
-// Code: `internal/sandbox/snapshot.go` (named snapshots, `capture`), `create_restore.go` (`restoreFrom`, the fork-child path), `create_snapshot.go` (a create from a named snapshot), `checkpoint.go` (the freeze → checkpoint step capture shares with pause and fork),
+// Code: `internal/sandbox/snapshot.go` (named snapshots, `capture`), `create_restore.go` (`restoreFrom`, the restore path), `create_snapshot.go` (a create from a named snapshot), `checkpoint.go` (the freeze → checkpoint step capture shares with pause and fork),
 // `manifest.go` (hashing), `bootsnap.go`, `pool.go`; runtime side
 // `runtime.LayerSaver` (gVisor: `SaveLayer`/`CloneSaved` in `clone.go`); store side
 // `store.SnapshotStore` (SQLite table `snapshots`, migration 2).
@@ -286,6 +287,10 @@
 // mutex (never handed out twice), sends `/init` and registers it; the filler restores a
 // replacement after the claim (one restore at a time). SIGTERM drains the pool
 // (destroys them); after a crash the next start destroys them as leaked (no row).
+// Before a restored sandbox is offered, it runs one silent Python cell that also calls
+// IPython's display formatters (`poolwarm.go`): the first request into a restored gVisor
+// sandbox is the slow one, whatever it is, and this moves it off the claim (issue 24:
+// first cell p50 190–380 → 27–61 ms, bench/README.md).
 //
 // **Automatic pool (the default).** Without `--warm-pool`, `code-interpreter-v1` gets a pool sized
 // by the daemon (`Config.AutoWarmPool`, `poolTarget`): one more idle sandbox than the creates of
@@ -329,7 +334,7 @@
 //     was killed from inside; runsc stopped it at its memory limit) is released exactly like a timed-out one, so the
 //     API reports it gone (404, not listed) instead of `running`. The same loop destroys runtime sandboxes the
 //     manager neither runs nor is creating (seen on two consecutive passes): a create cut short by a daemon SIGKILL
-//     can be finished by the surviving `runsc` process after the next daemon's Restore.
+//     can be finished by the surviving `runsc` process after the next daemon's Reattach.
 //
 //   - **Requests to a sandbox that went away.** Every proxied request watches its sandbox (once a second); when the
 //     resolver no longer knows it, the request's context is cancelled: before the response a 502
@@ -359,7 +364,7 @@
 //
 //   - **Daemon killed during a pause or fork** (`internal/sandbox/interrupted.go`). The stored state turns `paused`
 //     only after a complete checkpoint; `runsc checkpoint`/`restore` started by a killed daemon keep running. At
-//     start, Restore first waits for such a process (`gvisor.Runtime.CheckpointInProgress`, from
+//     start, Reattach first waits for such a process (`gvisor.Runtime.CheckpointInProgress`, from
 //     `/proc/*/cmdline`, up to 5 min), then: a sandbox stored `running` that the runtime no longer runs but that has
 //     a checkpoint image is resumed from it with the time it had left (a failed restore removes it: reported
 //     gone); a sandbox the runtime runs with a checkpoint directory still next to it (restored, agent never woken)

@@ -54,7 +54,7 @@ func TestEventsSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m2.Close(ctx)
-	rep, err := m2.Restore(ctx)
+	rep, err := m2.Reattach(ctx)
 	if err != nil || len(rep.Reattached) != 1 {
 		t.Fatalf("restore: %+v, %v", rep, err)
 	}

@@ -126,11 +126,12 @@ type Config struct {
 	// answers 503). release is called when the create ends either way
 	// (a created sandbox is counted by List by then).
 	Admit func(Limits) (release func(), err error)
-	// Images, on a cluster node with an artifact store, keeps paused
-	// sandboxes and named snapshots where every node can fetch them
-	// (move.go); with a Store that implements store.Mover, paused
-	// sandboxes then move between nodes. nil on a single host.
-	Images Images
+	// Node, on a cluster node with an artifact store and a shared store,
+	// keeps paused sandboxes and named snapshots where every node can
+	// fetch them and claims rows as sandboxes move between nodes
+	// (NodeHooks, move.go; internal/cluster/node implements it). nil on a
+	// single host.
+	Node NodeHooks
 	// NodeID is this node's id in the cluster ("" on a single host).
 	NodeID string
 }

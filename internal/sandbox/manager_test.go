@@ -264,7 +264,7 @@ func TestRestore(t *testing.T) {
 	env.Runtime.States["ileakrt"] = runtime.StateRunning
 	env.Network.Namespace["ileakns"] = true
 
-	rep, err := env.Manager.Restore(ctx)
+	rep, err := env.Manager.Reattach(ctx)
 	if err != nil {
 		t.Fatalf("Restore: %v", err)
 	}

@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +21,8 @@ import (
 )
 
 // Moving sandboxes between the nodes of a cluster (issue 17). On a node
-// with an artifact store (Config.Images) and a shared store (store.Mover):
+// with an artifact store and a shared store (Config.Node, NodeHooks:
+// internal/cluster/node):
 //
 //   - a pause answers once the checkpoint is durable here, and uploads the
 //     paused sandbox's image (a saved copy of its writable layer, its memory
@@ -35,7 +34,7 @@ import (
 //     sandbox's node is draining, lost or stopped): it claims the row in one
 //     conditional UPDATE (of two claims one wins) and holds the sandbox as
 //     paused without local files; its resume fetches the image and restores
-//     it like a fork child, under the same id and token, at this node's
+//     its memory image under the same id and token, at this node's
 //     address, then removes the image from the store;
 //   - a resume on the node that paused it claims the row the same way, so a
 //     sandbox is never resumed by two nodes;
@@ -45,62 +44,11 @@ import (
 //   - named snapshots are uploaded under snapshots/<id> when they are made,
 //     and a create from a snapshot another node made fetches it.
 
-// Images stores directories where every node of the cluster can fetch them
-// (the daemon's artifact store).
-type Images interface {
-	// Put stores the directory dir under key, replacing what was there,
-	// and returns its digest, which the caller records in the row that
-	// names key: the key is rewritable by anyone with write access to the
-	// store, the row is not.
-	Put(ctx context.Context, key, dir string) (digest string, err error)
-	// Get fetches what key holds into the new directory dst, which is
-	// then the caller's (a paused image: used once). What is fetched must
-	// have the digest Put returned; anything else fails before a byte is
-	// unpacked, and dst is not created.
-	Get(ctx context.Context, key, digest, dst string) error
-	// GetShared is Get into a directory whose files may be shared with
-	// other fetches of key (hard links): the caller only reads them (a
-	// snapshot: many creates).
-	GetShared(ctx context.Context, key, digest, dst string) error
-	// Delete removes key and the content only it names.
-	Delete(ctx context.Context, key string) error
-	// PutFile stores a file by its content (not again when the store has
-	// it) and returns its reference (an agent binary).
-	PutFile(ctx context.Context, path string) (string, error)
-	// GetFile returns the path of a local copy of the file ref names.
-	GetFile(ctx context.Context, ref string) (string, error)
-	// Unavailable reports whether err says the store could not be reached.
-	Unavailable(err error) bool
-}
-
-// pausedKey is a new key for an image of sandbox id: one per pause, so
-// that removing the image of an earlier pause (in the background, after
-// its resume) never removes a later one.
-func pausedKey(id string) (string, error) {
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return "paused/" + id + "/" + hex.EncodeToString(b), nil
-}
-
-func snapshotKey(snapID string) string { return "snapshots/" + snapID }
-
 // imageSpecFile describes an uploaded paused image (a snapshotSpec).
 const imageSpecFile = "image.json"
 
-// Row states a resume claims while it restores (store.Mover.ClaimSandbox).
+// Row states a resume claims while it restores (NodeHooks.Claim).
 const stateResuming = "resuming"
-
-// mover is the shared store when this manager moves sandboxes (a cluster
-// node with an artifact store), else nil.
-func (m *Manager) mover() store.Mover {
-	if m.cfg.Images == nil {
-		return nil
-	}
-	mv, _ := m.cfg.Store.(store.Mover)
-	return mv
-}
 
 func (m *Manager) exportsDir() string { return filepath.Join(m.cfg.DataDir, "exports") }
 func (m *Manager) importsDir() string { return filepath.Join(m.cfg.DataDir, "imports") }
@@ -126,7 +74,7 @@ func tempIn(parent, prefix string) (string, error) {
 // storeError is the user error of a failed artifact-store operation: 503
 // when the store could not be reached, else 500; what says what failed.
 func (m *Manager) storeError(what string, err error) error {
-	if m.cfg.Images != nil && m.cfg.Images.Unavailable(err) {
+	if unavailable(m.cfg.Node, err) {
 		return userErrorf(http.StatusServiceUnavailable, "%s: the artifact store is unreachable: %v", what, err)
 	}
 	return userErrorf(http.StatusInternalServerError, "%s: %v", what, err)
@@ -136,13 +84,13 @@ func (m *Manager) storeError(what string, err error) error {
 // adopts the sandbox checks before it claims it (recorded in the row).
 type exported struct {
 	key       string
-	digest    string // what Images.Put returned: the image's digest
+	digest    string // what NodeHooks.StorePaused returned: the image's digest
 	build     string // the runtime build that saved the memory image
-	agentBlob string // the agent binary in the store (Images.PutFile)
+	agentBlob string // the agent binary in the store (NodeHooks.StoreAgent)
 }
 
 // export uploads the checkpointed sandbox e (busy; its memory image in
-// imageDir) under a new pausedKey: a saved copy of its writable layer,
+// imageDir) under a new key (NodeHooks.StorePaused): a saved copy of its writable layer,
 // links to the memory image, and image.json; and the agent binary it runs
 // (once per build: the store keeps files by content).
 func (e *Live) export(ctx context.Context) (exported, error) {
@@ -157,9 +105,6 @@ func (e *Live) export(ctx context.Context) (exported, error) {
 	if err != nil {
 		return ex, err
 	}
-	if ex.key, err = pausedKey(id); err != nil {
-		return ex, err
-	}
 	ex.build = m.runtimeBuild()
 	name := rec.TemplateID
 	if base := decodeExtra(rec.Extra).BaseTemplate; base != "" {
@@ -171,7 +116,7 @@ func (e *Live) export(ctx context.Context) (exported, error) {
 	}
 	defer os.RemoveAll(tmp)
 	start := time.Now()
-	if ex.agentBlob, err = m.cfg.Images.PutFile(ctx, agent); err != nil {
+	if ex.agentBlob, err = m.cfg.Node.StoreAgent(ctx, agent); err != nil {
 		return ex, fmt.Errorf("uploading the agent binary: %w", err)
 	}
 	img := filepath.Join(tmp, "image")
@@ -192,7 +137,7 @@ func (e *Live) export(ctx context.Context) (exported, error) {
 		return ex, err
 	}
 	saved := time.Since(start)
-	if ex.digest, err = m.cfg.Images.Put(ctx, ex.key, img); err != nil {
+	if ex.key, ex.digest, err = m.cfg.Node.StorePaused(ctx, id, img); err != nil {
 		return ex, err
 	}
 	m.log.Info("paused sandbox uploaded", "sandbox", id, "key", ex.key, "save", saved, "elapsed", time.Since(start))
@@ -234,10 +179,10 @@ func (m *Manager) localAgent(ctx context.Context, path, blob string) (string, er
 	if _, err := os.Stat(here); err == nil {
 		return here, nil
 	}
-	if blob == "" || m.cfg.Images == nil {
+	if blob == "" || m.cfg.Node == nil {
 		return "", nil
 	}
-	src, err := m.cfg.Images.GetFile(ctx, blob)
+	src, err := m.cfg.Node.FetchAgent(ctx, blob)
 	if err != nil {
 		return "", fmt.Errorf("fetching the agent build the sandbox runs: %w", err)
 	}
@@ -273,19 +218,25 @@ func (m *Manager) canResume(rec *store.Sandbox) error {
 	return nil
 }
 
-// dropImage removes an image from the store in the background (a resumed
-// or killed sandbox's, a deleted snapshot's); a failure is logged.
+// dropImage removes a paused image from the store in the background (a
+// resumed or killed sandbox's); a failure is logged.
 func (m *Manager) dropImage(key string) {
-	if m.cfg.Images == nil {
+	if m.cfg.Node == nil {
 		return
 	}
+	m.dropStored(key, m.cfg.Node.DropPaused)
+}
+
+// dropStored runs drop(ref) in the background (a stored image, a deleted
+// snapshot's); a failure is logged.
+func (m *Manager) dropStored(ref string, drop func(context.Context, string) error) {
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := m.cfg.Images.Delete(ctx, key); err != nil {
-			m.log.Warn("removing an image from the artifact store", "key", key, "err", err)
+		if err := drop(ctx, ref); err != nil {
+			m.log.Warn("removing an image from the artifact store", "key", ref, "err", err)
 		}
 	}()
 }
@@ -306,7 +257,7 @@ func movedError(id string, err error) error {
 // is another node's) and the caller gets a 409.
 func (e *Live) claimHere(ctx context.Context) error {
 	m, id := e.m, e.rec.ID
-	if _, err := m.mover().ClaimSandbox(ctx, id, m.cfg.NodeID, stateResuming, nil); err != nil {
+	if _, err := m.cfg.Node.Claim(ctx, id, m.cfg.NodeID, stateResuming, nil); err != nil {
 		if errors.Is(err, store.ErrMoved) || errors.Is(err, store.ErrNotFound) {
 			m.dropLocal(ctx, e)
 		}
@@ -351,7 +302,7 @@ func (e *Live) idleWithImage() bool {
 // sandboxes) leaves them for other nodes to adopt, or for this node to
 // re-attach from the store when it is back.
 func (m *Manager) leaveMovable(ctx context.Context) {
-	if m.mover() == nil {
+	if m.cfg.Node == nil {
 		return
 	}
 	// Uploads in progress first (bounded): a sandbox paused a moment ago is
@@ -389,7 +340,7 @@ const leaveUploadWait = 30 * time.Second
 // (adopted after a drain, or while this node was cut off). The node runs
 // it with its heartbeats.
 func (m *Manager) DropMoved(ctx context.Context) {
-	if m.mover() == nil {
+	if m.cfg.Node == nil {
 		return
 	}
 	var candidates []*Live
@@ -422,7 +373,7 @@ func (m *Manager) DropMoved(ctx context.Context) {
 // its row is no longer this node's (the api tier says so right after a
 // move; DropMoved finds the others).
 func (m *Manager) DropIfMoved(ctx context.Context, id string) {
-	if m.mover() == nil {
+	if m.cfg.Node == nil {
 		return
 	}
 	e, err := m.Lookup(id)
@@ -435,23 +386,6 @@ func (m *Manager) DropIfMoved(ctx context.Context, id string) {
 	}
 	if _, err := m.cfg.Store.GetSandbox(ctx, id); errors.Is(err, store.ErrNotFound) && !e.inOp() {
 		m.dropLocal(ctx, e)
-	}
-}
-
-// RunDropMoved runs DropMoved every interval until ctx ends.
-func (m *Manager) RunDropMoved(ctx context.Context, interval time.Duration) {
-	if m.mover() == nil {
-		return
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.DropMoved(ctx)
-		}
 	}
 }
 
@@ -469,62 +403,32 @@ func (m *Manager) liveList() []*Live {
 }
 
 // admittedKey marks a context whose resume was admitted already
-// (AdoptAndResume): resumeImported does not ask Config.Admit again.
+// (WithAdmitted): resumeImported does not ask Config.Admit again.
 type admittedKey struct{}
 
-// AdoptAndResume adopts the paused sandbox id from node from and resumes
-// it here with timeout. The node's admission is asked before the claim
-// (with the claim's other checks), so a node too full to run it refuses it
-// while it is still from's, and the api tier tries another node.
-func (m *Manager) AdoptAndResume(ctx context.Context, id, from string, timeout time.Duration) (*Sandbox, error) {
-	var release func()
-	defer func() {
-		if release != nil {
-			release()
-		}
-	}()
-	admit := func(rec *store.Sandbox) error {
-		if m.cfg.Admit == nil || rec.State != StatePaused {
-			return nil
-		}
-		var err error
-		release, err = m.cfg.Admit(Limits{CPUCount: rec.CPUCount, MemoryMB: rec.MemoryMB})
-		return err
-	}
-	sb, err := m.adopt(ctx, id, from, admit)
-	if err != nil || sb.State != StatePaused {
-		return sb, err
-	}
-	e, err := m.Lookup(id)
-	if err != nil {
-		return nil, err
-	}
-	if release != nil {
-		ctx = context.WithValue(ctx, admittedKey{}, true)
-	}
-	return e.Resume(ctx, timeout)
+// WithAdmitted marks ctx as carrying a resume the node's admission
+// (Config.Admit) already admitted: the resume of an adopted sandbox under
+// it does not ask again (internal/cluster/node's adopt-and-resume).
+func WithAdmitted(ctx context.Context) context.Context {
+	return context.WithValue(ctx, admittedKey{}, true)
 }
 
 // Adopt makes the paused sandbox id, whose row is on node from, this
 // node's: the row is claimed (a 409 when it is not paused there any
 // more, or this node cannot restore it) and the sandbox is held here as
 // paused, its image still in the store; its resume fetches it. A sandbox
-// already here is returned as it is.
-func (m *Manager) Adopt(ctx context.Context, id, from string) (*Sandbox, error) {
-	return m.adopt(ctx, id, from, nil)
-}
-
-// adopt is Adopt; also is asked about the row before the claim, after
-// canResume (AdoptAndResume's admission).
-func (m *Manager) adopt(ctx context.Context, id, from string, also func(*store.Sandbox) error) (*Sandbox, error) {
-	mv := m.mover()
-	if mv == nil {
+// already here is returned as it is. also, when given, is asked about the
+// row before the claim, after this node's own checks (a node's admission:
+// an error refuses the adoption while the sandbox is still from's).
+func (m *Manager) Adopt(ctx context.Context, id, from string, also ...func(*store.Sandbox) error) (*Sandbox, error) {
+	h := m.cfg.Node
+	if h == nil {
 		return nil, userErrorf(http.StatusNotImplemented, "this daemon does not move sandboxes (no artifact store or shared store)")
 	}
 	if e, err := m.Lookup(id); err == nil {
 		if row, err := m.cfg.Store.GetSandbox(ctx, id); err == nil {
-			if also != nil {
-				if err := also(row); err != nil {
+			for _, f := range also {
+				if err := f(row); err != nil {
 					return nil, err
 				}
 			}
@@ -532,12 +436,14 @@ func (m *Manager) adopt(ctx context.Context, id, from string, also func(*store.S
 		}
 		m.dropLocal(ctx, e) // a stale copy: it moved away since
 	}
-	rec, err := mv.ClaimSandbox(ctx, id, from, StatePaused, func(rec *store.Sandbox) error {
+	rec, err := h.Claim(ctx, id, from, StatePaused, func(rec *store.Sandbox) error {
 		if err := m.canResume(rec); err != nil {
 			return err
 		}
-		if also != nil {
-			return also(rec)
+		for _, f := range also {
+			if err := f(rec); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -558,6 +464,36 @@ func (m *Manager) adopt(ctx context.Context, id, from string, also func(*store.S
 	return e.View(), nil
 }
 
+// ErrNotImported is ResumeImported's answer for a sandbox that has its
+// files here (paused on this node): Resume resumes it.
+var ErrNotImported = errors.New("the sandbox is not paused from an imported image")
+
+// ResumeImported resumes e, paused here without local files (adopted from
+// another node by Adopt: its image is in the artifact store), from that
+// image, and makes it expire timeout from now (or, evacuated, after what
+// was left of its timeout). It is the primitive a node's adopt-and-resume
+// uses (internal/cluster/node). ErrNotImported when e has its files here;
+// 409 when it is running or busy, 404 gone.
+func (e *Live) ResumeImported(ctx context.Context, timeout time.Duration) (*Sandbox, error) {
+	if err := e.m.CheckTimeout(timeout); err != nil {
+		return nil, err
+	}
+	if err := e.beginOp(ctx, opResuming, true); err != nil {
+		return nil, err
+	}
+	defer e.endOp()
+	e.mu.Lock()
+	x := decodeExtra(e.rec.Extra)
+	e.mu.Unlock()
+	if e.m.cfg.Node == nil || x.Image == "" || !e.imported() {
+		return nil, ErrNotImported
+	}
+	if x.Evacuated && x.LeftMs > 0 { // as Resume
+		timeout = max(timeout, time.Duration(x.LeftMs)*time.Millisecond, time.Minute)
+	}
+	return e.resumeImported(ctx, timeout)
+}
+
 // imported reports whether e is paused here without local files: adopted
 // from another node, its image in the store.
 func (e *Live) imported() bool {
@@ -568,8 +504,8 @@ func (e *Live) imported() bool {
 }
 
 // resumeImported resumes e (busy, paused, adopted) from its image in the
-// store: the row is claimed, the image fetched, the sandbox restored like a
-// fork child under its own id and token at an address of this node, its
+// store: the row is claimed, the image fetched, the sandbox restored from
+// its memory image under its own id and token at an address of this node, its
 // agent given its identity again (and the clock), and the image removed
 // from the store. On failure it stays paused here, image kept.
 func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sandbox, error) {
@@ -611,7 +547,7 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 	var fetchTook time.Duration
 	go func() {
 		t0 := time.Now()
-		err := m.cfg.Images.Get(ctx, x.Image, x.ImageDigest, dir)
+		err := m.cfg.Node.FetchPaused(ctx, x.Image, x.ImageDigest, dir)
 		fetchTook = time.Since(t0)
 		fetched <- err
 	}()
@@ -749,7 +685,7 @@ type Evacuee struct {
 // every sandbox is returned with an error that says so (it cannot move).
 func (m *Manager) Evacuate(ctx context.Context) []Evacuee {
 	var out []Evacuee
-	if m.mover() == nil {
+	if m.cfg.Node == nil {
 		// No artifact store: nothing can leave this node. Each sandbox is
 		// reported with why, so that a drain says so (it said nothing).
 		for _, e := range m.liveList() {

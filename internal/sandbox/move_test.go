@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	clusternode "github.com/airlock-sandbox/airlock/internal/cluster/node"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
 	"github.com/airlock-sandbox/airlock/internal/store"
@@ -135,7 +136,7 @@ func (s *nodeStore) AnySnapshot(ctx context.Context, ref string) (*store.Snapsho
 
 var errStoreDown = errors.New("store down")
 
-// dirImages is sandbox.Images in a directory; down makes every call fail
+// dirImages is clusternode.Images (the artifact store) in a directory; down makes every call fail
 // as an unreachable store does.
 type dirImages struct {
 	root string
@@ -280,7 +281,7 @@ func newTwoNodes(t *testing.T) *twoNodes {
 			all[id] = own
 			c.stores[id] = &nodeStore{Store: own, node: id, sh: c.sh, all: all}
 			cfg.Store = c.stores[id]
-			cfg.Images = c.img
+			cfg.Node = clusternode.Hooks(c.img, cfg.Store)
 			cfg.NodeID = id
 		})
 	}
@@ -493,10 +494,10 @@ func TestEvacuateAndRestoreAdopted(t *testing.T) {
 	// b restarts: a new manager over b's rows finds it paused, from the store.
 	b2, _ := snapEnvWith(t, func(cfg *sandbox.Config) {
 		cfg.Store = c.stores["b"]
-		cfg.Images = c.img
+		cfg.Node = clusternode.Hooks(c.img, cfg.Store)
 		cfg.NodeID = "b"
 	})
-	if _, err := b2.Manager.Restore(ctx); err != nil {
+	if _, err := b2.Manager.Reattach(ctx); err != nil {
 		t.Fatal(err)
 	}
 	live, err := b2.Manager.Lookup(sb.ID)
@@ -538,9 +539,10 @@ func TestRestoreKeepsAdoptedAfterInterruptedResume(t *testing.T) {
 	go func() { _, _ = resume(c.b.Manager, ctx, sb.ID, time.Minute) }()
 	waitFor(t, func() bool { c.rtB.mu.Lock(); defer c.rtB.mu.Unlock(); return len(c.rtB.loaded) > 0 }, "CloneSaved")
 	b2, _ := snapEnvWith(t, func(cfg *sandbox.Config) { // b restarts: same rows, same namespaces
-		cfg.Store, cfg.Images, cfg.NodeID, cfg.Network = c.stores["b"], c.img, "b", c.b.Network
+		cfg.Store, cfg.NodeID, cfg.Network = c.stores["b"], "b", c.b.Network
+		cfg.Node = clusternode.Hooks(c.img, cfg.Store)
 	})
-	_, _ = b2.Manager.Restore(ctx)
+	_, _ = b2.Manager.Reattach(ctx)
 	_, lerr := b2.Manager.Lookup(sb.ID)
 	row, gerr := c.stores["b"].GetSandbox(ctx, sb.ID)
 	close(gate)
@@ -596,7 +598,7 @@ func TestRepauseKeepsNewImage(t *testing.T) {
 	env, _ := snapEnvWith(t, func(cfg *sandbox.Config) {
 		c.stores["x"] = &nodeStore{Store: cfg.Store.(*sandboxtest.Store), node: "x", sh: c.sh, all: map[string]*sandboxtest.Store{}}
 		cfg.Store = c.stores["x"]
-		cfg.Images, cfg.NodeID = slowDelete{c.img}, "x"
+		cfg.Node, cfg.NodeID = clusternode.Hooks(slowDelete{c.img}, cfg.Store), "x"
 	})
 	ctx := context.Background()
 	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
@@ -628,4 +630,28 @@ func pauseUploaded(m *sandbox.Manager, ctx context.Context, id string) error {
 		return err
 	}
 	return m.AwaitUpload(ctx, id)
+}
+
+// An adopt-and-resume of a sandbox that is this node's already, with its
+// files here (the api tier's view was stale), resumes it in place: the
+// node's adopt path falls back from ResumeImported to Resume.
+func TestAdoptAndResumeOfOwnSandboxResumesHere(t *testing.T) {
+	t.Parallel()
+	c := newTwoNodes(t)
+	ctx := context.Background()
+	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
+	if err := pauseUploaded(c.a.Manager, ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	live, err := c.a.Manager.Lookup(sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := live.ResumeImported(ctx, time.Minute); !errors.Is(err, sandbox.ErrNotImported) {
+		t.Fatalf("ResumeImported of a sandbox paused here: %v, want ErrNotImported", err)
+	}
+	got, err := clusternode.AdoptAndResume(ctx, c.a.Manager, nil, sb.ID, "b", time.Minute)
+	if err != nil || got.State != sandbox.StateRunning || c.ownerOf(sb.ID) != "a" {
+		t.Fatalf("AdoptAndResume on its own node: %+v, %v (owner %s)", got, err, c.ownerOf(sb.ID))
+	}
 }

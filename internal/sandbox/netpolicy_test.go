@@ -24,7 +24,7 @@ func TestRestoreReappliesEgress(t *testing.T) {
 	env.Runtime.States["ipolicy"] = runtime.StateRunning
 	env.Network.Slots["ipolicy"] = 6
 	env.Network.Namespace["ipolicy"] = true
-	if _, err := env.Manager.Restore(ctx); err != nil {
+	if _, err := env.Manager.Reattach(ctx); err != nil {
 		t.Fatal(err)
 	}
 	pol := env.Network.Policy("ipolicy")

@@ -65,12 +65,12 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 	if err := e.checkPauseSpace(ctx); err != nil {
 		return err // nothing done: the sandbox keeps running
 	}
-	background := m.mover() != nil && !mode.evacuate
+	background := m.cfg.Node != nil && !mode.evacuate
 	if background && mode.mustExport {
 		// The upload follows the answer (upload.go): a store that cannot be
 		// reached now refuses the pause before anything is done, as a pause
 		// that uploaded before it answered did.
-		if err := m.storeReachable(ctx); err != nil {
+		if err := reachable(ctx, m.cfg.Node); err != nil {
 			return m.storeError(fmt.Sprintf("pausing sandbox %s", id), fmt.Errorf("%w; the sandbox keeps running", err))
 		}
 	}
@@ -99,7 +99,7 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 		m.log.Warn("the checkpoint could not be made durable here; uploading it before the pause answers", "sandbox", id, "err", err)
 	}
 	var ex exported
-	if m.mover() != nil {
+	if m.cfg.Node != nil {
 		var err error
 		if ex, err = e.export(ctx); err != nil {
 			if mode.mustExport {
@@ -161,7 +161,7 @@ func (e *Live) commitPausedUploading(ctx context.Context, start time.Time, st ch
 func (e *Live) unpause(ctx context.Context, cp runtime.Checkpointer, cause error) error {
 	m, id := e.m, e.rec.ID
 	what := fmt.Sprintf("pausing sandbox %s: uploading its image failed", id)
-	if m.cfg.Images != nil && m.cfg.Images.Unavailable(cause) {
+	if unavailable(m.cfg.Node, cause) {
 		what = fmt.Sprintf("pausing sandbox %s: the artifact store is unreachable (%v)", id, cause)
 	} else {
 		what = fmt.Sprintf("%s (%v)", what, cause)
@@ -179,7 +179,7 @@ func (e *Live) unpause(ctx context.Context, cp runtime.Checkpointer, cause error
 	e.rearm()
 	m.log.Warn("pause failed: the image could not be uploaded; the sandbox keeps running", "sandbox", id, "err", cause)
 	code := http.StatusInternalServerError
-	if m.cfg.Images != nil && m.cfg.Images.Unavailable(cause) {
+	if unavailable(m.cfg.Node, cause) {
 		code = http.StatusServiceUnavailable
 	}
 	return userErrorf(code, "%s; the sandbox keeps running", what)
@@ -238,7 +238,7 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 	if diskOnly {
 		return e.resumeDisk(ctx, timeout)
 	}
-	if x.Image != "" && m.mover() != nil {
+	if x.Image != "" && m.cfg.Node != nil {
 		if e.imported() {
 			return e.resumeImported(ctx, timeout)
 		}
@@ -257,7 +257,7 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 	if err != nil {
 		// Left paused: the image is still there and Restore deletes the
 		// half-started container before trying again.
-		if x.Image != "" && m.mover() != nil {
+		if x.Image != "" && m.cfg.Node != nil {
 			e.unclaim(ctx)
 		}
 		return nil, err

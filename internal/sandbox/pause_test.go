@@ -272,7 +272,7 @@ func TestRestoreKeepsPaused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(img, "checkpoint.img"), []byte("img"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := env.Manager.Restore(ctx)
+	rep, err := env.Manager.Reattach(ctx)
 	if err != nil || len(rep.Reattached) != 1 {
 		t.Fatalf("Restore = %+v, %v", rep, err)
 	}

@@ -286,6 +286,7 @@ func (m *Manager) fillOne(ctx context.Context, name string) bool {
 		m.log.Warn("warm pool: restoring a sandbox", "template", name, "err", err)
 		return false
 	}
+	m.warmPooled(ctx, k, be.spec.AccessToken)
 	m.pool.mu.Lock()
 	if m.pool.closed {
 		m.pool.mu.Unlock()

@@ -45,7 +45,7 @@ type extra struct {
 	// (cluster.Route.Movable): the name is part of the cluster contract.
 	Image string `json:"image,omitempty"`
 	// ImageDigest is the digest of what Image held when this node wrote it
-	// (Images.Put): a resume fetches the image only when the store's copy
+	// (NodeHooks.StorePaused): a resume fetches the image only when the store's copy
 	// has it, whatever the store's metadata says.
 	ImageDigest string `json:"imageDigest,omitempty"`
 	// Evacuated: paused by a drain or its node's stop, not by its user: the

@@ -23,7 +23,7 @@ import (
 // <data>/snapshots/<id>/ (with a manifest hashing every file), and the
 // sandbox is restored and keeps running. Creating a sandbox with the
 // snapshot's id or name as templateID restores a copy of it with a fresh
-// identity (the fork child path).
+// identity (the restore path, create_restore.go).
 
 // snapshotCheckpoint is the memory image's directory inside a snapshot dir.
 const snapshotCheckpoint = "checkpoint"
@@ -73,7 +73,7 @@ type snapshotSpec struct {
 	// from before it was kept.
 	RuntimeBuild string `json:"runtimeBuild,omitempty"`
 	// ImageDigest is the digest of the snapshot's image in the artifact
-	// store (cluster nodes: Images.Put), which a node that fetches it
+	// store (cluster nodes: NodeHooks.StoreSnapshot), which a node that fetches it
 	// checks; the row, not the store, is what says what the snapshot is.
 	ImageDigest string `json:"imageDigest,omitempty"`
 }
@@ -216,13 +216,13 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 		return nil, err
 	}
 	uploaded := false
-	if m.mover() != nil {
+	if m.cfg.Node != nil {
 		// On a cluster node every node may start from it: it is in the
 		// artifact store (with the agent build it runs) before it is
 		// recorded.
 		err := error(nil)
-		if sp.AgentBlob, err = m.cfg.Images.PutFile(ctx, sp.AgentPath); err == nil {
-			sp.ImageDigest, err = m.cfg.Images.Put(ctx, snapshotKey(snapID), final)
+		if sp.AgentBlob, err = m.cfg.Node.StoreAgent(ctx, sp.AgentPath); err == nil {
+			sp.ImageDigest, err = m.cfg.Node.StoreSnapshot(ctx, snapID, final)
 		}
 		if err != nil {
 			_ = os.RemoveAll(final)
@@ -233,7 +233,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id, name string) (*Snapsho
 	}
 	dropUpload := func() {
 		if uploaded {
-			m.dropImage(snapshotKey(snapID))
+			m.dropStored(snapID, m.cfg.Node.DropSnapshot)
 		}
 	}
 	spec, _ := json.Marshal(sp)
@@ -354,8 +354,8 @@ func (m *Manager) takeName(ctx context.Context, ss store.SnapshotStore, name str
 	if name == "" {
 		return nil
 	}
-	if mv := m.mover(); mv != nil { // names are the cluster's
-		return mv.ClearSnapshotName(ctx, name)
+	if h := m.cfg.Node; h != nil { // names are the cluster's
+		return h.ClearSnapshotName(ctx, name)
 	}
 	all, err := ss.ListSnapshots(ctx)
 	if err != nil {
@@ -378,9 +378,9 @@ func (m *Manager) lookupSnapshot(ctx context.Context, ref string) *store.Snapsho
 	if err != nil || ref == "" {
 		return nil
 	}
-	if mv := m.mover(); mv != nil {
+	if h := m.cfg.Node; h != nil {
 		// Any node's, by id, else the cluster's newest with that name.
-		if s, _, err := mv.AnySnapshot(ctx, ref); err == nil {
+		if s, err := h.FindSnapshot(ctx, ref); err == nil {
 			return s
 		}
 		return nil
@@ -482,8 +482,8 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, ref string) error {
 	if err := os.RemoveAll(m.snapshotDir(s.ID)); err != nil {
 		m.log.Warn("removing snapshot files", "snapshot", s.ID, "err", err)
 	}
-	if m.mover() != nil {
-		m.dropImage(snapshotKey(s.ID))
+	if m.cfg.Node != nil {
+		m.dropStored(s.ID, m.cfg.Node.DropSnapshot)
 	}
 	m.log.Info("snapshot deleted", "snapshot", s.ID, "name", s.Name)
 	return nil

@@ -23,12 +23,14 @@ import (
 //     left to give back (slot, runtime dir, artifact-store image);
 //  3. the runtime stops every process of the sandbox (runtime.Stopper: a
 //     SIGKILL of its cgroup or VMM, no runsc process) and the network cuts
-//     its veth (its address has no route any more);
+//     it off (network.Manager.Cut: one nftables batch, no rtnetlink call,
+//     so a busy rtnl lock does not hold the kill);
 //  4. the store row is deleted and observers are told;
 //
 // and the kill answers. A teardown worker then destroys the runtime
 // instance (container state, mounts, cgroups, dir), removes the network
-// (firewall entries, resolver, namespace), frees the slot, drops the image
+// (veth, then its cut, firewall entries, resolver, namespace), frees the
+// slot (so its veth name and address are reused only once uncut), drops the image
 // and removes the journal entry. A step that fails is retried with backoff
 // for as long as the daemon runs (a namespace whose removal fails waits for
 // its last user); a daemon killed meanwhile finds the journal entry at its

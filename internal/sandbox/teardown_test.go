@@ -129,8 +129,8 @@ func TestKillTeardownFinishedAtNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m2.Close(context.Background()) })
-	if _, err := m2.Restore(context.Background()); err != nil {
-		t.Fatalf("Restore: %v", err)
+	if _, err := m2.Reattach(context.Background()); err != nil {
+		t.Fatalf("Reattach: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

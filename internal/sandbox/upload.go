@@ -27,14 +27,14 @@ import (
 //     resumed here (the resume cancels it: a running sandbox needs no
 //     image) or killed;
 //   - a daemon restart finds the row uploading and the checkpoint here, and
-//     starts the upload again (restore.go);
+//     starts the upload again (reattach.go);
 //   - an evacuation (drain, stop) waits for it: for the attempt in flight,
 //     and reports that attempt's error when it fails;
 //   - the api tier moves only movable sandboxes: for a paused sandbox still
 //     uploading on a draining node it first waits here for the upload
 //     (POST …/sandboxes/<id>/uploaded, bounded; AwaitUpload), and a node
 //     that cannot be reached before its upload finished is reported as
-//     such: the sandbox resumes when that node is back (internal/gateway).
+//     such: the sandbox resumes when that node is back (internal/cluster/gateway).
 
 // upload is the background upload of one paused sandbox's image.
 type upload struct {
@@ -295,28 +295,11 @@ func fsyncPath(p string) error {
 	return f.Sync()
 }
 
-// reachabler is an Images that can say cheaply whether the store answers.
-type reachabler interface {
-	Reachable(ctx context.Context) error
-}
-
-// storeReachable asks the artifact store whether it answers (nil when the
-// Images cannot say).
-func (m *Manager) storeReachable(ctx context.Context) error {
-	r, ok := m.cfg.Images.(reachabler)
-	if !ok {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return r.Reachable(ctx)
-}
-
 // resumeUpload starts again the upload of sandbox id, re-attached paused
 // at start, when its row says it was cut short (a daemon stopped or killed
 // during it).
 func (m *Manager) resumeUpload(id string) {
-	if m.mover() == nil {
+	if m.cfg.Node == nil {
 		return
 	}
 	e, err := m.Lookup(id)

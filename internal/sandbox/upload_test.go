@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	clusternode "github.com/airlock-sandbox/airlock/internal/cluster/node"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -72,7 +73,7 @@ func TestPauseAnswersBeforeUpload(t *testing.T) {
 	if got := c.extra(t, "a", sb.ID); strings.Contains(got, `"uploading"`) || !strings.Contains(got, `"image":"paused/`+sb.ID) {
 		t.Fatalf("row after the upload: %s", got)
 	}
-	if _, err := c.b.Manager.AdoptAndResume(ctx, sb.ID, "a", time.Minute); err != nil {
+	if _, err := clusternode.AdoptAndResume(ctx, c.b.Manager, nil, sb.ID, "a", time.Minute); err != nil {
 		t.Fatalf("resume on b after the upload: %v", err)
 	}
 	if c.ownerOf(sb.ID) != "b" {
@@ -182,13 +183,14 @@ func TestRestartFinishesUpload(t *testing.T) {
 		t.Fatalf("row after the stop: %s", x)
 	}
 	a2, _ := snapEnvWith(t, func(cfg *sandbox.Config) { // a restarts: same rows, data dir, namespaces
-		cfg.Store, cfg.Images, cfg.NodeID, cfg.Network, cfg.DataDir = c.stores["a"], c.img, "a", c.a.Network, c.a.DataDir
+		cfg.Store, cfg.NodeID, cfg.Network, cfg.DataDir = c.stores["a"], "a", c.a.Network, c.a.DataDir
+		cfg.Node = clusternode.Hooks(c.img, cfg.Store)
 	})
-	if _, err := a2.Manager.Restore(ctx); err != nil {
+	if _, err := a2.Manager.Reattach(ctx); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	waitFor(t, func() bool { return strings.Contains(c.extra(t, "a", sb.ID), `"image":"paused/`) }, "the upload finished after the restart")
-	if _, err := c.b.Manager.AdoptAndResume(ctx, sb.ID, "a", time.Minute); err != nil {
+	if _, err := clusternode.AdoptAndResume(ctx, c.b.Manager, nil, sb.ID, "a", time.Minute); err != nil {
 		t.Fatalf("resume on b: %v", err)
 	}
 }

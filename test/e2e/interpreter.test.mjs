@@ -510,12 +510,13 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
       const lines = 50 * 1024
       let bytes = 0
       let chunks = 0
+      let biggest = 0
       const start = Date.now()
       let outcome
       try {
         await sbx.runCode(`import sys\nline = ${JSON.stringify(line)}\nfor _ in range(${lines}):\n    sys.stdout.write(line)\nprint('DONE')`, {
           timeoutMs: 300_000,
-          onStdout: (m) => { bytes += m.line.length; chunks++ }
+          onStdout: (m) => { bytes += m.line.length; chunks++; biggest = Math.max(biggest, m.line.length) }
         })
         outcome = 'completed'
       } catch (err) {
@@ -523,11 +524,38 @@ describe('code interpreter', { timeout: TEST_TIMEOUT * 20 }, () => {
         outcome = 'timed out'
       }
       const took = Date.now() - start
-      console.log(`# 50 MB output: ${outcome} after ${took} ms, ${bytes} bytes in ${chunks} chunks`)
+      console.log(`# 50 MB output: ${outcome} after ${took} ms, ${bytes} bytes in ${chunks} chunks, the biggest ${biggest}`)
       assert.ok(bytes <= lines * line.length + 16, `more output than printed: ${bytes}`)
+      // Output in flight is bounded: no single message holds megabytes
+      // (the kernel and the agent would hold all of it at once).
+      assert.ok(biggest <= 1024 * 1024, `a single stdout message of ${biggest} characters`)
       if (outcome === 'completed') assert.ok(bytes > 0)
       const ex = await ok(sbx, '1+1', { timeoutMs: 60_000 })
       assert.equal(ex.text, '2')
+      assert.equal((await ok(sbx, "print('after')")).logs.stdout.join(''), 'after\n')
+    })
+  })
+
+  it('a cell printing without pause is interrupted cleanly; its output arrives in order and the next cell works', { timeout: TEST_TIMEOUT }, async () => {
+    await withSandbox(async (sbx) => {
+      let text = ''
+      await assert.rejects(
+        sbx.runCode("i = 0\nwhile True:\n    i += 1\n    print(f'{i:09d}' + 'z' * 990)", {
+          timeoutMs: 3_000,
+          onStdout: (m) => { text += m.line }
+        }),
+        (err) => err instanceof TimeoutError
+      )
+      const got = text.split('\n')
+      got.pop() // what followed the last newline (the timeout may cut a line)
+      assert.ok(got.length > 0, 'no output before the timeout')
+      got.forEach((l, i) => {
+        assert.equal(l.length, 999, `line ${i} is torn: ${l.slice(0, 40)}…`)
+        assert.equal(Number(l.slice(0, 9)), i + 1, `line ${i} out of order`)
+      })
+      // The interrupt landed; state is kept and the next cells work.
+      const next = await ok(sbx, 'i > 0', { timeoutMs: 60_000 })
+      assert.equal(next.text, 'True')
       assert.equal((await ok(sbx, "print('after')")).logs.stdout.join(''), 'after\n')
     })
   })

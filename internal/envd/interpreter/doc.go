@@ -11,7 +11,15 @@
 // the kernel's ZMQInteractiveShell with its formatters, magics, hooks,
 // matplotlib integration, SIGINT handling and execution count, and its
 // outputs are written by that thread straight to a second pipe as they come
-// (fastpath.py). A cell that needs ipykernel's asyncio runner (top-level
+// (fastpath.py); the count, and with the default interactivity the result,
+// wait for the cell's next record, so a quick cell's records leave in one
+// pipe write (each write is a wake-up of the agent, a Sentry round trip under
+// gVisor). Output in flight is bounded: a stream record holds at most 256 Ki
+// characters, and a cell's stdout/stderr buffer is sent from the writing
+// thread as soon as it holds that much, so a cell printing 50 MB neither
+// holds it all in memory nor sends one giant message, and a slow client slows
+// the writer. A write larger than PIPE_BUF is made with SIGINT held, so an
+// interrupt never tears a line. A cell that needs ipykernel's asyncio runner (top-level
 // await) is answered "fallback" and runs as a Jupyter execute_request over
 // ZeroMQ in the same kernel; so does everything when the channel could not be
 // installed. MIME bundles are decoded keeping each number's literal (a float

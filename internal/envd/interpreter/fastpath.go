@@ -158,9 +158,12 @@ func (k *jupyterKernel) executeFast(ctx context.Context, code string, env map[st
 		case r, ok := <-records:
 			if !ok {
 				records = nil
-				if !started && !aborted {
+				if !started && !aborted && !k.exitedWithin(closedGrace) {
 					// The kernel closed its end before this cell ran
 					// (the channel failed to install): ZeroMQ from now on.
+					// A kernel that died in the cell before its first
+					// record (the count waits for the next record) closes
+					// it too; k.exited then follows.
 					k.log.Warn("kernel fast channel closed; using ZeroMQ")
 					fc.close()
 					k.fast = nil
@@ -211,6 +214,22 @@ func (k *jupyterKernel) executeFast(ctx context.Context, code string, env map[st
 			}
 			return true, ErrAborted
 		}
+	}
+}
+
+// closedGrace is how long a closed fast channel waits for the kernel
+// process to be reaped before it counts as a channel that failed to install.
+const closedGrace = 2 * time.Second
+
+// exitedWithin reports whether the kernel process exits within d.
+func (k *jupyterKernel) exitedWithin(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-k.exited:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 

@@ -27,8 +27,16 @@ module leaves the ZeroMQ path alone.
 
 import json
 import os
+import select
+import signal
 import sys
 import threading
+
+# A stream record carries at most this many characters, and a cell's stream
+# buffer is sent from the writing thread once it holds this much: memory for
+# output in flight stays bounded (a cell printing 50 MB must not hold it all
+# in the kernel and the agent at once), and a slow reader slows the writer.
+STREAM_CHUNK = 256 * 1024
 
 
 def install(app, req_fd, rep_fd):
@@ -55,7 +63,12 @@ class _Channel:
         self.req_fd = req_fd
         self.rep_fd = rep_fd
         self.buf = b""
+        self.pending = b""  # deferred records (send), guarded by wlock
         self.wlock = threading.Lock()
+        # Serialises taking a stream's buffer with sending it, so chunks
+        # flushed by the IOPub thread's timer and by the cell's own thread
+        # cannot overtake each other.
+        self.slock = threading.RLock()
         self.cur = None  # id of the running cell, None between cells
         try:
             from ipykernel.jsonutil import json_clean
@@ -65,16 +78,35 @@ class _Channel:
 
     # -- transport
 
-    def send(self, rec):
+    def send(self, rec, defer=False):
+        """Writes rec, after the records deferred so far. A deferred record
+        waits for the next send (under gVisor each pipe write costs a wake-up
+        of the agent, a Sentry round trip: a quick cell's count, result and
+        done leave in one write)."""
         try:
             text = json.dumps(rec, default=_json_default, allow_nan=False)
         except ValueError:  # NaN or infinity somewhere: JSON has no such number
             text = json.dumps(_finite(rec), default=_json_default, allow_nan=False)
         b = (text + "\n").encode()
         with self.wlock:
-            while b:
-                n = os.write(self.rep_fd, b)
-                b = b[n:]
+            if defer:
+                self.pending += b
+                return
+            b, self.pending = self.pending + b, b""
+            # A write of more than PIPE_BUF bytes may be split, and SIGINT
+            # (an interrupt) raising KeyboardInterrupt between the parts
+            # would leave half a line in the pipe: hold SIGINT while such a
+            # record is written (it is delivered once the record is out).
+            # Smaller writes are atomic and skip the two system calls.
+            big = len(b) > select.PIPE_BUF
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if big else None
+            try:
+                while b:
+                    n = os.write(self.rep_fd, b)
+                    b = b[n:]
+            finally:
+                if big:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
     def on_readable(self, fd, events):
         try:
@@ -115,7 +147,7 @@ class _Channel:
                 kernel._forward_input(False)  # input() raises StdinNotImplementedError
             if not silent:
                 kernel.execution_count += 1
-                self.send({"id": rid, "t": "count", "n": kernel.execution_count})
+                self.send({"id": rid, "t": "count", "n": kernel.execution_count}, defer=True)
             self.cur = rid
             shell.run_cell(code, store_history=not silent, silent=silent)
         except BaseException as e:  # noqa: BLE001 - the loop must go on
@@ -189,16 +221,30 @@ class _Channel:
                 continue
 
             def send_stream(stream=stream, name=name):
-                stream._flush_pending = False
-                data = stream._flush_buffer()
-                if data and not silent and self.cur == rid:
-                    self.send({"id": rid, "t": "stream", "name": name, "text": data})
-                elif data and self.cur != rid:
-                    # Late output (after the cell): the old path.
-                    type(stream)._flush(stream)
+                with self.slock:
+                    if self.cur != rid:
+                        # Late output (after the cell): the old path.
+                        type(stream)._flush(stream)
+                        return
+                    stream._flush_pending = False
+                    data = stream._flush_buffer()
+                    if not data or silent:
+                        return
+                    for i in range(0, len(data), STREAM_CHUNK):
+                        self.send({"id": rid, "t": "stream", "name": name, "text": data[i:i + STREAM_CHUNK]})
+
+            write = stream.write
+
+            def write_bounded(text, stream=stream, write=write, send_stream=send_stream):
+                n = write(text)
+                if self.cur == rid and stream._buffer.tell() >= STREAM_CHUNK:
+                    send_stream()
+                return n
 
             setattr_(stream, "_flush", send_stream)
             setattr_(stream, "flush", send_stream)
+            if hasattr(stream, "_buffer"):
+                setattr_(stream, "write", write_bounded)
 
         def publish(data, metadata=None, transient=None, update=False, **kw):
             self._flush_streams()
@@ -221,7 +267,11 @@ class _Channel:
             msg = getattr(dh, "msg", None)
             data = msg["content"]["data"] if msg else None
             if data and not silent:
-                self.send({"id": rid, "t": "result", "data": data})
+                # With the default interactivity the result is the cell's
+                # last node: only post-execute hooks follow, and it leaves
+                # with whatever comes next (at the latest with "done").
+                self.send({"id": rid, "t": "result", "data": data},
+                          defer=getattr(shell, "ast_node_interactivity", "") in ("last_expr", "none"))
             dh.msg = None
 
         setattr_(dh, "finish_displayhook", finish_displayhook)
