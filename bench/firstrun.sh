@@ -49,8 +49,24 @@ trap cleanup EXIT
 
 ts() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(ts)" 'BEGIN { printf "%.1f", b - a }'; }
+# ref: a same-run reference for a shared machine: a fixed single-threaded
+# CPU task's wall time over its CPU time (1.0 on an idle machine; 5 means a
+# core gave it a fifth of its time), and the load average.
+ref() {
+	python3 -c '
+import time, os
+w, c = time.time(), time.process_time()
+n = 0
+for i in range(5_000_000): n += i
+w, c = time.time() - w, time.process_time() - c
+print("ref: fixed CPU task %.1f s wall / %.1f s cpu = slowdown %.1f; load %s" % (w, c, w / c, " ".join(open("/proc/loadavg").read().split()[:3])))'
+}
+# cpu_of PID: CPU seconds of PID itself and of its reaped children (the
+# daemon's children: setup.sh before its exec, then the template builds).
+cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "self %.0f s, children %.0f s", ($12 + $13) / hz, ($14 + $15) / hz }' "/proc/$1/stat" 2>/dev/null; }
 
 echo "firstrun: repo $repo ($(git -C "$repo" rev-parse --short HEAD)), scratch $scratch, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+ref
 
 # ---- apt, measured apart (download only, into an empty archive dir)
 if [ "${FIRSTRUN_SKIP_APT:-0}" != 1 ]; then
@@ -100,15 +116,22 @@ while kill -0 "$pid" 2>/dev/null; do
 	if [ -n "$body" ] && [ -z "$ready_base" ]; then
 		h=$(since "$start")
 		# A base sandbox that runs a command: "serving base", not just 200.
-		sb=$(curl -fsS -m 600 -H "X-API-Key: $(key)" -H 'Content-Type: application/json' \
-			-d '{"templateID":"base","timeout":60}' "http://127.0.0.1:$port/sandboxes" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sandboxID"])')
+		code=$(curl -sS -m 600 -o "$scratch/create.json" -w '%{http_code}' -H "X-API-Key: $(key)" -H 'Content-Type: application/json' \
+			-d '{"templateID":"base","timeout":60}' "http://127.0.0.1:$port/sandboxes" || true)
+		if [ "$code" != 201 ]; then
+			echo "  [$(since "$start") s] /health 200 at $h s ($body), but a base create answered ${code:-nothing}: $(head -c 600 "$scratch/create.json" 2>/dev/null)"
+			echo "firstrun: the daemon's last warnings and errors:"
+			grep -E 'level=(WARN|ERROR)' "$log" | tail -n 20 | cut -c1-400
+			exit 1
+		fi
+		sb=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$scratch/create.json")
 		curl -fsS -m 10 -X DELETE -H "X-API-Key: $(key)" "http://127.0.0.1:$port/sandboxes/$sb" >/dev/null || true
 		ready_base=$(since "$start")
-		echo "  [$ready_base s] /health 200 at $h s ($body); base sandbox $sb created"
+		echo "  [$ready_base s] /health 200 at $h s ($body); base sandbox $sb created; daemon cpu: $(cpu_of "$pid"); load $(cut -d' ' -f1-3 /proc/loadavg)"
 	fi
 	if [ -n "$ready_base" ] && [ -n "$body" ] && ! grep -q '"building"' <<<"$body"; then
 		ready_all=$(since "$start")
-		echo "  [$ready_all s] nothing building: code-interpreter-v1 ready"
+		echo "  [$ready_all s] nothing building: code-interpreter-v1 ready; daemon cpu: $(cpu_of "$pid"); load $(cut -d' ' -f1-3 /proc/loadavg)"
 		break
 	fi
 	sleep 1
@@ -119,4 +142,8 @@ if [ -z "$ready_all" ]; then
 	exit 1
 fi
 grep -E 'template ready|built template' "$log" | sed 's/^/  daemon: /' | cut -c1-220
+# The runsc build left to the daemon logs apart (setup.sh names the file).
+rlog=$(sed -n 's/.*runsc still building in the background (log: \(.*\)); .*/\1/p' "$log" | head -n 1)
+if [ -n "$rlog" ] && [ -f "$rlog" ]; then grep '^==> phase' "$rlog" | sed 's/^==> /  (background) /'; rm -f "$rlog"; fi
+ref
 echo "RESULT setup=${setup_end}s ready(base)=${ready_base}s ready(all)=${ready_all}s load=$(cut -d' ' -f1-3 /proc/loadavg)"

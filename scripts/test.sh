@@ -210,10 +210,20 @@ record readme-scripts "$readme_scripts_ok"
 stage "setup"
 # The microVM root tests and the microVM stage need the guest kernel, on
 # every host (setup.sh alone builds it only where microVMs are the default).
+# Cold work of a fresh machine runs beside setup.sh rather than after it: the
+# S3-compatible server the artifact tests run against (a Go build, cached per
+# version like runsc) from the start, the Python SDK's dependencies (downloads,
+# scripts/python-deps.sh; the Python stage waits for them) once setup's apt run
+# (which also installs the later stages' Debian packages) is over.
+bash scripts/build-s3-server.sh >"$WORK/s3-server-build.log" 2>&1 &
+s3_build_pid=$!
 AIRLOCK_BUILD_KERNEL=1 AIRLOCK_SETUP_TESTS=1 bash scripts/setup.sh || { FAILED+=(setup); exit 1; }
-# The S3-compatible server the artifact tests run against (tests only; cached
-# per version like runsc).
-bash scripts/build-s3-server.sh >/dev/null || { FAILED+=(setup); exit 1; }
+PY_DEPS_PID=""
+if [ "${AIRLOCK_TEST_SKIP_PYTHON:-0}" != 1 ] && [ "${AIRLOCK_TEST_SKIP_E2E:-0}" != 1 ]; then
+	bash scripts/python-deps.sh >"$WORK/python-deps.out" 2>"$WORK/python-deps.err" &
+	PY_DEPS_PID=$!
+fi
+wait "$s3_build_pid" || { cat "$WORK/s3-server-build.log"; FAILED+=(setup); exit 1; }
 # Only the tests need PostgreSQL (Debian's postgresql, 15): the store tests
 # start throwaway servers of their own (internal/store/postgres/pgtest), so
 # the package must not create and start its default cluster.
@@ -405,7 +415,14 @@ record js-e2e "${PIPESTATUS[0]}"
 # scripts/python-deps.sh) against the same daemon.
 if [ "${AIRLOCK_TEST_SKIP_PYTHON:-0}" != 1 ]; then
 	stage "python e2e (test/python, official e2b and e2b_code_interpreter Python SDKs)"
-	if PY_SITE=$(bash scripts/python-deps.sh | tail -n 1) && [ -d "$PY_SITE" ]; then
+	# Started in the setup stage; run here if that one failed or was not started.
+	if [ -n "$PY_DEPS_PID" ] && wait "$PY_DEPS_PID"; then
+		cat "$WORK/python-deps.err"
+		PY_SITE=$(tail -n 1 "$WORK/python-deps.out")
+	else
+		PY_SITE=$(bash scripts/python-deps.sh | tail -n 1) || PY_SITE=""
+	fi
+	if [ -n "$PY_SITE" ] && [ -d "$PY_SITE" ]; then
 		# ${AIRLOCK_TEST_PYTHON_ARGS} selects tests (e.g. "test_watch.py -k new_file").
 		# shellcheck disable=SC2086
 		(cd test/python && PYTHONPATH=$PY_SITE PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cacheprovider ${AIRLOCK_TEST_PYTHON_ARGS:-}) 2>&1 | tee "$WORK/python.out"

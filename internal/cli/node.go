@@ -81,6 +81,7 @@ func newNodeDrainCmd(drain bool) *cobra.Command {
 						return err
 					}
 					fmt.Fprintln(cmd.OutOrStdout(), id)
+					fmt.Fprintf(cmd.ErrOrStderr(), "node %s is live: placement uses it again\n", id)
 					continue
 				}
 				res, err := c.Drain(cmd.Context(), id, !keep)
@@ -96,7 +97,17 @@ func newNodeDrainCmd(drain bool) *cobra.Command {
 					fmt.Fprintf(cmd.ErrOrStderr(), "not moved %s: %s\n", m.SandboxID, m.Error)
 				}
 				if len(res.Failed) > 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "node %s is draining: no new sandboxes go there; %d sandboxes moved, %d stay on it (airlock node undrain %s: placement uses it again)\n",
+						id, len(res.Moved), len(res.Failed), id)
 					return fmt.Errorf("drain %s: %d sandboxes could not move (they stay on it)", id, len(res.Failed))
+				}
+				switch {
+				case keep:
+					fmt.Fprintf(cmd.ErrOrStderr(), "node %s is draining: no new sandboxes go there; its sandboxes stay (--keep)\n", id)
+				case len(res.Moved) == 0:
+					fmt.Fprintf(cmd.ErrOrStderr(), "node %s is draining: no new sandboxes go there; it had no sandboxes to move\n", id)
+				default:
+					fmt.Fprintf(cmd.ErrOrStderr(), "node %s is draining: no new sandboxes go there; %d sandboxes moved\n", id, len(res.Moved))
 				}
 			}
 			return nil

@@ -681,10 +681,19 @@ type Evacuee struct {
 // store, marked evacuated (the next request for it resumes it, wherever
 // it lands), and uploads the paused ones whose image is not there yet. A
 // node that drains or stops runs it; the api tier then hands them to other
-// nodes. Sandboxes are handled one at a time.
+// nodes. Sandboxes are handled one at a time. Without an artifact store
+// every sandbox is returned with an error that says so (it cannot move).
 func (m *Manager) Evacuate(ctx context.Context) []Evacuee {
 	var out []Evacuee
 	if m.cfg.Node == nil {
+		// No artifact store: nothing can leave this node. Each sandbox is
+		// reported with why, so that a drain says so (it said nothing).
+		for _, e := range m.liveList() {
+			v := e.View()
+			out = append(out, Evacuee{ID: v.ID, Was: v.State, State: v.State, Err: userErrorf(http.StatusConflict,
+				"the cluster has no artifact store (airlock serve --artifacts): sandbox %s cannot move to another node and stays on node %s", v.ID, m.cfg.NodeID)})
+		}
+		slices.SortFunc(out, func(a, b Evacuee) int { return strings.Compare(a.ID, b.ID) })
 		return out
 	}
 	// evacuateAtOnce at a time: a pause is CPU work (the checkpoint, the

@@ -24,6 +24,22 @@ function cli (...args) {
   })
 }
 
+// cliFailing runs the CLI expecting it to fail: {status, stdout, stderr}.
+function cliFailing (...args) {
+  try {
+    const stdout = execFileSync(BIN, args, {
+      env: { ...process.env, E2B_API_URL: LB, E2B_API_KEY: process.env.E2B_API_KEY },
+      encoding: 'utf8',
+      timeout: 120_000,
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    return { status: 0, stdout, stderr: '' }
+  } catch (err) {
+    if (err.status == null) throw err
+    return { status: err.status, stdout: err.stdout, stderr: err.stderr }
+  }
+}
+
 describe('node CLI and drain', { timeout: TEST_TIMEOUT * 3 }, () => {
   it('airlock node ls lists the 3 nodes live (table and --json)', { timeout: TEST_TIMEOUT }, async () => {
     const table = cli('node', 'ls')
@@ -49,7 +65,14 @@ describe('node CLI and drain', { timeout: TEST_TIMEOUT * 3 }, () => {
     t.forget(onIt.id)
     await t.killAll()
     t.add(onIt.id)
-    assert.equal(cli('node', 'drain', drained).trim(), drained)
+    if (ARTIFACTS) {
+      assert.equal(cli('node', 'drain', drained).trim(), drained)
+    } else {
+      // Nothing can move without a store: the drain says so and exits 1
+      // (the next test checks the message), the sandbox stays and runs.
+      const r = cliFailing('node', 'drain', drained)
+      assert.equal(r.status, 1, `exit code ${r.status}; stderr: ${r.stderr}`)
+    }
     let ns
     assert.ok(await waitUntil(async () => {
       ns = await nodes(LB)
@@ -100,6 +123,21 @@ describe('node CLI and drain', { timeout: TEST_TIMEOUT * 3 }, () => {
     assert.equal(res.stdout.trim(), drained)
     assert.match(res.stderr, new RegExp(`not moved ${s.id}: .*without its memory`), res.stderr)
     assert.match(res.stderr, /1 sandboxes could not move/, res.stderr)
+    assert.equal(cli('node', 'undrain', drained).trim(), drained)
+    drained = undefined
+    await t.killAll()
+  })
+  it('airlock node drain of a node with sandboxes, in a cluster without an artifact store, exits 1 and says why', { timeout: TEST_TIMEOUT, skip: ARTIFACTS ? 'the cluster has an artifact store (run-cluster.sh without --artifacts runs this)' : false }, async () => {
+    const s = await t.createRaw(LB)
+    drained = s.node
+    const r = cliFailing('node', 'drain', drained)
+    assert.equal(r.status, 1, `airlock node drain exited ${r.status} although its sandbox cannot move; stderr: ${r.stderr}`)
+    assert.equal(r.stdout.trim(), drained)
+    assert.match(r.stderr, new RegExp(`not moved ${s.id}: the cluster has no artifact store \\(airlock serve --artifacts\\): sandbox ${s.id} cannot move to another node and stays on node ${drained}`), r.stderr)
+    assert.match(r.stderr, new RegExp(`drain ${drained}: \\d+ sandboxes could not move`), r.stderr)
+    // It stays, running, where it was.
+    const sbx = await Sandbox.connect(s.id, via(LB))
+    assert.equal((await sbx.commands.run('echo stayed')).stdout, 'stayed\n')
     assert.equal(cli('node', 'undrain', drained).trim(), drained)
     drained = undefined
     await t.killAll()
