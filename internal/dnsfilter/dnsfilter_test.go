@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,14 +36,27 @@ func upstream(t *testing.T) string {
 	return pc.LocalAddr().String()
 }
 
+// freePort returns a loopback port that is free for both UDP and TCP (the
+// filter listens on both): a UDP port alone may be some TCP connection's
+// ephemeral port on a busy host.
 func freePort(t *testing.T) uint16 {
 	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 50 {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		pc, err := net.ListenPacket("udp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		l.Close()
+		if err != nil {
+			continue
+		}
+		pc.Close()
+		return uint16(port)
 	}
-	defer pc.Close()
-	return uint16(pc.LocalAddr().(*net.UDPAddr).Port)
+	t.Fatal("no loopback port free for both UDP and TCP")
+	return 0
 }
 
 func query(t *testing.T, netw, server, name string) *dns.Msg {
