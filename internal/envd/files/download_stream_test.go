@@ -5,10 +5,12 @@ package files
 import (
 	"bytes"
 	"compress/gzip"
+	crand "crypto/rand"
 	"io"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,4 +103,51 @@ func readAll(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestDownloadGzipOnlyWhenItHelps: a client that accepts gzip gets it for a
+// file that compresses, and identity with a Content-Length for one that does
+// not (random bytes: gzip would cost the sandbox's CPU for nothing); both
+// bodies are the file.
+func TestDownloadGzipOnlyWhenItHelps(t *testing.T) {
+	e := newEnv(t)
+	dir := openDir(t, 0o755)
+	text := []byte(strings.Repeat("a line of text that compresses well\n", 8000))
+	random := make([]byte, 300<<10)
+	if _, err := crand.Read(random); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		data     []byte
+		wantGzip bool
+	}{{"text.txt", text, true}, {"random.bin", random, false}} {
+		p := filepath.Join(dir, c.name)
+		if err := os.WriteFile(p, c.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := e.get(t, url.Values{"path": {p}}, map[string]string{"Accept-Encoding": "gzip, deflate"})
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", c.name, r.status, r.body)
+		}
+		body := r.body
+		gotGzip := r.header.Get("Content-Encoding") == "gzip"
+		if gotGzip != c.wantGzip {
+			t.Fatalf("%s: Content-Encoding %q, want gzip=%v", c.name, r.header.Get("Content-Encoding"), c.wantGzip)
+		}
+		if gotGzip {
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body, err = io.ReadAll(zr); err != nil {
+				t.Fatal(err)
+			}
+		} else if r.header.Get("Content-Length") != strconv.Itoa(len(c.data)) {
+			t.Errorf("%s: Content-Length %q, want %d", c.name, r.header.Get("Content-Length"), len(c.data))
+		}
+		if !bytes.Equal(body, c.data) {
+			t.Errorf("%s: body differs (%d bytes, want %d)", c.name, len(body), len(c.data))
+		}
+	}
 }

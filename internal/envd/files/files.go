@@ -214,7 +214,7 @@ func (h *handler) download(w http.ResponseWriter, r *http.Request) error {
 	// to its end: it is streamed as read, without Content-Length, and a
 	// Range is ignored (RFC 9110 §14.2 lets a server send the whole
 	// representation).
-	body := bufio.NewReaderSize(f, 32<<10)
+	body := bufio.NewReaderSize(f, gzipSample)
 	knownLength := fi.Mode().IsRegular() && !pseudoFS(f)
 	if knownLength && fi.Size() == 0 {
 		// Empty, or a pseudo file the filesystem type did not give away.
@@ -225,6 +225,12 @@ func (h *handler) download(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 		knownLength = false
+	}
+	if knownLength && useGzip && !worthCompressing(body) {
+		// Already compressed (an archive, an image, random bytes): gzip
+		// would cost the sandbox's CPU for nothing. Identity is always
+		// acceptable here (negotiateEncoding said so), with a length.
+		useGzip = false
 	}
 	if knownLength && !useGzip {
 		// ServeContent: Content-Length, type, Last-Modified, Range, conditionals.
@@ -265,6 +271,28 @@ func (h *handler) download(w http.ResponseWriter, r *http.Request) error {
 	}
 	return nil
 }
+
+// gzipSample is how much of a file worthCompressing tries.
+const gzipSample = 64 << 10
+
+// worthCompressing reports whether gzip shrinks the start of body (up to
+// gzipSample bytes, peeked: nothing is consumed) by at least a tenth.
+func worthCompressing(body *bufio.Reader) bool {
+	head, _ := body.Peek(gzipSample)
+	if len(head) < 512 {
+		return true // too little to judge, and cheap either way
+	}
+	var n countWriter
+	zw, _ := gzip.NewWriterLevel(&n, gzip.BestSpeed)
+	zw.Write(head)
+	zw.Close()
+	return int(n) < len(head)*9/10
+}
+
+// countWriter counts the bytes written to it.
+type countWriter int
+
+func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
 
 // pseudoFS reports whether f lives on a filesystem whose files' stat size
 // says nothing about their content (procfs, sysfs and their kin).
