@@ -214,12 +214,21 @@ type Caps struct {
 
 // Stopper is implemented by runtimes that can stop every process of a
 // sandbox at once, before (and much faster than) Destroy: a kill answers
-// once the sandbox is stopped and leaves the rest of Destroy for later.
+// once every process of the sandbox has been sent SIGKILL (a SIGKILLed
+// process never runs user code again) and leaves the wait for their exit,
+// and the rest of Destroy, for later.
 type Stopper interface {
-	// Stop kills the sandbox's processes (its agent and everything it
-	// started, the VMM or Sentry included) and returns once they are gone.
-	// Its runtime state, mounts, cgroups and dir stay for Destroy, which
-	// must accept a stopped sandbox. Stopping an unknown id is not an
-	// error.
+	// Stop sends SIGKILL to every process of the sandbox (its agent and
+	// everything it started, the VMM or Sentry included) and returns once
+	// each has been sent it; they may still be exiting. Its runtime state,
+	// mounts, cgroups and dir stay for WaitStopped and Destroy. Stopping an
+	// unknown id is not an error.
 	Stop(ctx context.Context, id, dir string) error
+	// WaitStopped returns once no process of the sandbox is left, sending
+	// SIGKILL to any it still finds (a sandbox that Stop never reached:
+	// a daemon killed before it). It must return before anything that
+	// needs the processes gone (unmounting the root filesystem, removing
+	// the cgroups, reusing the sandbox's address). An unknown id is not an
+	// error.
+	WaitStopped(ctx context.Context, id, dir string) error
 }

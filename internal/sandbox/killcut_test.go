@@ -35,6 +35,9 @@ func (r *stoppingRuntime) Stop(_ context.Context, id, _ string) error {
 	return nil
 }
 
+// WaitStopped returns at once: the fake's processes exit when signalled.
+func (r *stoppingRuntime) WaitStopped(context.Context, string, string) error { return nil }
+
 func (r *stoppingRuntime) wasStopped(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -21,13 +21,17 @@ import (
 //  1. the sandbox leaves the index (404 from then on, not listed);
 //  2. a journal entry, teardown/<id>.json in the data dir, records what is
 //     left to give back (slot, runtime dir, artifact-store image);
-//  3. the runtime stops every process of the sandbox (runtime.Stopper: a
-//     SIGKILL of its cgroup or VMM, no runsc process) and the network cuts
-//     it off (network.Manager.Cut: one nftables batch, no rtnetlink call,
-//     so a busy rtnl lock does not hold the kill);
+//  3. the runtime sends SIGKILL to every process of the sandbox
+//     (runtime.Stopper.Stop: its cgroup or VMM, no runsc process, no wait
+//     for the exit: a SIGKILLed process never runs user code again) and the
+//     network cuts it off (network.Manager.Cut: one nftables batch, no
+//     rtnetlink call, so a busy rtnl lock does not hold the kill; it also
+//     drops what the sandbox had queued before it died);
 //  4. the store row is deleted and observers are told;
 //
-// and the kill answers. A teardown worker then destroys the runtime
+// and the kill answers. A teardown worker then waits for the processes to
+// exit (runtime.Stopper.WaitStopped; a process stuck in the kernel holds
+// the teardown, which retries), destroys the runtime
 // instance (container state, mounts, cgroups, dir), removes the network
 // (veth, then its cut, firewall entries, resolver, namespace), frees the
 // slot (so its veth name and address are reused only once uncut), drops the image
@@ -204,7 +208,7 @@ type netCutter interface {
 	Cut(ctx context.Context, id string, slot int) error
 }
 
-// stopAndCut stops the sandbox's processes and cuts its network, both at
+// stopAndCut sends SIGKILL to the sandbox's processes and cuts its network, both at
 // once when the runtime and the network can do it quickly (Stop, Cut). A
 // runtime or network that cannot does its whole part now (Destroy, then
 // Teardown: a microVM's TAP lives in the namespace), which the background
@@ -323,11 +327,21 @@ func (m *Manager) finishTeardownRetrying(ctx context.Context, t pendingTeardown)
 	}
 }
 
-// finishTeardown gives back what t records: the runtime instance first (a
-// microVM's TAP lives in the namespace), then the network, the slot and the
-// image; the journal entry goes last.
+// finishTeardown gives back what t records: it waits for the sandbox's
+// processes to exit (the kill only sent them SIGKILL; nothing below may run
+// before they are gone: the unmount of the root filesystem, the cgroups'
+// removal, the slot's reuse), then the runtime instance goes (a microVM's
+// TAP lives in the namespace), then the network, the slot and the image;
+// the journal entry goes last. After a daemon restart the wait also kills
+// what the previous run never reached.
 func (m *Manager) finishTeardown(ctx context.Context, t pendingTeardown) error {
 	t0 := time.Now()
+	if st := m.caps.Stopper; st != nil {
+		if err := st.WaitStopped(ctx, t.ID, t.Dir); err != nil {
+			return fmt.Errorf("waiting for the sandbox's processes to exit: %w", err)
+		}
+	}
+	tw := time.Now()
 	if err := m.cfg.Runtime.Destroy(ctx, t.ID, t.Dir); err != nil {
 		return fmt.Errorf("destroying runtime sandbox: %w", err)
 	}
@@ -346,7 +360,7 @@ func (m *Manager) finishTeardown(ctx context.Context, t pendingTeardown) error {
 		m.dropImage(t.Image)
 	}
 	m.dropJournal(t.ID)
-	m.log.Debug("teardown finished", "sandbox", t.ID, "runtime", t1.Sub(t0), "network", time.Since(t1))
+	m.log.Debug("teardown finished", "sandbox", t.ID, "exit", tw.Sub(t0), "runtime", t1.Sub(tw), "network", time.Since(t1))
 	return nil
 }
 
