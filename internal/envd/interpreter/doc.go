@@ -19,7 +19,11 @@
 // thread as soon as it holds that much, so a cell printing 50 MB neither
 // holds it all in memory nor sends one giant message, and a slow client slows
 // the writer. A write larger than PIPE_BUF is made with SIGINT held, so an
-// interrupt never tears a line. A cell that needs ipykernel's asyncio runner (top-level
+// interrupt never tears a line. ipykernel's stream flush timer (0.2 s after
+// a write, in the IOPub thread) is routed through the channel for good: a
+// timer armed in one cell that fires while the next one runs sends what that
+// cell printed as its stream record, never over ZeroMQ where no client
+// listens; between cells it takes ipykernel's own path. A cell that needs ipykernel's asyncio runner (top-level
 // await) is answered "fallback" and runs as a Jupyter execute_request over
 // ZeroMQ in the same kernel; so does everything when the channel could not be
 // installed. MIME bundles are decoded keeping each number's literal (a float

@@ -70,6 +70,8 @@ class _Channel:
         # cannot overtake each other.
         self.slock = threading.RLock()
         self.cur = None  # id of the running cell, None between cells
+        # id(stream) -> (cell id, that cell's send_stream) while it runs.
+        self.senders = {}
         try:
             from ipykernel.jsonutil import json_clean
         except ImportError:  # pragma: no cover - other ipykernel versions
@@ -189,6 +191,33 @@ class _Channel:
             except Exception:  # noqa: BLE001
                 pass
 
+    def _flush_stale(self, stream):
+        """A flush that is not the running cell's own: the 0.2 s timer that
+        an earlier write armed in the IOPub thread. What the buffer holds now
+        was written since the last flush, so it belongs to the cell running
+        now, if any; between cells it takes the old path (ZeroMQ)."""
+        with self.slock:
+            rid, send = self.senders.get(id(stream), (None, None))
+            if rid is not None and rid == self.cur:
+                send()
+            else:
+                type(stream)._flush(stream)
+
+    def _route_flush_timers(self, stream):
+        """Points the stream's _flush (what ipykernel's write arms its timer
+        with, looked up when the IOPub thread arms it) at _flush_stale for
+        good: a timer armed by one cell, or armed after its patches were
+        undone, may fire while a later cell runs, and ipykernel's own _flush
+        would then send that cell's output over ZeroMQ, lost for the client."""
+        if getattr(vars(stream).get("_flush"), "_airlock_routed", False):
+            return
+
+        def routed(stream=stream):
+            self._flush_stale(stream)
+
+        routed._airlock_routed = True
+        stream._flush = routed
+
     def _clean(self, v):
         return self.json_clean(v) if self.json_clean is not None else v
 
@@ -223,8 +252,8 @@ class _Channel:
             def send_stream(stream=stream, name=name):
                 with self.slock:
                     if self.cur != rid:
-                        # Late output (after the cell): the old path.
-                        type(stream)._flush(stream)
+                        # An earlier cell's flush timer, or late output.
+                        self._flush_stale(stream)
                         return
                     stream._flush_pending = False
                     data = stream._flush_buffer()
@@ -241,7 +270,9 @@ class _Channel:
                     send_stream()
                 return n
 
-            setattr_(stream, "_flush", send_stream)
+            self._route_flush_timers(stream)
+            self.senders[id(stream)] = (rid, send_stream)
+            undo.append(lambda stream=stream: self.senders.pop(id(stream), None))
             setattr_(stream, "flush", send_stream)
             if hasattr(stream, "_buffer"):
                 setattr_(stream, "write", write_bounded)
