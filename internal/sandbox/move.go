@@ -36,9 +36,11 @@ import (
 //     address, then removes the image from the store;
 //   - a resume on the node that paused it claims the row the same way, so a
 //     sandbox is never resumed by two nodes;
-//   - a node drops a paused sandbox whose row moved away (DropMoved);
-//   - Evacuate pauses and uploads every running sandbox (drain, SIGTERM),
-//     marked evacuated: its next request resumes it wherever it lands;
+//   - a node drops a paused sandbox whose row moved away (Live.Drop;
+//     internal/cluster/node's DropMoved finds them);
+//   - Live.Evacuate pauses and uploads a running sandbox (internal/cluster/
+//     node's Evacuate, on a drain or SIGTERM: every one), marked
+//     evacuated: its next request resumes it wherever it lands;
 //   - named snapshots are uploaded under snapshots/<id> when they are made,
 //     and a create from a snapshot another node made fetches it.
 
