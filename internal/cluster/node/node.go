@@ -486,6 +486,10 @@ func (n *Node) serveAdopt(w http.ResponseWriter, r *http.Request, id string) {
 		middleware.WriteError(w, http.StatusBadRequest, "want {\"from\": \"<node>\"}")
 		return
 	}
+	if !n.cfg.Movable { // as sandbox.Manager.ClaimAdopted answers, before it looks for the sandbox here
+		middleware.WriteError(w, http.StatusNotImplemented, "this daemon does not move sandboxes (no artifact store or shared store)")
+		return
+	}
 	var (
 		sb  *sandbox.Sandbox
 		err error
