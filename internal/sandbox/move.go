@@ -378,12 +378,17 @@ func WithAdmitted(ctx context.Context) context.Context {
 // paused there any more, or this node cannot restore it) and the sandbox
 // is held here as paused, its image still in the store; its resume
 // fetches it. check, when given, is asked about the row before the claim,
-// after this node's own checks. 501 on a single host. It is the primitive
-// of a node's adoption (internal/cluster/node: Adopt).
+// after this node's own checks. A copy of id still here is stale (the
+// caller found that its row is not this node's): it is dropped first. 501
+// on a single host. It is the primitive of a node's adoption
+// (internal/cluster/node: Adopt).
 func (m *Manager) ClaimAdopted(ctx context.Context, id, from string, check func(*store.Sandbox) error) (*Live, error) {
 	h := m.cfg.Node
 	if h == nil {
 		return nil, userErrorf(http.StatusNotImplemented, "this daemon does not move sandboxes (no artifact store or shared store)")
+	}
+	if e, err := m.Lookup(id); err == nil {
+		m.dropLocal(ctx, e) // a stale copy: it moved away since
 	}
 	rec, err := h.Claim(ctx, id, from, StatePaused, func(rec *store.Sandbox) error {
 		if err := m.canResume(rec); err != nil {
@@ -410,11 +415,6 @@ func (m *Manager) ClaimAdopted(ctx context.Context, id, from string, check func(
 	m.log.Info("paused sandbox adopted", "sandbox", id, "from", from)
 	return e, nil
 }
-
-// DropStale forgets e, whose row moved away from this node, whatever it
-// is doing, and frees what it held here (a stale copy found by an
-// adoption of the sandbox back to this node).
-func (e *Live) DropStale(ctx context.Context) { e.m.dropLocal(ctx, e) }
 
 // ErrNotImported is ResumeImported's answer for a sandbox that has its
 // files here (paused on this node): Resume resumes it.

@@ -25,8 +25,8 @@
 //     another node adopted (runDropMoved).
 //   - moves.go: the node's moves, built on a few primitives of the
 //     manager that run inside its per-sandbox operation locks: Adopt
-//     (sandbox.Manager.ClaimAdopted; a stale copy here is dropped first,
-//     Live.DropStale), Evacuate (Live.Evacuate for each sandbox of
+//     (sandbox.Manager.ClaimAdopted, which drops a stale copy here
+//     first), Evacuate (Live.Evacuate for each sandbox of
 //     Manager.LiveList, two at a time), DropMoved and DropIfMoved (the
 //     node's rows against Live.IdleWithImage, then Live.Drop) and
 //     AwaitUpload (Live.AwaitUpload). Rows is the node's view of its rows

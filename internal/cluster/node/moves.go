@@ -18,7 +18,7 @@ import (
 // the wait for a paused sandbox's upload. They are built on the manager's
 // primitives, which run inside its per-sandbox operation locks:
 // Manager.ClaimAdopted, Manager.LiveList, Live.Evacuate, Live.Drop,
-// Live.DropStale, Live.AwaitUpload (the mechanics of the export, the
+// Live.AwaitUpload (the mechanics of the export, the
 // resume of an imported image and the background upload stay in
 // internal/sandbox, where the pause and the resume call them).
 
@@ -36,7 +36,7 @@ type Rows interface {
 // resume fetches it. A sandbox already here is returned as it is. also,
 // when given, is asked about the row before the claim, after this node's
 // own checks (a node's admission: an error refuses the adoption while the
-// sandbox is still from's).
+// sandbox is still from's). The chain is in doc.go.
 func Adopt(ctx context.Context, mgr *sandbox.Manager, rows Rows, id, from string, also ...func(*store.Sandbox) error) (*sandbox.Sandbox, error) {
 	check := func(rec *store.Sandbox) error {
 		for _, f := range also {
@@ -53,7 +53,7 @@ func Adopt(ctx context.Context, mgr *sandbox.Manager, rows Rows, id, from string
 			}
 			return e.View(), nil // already this node's
 		}
-		e.DropStale(ctx) // a stale copy: it moved away since
+		// else a stale copy (it moved away since): ClaimAdopted drops it
 	}
 	e, err := mgr.ClaimAdopted(ctx, id, from, check)
 	if err != nil {
