@@ -191,7 +191,7 @@
 // resumes; a failed resume writes `paused` back. A daemon killed during a resume finds `resuming` at
 // start and writes `paused` back.
 //
-// **Adopt and resume elsewhere** (`node.AdoptAndResume`, `Manager.Adopt`, `resumeImported`). The api tier asks a live node
+// **Adopt and resume elsewhere** (`node.AdoptAndResume`, `node.Adopt`, `Manager.ClaimAdopted`, `resumeImported`). The api tier asks a live node
 // to adopt (`POST /airlock/v1/internal/sandboxes/{id}/adopt {"from":"n1","resume":bool,"timeoutMs":n}`):
 // it claims the row (state stays `paused`, slot −1, no address) and holds the sandbox as paused with no
 // local files. The claim checks, under the row's lock, that this node can restore it — same runtime and
@@ -211,7 +211,7 @@
 // any restore. Measured (same setup): adopt 8 ms, resume on the new node 267 ms (fetch 19 ms).
 //
 // **The old node lets go.** Its rows are scoped to it, so a claimed row disappears from its view:
-// the api tier tells it right after a move (`POST …/internal/sandboxes/{id}/drop`), and `DropMoved`
+// the api tier tells it right after a move (`POST …/internal/sandboxes/{id}/drop`), and `node.DropMoved`
 // (every 5 s, one query, off the heartbeat) finds the rest: each paused sandbox with an image whose row
 // it no longer sees is dropped, freeing the slot, network and files without touching the row or the
 // image. Until then a merged list that gets the sandbox from two nodes keeps the owner's copy. Its

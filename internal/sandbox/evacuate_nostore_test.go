@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	clusternode "github.com/airlock-sandbox/airlock/internal/cluster/node"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
 )
@@ -21,7 +22,7 @@ func TestEvacuateWithoutArtifactStoreSaysWhy(t *testing.T) {
 	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) { c.NodeID = "n1" })
 	a := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
 	b := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
-	evs := env.Manager.Evacuate(context.Background())
+	evs := clusternode.Evacuate(context.Background(), env.Manager)
 	if len(evs) != 2 {
 		t.Fatalf("Evacuate without a store = %+v, want both sandboxes reported", evs)
 	}

@@ -9,8 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,9 +36,11 @@ import (
 //     address, then removes the image from the store;
 //   - a resume on the node that paused it claims the row the same way, so a
 //     sandbox is never resumed by two nodes;
-//   - a node drops a paused sandbox whose row moved away (DropMoved);
-//   - Evacuate pauses and uploads every running sandbox (drain, SIGTERM),
-//     marked evacuated: its next request resumes it wherever it lands;
+//   - a node drops a paused sandbox whose row moved away (Live.Drop;
+//     internal/cluster/node's DropMoved finds them);
+//   - Live.Evacuate pauses and uploads a running sandbox (internal/cluster/
+//     node's Evacuate, on a drain or SIGTERM: every one), marked
+//     evacuated: its next request resumes it wherever it lands;
 //   - named snapshots are uploaded under snapshots/<id> when they are made,
 //     and a create from a snapshot another node made fetches it.
 
@@ -288,9 +288,10 @@ func (m *Manager) dropLocal(ctx context.Context, e *Live) {
 	m.log.Info("paused sandbox moved to another node; dropped here", "sandbox", rec.ID)
 }
 
-// idleWithImage reports whether e is paused with its image in the store
-// and no operation in progress: what may be dropped or left here.
-func (e *Live) idleWithImage() bool {
+// IdleWithImage reports whether e is paused with its image in the store
+// and no operation in progress: what may be dropped or left here (a node
+// drops it when its row moved away: internal/cluster/node, DropMoved).
+func (e *Live) IdleWithImage() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return !e.gone && e.op == "" && e.rec.State == StatePaused && decodeExtra(e.rec.Extra).Image != ""
@@ -308,7 +309,7 @@ func (m *Manager) leaveMovable(ctx context.Context) {
 	// Uploads in progress first (bounded): a sandbox paused a moment ago is
 	// left to the store too once its image is there.
 	wctx, cancel := context.WithTimeout(ctx, leaveUploadWait)
-	for _, e := range m.liveList() {
+	for _, e := range m.LiveList() {
 		if e.stillUploading() {
 			if err := e.awaitUpload(wctx); err != nil {
 				m.log.Warn("a paused sandbox's upload did not finish before the stop", "sandbox", e.rec.ID, "err", err)
@@ -316,8 +317,8 @@ func (m *Manager) leaveMovable(ctx context.Context) {
 		}
 	}
 	cancel()
-	for _, e := range m.liveList() {
-		if !e.idleWithImage() || !m.unindex(e) {
+	for _, e := range m.LiveList() {
+		if !e.IdleWithImage() || !m.unindex(e) {
 			continue
 		}
 		var u undo
@@ -336,61 +337,20 @@ func (m *Manager) leaveMovable(ctx context.Context) {
 // leaveUploadWait bounds how long leaveMovable waits for uploads.
 const leaveUploadWait = 30 * time.Second
 
-// DropMoved drops the paused sandboxes whose rows another node claimed
-// (adopted after a drain, or while this node was cut off). The node runs
-// it with its heartbeats.
-func (m *Manager) DropMoved(ctx context.Context) {
-	if m.cfg.Node == nil {
-		return
+// Drop forgets e, paused here with its image in the store and idle
+// (IdleWithImage), and frees what it held here; its row (another node's
+// now) and its image stay. It reports whether e was dropped.
+func (e *Live) Drop(ctx context.Context) bool {
+	if !e.IdleWithImage() {
+		return false
 	}
-	var candidates []*Live
-	for _, e := range m.liveList() {
-		movable := e.idleWithImage()
-		if movable {
-			candidates = append(candidates, e)
-		}
-	}
-	if len(candidates) == 0 {
-		return
-	}
-	rows, err := m.cfg.Store.ListSandboxes(ctx) // this node's
-	if err != nil {
-		m.log.Warn("listing this node's sandboxes for moved ones", "err", err)
-		return
-	}
-	mine := make(map[string]bool, len(rows))
-	for _, r := range rows {
-		mine[r.ID] = true
-	}
-	for _, e := range candidates {
-		if !mine[e.rec.ID] && !e.inOp() {
-			m.dropLocal(ctx, e)
-		}
-	}
+	e.m.dropLocal(ctx, e)
+	return true
 }
 
-// DropIfMoved drops sandbox id here when it is paused with an image and
-// its row is no longer this node's (the api tier says so right after a
-// move; DropMoved finds the others).
-func (m *Manager) DropIfMoved(ctx context.Context, id string) {
-	if m.cfg.Node == nil {
-		return
-	}
-	e, err := m.Lookup(id)
-	if err != nil {
-		return
-	}
-	movable := e.idleWithImage()
-	if !movable {
-		return
-	}
-	if _, err := m.cfg.Store.GetSandbox(ctx, id); errors.Is(err, store.ErrNotFound) && !e.inOp() {
-		m.dropLocal(ctx, e)
-	}
-}
-
-// liveList returns the indexed sandboxes that are not hidden.
-func (m *Manager) liveList() []*Live {
+// LiveList returns the indexed sandboxes that are not hidden, template
+// builds or internal ones: those a node evacuates or drops.
+func (m *Manager) LiveList() []*Live {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]*Live, 0, len(m.sandboxes))
@@ -413,37 +373,29 @@ func WithAdmitted(ctx context.Context) context.Context {
 	return context.WithValue(ctx, admittedKey{}, true)
 }
 
-// Adopt makes the paused sandbox id, whose row is on node from, this
-// node's: the row is claimed (a 409 when it is not paused there any
-// more, or this node cannot restore it) and the sandbox is held here as
-// paused, its image still in the store; its resume fetches it. A sandbox
-// already here is returned as it is. also, when given, is asked about the
-// row before the claim, after this node's own checks (a node's admission:
-// an error refuses the adoption while the sandbox is still from's).
-func (m *Manager) Adopt(ctx context.Context, id, from string, also ...func(*store.Sandbox) error) (*Sandbox, error) {
+// ClaimAdopted makes the paused sandbox id, whose row is on node from,
+// this node's: the row is claimed (NodeHooks.Claim; a 409 when it is not
+// paused there any more, or this node cannot restore it) and the sandbox
+// is held here as paused, its image still in the store; its resume
+// fetches it. check, when given, is asked about the row before the claim,
+// after this node's own checks. A copy of id still here is stale (the
+// caller found that its row is not this node's): it is dropped first. 501
+// on a single host. It is the primitive of a node's adoption
+// (internal/cluster/node: Adopt).
+func (m *Manager) ClaimAdopted(ctx context.Context, id, from string, check func(*store.Sandbox) error) (*Live, error) {
 	h := m.cfg.Node
 	if h == nil {
 		return nil, userErrorf(http.StatusNotImplemented, "this daemon does not move sandboxes (no artifact store or shared store)")
 	}
 	if e, err := m.Lookup(id); err == nil {
-		if row, err := m.cfg.Store.GetSandbox(ctx, id); err == nil {
-			for _, f := range also {
-				if err := f(row); err != nil {
-					return nil, err
-				}
-			}
-			return e.View(), nil // already this node's
-		}
 		m.dropLocal(ctx, e) // a stale copy: it moved away since
 	}
 	rec, err := h.Claim(ctx, id, from, StatePaused, func(rec *store.Sandbox) error {
 		if err := m.canResume(rec); err != nil {
 			return err
 		}
-		for _, f := range also {
-			if err := f(rec); err != nil {
-				return err
-			}
+		if check != nil {
+			return check(rec)
 		}
 		return nil
 	})
@@ -461,7 +413,7 @@ func (m *Manager) Adopt(ctx context.Context, id, from string, also ...func(*stor
 	}
 	m.mu.Unlock()
 	m.log.Info("paused sandbox adopted", "sandbox", id, "from", from)
-	return e.View(), nil
+	return e, nil
 }
 
 // ErrNotImported is ResumeImported's answer for a sandbox that has its
@@ -666,69 +618,36 @@ func resumedExtra(x extra) extra {
 	return x
 }
 
-// Evacuee is one sandbox Evacuate handled.
-type Evacuee struct {
-	ID    string
-	State string // "paused" once its image is in the store
-	// Was is the state before: "running" (paused by Evacuate) or "paused".
-	Was string
-	// Left is what was left of its timeout when it was paused.
-	Left time.Duration
-	Err  error
+// Evacuate pauses e, when running, into the artifact store, marked
+// evacuated (its next request resumes it, wherever it lands), or uploads
+// it when it is paused and its image is not there yet (waiting for its
+// background upload first). It returns e's state before (was: "running"
+// or "paused") and after (state: "paused" once its image is in the store),
+// and, for a running one, what was left of its timeout. Without an
+// artifact store the error says that e cannot move. A node that drains or
+// stops runs it for each sandbox (internal/cluster/node: Evacuate).
+func (e *Live) Evacuate(ctx context.Context) (was, state string, left time.Duration, err error) {
+	ev := evacuate(ctx, e)
+	return ev.Was, ev.State, ev.Left, ev.Err
 }
 
-// Evacuate pauses every running sandbox of this node into the artifact
-// store, marked evacuated (the next request for it resumes it, wherever
-// it lands), and uploads the paused ones whose image is not there yet. A
-// node that drains or stops runs it; the api tier then hands them to other
-// nodes. Sandboxes are handled one at a time. Without an artifact store
-// every sandbox is returned with an error that says so (it cannot move).
-func (m *Manager) Evacuate(ctx context.Context) []Evacuee {
-	var out []Evacuee
-	if m.cfg.Node == nil {
-		// No artifact store: nothing can leave this node. Each sandbox is
-		// reported with why, so that a drain says so (it said nothing).
-		for _, e := range m.liveList() {
-			v := e.View()
-			out = append(out, Evacuee{ID: v.ID, Was: v.State, State: v.State, Err: userErrorf(http.StatusConflict,
-				"the cluster has no artifact store (airlock serve --artifacts): sandbox %s cannot move to another node and stays on node %s", v.ID, m.cfg.NodeID)})
-		}
-		slices.SortFunc(out, func(a, b Evacuee) int { return strings.Compare(a.ID, b.ID) })
-		return out
-	}
-	// evacuateAtOnce at a time: a pause is CPU work (the checkpoint, the
-	// packing) and network (the upload).
-	var (
-		mu  sync.Mutex
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, evacuateAtOnce)
-	)
-	for _, e := range m.liveList() {
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			ev := e.evacuate(ctx)
-			mu.Lock()
-			out = append(out, ev)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	slices.SortFunc(out, func(a, b Evacuee) int { return strings.Compare(a.ID, b.ID) })
-	return out
+// evacuee is what evacuate reports of one sandbox.
+type evacuee struct {
+	Was, State string
+	Left       time.Duration
+	Err        error
 }
 
-// evacuateAtOnce is how many sandboxes Evacuate pauses at a time.
-const evacuateAtOnce = 2
-
-func (e *Live) evacuate(ctx context.Context) Evacuee {
+func evacuate(ctx context.Context, e *Live) evacuee {
 	m := e.m
 	v := e.View()
-	ev := Evacuee{ID: v.ID, Was: v.State, State: v.State}
+	ev := evacuee{Was: v.State, State: v.State}
+	if m.cfg.Node == nil {
+		// No artifact store: nothing can leave this node; the drain says why.
+		ev.Err = userErrorf(http.StatusConflict,
+			"the cluster has no artifact store (airlock serve --artifacts): sandbox %s cannot move to another node and stays on node %s", v.ID, m.cfg.NodeID)
+		return ev
+	}
 	x := func() extra {
 		e.mu.Lock()
 		defer e.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -299,7 +300,7 @@ func (c *twoNodes) pausedOnAAdoptedByB(t *testing.T) *sandbox.Sandbox {
 	if err := pauseUploaded(c.a.Manager, ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
+	if _, err := clusternode.Adopt(ctx, c.b.Manager, c.stores["b"], sb.ID, "a"); err != nil {
 		t.Fatal(err)
 	}
 	return sb
@@ -327,7 +328,7 @@ func TestMovePausedSandbox(t *testing.T) {
 		t.Fatal("the pause uploaded no image")
 	}
 
-	adopted, err := c.b.Manager.Adopt(ctx, sb.ID, "a")
+	adopted, err := clusternode.Adopt(ctx, c.b.Manager, c.stores["b"], sb.ID, "a")
 	if err != nil {
 		t.Fatalf("Adopt: %v", err)
 	}
@@ -335,7 +336,7 @@ func TestMovePausedSandbox(t *testing.T) {
 		t.Fatalf("adopted %+v, owner %s", adopted, c.ownerOf(sb.ID))
 	}
 	// Adopting again is a no-op; another node claiming it from a fails.
-	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
+	if _, err := clusternode.Adopt(ctx, c.b.Manager, c.stores["b"], sb.ID, "a"); err != nil {
 		t.Fatalf("second Adopt: %v", err)
 	}
 	// a still holds it in memory: its resume finds the row gone and drops it.
@@ -387,7 +388,7 @@ func TestResumeRefusesRewrittenImage(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Extra), &x); err != nil || x.Image == "" || x.ImageDigest == "" {
 		t.Fatalf("the paused row records image %q digest %q (%v); want both", x.Image, x.ImageDigest, err)
 	}
-	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
+	if _, err := clusternode.Adopt(ctx, c.b.Manager, c.stores["b"], sb.ID, "a"); err != nil {
 		t.Fatalf("Adopt: %v", err)
 	}
 	c.img.tamper(x.Image)
@@ -476,7 +477,7 @@ func TestEvacuateAndRestoreAdopted(t *testing.T) {
 	c := newTwoNodes(t)
 	ctx := context.Background()
 	sb := create(t, c.a, sandbox.CreateRequest{Timeout: time.Hour})
-	evs := c.a.Manager.Evacuate(ctx)
+	evs := clusternode.Evacuate(ctx, c.a.Manager)
 	if len(evs) != 1 || evs[0].Err != nil || evs[0].State != sandbox.StatePaused || evs[0].Was != sandbox.StateRunning || evs[0].Left < 50*time.Minute {
 		t.Fatalf("Evacuate = %+v", evs)
 	}
@@ -484,10 +485,10 @@ func TestEvacuateAndRestoreAdopted(t *testing.T) {
 	if !got.Evacuated || got.State != sandbox.StatePaused {
 		t.Fatalf("evacuated sandbox %+v", got)
 	}
-	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err != nil {
+	if _, err := clusternode.Adopt(ctx, c.b.Manager, c.stores["b"], sb.ID, "a"); err != nil {
 		t.Fatal(err)
 	}
-	c.a.Manager.DropMoved(ctx)
+	clusternode.DropMoved(ctx, c.a.Manager, c.stores["a"], slog.Default())
 	if _, err := get(c.a.Manager, sb.ID); err == nil {
 		t.Fatal("DropMoved kept a sandbox another node adopted")
 	}
@@ -575,7 +576,7 @@ func TestStaleCopyCannotTakeTheRowBack(t *testing.T) {
 	if o := c.ownerOf(sb.ID); o != "b" {
 		t.Fatalf("row moved back to %s while the sandbox runs on b", o)
 	}
-	c.a.Manager.DropMoved(ctx)
+	clusternode.DropMoved(ctx, c.a.Manager, c.stores["a"], slog.Default())
 	if _, err := get(c.a.Manager, sb.ID); err == nil {
 		t.Fatal("DropMoved kept the stale copy")
 	}
@@ -629,7 +630,7 @@ func pauseUploaded(m *sandbox.Manager, ctx context.Context, id string) error {
 	if err := pause(m, ctx, id); err != nil {
 		return err
 	}
-	return m.AwaitUpload(ctx, id)
+	return clusternode.AwaitUpload(ctx, m, id)
 }
 
 // An adopt-and-resume of a sandbox that is this node's already, with its
@@ -650,7 +651,7 @@ func TestAdoptAndResumeOfOwnSandboxResumesHere(t *testing.T) {
 	if _, err := live.ResumeImported(ctx, time.Minute); !errors.Is(err, sandbox.ErrNotImported) {
 		t.Fatalf("ResumeImported of a sandbox paused here: %v, want ErrNotImported", err)
 	}
-	got, err := clusternode.AdoptAndResume(ctx, c.a.Manager, nil, sb.ID, "b", time.Minute)
+	got, err := clusternode.AdoptAndResume(ctx, c.a.Manager, c.stores["a"], nil, sb.ID, "b", time.Minute)
 	if err != nil || got.State != sandbox.StateRunning || c.ownerOf(sb.ID) != "a" {
 		t.Fatalf("AdoptAndResume on its own node: %+v, %v (owner %s)", got, err, c.ownerOf(sb.ID))
 	}

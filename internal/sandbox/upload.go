@@ -229,17 +229,14 @@ func (e *Live) awaitUpload(ctx context.Context) error {
 	}
 }
 
-// AwaitUpload waits (bounded by ctx) until the paused sandbox id's image
+// AwaitUpload waits (bounded by ctx) until the paused sandbox e's image
 // is in the artifact store, and says whether it is: nil when it is (or the
 // sandbox is not paused here any more: the caller reads the row again), a
-// 503 user error when the attempt in flight failed, a 404 when it is not
-// here. The api tier asks before it moves a paused sandbox of a draining
-// node.
-func (m *Manager) AwaitUpload(ctx context.Context, id string) error {
-	e, err := m.Lookup(id)
-	if err != nil {
-		return err
-	}
+// 503 user error when the attempt in flight failed. The api tier asks
+// (through internal/cluster/node) before it moves a paused sandbox of a
+// draining node.
+func (e *Live) AwaitUpload(ctx context.Context) error {
+	m, id := e.m, e.rec.ID
 	if err := e.awaitUpload(ctx); err != nil {
 		return m.storeError(fmt.Sprintf("uploading the image of paused sandbox %s", id), err)
 	}

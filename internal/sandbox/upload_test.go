@@ -63,17 +63,17 @@ func TestPauseAnswersBeforeUpload(t *testing.T) {
 		t.Fatalf("row while uploading: %s", got)
 	}
 	// Not movable yet: another node cannot adopt it.
-	if _, err := c.b.Manager.Adopt(ctx, sb.ID, "a"); err == nil {
+	if _, err := clusternode.Adopt(ctx, c.b.Manager, c.stores["b"], sb.ID, "a"); err == nil {
 		t.Fatal("b adopted a sandbox whose image is not in the store")
 	}
 	release()
-	if err := c.a.Manager.AwaitUpload(ctx, sb.ID); err != nil {
+	if err := clusternode.AwaitUpload(ctx, c.a.Manager, sb.ID); err != nil {
 		t.Fatalf("AwaitUpload: %v", err)
 	}
 	if got := c.extra(t, "a", sb.ID); strings.Contains(got, `"uploading"`) || !strings.Contains(got, `"image":"paused/`+sb.ID) {
 		t.Fatalf("row after the upload: %s", got)
 	}
-	if _, err := clusternode.AdoptAndResume(ctx, c.b.Manager, nil, sb.ID, "a", time.Minute); err != nil {
+	if _, err := clusternode.AdoptAndResume(ctx, c.b.Manager, c.stores["b"], nil, sb.ID, "a", time.Minute); err != nil {
 		t.Fatalf("resume on b after the upload: %v", err)
 	}
 	if c.ownerOf(sb.ID) != "b" {
@@ -123,7 +123,7 @@ func TestEvacuateWaitsForUpload(t *testing.T) {
 	}
 	go func() { time.Sleep(300 * time.Millisecond); release() }()
 	start := time.Now()
-	evs := c.a.Manager.Evacuate(ctx)
+	evs := clusternode.Evacuate(ctx, c.a.Manager)
 	if len(evs) != 1 || evs[0].Err != nil || evs[0].State != sandbox.StatePaused {
 		t.Fatalf("Evacuate: %+v", evs)
 	}
@@ -145,8 +145,8 @@ func TestEvacuateWaitsForUpload(t *testing.T) {
 	c.img.down = true
 	c.img.mu.Unlock()
 	go func() { time.Sleep(100 * time.Millisecond); release2() }()
-	var ev sandbox.Evacuee
-	for _, e := range c.a.Manager.Evacuate(ctx) {
+	var ev clusternode.Evacuee
+	for _, e := range clusternode.Evacuate(ctx, c.a.Manager) {
 		if e.ID == sb2.ID {
 			ev = e
 		}
@@ -190,7 +190,7 @@ func TestRestartFinishesUpload(t *testing.T) {
 		t.Fatalf("Restore: %v", err)
 	}
 	waitFor(t, func() bool { return strings.Contains(c.extra(t, "a", sb.ID), `"image":"paused/`) }, "the upload finished after the restart")
-	if _, err := clusternode.AdoptAndResume(ctx, c.b.Manager, nil, sb.ID, "a", time.Minute); err != nil {
+	if _, err := clusternode.AdoptAndResume(ctx, c.b.Manager, c.stores["b"], nil, sb.ID, "a", time.Minute); err != nil {
 		t.Fatalf("resume on b: %v", err)
 	}
 }

@@ -160,7 +160,7 @@ func (g *Gateway) move(ctx context.Context, id string, rt cluster.Route, resume 
 
 // tellDropped tells node from, when it can be reached, that sandbox id
 // moved away, so that it stops listing it now rather than at its next
-// look (sandbox.Manager.DropMoved). Best effort, in the background.
+// look (node.DropMoved). Best effort, in the background.
 func (g *Gateway) tellDropped(id, from string) {
 	n, ok := g.node(from)
 	if !ok || effectiveState(n) == cluster.StateLost {

@@ -15,11 +15,12 @@ import (
 // a node too full to run it refuses it while it is still from's, and the
 // api tier tries another node.
 //
-// The chain: serveAdopt → AdoptAndResume → sandbox.Manager.Adopt (the
-// claim, NodeHooks.Claim) → sandbox.Live.ResumeImported (sandbox/move.go:
+// The chain: serveAdopt → AdoptAndResume → Adopt (moves.go) →
+// sandbox.Manager.ClaimAdopted (sandbox/move.go: the claim,
+// NodeHooks.Claim) → sandbox.Live.ResumeImported (sandbox/move.go:
 // the fetch, NodeHooks.FetchPaused, and the restore of the memory image,
 // sandbox/create_restore.go).
-func AdoptAndResume(ctx context.Context, mgr *sandbox.Manager, admit func(sandbox.Limits) (func(), error),
+func AdoptAndResume(ctx context.Context, mgr *sandbox.Manager, rows Rows, admit func(sandbox.Limits) (func(), error),
 	id, from string, timeout time.Duration) (*sandbox.Sandbox, error) {
 	var release func()
 	defer func() {
@@ -35,7 +36,7 @@ func AdoptAndResume(ctx context.Context, mgr *sandbox.Manager, admit func(sandbo
 		release, err = admit(sandbox.Limits{CPUCount: rec.CPUCount, MemoryMB: rec.MemoryMB})
 		return err
 	}
-	sb, err := mgr.Adopt(ctx, id, from, check)
+	sb, err := Adopt(ctx, mgr, rows, id, from, check)
 	if err != nil || sb.State != sandbox.StatePaused {
 		return sb, err
 	}
@@ -53,7 +54,7 @@ func AdoptAndResume(ctx context.Context, mgr *sandbox.Manager, admit func(sandbo
 	return sb, err
 }
 
-// runDropMoved runs the manager's DropMoved every interval until ctx ends:
+// runDropMoved runs DropMoved (moves.go) every interval until ctx ends:
 // paused sandboxes another node adopted are dropped here.
 func (n *Node) runDropMoved(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
@@ -63,7 +64,7 @@ func (n *Node) runDropMoved(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n.mgr.DropMoved(ctx)
+			DropMoved(ctx, n.mgr, n.cfg.Store, n.log)
 		}
 	}
 }

@@ -22,7 +22,15 @@
 //     when it is back; an operator's drain stays).
 //   - adopt.go: AdoptAndResume (the node's admission asked inside the
 //     claim, then the resume) and the loop that drops paused sandboxes
-//     another node adopted.
+//     another node adopted (runDropMoved).
+//   - moves.go: the node's moves, built on a few primitives of the
+//     manager that run inside its per-sandbox operation locks: Adopt
+//     (sandbox.Manager.ClaimAdopted, which drops a stale copy here
+//     first), Evacuate (Live.Evacuate for each sandbox of
+//     Manager.LiveList, two at a time), DropMoved and DropIfMoved (the
+//     node's rows against Live.IdleWithImage, then Live.Drop) and
+//     AwaitUpload (Live.AwaitUpload). Rows is the node's view of its rows
+//     in the shared store.
 //   - hooks.go: Hooks, the node's implementation of sandbox.NodeHooks,
 //     the one seam between the single-host core and the cluster: paused
 //     images under paused/<id>/<nonce> and named snapshots under
@@ -32,19 +40,21 @@
 //     (sandbox.Config.Node is nil) and never branches on the cluster.
 //
 // Where does a node adopt a sandbox? serveAdopt (node.go) →
-// AdoptAndResume (adopt.go) → sandbox.Manager.Adopt (sandbox/move.go: the
-// claim, NodeHooks.Claim → hooks.go) → sandbox.Live.ResumeImported
+// AdoptAndResume (adopt.go) → Adopt (moves.go) →
+// sandbox.Manager.ClaimAdopted (sandbox/move.go: the claim,
+// NodeHooks.Claim → hooks.go) → sandbox.Live.ResumeImported
 // (sandbox/move.go: NodeHooks.FetchPaused, then the restore of the memory
 // image, sandbox/create_restore.go). An adopted sandbox resumed later (by
 // its user or its traffic) goes through Live.Resume (pause.go), which
 // takes the same resumeImported.
 //
-// The mechanics a pause, a resume and a snapshot share with a single host
-// stay in internal/sandbox (move.go: export of a paused image, adopt and
-// resume of an imported one, evacuation, dropping moved sandboxes;
-// upload.go: the background upload of a paused image): they run inside
-// the manager's per-sandbox operations and locks, and call the hooks at
-// the points listed on sandbox.NodeHooks.
+// The mechanics the core itself calls stay in internal/sandbox: move.go
+// (the export of a paused image, which a pause calls; the resume of an
+// imported one, which Resume calls; one sandbox's evacuation, leaving
+// paused sandboxes to the store when the daemon stops) and upload.go (the
+// background upload a pause starts and a restart finishes). They run
+// inside the manager's per-sandbox operations and locks, and call the
+// hooks at the points listed on sandbox.NodeHooks.
 //
 // The design of moves, claims and uploads is in internal/cluster/doc.go
 // ("Moving sandboxes between nodes").

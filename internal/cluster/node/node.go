@@ -462,7 +462,7 @@ func (n *Node) internal(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && len(seg) == 3 && seg[0] == "sandboxes" && seg[2] == "uploaded":
 		n.serveUploaded(w, r, seg[1])
 	case r.Method == http.MethodPost && len(seg) == 3 && seg[0] == "sandboxes" && seg[2] == "drop":
-		n.mgr.DropIfMoved(r.Context(), seg[1])
+		DropIfMoved(r.Context(), n.mgr, n.cfg.Store, seg[1])
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		middleware.WriteError(w, http.StatusNotFound, "no such node API")
@@ -486,6 +486,10 @@ func (n *Node) serveAdopt(w http.ResponseWriter, r *http.Request, id string) {
 		middleware.WriteError(w, http.StatusBadRequest, "want {\"from\": \"<node>\"}")
 		return
 	}
+	if !n.cfg.Movable { // as sandbox.Manager.ClaimAdopted answers, before it looks for the sandbox here
+		middleware.WriteError(w, http.StatusNotImplemented, "this daemon does not move sandboxes (no artifact store or shared store)")
+		return
+	}
 	var (
 		sb  *sandbox.Sandbox
 		err error
@@ -498,9 +502,9 @@ func (n *Node) serveAdopt(w http.ResponseWriter, r *http.Request, id string) {
 		// Like a create: the answer carries the generation of the first
 		// heartbeat that counts it (placement.Reservation.Confirm).
 		w = &genWriter{ResponseWriter: w, gen: &n.gen}
-		sb, err = AdoptAndResume(r.Context(), n.mgr, n.Admit, id, req.From, timeout)
+		sb, err = AdoptAndResume(r.Context(), n.mgr, n.cfg.Store, n.Admit, id, req.From, timeout)
 	} else {
-		sb, err = n.mgr.Adopt(r.Context(), id, req.From)
+		sb, err = Adopt(r.Context(), n.mgr, n.cfg.Store, id, req.From)
 	}
 	if err != nil {
 		n.writeSandboxError(w, err)
@@ -519,7 +523,7 @@ const uploadedWait = time.Minute
 func (n *Node) serveUploaded(w http.ResponseWriter, r *http.Request, id string) {
 	ctx, cancel := context.WithTimeout(r.Context(), uploadedWait)
 	defer cancel()
-	if err := n.mgr.AwaitUpload(ctx, id); err != nil {
+	if err := AwaitUpload(ctx, n.mgr, id); err != nil {
 		n.writeSandboxError(w, err)
 		return
 	}
@@ -528,7 +532,7 @@ func (n *Node) serveUploaded(w http.ResponseWriter, r *http.Request, id string) 
 
 func (n *Node) serveEvacuate(w http.ResponseWriter, r *http.Request) {
 	out := cluster.EvacuateResponse{Sandboxes: []cluster.SandboxMoved{}}
-	for _, ev := range n.mgr.Evacuate(r.Context()) {
+	for _, ev := range Evacuate(r.Context(), n.mgr) {
 		m := cluster.SandboxMoved{SandboxID: ev.ID, Node: n.cfg.ID, State: ev.State, Was: ev.Was, LeftMs: ev.Left.Milliseconds()}
 		if ev.Err != nil {
 			m.Error = ev.Err.Error()
@@ -581,7 +585,7 @@ func (n *Node) DrainOnStop(ctx context.Context) {
 	}
 	start := time.Now()
 	moved, failed := 0, 0
-	for _, ev := range n.mgr.Evacuate(ctx) {
+	for _, ev := range Evacuate(ctx, n.mgr) {
 		if ev.Err != nil {
 			failed++
 			n.log.Warn("cluster node: a sandbox could not be paused into the artifact store; it stays here", "sandbox", ev.ID, "err", ev.Err)
@@ -593,7 +597,7 @@ func (n *Node) DrainOnStop(ctx context.Context) {
 }
 
 // dropMovedInterval is how often a node looks for paused sandboxes that
-// other nodes adopted (sandbox.Manager.DropMoved, runDropMoved).
+// other nodes adopted (DropMoved, runDropMoved).
 const dropMovedInterval = 5 * time.Second
 
 // drainOnStopTimeout bounds drainOnStop: the Helm chart's grace period
