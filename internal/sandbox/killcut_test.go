@@ -121,16 +121,7 @@ func TestKillAnswersBeforeNetworkTeardown(t *testing.T) {
 		t.Fatal("no slot for the sandbox")
 	}
 
-	done := make(chan error, 1)
-	go func() { done <- env.Manager.Kill(context.Background(), sb.ID) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Kill: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Kill waited for the network teardown")
-	}
+	killWithin(t, env, sb.ID, 20*time.Second, "Kill waited for the network teardown")
 	if !rt.wasStopped(sb.ID) {
 		t.Error("the kill answered before the sandbox was stopped")
 	}
@@ -165,5 +156,21 @@ func TestKillAnswersBeforeNetworkTeardown(t *testing.T) {
 	sb3 := create(t, env, sandbox.CreateRequest{})
 	if s3 := nw.SlotOf(sb3.ID); s3 != slot {
 		t.Errorf("after the teardown the next sandbox got slot %d, want the freed slot %d", s3, slot)
+	}
+}
+
+// killWithin kills sandbox id and fails the test when the kill errs or has
+// not answered after limit (stalled says what it must not have waited for).
+func killWithin(t *testing.T, env *sandboxtest.Env, id string, limit time.Duration, stalled string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- env.Manager.Kill(context.Background(), id) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Kill: %v", err)
+		}
+	case <-time.After(limit):
+		t.Fatal(stalled)
 	}
 }

@@ -91,16 +91,7 @@ func TestKillAnswersBeforeTheProcessesExited(t *testing.T) {
 		t.Fatal("no slot for the sandbox")
 	}
 
-	done := make(chan error, 1)
-	go func() { done <- env.Manager.Kill(context.Background(), sb.ID) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Kill: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Kill waited for the sandbox's processes to exit")
-	}
+	killWithin(t, env, sb.ID, 20*time.Second, "Kill waited for the sandbox's processes to exit")
 	if signalled, exited := rt.state(sb.ID); !signalled || exited {
 		t.Errorf("when the kill answered: signalled=%v exited=%v, want signalled and still exiting", signalled, exited)
 	}

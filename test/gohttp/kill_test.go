@@ -98,6 +98,24 @@ func teardownDone(t *testing.T, id string) (bool, string) {
 	return true, ""
 }
 
+// pinTeardown makes a file in sandbox id's directory immutable, so its
+// teardown cannot remove the directory and keeps retrying until unpin (also
+// run at cleanup). It returns the directory.
+func pinTeardown(t *testing.T, id string) (dir string, unpin func()) {
+	t.Helper()
+	dir = filepath.Join(os.Getenv("AIRLOCK_E2E_DATA_DIR"), "sandboxes", id)
+	pin := filepath.Join(dir, "teardown-pin")
+	if err := os.WriteFile(pin, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "+i", pin).CombinedOutput(); err != nil {
+		t.Fatalf("chattr +i %s: %v %s", pin, err, out)
+	}
+	unpin = func() { _ = exec.Command("chattr", "-i", pin).Run() }
+	t.Cleanup(unpin)
+	return dir, unpin
+}
+
 func (e env) requireGone(t *testing.T, id string) {
 	t.Helper()
 	if st, _ := e.sandboxState(t, id); st != http.StatusNotFound {
@@ -220,16 +238,7 @@ func netnsInUse(ino uint64) bool {
 func TestKillTeardownFinishedAfterDaemonSIGKILL(t *testing.T) {
 	e := loadEnv(t)
 	s := e.createV1(t, 300, nil)
-	dir := filepath.Join(os.Getenv("AIRLOCK_E2E_DATA_DIR"), "sandboxes", s.SandboxID)
-	pin := filepath.Join(dir, "teardown-pin")
-	if err := os.WriteFile(pin, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("chattr", "+i", pin).CombinedOutput(); err != nil {
-		t.Fatalf("chattr +i %s: %v %s", pin, err, out)
-	}
-	unpin := func() { _ = exec.Command("chattr", "-i", pin).Run() }
-	t.Cleanup(unpin)
+	dir, unpin := pinTeardown(t, s.SandboxID)
 
 	status, took := e.killTimed(t, s.SandboxID)
 	if status != http.StatusNoContent {

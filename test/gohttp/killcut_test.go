@@ -9,9 +9,7 @@ package gohttp
 
 import (
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,16 +61,7 @@ func TestKillCutsWithoutDeletingTheVeth(t *testing.T) {
 	if !answers(ip, envdPort) {
 		t.Fatalf("the agent does not answer on %s:%s before the kill", ip, envdPort)
 	}
-	dir := filepath.Join(os.Getenv("AIRLOCK_E2E_DATA_DIR"), "sandboxes", s.SandboxID)
-	pin := filepath.Join(dir, "teardown-pin")
-	if err := os.WriteFile(pin, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("chattr", "+i", pin).CombinedOutput(); err != nil {
-		t.Fatalf("chattr +i %s: %v %s", pin, err, out)
-	}
-	unpin := func() { _ = exec.Command("chattr", "-i", pin).Run() }
-	t.Cleanup(unpin)
+	_, unpin := pinTeardown(t, s.SandboxID)
 
 	status, took := e.killTimed(t, s.SandboxID)
 	if status != http.StatusNoContent {
