@@ -22,17 +22,27 @@ const stopWait = 10 * time.Second
 // the background teardown); Destroy later removes the TAP, cgroups, dir
 // and record.
 func (r *Runtime) Stop(_ context.Context, id, _ string) error {
-	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
-		return err
-	}
-	rec, err := r.readRecord(id)
-	if errors.Is(err, runtime.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	rec, ok, err := r.stopRecord(id)
+	if !ok {
 		return err
 	}
 	return killVMM(rec)
+}
+
+// stopRecord reads the record of sandbox id for Stop and WaitStopped; ok is
+// false when there is nothing to stop (no record) or on error.
+func (r *Runtime) stopRecord(id string) (rec record, ok bool, err error) {
+	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
+		return record{}, false, err
+	}
+	rec, err = r.readRecord(id)
+	if errors.Is(err, runtime.ErrNotFound) {
+		return record{}, false, nil
+	}
+	if err != nil {
+		return record{}, false, err
+	}
+	return rec, true, nil
 }
 
 // killVMM SIGKILLs rec's VMM if it is still the process rec started: the
@@ -57,14 +67,8 @@ func killVMM(rec record) error {
 // runs (a daemon killed before its Stop) and waits for it to exit, or
 // returns an error after stopWait (the teardown retries).
 func (r *Runtime) WaitStopped(ctx context.Context, id, _ string) error {
-	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
-		return err
-	}
-	rec, err := r.readRecord(id)
-	if errors.Is(err, runtime.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	rec, ok, err := r.stopRecord(id)
+	if !ok {
 		return err
 	}
 	if err := killVMM(rec); err != nil {
