@@ -5,23 +5,18 @@
 //	go run ./bench/cmd/methodcount -types Manager,Live ./internal/sandbox
 //	go run ./bench/cmd/methodcount -lines ./internal
 //
-// Methods are counted with go/ast over every .go file of the directory that is
-// not a _test.go file (build tags ignored: all files). Lines are counted per
+// Counting is bench/internal/gocount's (shared with bench/pathtrace): methods
+// with go/ast over every non-test .go file (build tags ignored), lines per
 // directory, non-test and test apart.
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
+
+	"github.com/airlock-sandbox/airlock/bench/internal/gocount"
 )
 
 func main() {
@@ -49,86 +44,24 @@ func main() {
 }
 
 func countMethods(dir string, names []string) error {
-	fset := token.NewFileSet()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", dir, err)
-	}
-	counts := map[string]int{}
-	for _, e := range entries {
-		n := e.Name()
-		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.SkipObjectResolution)
-		if err != nil {
-			return fmt.Errorf("parsing %s: %w", n, err)
-		}
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Recv == nil || len(fd.Recv.List) == 0 {
-				continue
-			}
-			counts[recvName(fd.Recv.List[0].Type)]++
-		}
-	}
 	for _, name := range names {
-		fmt.Printf("%s\t%s\t%d methods\n", dir, name, counts[name])
+		n, _, _, err := gocount.MethodCount(dir, name)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s\t%s\t%d methods\n", dir, name, n)
 	}
 	return nil
 }
 
-func recvName(e ast.Expr) string {
-	switch t := e.(type) {
-	case *ast.StarExpr:
-		return recvName(t.X)
-	case *ast.IndexExpr:
-		return recvName(t.X)
-	case *ast.IndexListExpr:
-		return recvName(t.X)
-	case *ast.Ident:
-		return t.Name
-	}
-	return ""
-}
-
 func countLines(root string) error {
-	type tally struct{ src, test int }
-	per := map[string]*tally{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		dir := filepath.Dir(path)
-		if per[dir] == nil {
-			per[dir] = &tally{}
-		}
-		n := bytes.Count(b, []byte("\n"))
-		if strings.HasSuffix(path, "_test.go") {
-			per[dir].test += n
-		} else {
-			per[dir].src += n
-		}
-		return nil
-	})
+	pk, err := gocount.LinesPerPackage(root)
 	if err != nil {
-		return fmt.Errorf("walking %s: %w", root, err)
+		return err
 	}
-	dirs := make([]string, 0, len(per))
-	for d := range per {
-		dirs = append(dirs, d)
-	}
-	sort.Strings(dirs)
 	fmt.Printf("%-40s %7s %7s\n", "package", "lines", "tests")
-	for _, d := range dirs {
-		fmt.Printf("%-40s %7d %7d\n", d, per[d].src, per[d].test)
+	for _, p := range pk {
+		fmt.Printf("%-40s %7d %7d\n", p.Dir, p.Prod, p.Test)
 	}
 	return nil
 }
