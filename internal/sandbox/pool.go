@@ -52,8 +52,11 @@ type poolFill struct {
 	waiter bool          // a create waits for this fill; others restore their own
 }
 
-// fillWait bounds how long a create waits for a fill under way.
-const fillWait = 10 * time.Second
+// fillWait bounds how long a create waits for a fill under way. Starting
+// a restore of its own beside a slow fill would not be quicker (the two
+// share the cores), so the bound is only there for a fill that hangs; on
+// a loaded 2-core host a fill took 11.6 s.
+const fillWait = 30 * time.Second
 
 // startFill records a fill of template name from hash; it returns the
 // function that ends it.
