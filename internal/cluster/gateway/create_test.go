@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/cluster"
 	"github.com/airlock-sandbox/airlock/internal/cluster/placement"
@@ -121,9 +122,18 @@ func TestCreateRetriesElsewhere(t *testing.T) {
 	if st.InFlightCreates != 0 || st.ConfirmedCreates != 0 {
 		t.Errorf("n1 still holds %d in flight, %d confirmed", st.InFlightCreates, st.ConfirmedCreates)
 	}
-	st, _ = c.g.placer.NodeStatus("n2")
-	if st.ConfirmedCreates != 4 {
-		t.Errorf("n2 confirmed %d, want 4", st.ConfirmedCreates)
+	// The gateway confirms a create once the node's answer has been passed
+	// on, so the client may read it a moment before the last confirm.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ = c.g.placer.NodeStatus("n2")
+		if st.ConfirmedCreates == 4 && st.InFlightCreates == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st.ConfirmedCreates != 4 || st.InFlightCreates != 0 {
+		t.Errorf("n2 confirmed %d with %d in flight, want 4 and 0", st.ConfirmedCreates, st.InFlightCreates)
 	}
 }
 
