@@ -16,7 +16,13 @@ const dur = (s) => {
 }
 const steps = {}
 const add = (k, v) => { if (!Number.isNaN(v)) (steps[k] ??= []).push(v) }
-for (const f of readdirSync(dir).filter((f) => /^n\d+\.log$/.test(f))) {
+const files = readdirSync(dir).filter((f) => /^n\d+\.log$/.test(f))
+// The sandboxes resumed on their own node too (pause.mjs's S1): their
+// resume elsewhere is compared with that same-node resume. The others (S2)
+// were resumed elsewhere at once after their pause.
+const local = new Set()
+for (const f of files) for (const m of readFileSync(`${dir}/${f}`, 'utf8').matchAll(/msg="sandbox resumed" \S+ sandbox=(\S+)/g)) local.add(m[1])
+for (const f of files) {
   const bare = {} // sandbox id → the last bare `runsc restore` (debug log)
   for (const line of readFileSync(`${dir}/${f}`, 'utf8').split('\n')) {
     const kv = Object.fromEntries([...line.matchAll(/(\w+)=("[^"]*"|\S+)/g)].map((m) => [m[1], m[2].replace(/^"|"$/g, '')]))
@@ -26,7 +32,11 @@ for (const f of readdirSync(dir).filter((f) => /^n\d+\.log$/.test(f))) {
     if (kv.msg === 'step' && kv.op === 'resume') {
       const where = kv.kind === 'imported' ? 'cross-node' : 'same-node'
       add(`${where} step ${kv.step}`, dur(kv.elapsed ?? ''))
-      if (kv.step === 'restore' && bare[kv.sandbox] !== undefined) { add(`${where} bare runsc restore`, bare[kv.sandbox]); delete bare[kv.sandbox] }
+      if (kv.step === 'restore' && bare[kv.sandbox] !== undefined) {
+        add(`${where} bare runsc restore`, bare[kv.sandbox])
+        if (where === 'cross-node') add(`cross-node bare runsc restore (${local.has(kv.sandbox) ? 'S1, also resumed on its node' : 'S2, at once'})`, bare[kv.sandbox])
+        delete bare[kv.sandbox]
+      }
     }
     if (kv.msg === 'moved sandbox resumed') for (const k of ['fetch', 'fetch_waited', 'prepare', 'restore', 'elapsed']) add(`resume ${k}`, dur(kv[k] ?? ''))
     else if (kv.msg === 'artifacts: tree fetched' && kv.key) { add('fetch tree download+verify', dur(kv.download_verify ?? '')); add('fetch tree unpack', dur(kv.unpack ?? '')) }
