@@ -105,8 +105,9 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		middleware.WriteError(w, http.StatusNotImplemented, "sandbox network configuration is not supported yet")
 		return
 	}
-	if len(body.VolumeMounts) > 0 {
-		middleware.WriteError(w, http.StatusNotImplemented, "volume mounts are not supported yet")
+	mounts, msg := volumeMountsByID(body.VolumeMounts)
+	if msg != "" {
+		middleware.WriteError(w, http.StatusBadRequest, msg)
 		return
 	}
 	for field, m := range map[string]map[string]string{"metadata": body.Metadata, "envVars": body.EnvVars} {
@@ -126,6 +127,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		AutoPauseDiskOnly: body.AutoPauseMemory != nil && !*body.AutoPauseMemory,
 		AutoResume:        body.AutoResume != nil && body.AutoResume.Enabled,
 		Limits:            toLimits(body.Limits),
+		VolumeMounts:      mounts,
 	}
 	if body.Network != nil {
 		req.AllowPublicTraffic = body.Network.AllowPublicTraffic

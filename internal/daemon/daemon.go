@@ -111,6 +111,8 @@ type Config struct {
 	// sandboxes into the artifact store when it is stopped (node.go,
 	// drainOnStop).
 	DrainOnStop bool
+	// Volumes are the --volume-* flags (volumes.go).
+	Volumes Volumes
 }
 
 // Run starts the daemon and serves until ctx ends (a clean shutdown) or
@@ -394,6 +396,11 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 		NetNSPrefix: d.cfg.NetPrefix + "-",
 	}
 	d.cfg.Limits.apply(&mgrCfg)
+	vols, err := d.openVolumes()
+	if err != nil {
+		return err
+	}
+	mgrCfg.Volumes = vols
 	mgrCfg.BootSnapshots = d.cfg.BootSnapshots
 	for name, n := range d.cfg.WarmPool {
 		if n < 0 || n > 64 {

@@ -27,8 +27,9 @@ import (
 //
 //	<id>/disk.img   the sparse ext4 image (journaled)
 //	<id>/mnt/       its mount point
-//	<id>/mnt/data/  Dir: the volume's files, owned by the sandbox's
-//	                default user (uid/gid 1000) so it can write them
+//	<id>/mnt/data/  Dir: the volume's files; owned by the sandbox's
+//	                default user (uid/gid 1000), mode 0777 (E2B's default
+//	                directory mode) so every user can write there
 //
 // Mounts survive a daemon restart (they live in the host's mount
 // namespace); OpenLoop mounts any image that is not mounted (after a host
@@ -145,11 +146,14 @@ func (l *Loop) Create(ctx context.Context, id string, sizeBytes int64) (err erro
 		return err
 	}
 	data := filepath.Join(d, loopMnt, loopData)
-	if err := os.Mkdir(data, 0o755); err != nil {
+	if err := os.Mkdir(data, 0o777); err != nil {
 		return fmt.Errorf("creating volume data dir: %w", err)
 	}
 	if err := os.Chown(data, DefaultOwner, DefaultOwner); err != nil {
 		return fmt.Errorf("chown volume data dir: %w", err)
+	}
+	if err := os.Chmod(data, 0o777); err != nil { // past the umask
+		return fmt.Errorf("chmod volume data dir: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,41 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/airlock-sandbox/airlock/internal/volume"
+)
+
+// Volumes are the --volume-* flags: where the node keeps volumes' data.
+type Volumes struct {
+	// Backing is --volume-backing: "loop" (the default: a sparse ext4
+	// image per volume, its size the limit; internal/volume.Loop) or
+	// "none" (no volumes on this node; creates with volumeMounts answer
+	// 400).
+	Backing string
+	// DefaultSizeMB is --volume-size-default: a volume's size in MiB when
+	// its create names none.
+	DefaultSizeMB int
+}
+
+// DefaultVolumeSizeMB is --volume-size-default's default.
+const DefaultVolumeSizeMB = 5120
+
+// openVolumes opens the Backing that --volume-backing selects (the one
+// place it is chosen), under <data-dir>/volumes.
+func (d *daemon) openVolumes() (volume.Backing, error) {
+	root := filepath.Join(d.dataDir, "volumes")
+	switch d.cfg.Volumes.Backing {
+	case "", "loop":
+		l, err := volume.OpenLoop(context.Background(), root, "", d.log.With("component", "volume"))
+		if err != nil {
+			return nil, fmt.Errorf("--volume-backing loop: %w", err)
+		}
+		return l, nil
+	case "none":
+		return nil, nil
+	}
+	return nil, fmt.Errorf("invalid --volume-backing %q: want loop or none", d.cfg.Volumes.Backing)
+}
