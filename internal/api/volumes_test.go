@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/api"
+	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
 	"github.com/airlock-sandbox/airlock/internal/store/sqlite"
 	"github.com/airlock-sandbox/airlock/internal/volume"
 )
@@ -30,8 +34,12 @@ func volHarness(t *testing.T, ttl time.Duration) (*harness, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, api.Options{Volumes: &api.Volumes{Store: db, Backing: b, DefaultSizeMB: 4, MaxSizeMB: 64, TokenTTL: ttl}})
-	return h, root
+	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) { c.Volumes = b })
+	opts := api.Options{APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Volumes: &api.Volumes{Store: db, Backing: b, DefaultSizeMB: 4, MaxSizeMB: 64, TokenTTL: ttl}}
+	srv := httptest.NewServer(api.New(env.Manager, &fakeTemplates{}, opts))
+	t.Cleanup(srv.Close)
+	return &harness{env: env, srv: srv}, root
 }
 
 type volJSON struct {
@@ -297,6 +305,15 @@ func TestCreateVolumeMountsValidation(t *testing.T) {
 	st, _, data := h.do(t, "POST", "/v2/sandboxes", `{"templateID":"base","volumeMounts":[{"name":"vol","path":"/mnt/a"},{"name":"vol","path":"/mnt/b"}]}`)
 	if st != 201 {
 		t.Fatalf("two mounts of one volume = %d %s", st, data)
+	}
+	id := decode[map[string]any](t, data)["sandboxID"].(string)
+	st, _, data = h.do(t, "GET", "/sandboxes/"+id, "")
+	var detail struct {
+		VolumeMounts []map[string]string `json:"volumeMounts"`
+	}
+	if err := json.Unmarshal(data, &detail); err != nil || st != 200 || len(detail.VolumeMounts) != 2 ||
+		detail.VolumeMounts[0]["name"] != "vol" || detail.VolumeMounts[1]["path"] != "/mnt/b" {
+		t.Fatalf("GET /sandboxes/{id} volumeMounts = %d %s", st, data)
 	}
 	// A daemon without volumes says so.
 	plain := newHarness(t, api.Options{})

@@ -69,7 +69,9 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	addLimitFlags(f, &o.Limits)
 	addEgressFlags(f, &o.Egress)
 	addBuildFlags(f, &o.Builds)
-	addVolumeFlags(f, &o.Volumes)
+	f.StringVar(&o.Volumes.Backing, "volume-backing", "loop", "where this node keeps volumes' data: loop (a sparse ext4 image per volume under --data-dir/volumes, loop-mounted; its size is the volume's limit), dir (a plain directory per volume under --data-dir/volumes; its size is a limit of the volume content API only: for a --data-dir on a filesystem the nodes share) or none (no volumes)")
+	f.IntVar(&o.Volumes.DefaultSizeMB, "volume-size-default", daemon.DefaultVolumeSizeMB, "size in MiB of a volume whose create names none (its writers get ENOSPC beyond it)")
+	f.IntVar(&o.Volumes.MaxSizeMB, "volume-size-max", daemon.DefaultVolumeMaxSizeMB, "largest size in MiB a volume create may ask for (its sizeMB, an Airlock extension)")
 	f.DurationVar(&o.MetricsInterval, "metrics-interval", metrics.DefaultInterval, "how often each sandbox's CPU, memory and disk use is sampled")
 	f.StringVar(&o.NetPrefix, "net-prefix", network.DefaultNamePrefix, "name prefix of network namespaces, host veths and the nftables table (two daemons on one host need different prefixes and subnets, neither prefix the start of the other)")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -131,12 +133,4 @@ func addEgressFlags(f *pflag.FlagSet, e *daemon.Egress) {
 		"resolvers (ip or ip:port) that the DNS filter of sandboxes with domain rules forwards allowed queries to (default: the host's /etc/resolv.conf)")
 	f.IntVar(&e.AuditGroup, "audit-nflog-group", 0,
 		"NFLOG group for the egress audit log of connections (1-65535; default derived from --net-prefix, -1 turns it off; two daemons on a host need different groups)")
-}
-
-func addVolumeFlags(f *pflag.FlagSet, v *daemon.Volumes) {
-	f.StringVar(&v.Backing, "volume-backing", daemon.VolumeBackingDir,
-		"how volumes keep their data on this host: dir (a plain directory under <data-dir>/volumes; its size limit holds for the volume content API only)")
-	f.Int64Var(&v.DefaultSizeMB, "volume-default-size-mb", daemon.DefaultVolumeSizeMB,
-		"size limit in MiB of a volume whose create names none (the create body's sizeMB, an Airlock extension)")
-	f.Int64Var(&v.MaxSizeMB, "volume-max-size-mb", 0, "largest sizeMB a volume create may ask for (0: no bound)")
 }

@@ -85,8 +85,6 @@ type Config struct {
 	Egress          Egress
 	// Builds limits what a template build's FROM reads (builds.go).
 	Builds Builds
-	// Volumes configures E2B volumes (volumes.go).
-	Volumes Volumes
 	// Stdout receives the `export E2B_API_URL=...` line once ready.
 	Stdout io.Writer
 
@@ -113,6 +111,8 @@ type Config struct {
 	// sandboxes into the artifact store when it is stopped (node.go,
 	// drainOnStop).
 	DrainOnStop bool
+	// Volumes are the --volume-* flags (volumes.go).
+	Volumes Volumes
 }
 
 // Run starts the daemon and serves until ctx ends (a clean shutdown) or
@@ -207,7 +207,7 @@ type daemon struct {
 	handler http.Handler
 	// files are the uploaded file sets of SDK template builds.
 	files *api.FileSets
-	// volumes serves E2B volumes (nil: the API answers 501; volumes.go).
+	// volumes serves E2B's volume API (nil: it answers 501; volumes.go).
 	volumes *api.Volumes
 
 	// infraBlocked are the store's and the artifact store's addresses,
@@ -324,9 +324,6 @@ func (d *daemon) open(ctx context.Context) error {
 	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
 	conns.OnAbort = func(ip netip.Addr, n int) { d.log.Debug("guest connections reset", "guest", ip, "count", n) }
 	d.metrics = newDaemonMetrics(ctx, d.cfg.MetricsInterval, d.log.With("component", "metrics"))
-	if err := d.openVolumes(); err != nil {
-		return err
-	}
 	if err := d.newManager(st, logs, conns); err != nil {
 		return err
 	}
@@ -401,6 +398,14 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 		NetNSPrefix: d.cfg.NetPrefix + "-",
 	}
 	d.cfg.Limits.apply(&mgrCfg)
+	vols, err := d.openVolumes()
+	if err != nil {
+		return err
+	}
+	mgrCfg.Volumes = vols
+	if d.volumes, err = d.volumeAPI(vols); err != nil {
+		return err
+	}
 	mgrCfg.BootSnapshots = d.cfg.BootSnapshots
 	for name, n := range d.cfg.WarmPool {
 		if n < 0 || n > 64 {

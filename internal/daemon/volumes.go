@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
@@ -8,55 +9,67 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/volume"
 )
 
-// Volumes configures E2B volumes (the --volume-* flags).
+// Volumes are the --volume-* flags: where the node keeps volumes' data.
 type Volumes struct {
-	// Backing is --volume-backing: where volumes keep their data on this
-	// host (newVolumeBacking).
+	// Backing is --volume-backing: "loop" (the default: a sparse ext4
+	// image per volume, its size the limit; internal/volume.Loop), "dir"
+	// (a plain directory per volume, its size a limit of the content API
+	// only; volume.DirBacking, for a filesystem the nodes of a cluster
+	// share) or "none" (no volumes on this node; creates with
+	// volumeMounts answer 400, the volume API 501).
 	Backing string
-	// DefaultSizeMB is --volume-default-size-mb, a volume's size limit
-	// when its create names none; MaxSizeMB is --volume-max-size-mb.
-	DefaultSizeMB, MaxSizeMB int64
+	// DefaultSizeMB is --volume-size-default: a volume's size in MiB when
+	// its create names none.
+	DefaultSizeMB int
+	// MaxSizeMB is --volume-size-max: the largest sizeMB a volume create
+	// may ask for.
+	MaxSizeMB int
 }
 
-// Volume backings --volume-backing takes.
-const (
-	// VolumeBackingDir keeps each volume as a plain directory under
-	// <data-dir>/volumes (volume.DirBacking): its size limit holds for
-	// the content API only; the form for a filesystem the nodes of a
-	// cluster share.
-	VolumeBackingDir = "dir"
-)
+// DefaultVolumeSizeMB is --volume-size-default's default.
+const DefaultVolumeSizeMB = 5120
 
-// DefaultVolumeSizeMB is a volume's size limit when neither the create nor
-// --volume-default-size-mb names one.
-const DefaultVolumeSizeMB = 10 << 10
+// DefaultVolumeMaxSizeMB is --volume-size-max's default (1 TiB).
+const DefaultVolumeMaxSizeMB = 1 << 20
 
-// newVolumeBacking is the one place the --volume-backing flag picks how a
-// volume's data is kept on this host.
-func (d *daemon) newVolumeBacking() (volume.Backing, error) {
+// openVolumes opens the Backing that --volume-backing selects (the one
+// place it is chosen), under <data-dir>/volumes.
+func (d *daemon) openVolumes() (volume.Backing, error) {
 	root := filepath.Join(d.dataDir, "volumes")
 	switch d.cfg.Volumes.Backing {
-	case "", VolumeBackingDir:
-		return volume.NewDirBacking(root)
-	default:
-		return nil, fmt.Errorf("--volume-backing %q: want %s", d.cfg.Volumes.Backing, VolumeBackingDir)
+	case "", "loop":
+		l, err := volume.OpenLoop(context.Background(), root, "", d.log.With("component", "volume"))
+		if err != nil {
+			return nil, fmt.Errorf("--volume-backing loop: %w", err)
+		}
+		return l, nil
+	case "dir":
+		b, err := volume.NewDirBacking(root)
+		if err != nil {
+			return nil, fmt.Errorf("--volume-backing dir: %w", err)
+		}
+		return b, nil
+	case "none":
+		return nil, nil
 	}
+	return nil, fmt.Errorf("invalid --volume-backing %q: want loop, dir or none", d.cfg.Volumes.Backing)
 }
 
-// openVolumes sets d.volumes up: the store's volume records and this
-// host's backing.
-func (d *daemon) openVolumes() error {
-	b, err := d.newVolumeBacking()
-	if err != nil {
-		return err
+// volumeAPI is what the volume API serves (nil without a Backing: the API
+// answers 501): the store's records and this node's Backing b.
+func (d *daemon) volumeAPI(b volume.Backing) (*api.Volumes, error) {
+	if b == nil {
+		return nil, nil
 	}
-	size := d.cfg.Volumes.DefaultSizeMB
+	size, max := d.cfg.Volumes.DefaultSizeMB, d.cfg.Volumes.MaxSizeMB
 	if size <= 0 {
 		size = DefaultVolumeSizeMB
 	}
-	if max := d.cfg.Volumes.MaxSizeMB; max > 0 && size > max {
-		return fmt.Errorf("--volume-default-size-mb %d is larger than --volume-max-size-mb %d", size, max)
+	if max <= 0 {
+		max = DefaultVolumeMaxSizeMB
 	}
-	d.volumes = &api.Volumes{Store: d.st, Backing: b, DefaultSizeMB: size, MaxSizeMB: d.cfg.Volumes.MaxSizeMB}
-	return nil
+	if size > max {
+		return nil, fmt.Errorf("--volume-size-default %d is larger than --volume-size-max %d", size, max)
+	}
+	return &api.Volumes{Store: d.st, Backing: b, DefaultSizeMB: int64(size), MaxSizeMB: int64(max)}, nil
 }
