@@ -31,6 +31,11 @@ type Volumes struct {
 	TokenTTL time.Duration
 }
 
+// MinVolumeSizeMB is the smallest size a create may ask for: the loop
+// backing's smallest image (volume.MinSize, an ext4 journal and its
+// metadata), for every backing alike.
+const MinVolumeSizeMB = 16
+
 // DefaultTokenTTL is the life of a volume content token. The SDKs keep the
 // token of a Volume object and never renew it, so it outlives E2B's hour.
 const DefaultTokenTTL = 24 * time.Hour
@@ -97,12 +102,12 @@ func (a *api) createVolume(w http.ResponseWriter, r *http.Request) {
 	sizeMB := vols.DefaultSizeMB
 	if body.SizeMB != nil {
 		sizeMB = *body.SizeMB
-		if sizeMB < 1 || (vols.MaxSizeMB > 0 && sizeMB > vols.MaxSizeMB) || sizeMB > 1<<30 {
-			max := vols.MaxSizeMB
-			if max <= 0 {
-				max = 1 << 30
-			}
-			middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("sizeMB must be between 1 and %d", max))
+		max := vols.MaxSizeMB
+		if max <= 0 {
+			max = 1 << 30
+		}
+		if sizeMB < MinVolumeSizeMB || sizeMB > max {
+			middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("sizeMB must be between %d and %d", MinVolumeSizeMB, max))
 			return
 		}
 	}

@@ -36,7 +36,7 @@ func volHarness(t *testing.T, ttl time.Duration) (*harness, string) {
 	}
 	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) { c.Volumes = b })
 	opts := api.Options{APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Volumes: &api.Volumes{Store: db, Backing: b, DefaultSizeMB: 4, MaxSizeMB: 64, TokenTTL: ttl}}
+		Volumes: &api.Volumes{Store: db, Backing: b, DefaultSizeMB: 20, MaxSizeMB: 64, TokenTTL: ttl}}
 	srv := httptest.NewServer(api.New(env.Manager, &fakeTemplates{}, opts))
 	t.Cleanup(srv.Close)
 	return &harness{env: env, srv: srv}, root
@@ -94,7 +94,7 @@ func TestVolumeControlAPI(t *testing.T) {
 	t.Parallel()
 	h, root := volHarness(t, 0)
 	v := createVolume(t, h, `{"name":"data-1"}`)
-	if v.Name != "data-1" || v.Token == "" || v.SizeMB != 4 || len(v.VolumeID) != 36 {
+	if v.Name != "data-1" || v.Token == "" || v.SizeMB != 20 || len(v.VolumeID) != 36 {
 		t.Fatalf("create = %+v", v)
 	}
 	if _, err := os.Stat(filepath.Join(root, v.VolumeID, "data")); err != nil {
@@ -107,8 +107,10 @@ func TestVolumeControlAPI(t *testing.T) {
 		assertError(t, st, data, 400, "Invalid volume name")
 	}
 	st, _, data = h.do(t, "POST", "/volumes", `{"name":"big","sizeMB":65}`)
-	assertError(t, st, data, 400, "sizeMB must be between 1 and 64")
-	w := createVolume(t, h, `{"name":"Other_2","sizeMB":8}`)
+	assertError(t, st, data, 400, "sizeMB must be between 16 and 64")
+	st, _, data = h.do(t, "POST", "/volumes", `{"name":"small","sizeMB":15}`)
+	assertError(t, st, data, 400, "sizeMB must be between 16 and 64")
+	w := createVolume(t, h, `{"name":"Other_2","sizeMB":32}`)
 
 	st, _, data = h.do(t, "GET", "/volumes", "")
 	var list []map[string]any
@@ -116,7 +118,7 @@ func TestVolumeControlAPI(t *testing.T) {
 		t.Fatalf("GET /volumes = %d %s", st, data)
 	}
 	st, _, data = h.do(t, "GET", "/volumes/"+w.VolumeID, "")
-	if got := decode[volJSON](t, data); st != 200 || got.Name != "Other_2" || got.Token == "" || got.SizeMB != 8 {
+	if got := decode[volJSON](t, data); st != 200 || got.Name != "Other_2" || got.Token == "" || got.SizeMB != 32 {
 		t.Fatalf("GET /volumes/{id} = %d %s", st, data)
 	}
 	st, _, data = h.do(t, "GET", "/volumes/not-a-uuid", "")
@@ -181,7 +183,7 @@ type entryJSON struct {
 func TestVolumeContentOps(t *testing.T) {
 	t.Parallel()
 	h, root := volHarness(t, 0)
-	v := createVolume(t, h, `{"name":"ops","sizeMB":1}`)
+	v := createVolume(t, h, `{"name":"ops","sizeMB":16}`)
 	base := "/volumecontent/" + v.VolumeID
 	do := func(method, path string, body io.Reader) (int, []byte) {
 		t.Helper()
@@ -254,9 +256,9 @@ func TestVolumeContentOps(t *testing.T) {
 		t.Fatal("a write through a link reached /etc")
 	}
 
-	// The size limit (1 MiB): refused up front with a Content-Length, while
-	// streaming without one; nothing half-written is left.
-	big := bytes.Repeat([]byte("z"), 2<<20)
+	// The size limit (16 MiB): refused up front with a Content-Length,
+	// while streaming without one; nothing half-written is left.
+	big := bytes.Repeat([]byte("z"), 17<<20)
 	st, data = do("PUT", "/file?path=/big", bytes.NewReader(big))
 	assertContentError(t, st, data, 507, "insufficient_storage")
 	st, data = do("PUT", "/file?path=/big", io.MultiReader(bytes.NewReader(big))) // no length: chunked
@@ -265,8 +267,8 @@ func TestVolumeContentOps(t *testing.T) {
 	if st != 200 || strings.Contains(string(data), "big") || strings.Contains(string(data), volume.TempPrefix) {
 		t.Fatalf("left behind by refused uploads: %s", data)
 	}
-	if st, data := do("PUT", "/file?path=/half", bytes.NewReader(big[:512<<10])); st != 201 {
-		t.Fatalf("512 KiB into a 1 MiB volume = %d %s", st, data)
+	if st, data := do("PUT", "/file?path=/half", bytes.NewReader(big[:8<<20])); st != 201 {
+		t.Fatalf("8 MiB into a 16 MiB volume = %d %s", st, data)
 	}
 
 	if st, _ := do("DELETE", "/path?path=/dir", nil); st != 204 {

@@ -46,7 +46,8 @@ func (b *DirBacking) volumeDir(id string) (string, error) {
 	return filepath.Join(b.root, id), nil
 }
 
-// Create makes volume id's directory (0777: sandbox users write in it).
+// Create makes volume id's directory, owned by the sandboxes' user and
+// mode 0777 (as the loop backing's).
 func (b *DirBacking) Create(_ context.Context, id string, sizeBytes int64) error {
 	dir, err := b.volumeDir(id)
 	if err != nil {
@@ -60,6 +61,9 @@ func (b *DirBacking) Create(_ context.Context, id string, sizeBytes int64) error
 	}
 	data := filepath.Join(dir, "data")
 	if err := os.Mkdir(data, 0o777); err != nil {
+		return errors.Join(fmt.Errorf("creating volume %s: %w", id, err), os.RemoveAll(dir))
+	}
+	if err := os.Chown(data, DefaultUID, DefaultGID); err != nil {
 		return errors.Join(fmt.Errorf("creating volume %s: %w", id, err), os.RemoveAll(dir))
 	}
 	// Mkdir's mode went through the umask.

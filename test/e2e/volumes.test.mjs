@@ -209,17 +209,22 @@ describe('volumes: content API', () => {
   })
 
   it('a write past the size limit is refused and leaves nothing behind', { timeout: TEST_TIMEOUT }, async () => {
-    const body = await createSized(`small-${uniq()}`, 1)
-    assert.equal(body.sizeMB, 1)
+    const body = await createSized(`small-${uniq()}`, 16) // the smallest
+    assert.equal(body.sizeMB, 16)
     const v = await Volume.connect(body.volumeID)
     await v.writeFile('/keep.txt', 'kept')
-    const tooBig = new Uint8Array(2 << 20)
+    const tooBig = new Uint8Array(17 << 20)
     await assert.rejects(v.writeFile('/big.bin', tooBig.buffer), (err) => err instanceof VolumeError && /^507: /.test(err.message))
-    await assert.rejects(v.writeFile('/big.bin', streamOf('x'.repeat(1 << 20), 'y'.repeat(1 << 20))), (err) => /^507: /.test(err.message))
+    await assert.rejects(v.writeFile('/big.bin', streamOf('x'.repeat(9 << 20), 'y'.repeat(9 << 20))), (err) => /^507: /.test(err.message))
     await assert.rejects(v.writeFile('/keep.txt', tooBig.buffer, { force: true }), (err) => /^507: /.test(err.message))
     assert.deepEqual((await v.list('/')).map((x) => x.name), ['keep.txt'], 'no partial file, no temporary file')
     assert.equal(await v.readFile('/keep.txt'), 'kept')
-    await v.writeFile('/half.bin', new Uint8Array(512 << 10).buffer)
+    await v.writeFile('/half.bin', new Uint8Array(8 << 20).buffer)
+    await assert.rejects(fetch(`${process.env.E2B_API_URL}/volumes`, {
+      method: 'POST',
+      headers: { 'X-API-Key': process.env.E2B_API_KEY, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: `tiny-${uniq()}`, sizeMB: 1 })
+    }).then(async (r) => { if (r.status !== 400) throw new Error(`status ${r.status}`); throw new Error(await r.text()) }), /sizeMB must be between 16 and/)
   })
 })
 
@@ -256,11 +261,16 @@ describe('volumes: volumeMounts on create', () => {
 
   it('a sandbox lists the volumes it mounts', { timeout: TEST_TIMEOUT }, async () => {
     const v = await newVolume('mnt')
+    await v.writeFile('/from-api.txt', 'written through the content API')
     const s = await t.create({ volumeMounts: { '/mnt/data': v, '/home/user/shared': v.name } })
     const want = [{ name: v.name, path: '/mnt/data' }, { name: v.name, path: '/home/user/shared' }]
     assert.deepEqual((await Sandbox.getInfo(s.sandboxId)).volumeMounts, want)
     const listed = await Sandbox.list({ query: { metadata: t.metadata } }).nextItems()
     assert.deepEqual(listed.find((x) => x.sandboxId === s.sandboxId)?.volumeMounts, want)
+    // The two halves meet: the content API and the sandbox see one tree.
+    assert.equal((await s.commands.run('cat /home/user/shared/from-api.txt')).stdout, 'written through the content API')
+    await s.commands.run('echo -n from the sandbox > /mnt/data/from-sandbox.txt')
+    assert.equal(await v.readFile('/from-sandbox.txt'), 'from the sandbox')
     // Deleting a mounted volume is allowed (as in E2B): the record and the
     // data go; the sandbox lives on.
     assert.equal(await Volume.destroy(v.volumeId), true)
