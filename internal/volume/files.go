@@ -324,13 +324,16 @@ func (f *Files) MakeDir(p string, o Owner, force bool) (Entry, error) {
 	return f.Stat(p)
 }
 
-// Open opens file p for reading (ErrIsDir for a directory).
+// Open opens file p for reading (ErrIsDir for a directory, ErrInvalidPath
+// for a FIFO, socket or device).
 func (f *Files) Open(p string) (*os.File, Entry, error) {
 	rel, abs, err := CleanPath(p)
 	if err != nil {
 		return nil, Entry{}, err
 	}
-	file, err := f.root.Open(rel)
+	// O_NONBLOCK: opening a FIFO (a sandbox can make one in a mounted
+	// volume) would otherwise wait for a writer forever.
+	file, err := f.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, Entry{}, classify(err)
 	}
@@ -342,6 +345,10 @@ func (f *Files) Open(p string) (*os.File, Entry, error) {
 	if info.IsDir() {
 		file.Close()
 		return nil, Entry{}, fmt.Errorf("%s: %w", abs, ErrIsDir)
+	}
+	if !info.Mode().IsRegular() {
+		file.Close()
+		return nil, Entry{}, fmt.Errorf("%w: %s is not a regular file", ErrInvalidPath, abs)
 	}
 	return file, f.entry(rel, abs, info), nil
 }

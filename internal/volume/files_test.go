@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // newFiles returns a volume directory inside a parent that also holds a
@@ -183,6 +185,21 @@ func TestWriteSemantics(t *testing.T) {
 	}
 	if _, _, err := f.Open("/d1"); !errors.Is(err, ErrIsDir) {
 		t.Fatalf("Open(dir) = %v, want ErrIsDir", err)
+	}
+	// A FIFO (which a sandbox can make in a mounted volume) is refused at
+	// once instead of blocking the reader until a writer comes.
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, _, err := f.Open("/fifo"); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrInvalidPath) {
+			t.Fatalf("Open(fifo) = %v, want ErrInvalidPath", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open(fifo) blocked")
 	}
 }
 
