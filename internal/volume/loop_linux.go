@@ -38,6 +38,9 @@ type Loop struct {
 	Root string
 	// Mkfs is the mkfs.ext4 binary ("" = found on PATH).
 	Mkfs string
+	// DefaultSize is the size of a volume whose Create names none (0:
+	// MinSize).
+	DefaultSize int64
 	log  *slog.Logger
 	mu   sync.Mutex // serialises Create/Delete/mount of one Loop
 }
@@ -106,11 +109,14 @@ func OpenLoop(ctx context.Context, root, mkfs string, log *slog.Logger) (*Loop, 
 
 func (l *Loop) dir(id string) string { return filepath.Join(l.Root, id) }
 
-// Create implements Backing: a sparse image of sizeBytes (at least
-// MinSize), formatted and mounted.
+// Create implements Backing: a sparse image of sizeBytes (DefaultSize
+// when 0; at least MinSize), formatted and mounted.
 func (l *Loop) Create(ctx context.Context, id string, sizeBytes int64) (err error) {
 	if err := CheckID(id); err != nil {
 		return err
+	}
+	if sizeBytes <= 0 {
+		sizeBytes = l.DefaultSize
 	}
 	sizeBytes = max(sizeBytes, MinSize)
 	l.mu.Lock()
