@@ -41,8 +41,8 @@ type Loop struct {
 	// DefaultSize is the size of a volume whose Create names none (0:
 	// MinSize).
 	DefaultSize int64
-	log  *slog.Logger
-	mu   sync.Mutex // serialises Create/Delete/mount of one Loop
+	log         *slog.Logger
+	mu          sync.Mutex // serialises Create/Delete/mount of one Loop
 }
 
 // DefaultOwner is the uid and gid of the volume's root directory: the

@@ -206,6 +206,43 @@ func TestVolumeMounts(t *testing.T) {
 		}
 	})
 
+	t.Run("snapshot", func(t *testing.T) {
+		// A create from a named snapshot mounts the snapshot's volumes (its
+		// memory image holds them): the same volume, live.
+		r := e.api(t, http.MethodPost, "/sandboxes/"+a.SandboxID+"/snapshots", map[string]any{"name": "e2evol-snap-" + uniqueTag(t)})
+		if r.status != http.StatusCreated {
+			t.Fatalf("snapshot: %d %s", r.status, r.body)
+		}
+		snapID, _ := mustMap(t, r)["snapshotID"].(string)
+		t.Cleanup(func() { e.api(t, http.MethodDelete, "/templates/"+snapID, nil) })
+		r = e.api(t, http.MethodPost, "/sandboxes", map[string]any{"templateID": snapID, "timeout": 120, "secure": true})
+		if r.status != http.StatusCreated {
+			t.Fatalf("create from snapshot: %d %s", r.status, r.body)
+		}
+		var s sandboxInfo
+		r.json(t, &s)
+		t.Cleanup(func() { e.kill(s.SandboxID) })
+		e.sh(t, b, "user", "echo after-snapshot > /home/user/shared/s")
+		if got := e.sh(t, s, "user", "cat /mnt/data/s"); got != "after-snapshot" {
+			t.Fatalf("sandbox from the snapshot reads %q, want B's later write", got)
+		}
+	})
+
+	t.Run("daemon-sigkill", func(t *testing.T) {
+		// What a sandbox fsynced before the daemon's SIGKILL is kept, and
+		// the mounts of running sandboxes outlive the daemon (re-attached).
+		e.sh(t, a, "user", "echo durable > /mnt/data/k && sync /mnt/data/k")
+		restartDaemon(t, e, func() {
+			if b, err := os.ReadFile(filepath.Join(hostDir, "k")); err != nil || string(b) != "durable\n" {
+				t.Errorf("while the daemon is down the host reads %q %v", b, err)
+			}
+		})
+		e.sh(t, b, "user", "echo after-restart >> /home/user/shared/k")
+		if got := e.sh(t, a, "user", "cat /mnt/data/k"); got != "durable\nafter-restart" {
+			t.Fatalf("after the daemon's restart A reads %q", got)
+		}
+	})
+
 	t.Run("fork", func(t *testing.T) {
 		r := e.api(t, http.MethodPost, "/sandboxes/"+a.SandboxID+"/fork", map[string]any{"count": 1, "timeout": 120})
 		if r.status != http.StatusCreated {
