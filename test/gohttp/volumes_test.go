@@ -296,3 +296,44 @@ func TestVolumeMountRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeDeletedWhileMounted: deleting a volume that a sandbox mounts
+// (E2B allows it) empties the sandbox's mount; the sandbox goes on, and once
+// it is killed nothing of the volume is left on the host (no mount, no loop
+// device).
+func TestVolumeDeletedWhileMounted(t *testing.T) {
+	e := loadEnv(t)
+	data := os.Getenv("AIRLOCK_E2E_DATA_DIR")
+	name, _ := newTestVolume(t, 32)
+	s := e.createWithVolumes(t, map[string]string{"/mnt/v": name})
+	e.sh(t, s, "user", "echo gone-soon > /mnt/v/f")
+	b, err := volume.OpenLoop(context.Background(), filepath.Join(data, "volumes"), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(context.Background(), name); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.sh(t, s, "user", "ls -A /mnt/v | wc -l"); got != "0" {
+		t.Fatalf("the sandbox still lists %s file(s) of the deleted volume", got)
+	}
+	res := e.run(t, s, "user", "echo after > /mnt/v/g", time.Minute)
+	t.Logf("a write into the deleted volume's mount: exit %d %q", res.exitCode, res.stderr)
+	e.sh(t, s, "user", "echo fine")
+	e.kill(s.SandboxID)
+	img := filepath.Join(data, "volumes", name, "disk.img")
+	if !waitFor(30*time.Second, 200*time.Millisecond, func() bool {
+		files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+		for _, f := range files {
+			if b, _ := os.ReadFile(f); strings.HasPrefix(strings.TrimSpace(string(b)), img) {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("a loop device still backs %s after the sandbox was killed", img)
+	}
+	if _, err := os.Stat(filepath.Join(data, "volumes", name)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the volume's directory is left: %v", err)
+	}
+}
