@@ -34,13 +34,21 @@ func volHarness(t *testing.T, ttl time.Duration) (*harness, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) { c.Volumes = b })
+	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) {
+		c.Volumes = b
+		c.Runtime = mountingRuntime{c.Runtime.(*sandboxtest.Runtime)}
+	})
 	opts := api.Options{APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Volumes: &api.Volumes{Store: db, Backing: b, DefaultSizeMB: 20, MaxSizeMB: 64, TokenTTL: ttl}}
 	srv := httptest.NewServer(api.New(env.Manager, &fakeTemplates{}, opts))
 	t.Cleanup(srv.Close)
 	return &harness{env: env, srv: srv}, root
 }
+
+// mountingRuntime is the fake runtime stating that it mounts volumes.
+type mountingRuntime struct{ *sandboxtest.Runtime }
+
+func (mountingRuntime) MountsVolumes() bool { return true }
 
 type volJSON struct {
 	VolumeID string `json:"volumeID"`

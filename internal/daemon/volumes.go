@@ -42,6 +42,7 @@ func (d *daemon) openVolumes() (volume.Backing, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--volume-backing loop: %w", err)
 		}
+		l.DefaultSize = int64(max(d.cfg.Volumes.DefaultSizeMB, 0)) << 20
 		return l, nil
 	case "dir":
 		b, err := volume.NewDirBacking(root)

@@ -33,3 +33,9 @@ func CheckMounts(ms []Mount) error {
 	}
 	return nil
 }
+
+// VolumeMounter is implemented by runtimes that mount Spec.Mounts into
+// their sandboxes; the others refuse specs that have any.
+type VolumeMounter interface {
+	MountsVolumes() bool
+}

@@ -25,6 +25,9 @@ func (m *Manager) runtimeMounts(ctx context.Context, vols []volume.Mount) ([]run
 	if len(vols) == 0 {
 		return nil, nil
 	}
+	if vm, ok := m.cfg.Runtime.(runtime.VolumeMounter); !ok || !vm.MountsVolumes() {
+		return nil, userErrorf(http.StatusBadRequest, "volume mounts are not supported on the %s runtime yet", m.cfg.Runtime.Name())
+	}
 	if m.cfg.Volumes == nil {
 		return nil, userErrorf(http.StatusBadRequest, "volume mounts are not available on this node (no volume storage configured)")
 	}

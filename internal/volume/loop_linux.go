@@ -38,8 +38,11 @@ type Loop struct {
 	Root string
 	// Mkfs is the mkfs.ext4 binary ("" = found on PATH).
 	Mkfs string
-	log  *slog.Logger
-	mu   sync.Mutex // serialises Create/Delete/mount of one Loop
+	// DefaultSize is the size of a volume whose Create names none (0:
+	// MinSize).
+	DefaultSize int64
+	log         *slog.Logger
+	mu          sync.Mutex // serialises Create/Delete/mount of one Loop
 }
 
 // DefaultOwner is the uid and gid of the volume's root directory: the
@@ -85,6 +88,10 @@ func OpenLoop(ctx context.Context, root, mkfs string, log *slog.Logger) (*Loop, 
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("creating volume root: %w", err)
 	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
 	l := &Loop{Root: root, Mkfs: mkfs, log: log}
 	ents, err := os.ReadDir(root)
 	if err != nil {
@@ -106,11 +113,14 @@ func OpenLoop(ctx context.Context, root, mkfs string, log *slog.Logger) (*Loop, 
 
 func (l *Loop) dir(id string) string { return filepath.Join(l.Root, id) }
 
-// Create implements Backing: a sparse image of sizeBytes (at least
-// MinSize), formatted and mounted.
+// Create implements Backing: a sparse image of sizeBytes (DefaultSize
+// when 0; at least MinSize), formatted and mounted.
 func (l *Loop) Create(ctx context.Context, id string, sizeBytes int64) (err error) {
 	if err := CheckID(id); err != nil {
 		return err
+	}
+	if sizeBytes <= 0 {
+		sizeBytes = l.DefaultSize
 	}
 	sizeBytes = max(sizeBytes, MinSize)
 	l.mu.Lock()
@@ -262,9 +272,39 @@ func (l *Loop) remove(id string) error {
 	return errors.Join(errs...)
 }
 
+// mountFlags are the host mount's flags: nothing in a volume is setuid
+// or a device on the host.
+const mountFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOATIME
+
+// attachedLoop returns the loop device already backed by img ("" if
+// none): the image is still mounted somewhere else (a sandbox's gofer keeps
+// its own mount after the host's was taken away). Mounting that device
+// again shares its filesystem; attaching the file to a second device would
+// mount one ext4 twice and corrupt it.
+func attachedLoop(img string) string {
+	if real, err := filepath.EvalSymlinks(img); err == nil {
+		img = real
+	}
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.TrimSpace(string(b)) == img {
+			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f)))
+		}
+	}
+	return ""
+}
+
 // mountImage attaches img to a free loop device (auto-cleared when the
-// filesystem is unmounted) and mounts it on target (nosuid, nodev).
+// filesystem is unmounted) and mounts it on target (nosuid, nodev), or
+// mounts the device img is already attached to.
 func mountImage(img, target string) error {
+	if dev := attachedLoop(img); dev != "" {
+		if err := unix.Mount(dev, target, "ext4", mountFlags, ""); err != nil {
+			return fmt.Errorf("mounting volume image (already on %s): %w", dev, err)
+		}
+		return nil
+	}
 	imgf, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("opening volume image: %w", err)
@@ -295,7 +335,7 @@ func mountImage(img, target string) error {
 			}
 			return fmt.Errorf("configuring %s: %w", dev, err)
 		}
-		err = unix.Mount(dev, target, "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, "")
+		err = unix.Mount(dev, target, "ext4", mountFlags, "")
 		loop.Close()
 		if err != nil {
 			return fmt.Errorf("mounting volume image: %w", err)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -125,5 +126,56 @@ func TestLoopRefusesBadIDs(t *testing.T) {
 		if err := l.Create(context.Background(), id, 0); err == nil {
 			t.Errorf("Create(%q) accepted", id)
 		}
+	}
+}
+
+// TestLoopRemountSharesAttachedDevice: when the host's mount of a volume
+// is gone but the image is still mounted elsewhere (a sandbox's gofer
+// keeps its own), OpenLoop mounts the same loop device again rather than
+// attaching the image twice (one ext4 mounted through two devices is
+// corrupted).
+func TestLoopRemountSharesAttachedDevice(t *testing.T) {
+	l, root := openTestLoop(t)
+	ctx := context.Background()
+	const id = "vol2"
+	if err := l.Create(ctx, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Delete(ctx, id) })
+	mnt := filepath.Join(root, id, loopMnt)
+	other := t.TempDir()
+	if err := unix.Mount(mnt, other, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(other, unix.MNT_DETACH) })
+	if err := unix.Unmount(mnt, 0); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := OpenLoop(ctx, root, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := l2.Dir(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, loopData, "x"), []byte("same"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "x")); err != nil || string(b) != "same" {
+		t.Fatalf("the remount is another filesystem: %q %v", b, err)
+	}
+	n := 0
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		if b, _ := os.ReadFile(f); strings.TrimSpace(string(b)) == filepath.Join(root, id, loopImage) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d loop devices back the image, want 1", n)
+	}
+	if err := unix.Unmount(other, 0); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -208,3 +208,7 @@ func writeBundle(dir string, s *specs.Spec) error {
 	}
 	return nil
 }
+
+// MountsVolumes implements runtime.VolumeMounter: Spec.Mounts become bind
+// mounts served by the gofer (buildSpec).
+func (r *Runtime) MountsVolumes() bool { return true }
