@@ -16,20 +16,18 @@ SUBNET=${SUBNET:?set SUBNET}
 LISTEN=${LISTEN:-127.0.0.1:49992}
 BIN=${1:-bin/airlock}
 [ -d test/e2e/node_modules/e2b ] || (cd test/e2e && npm ci --no-audit --no-fund --loglevel=error)
-MKVOL=$(mktemp -d)/mkvol
-go build -o "$MKVOL" ./bench/volumes/mkvol
 VOL=benchvol$$
+VOL_ID=
 HOST_DIR=$DATA_DIR/bench-host-dir
 KEY=bench-volumes-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 PID=
 stop() {
+	[ -n "$VOL_ID" ] && curl -fsS -o /dev/null -X DELETE -H "X-API-Key: $KEY" "http://$LISTEN/volumes/$VOL_ID" || true
 	[ -n "$PID" ] && kill -TERM "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
-	"$MKVOL" -data-dir "$DATA_DIR" -id "$VOL" -rm 2>/dev/null || true
-	rm -rf "$HOST_DIR" "$(dirname "$MKVOL")"
+	rm -rf "$HOST_DIR"
 }
 trap stop EXIT
 mkdir -p "$HOST_DIR"
-VOLUME_DIR=$("$MKVOL" -data-dir "$DATA_DIR" -id "$VOL" -size-mb 2048)
 # shellcheck disable=SC2086
 "$BIN" serve --api-key "$KEY" --data-dir "$DATA_DIR" --listen "$LISTEN" --runtime gvisor \
 	--net-prefix "$NET_PREFIX" --subnet "$SUBNET" --templates base --boot-snapshots=false --kill-on-exit \
@@ -37,5 +35,10 @@ VOLUME_DIR=$("$MKVOL" -data-dir "$DATA_DIR" -id "$VOL" -size-mb 2048)
 PID=$!
 for _ in $(seq 600); do curl -fsS -o /dev/null "http://$LISTEN/health" 2>/dev/null && break; sleep 0.5; done
 curl -fsS -o /dev/null "http://$LISTEN/health"
+# The volume, made through the volume API; its host directory is the loop
+# backing's mnt/data (docs/ARCHITECTURE.md, data directory).
+VOL_ID=$(curl -fsS -X POST -H "X-API-Key: $KEY" -H 'Content-Type: application/json' \
+	-d "{\"name\":\"$VOL\",\"sizeMB\":2048}" "http://$LISTEN/volumes" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).volumeID))')
+VOLUME_DIR=$DATA_DIR/volumes/$VOL_ID/mnt/data
 E2B_API_URL=http://$LISTEN E2B_API_KEY=$KEY E2B_SANDBOX_URL=http://$LISTEN VOLUME=$VOL VOLUME_DIR=$VOLUME_DIR HOST_DIR=$HOST_DIR \
 	node bench/volumes/volumes.mjs

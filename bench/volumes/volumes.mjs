@@ -4,7 +4,7 @@
 // disk, and the same on the host (in the volume's host directory and in a
 // plain directory on the data dir's filesystem).
 //
-//   E2B_API_URL=… E2B_API_KEY=… VOLUME=<id> VOLUME_DIR=<host dir> HOST_DIR=<dir> node bench/volumes/volumes.mjs
+//   E2B_API_URL=… E2B_API_KEY=… VOLUME=<name> VOLUME_DIR=<host dir> HOST_DIR=<dir> node bench/volumes/volumes.mjs
 import { execFileSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { pathToFileURL } from 'node:url'
