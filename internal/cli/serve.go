@@ -69,7 +69,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	addLimitFlags(f, &o.Limits)
 	addEgressFlags(f, &o.Egress)
 	addBuildFlags(f, &o.Builds)
-	f.StringVar(&o.Volumes.Backing, "volume-backing", "loop", "where this node keeps volumes' data: loop (a sparse ext4 image per volume under --data-dir/volumes, loop-mounted; its size is the volume's limit) or none (no volumes)")
+	f.StringVar(&o.Volumes.Backing, "volume-backing", "auto", "where this node keeps volumes' data: loop (a sparse ext4 image per volume under --data-dir/volumes, loop-mounted; its size is the volume's limit), auto (loop where the host has loop devices and mkfs.ext4, else none with a warning) or none (no volumes)")
 	f.IntVar(&o.Volumes.DefaultSizeMB, "volume-size-default", daemon.DefaultVolumeSizeMB, "size in MiB of a volume whose create names none (its writers get ENOSPC beyond it)")
 	f.DurationVar(&o.MetricsInterval, "metrics-interval", metrics.DefaultInterval, "how often each sandbox's CPU, memory and disk use is sampled")
 	f.StringVar(&o.NetPrefix, "net-prefix", network.DefaultNamePrefix, "name prefix of network namespaces, host veths and the nftables table (two daemons on one host need different prefixes and subnets, neither prefix the start of the other)")
