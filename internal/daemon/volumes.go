@@ -11,12 +11,14 @@ import (
 
 // Volumes are the --volume-* flags: where the node keeps volumes' data.
 type Volumes struct {
-	// Backing is --volume-backing: "loop" (the default: a sparse ext4
-	// image per volume, its size the limit; internal/volume.Loop), "dir"
-	// (a plain directory per volume, its size a limit of the content API
-	// only; volume.DirBacking, for a filesystem the nodes of a cluster
-	// share) or "none" (no volumes on this node; creates with
-	// volumeMounts answer 400, the volume API 501).
+	// Backing is --volume-backing: "loop" (a sparse ext4 image per
+	// volume, its size the limit; internal/volume.Loop), "auto" (the
+	// default: loop where the host has loop devices and mkfs.ext4, else
+	// none, with a warning), "dir" (a plain directory per volume, its
+	// size a limit of the content API only; volume.DirBacking, for a
+	// filesystem the nodes of a cluster share) or "none" (no volumes on
+	// this node; creates with volumeMounts answer 400, the volume API
+	// 501).
 	Backing string
 	// DefaultSizeMB is --volume-size-default: a volume's size in MiB when
 	// its create names none.
@@ -36,11 +38,15 @@ const DefaultVolumeMaxSizeMB = 1 << 20
 // place it is chosen), under <data-dir>/volumes.
 func (d *daemon) openVolumes() (volume.Backing, error) {
 	root := filepath.Join(d.dataDir, "volumes")
-	switch d.cfg.Volumes.Backing {
-	case "", "loop":
+	switch kind := d.cfg.Volumes.Backing; kind {
+	case "", "auto", "loop":
 		l, err := volume.OpenLoop(context.Background(), root, "", d.log.With("component", "volume"))
-		if err != nil {
+		if err != nil && kind == "loop" {
 			return nil, fmt.Errorf("--volume-backing loop: %w", err)
+		}
+		if err != nil {
+			d.log.Warn("no volumes on this node (--volume-backing auto)", "err", err)
+			return nil, nil
 		}
 		l.DefaultSize = int64(max(d.cfg.Volumes.DefaultSizeMB, 0)) << 20
 		return l, nil
@@ -53,7 +59,7 @@ func (d *daemon) openVolumes() (volume.Backing, error) {
 	case "none":
 		return nil, nil
 	}
-	return nil, fmt.Errorf("invalid --volume-backing %q: want loop, dir or none", d.cfg.Volumes.Backing)
+	return nil, fmt.Errorf("invalid --volume-backing %q: want auto, loop, dir or none", d.cfg.Volumes.Backing)
 }
 
 // volumeAPI is what the volume API serves (nil without a Backing: the API
