@@ -47,6 +47,19 @@ type Spec struct {
 	// Env for the agent process.
 	Env       []string
 	Resources Resources
+	// Mounts are host directories mounted into the sandbox (volumes),
+	// shared: writes through one sandbox's mount are seen at once by
+	// every other sandbox and the host.
+	Mounts []Mount
+}
+
+// Mount is a host directory mounted into a sandbox.
+type Mount struct {
+	// Source is the host directory (a volume's Backing.Dir).
+	Source string
+	// Destination is the absolute path in the sandbox.
+	Destination string
+	ReadOnly    bool
 }
 
 // AgentGuestPath is where the agent binary appears inside every sandbox.

@@ -80,7 +80,12 @@ func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, id string, slo
 			return nil
 		}},
 		step{stepStart, func(ctx context.Context) error {
+			mounts, err := m.runtimeMounts(ctx, req.VolumeMounts)
+			if err != nil {
+				return err
+			}
 			spec := runtime.Spec{
+				Mounts:      mounts,
 				ID:          id,
 				RootFS:      tpl.RootFS,
 				Dir:         dir,

@@ -179,6 +179,17 @@ func buildSpec(spec runtime.Spec, rootfs string, l limits, cgroup string) *specs
 			},
 		},
 	}
+	// Volumes: bind mounts that the gofer serves. runsc's default
+	// --file-access-mounts=shared revalidates their cached files against
+	// the host, so what another sandbox (or the content API) wrote there is
+	// seen at once.
+	for _, m := range spec.Mounts {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: m.Destination, Type: "bind", Source: m.Source, Options: []string{"rbind", mode, "nosuid", "nodev"}})
+	}
 	// runsc forces PR_SET_NO_NEW_PRIVS on every process, so the setuid sudo
 	// binary cannot work; the agent answers `sudo` instead (internal/envd/sudo).
 	if fi, err := os.Lstat(filepath.Join(rootfs, "usr/bin/sudo")); err == nil && fi.Mode().IsRegular() {
@@ -197,3 +208,7 @@ func writeBundle(dir string, s *specs.Spec) error {
 	}
 	return nil
 }
+
+// MountsVolumes implements runtime.VolumeMounter: Spec.Mounts become bind
+// mounts served by the gofer (buildSpec).
+func (r *Runtime) MountsVolumes() bool { return true }
