@@ -105,6 +105,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 	if err := r.runDetached(ctx, spec.ID, dir, "restore", "--detach", "--image-path", imageDir, "--bundle", dir, spec.ID); err != nil {
 		return err
 	}
+	r.addrs.set(spec.ID, spec.GuestAddr)
 	if err := r.raiseHostMemory(spec.ID, dir); err != nil {
 		return err
 	}
@@ -161,9 +162,14 @@ func isMountPoint(p string) bool {
 	return false
 }
 
-// Signal implements runtime.Checkpointer with `runsc kill`.
+// Signal implements runtime.Checkpointer: SIGUSR1 and SIGUSR2 go to the
+// agent's wake port as a datagram when the sandbox's address is known
+// (wake.go), everything else, and the fallback, with `runsc kill`.
 func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
 	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
+		return err
+	}
+	if ok, err := r.wakeByDatagram(ctx, id, sig); ok || err != nil {
 		return err
 	}
 	if _, err := r.exec(ctx, "kill", id, strconv.Itoa(int(sig))); err != nil {

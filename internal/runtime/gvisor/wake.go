@@ -1,0 +1,115 @@
+//go:build linux
+
+package gvisor
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/guest"
+)
+
+// The agent is woken (SIGUSR1 after a restore, SIGUSR2 for the OOM guard)
+// with a datagram to its wake port (internal/guest.Wake), not with
+// `runsc kill`: that spawns a Go process, ~10 ms of CPU but 1.4–1.7 s of
+// wall time on a loaded host. `runsc kill` stays the fallback when the
+// sandbox's address is unknown (a sandbox a previous daemon started), when
+// nothing listens on the port (an agent older than it: the sandbox answers
+// "port unreachable" at once) or when no echo came within wakeTimeout.
+
+// wakeTimeout is how long the datagram is re-sent before the fallback.
+const wakeTimeout = 2 * time.Second
+
+// wakeMessages maps the signals the agent handles to their datagrams.
+var wakeMessages = map[syscall.Signal]string{
+	syscall.SIGUSR1: guest.WakeThaw,
+	syscall.SIGUSR2: guest.WakeOOM,
+}
+
+// guestAddrs is the address of each sandbox that this runtime started or
+// restored with one (Spec.GuestAddr), by id.
+type guestAddrs struct {
+	// port is the agent's wake port (0: guest.WakePort; tests set another).
+	port uint16
+	// mu guards m.
+	mu sync.Mutex
+	m  map[string]netip.Addr
+}
+
+func (a *guestAddrs) set(id string, addr netip.Addr) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !addr.IsValid() {
+		delete(a.m, id)
+		return
+	}
+	if a.m == nil {
+		a.m = map[string]netip.Addr{}
+	}
+	a.m[id] = addr
+}
+
+func (a *guestAddrs) get(id string) (netip.Addr, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	addr, ok := a.m[id]
+	return addr, ok
+}
+
+func (a *guestAddrs) forget(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.m, id)
+}
+
+// wakeCounts counts how the agents were woken.
+type wakeCounts struct {
+	datagram, runsc atomic.Int64
+}
+
+// WakeCounts reports how many agent wake-ups (SIGUSR1/SIGUSR2) went by
+// datagram and how many fell back to `runsc kill`.
+func (r *Runtime) WakeCounts() (datagram, runsc int64) {
+	return r.wakes.datagram.Load(), r.wakes.runsc.Load()
+}
+
+// wakeByDatagram wakes the agent of sandbox id for sig with a datagram and
+// reports whether the agent answered. False means: use `runsc kill` (each
+// such fallback is logged); a done ctx returns its error.
+func (r *Runtime) wakeByDatagram(ctx context.Context, id string, sig syscall.Signal) (bool, error) {
+	msg, ok := wakeMessages[sig]
+	if !ok {
+		return false, nil
+	}
+	addr, ok := r.addrs.get(id)
+	port := r.addrs.port
+	if port == 0 {
+		port = guest.WakePort
+	}
+	if !ok {
+		r.wakeFallback(id, sig, "the sandbox's address is unknown")
+		return false, nil
+	}
+	t0 := time.Now()
+	err := guest.WakeAt(ctx, netip.AddrPortFrom(addr.Unmap(), port), msg, wakeTimeout)
+	if err == nil {
+		r.wakes.datagram.Add(1)
+		r.log.Debug("agent woken by datagram", "id", id, "signal", sig, "took", time.Since(t0))
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	r.wakeFallback(id, sig, err.Error())
+	return false, nil
+}
+
+// wakeFallback counts and logs one wake-up that goes through `runsc kill`.
+func (r *Runtime) wakeFallback(id string, sig syscall.Signal, reason string) {
+	r.wakes.runsc.Add(1)
+	r.log.Info("waking the agent with runsc kill", "id", id, "signal", sig.String(), "reason", reason)
+}
