@@ -3,8 +3,12 @@
 // Before a checkpoint the agent closes its listeners and waits (bounded)
 // until the host has reset (RST) its connections, so a restored agent
 // carries no half-open connection to a host that forgot it; then it
-// answers. After the restore the daemon sends SIGUSR1 (Thaw) and the agent
-// listens again on the same addresses. Other TCP sockets of the sandbox
+// answers. After the restore the daemon wakes the agent (Thaw) and it
+// listens again on the same addresses: on gVisor with the datagram
+// guest.WakeThaw to the agent's wake port, UDP 49982 (internal/envd/wake;
+// its socket stays open through the freeze and is saved with the sandbox),
+// and with SIGUSR1 (`runsc kill`) when that gets no answer (an agent older
+// than the port) or the daemon does not know the sandbox's address. Other TCP sockets of the sandbox
 // (servers, loopback and outbound connections) are the runtime's business:
 // gVisor since 2023 saves listening and loopback endpoints and resets
 // connections to the outside at restore, and a microVM keeps its guest
