@@ -31,7 +31,9 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir, imageDir string) erro
 		return fmt.Errorf("creating checkpoint dir: %w", err)
 	}
 	t0 := time.Now()
+	undo := r.addrs.saving(id) // no OOM guard wake-ups while it is saved (wake.go)
 	if _, err := r.exec(ctx, "checkpoint", "--image-path", imageDir, id); err != nil {
+		undo()
 		if notFound(err) {
 			return runtime.ErrNotFound
 		}

@@ -35,14 +35,20 @@ var wakeMessages = map[syscall.Signal]string{
 type guestAddrs struct {
 	// port is the agent's wake port (0: guest.WakePort; tests set another).
 	port uint16
-	// mu guards m.
+	// mu guards m and saved.
 	mu sync.Mutex
 	m  map[string]netip.Addr
+	// saved holds the sandboxes being checkpointed or checkpointed (with
+	// their address, for a checkpoint that fails): their tasks are
+	// stopped, so growing memory is the checkpoint's own and the OOM guard
+	// has nothing to check.
+	saved map[string]netip.Addr
 }
 
 func (a *guestAddrs) set(id string, addr netip.Addr) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	delete(a.saved, id)
 	if !addr.IsValid() {
 		delete(a.m, id)
 		return
@@ -64,6 +70,37 @@ func (a *guestAddrs) forget(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.m, id)
+	delete(a.saved, id)
+}
+
+// saving marks id as being checkpointed until a Start or Restore sets its
+// address again; undo (for a checkpoint that failed: the sandbox runs on)
+// puts its address back.
+func (a *guestAddrs) saving(id string) (undo func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.saved == nil {
+		a.saved = map[string]netip.Addr{}
+	}
+	a.saved[id] = a.m[id]
+	delete(a.m, id)
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if addr, ok := a.saved[id]; ok {
+			delete(a.saved, id)
+			if addr.IsValid() {
+				a.m[id] = addr
+			}
+		}
+	}
+}
+
+func (a *guestAddrs) isSaved(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.saved[id]
+	return ok
 }
 
 // wakeCounts counts how the agents were woken.
@@ -84,6 +121,11 @@ func (r *Runtime) wakeByDatagram(ctx context.Context, id string, sig syscall.Sig
 	msg, ok := wakeMessages[sig]
 	if !ok {
 		return false, nil
+	}
+	if sig == syscall.SIGUSR2 && r.addrs.isSaved(id) {
+		// Being checkpointed or saved: no guest task runs, nothing to guard.
+		r.log.Debug("not waking the OOM guard of a sandbox being checkpointed", "id", id)
+		return true, nil
 	}
 	addr, ok := r.addrs.get(id)
 	port := r.addrs.port

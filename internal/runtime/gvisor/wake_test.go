@@ -140,3 +140,37 @@ func TestSignalFallsBackToRunscKill(t *testing.T) {
 		t.Fatal("address kept after forget")
 	}
 }
+
+// TestNoGuardWakeWhileSaved: while a sandbox is checkpointed (its tasks
+// stopped), the memory watcher's wake-ups are dropped, neither sent nor
+// run through runsc; a failed checkpoint (undo) or a restore wakes again.
+func TestNoGuardWakeWhileSaved(t *testing.T) {
+	r, calls := fakeRunsc(t)
+	port, got := echoAgent(t)
+	r.addrs.port = port
+	addr := netip.MustParseAddr("127.0.0.1")
+	r.addrs.set("sbx1", addr)
+	undo := r.addrs.saving("sbx1")
+	r.wakeGuard("sbx1")
+	select {
+	case m := <-got:
+		t.Fatalf("agent of a saved sandbox got %q", m)
+	case <-time.After(100 * time.Millisecond):
+	}
+	undo()
+	r.wakeGuard("sbx1")
+	if m := <-got; m != guest.WakeOOM {
+		t.Fatalf("after a failed checkpoint: agent got %q", m)
+	}
+	r.addrs.saving("sbx1")
+	r.addrs.set("sbx1", addr) // restored
+	if err := r.Signal(context.Background(), "sbx1", syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-got; m != guest.WakeThaw {
+		t.Fatalf("after the restore: agent got %q", m)
+	}
+	if c := runscCalls(t, calls); c != nil {
+		t.Fatalf("runsc spawned: %q", c)
+	}
+}
