@@ -276,7 +276,7 @@ func serveWake(ctx context.Context, fz *freeze.Freezer, log *slog.Logger) {
 		return
 	}
 	go func() {
-		_ = wake.Serve(ctx, conn, map[string]func(){guest.WakeThaw: fz.Thaw, guest.WakeOOM: oomguard.Wake}, log)
+		_ = wake.Serve(ctx, conn, map[string]func(){guest.WakeThaw: func() { fz.ThawWait(time.Second) }, guest.WakeOOM: oomguard.Wake}, log)
 	}()
 }
 
