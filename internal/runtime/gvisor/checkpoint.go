@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -171,14 +170,8 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
-	if ok, err := r.wakeByDatagram(ctx, id, sig); ok || err != nil {
+	if handled, err := r.wake(ctx, id, sig); handled {
 		return err
 	}
-	if _, err := r.exec(ctx, "kill", id, strconv.Itoa(int(sig))); err != nil {
-		if notFound(err) {
-			return runtime.ErrNotFound
-		}
-		return fmt.Errorf("runsc kill %s %d: %w", id, sig, err)
-	}
-	return nil
+	return r.kill(ctx, id, sig)
 }

@@ -118,7 +118,10 @@ func (r *Runtime) unwatchMemory(id string) {
 func (r *Runtime) wakeGuard(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if ok, _ := r.wakeByDatagram(ctx, id, syscall.SIGUSR2); ok {
+	if handled, err := r.wake(ctx, id, syscall.SIGUSR2); handled {
+		if err != nil && !gone(err) {
+			r.log.Debug("waking the OOM guard", "id", id, "err", err)
+		}
 		return
 	}
 	if _, err := r.exec(ctx, "kill", id, oomGuardWakeSignal); err != nil && !notFound(err) {

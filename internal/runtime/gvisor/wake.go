@@ -4,13 +4,17 @@ package gvisor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/guest"
+	"github.com/airlock-sandbox/airlock/internal/runtime"
 )
 
 // The agent is woken (SIGUSR1 after a restore, SIGUSR2 for the OOM guard)
@@ -21,8 +25,13 @@ import (
 // nothing listens on the port (an agent older than it: the sandbox answers
 // "port unreachable" at once) or when no echo came within wakeTimeout.
 
-// wakeTimeout is how long the datagram is re-sent before the fallback.
-const wakeTimeout = 2 * time.Second
+// wakeTimeout is how long the datagram is re-sent alone before `runsc
+// kill` joins it; wakeGiveUp is when it stops.
+// (Variables for the tests.)
+var (
+	wakeTimeout = 2 * time.Second
+	wakeGiveUp  = 20 * time.Second
+)
 
 // wakeMessages maps the signals the agent handles to their datagrams.
 var wakeMessages = map[syscall.Signal]string{
@@ -108,16 +117,21 @@ type wakeCounts struct {
 	datagram, runsc atomic.Int64
 }
 
-// WakeCounts reports how many agent wake-ups (SIGUSR1/SIGUSR2) went by
-// datagram and how many fell back to `runsc kill`.
+// WakeCounts reports how many agent wake-ups (SIGUSR1/SIGUSR2) the agent
+// answered by datagram, and how many `runsc kill` fallbacks were started
+// (one wake-up may count in both: a slow answer and a kill alongside).
 func (r *Runtime) WakeCounts() (datagram, runsc int64) {
 	return r.wakes.datagram.Load(), r.wakes.runsc.Load()
 }
 
-// wakeByDatagram wakes the agent of sandbox id for sig with a datagram and
-// reports whether the agent answered. False means: use `runsc kill` (each
-// such fallback is logged); a done ctx returns its error.
-func (r *Runtime) wakeByDatagram(ctx context.Context, id string, sig syscall.Signal) (bool, error) {
+// wake wakes the agent of sandbox id for sig (SIGUSR1, SIGUSR2) with a
+// datagram. handled false means: send sig with `runsc kill` now (no
+// address, nothing on the wake port, another signal; each such fallback is
+// logged). When no answer came within wakeTimeout, `runsc kill` runs
+// alongside while the datagram is still re-sent (up to wakeGiveUp), and
+// whichever takes effect first ends the wait: a loaded host makes both
+// slow, and the slower must not add to the faster.
+func (r *Runtime) wake(ctx context.Context, id string, sig syscall.Signal) (handled bool, err error) {
 	msg, ok := wakeMessages[sig]
 	if !ok {
 		return false, nil
@@ -137,18 +151,56 @@ func (r *Runtime) wakeByDatagram(ctx context.Context, id string, sig syscall.Sig
 		return false, nil
 	}
 	t0 := time.Now()
-	err := guest.WakeAt(ctx, netip.AddrPortFrom(addr.Unmap(), port), msg, wakeTimeout)
-	if err == nil {
-		r.wakes.datagram.Add(1)
-		r.log.Debug("agent woken by datagram", "id", id, "signal", sig, "took", time.Since(t0))
-		return true, nil
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		answered <- guest.WakeAt(wctx, netip.AddrPortFrom(addr.Unmap(), port), msg, wakeGiveUp)
+	}()
+	timer := time.NewTimer(wakeTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-answered:
+		if err == nil {
+			r.wakes.datagram.Add(1)
+			r.log.Debug("agent woken by datagram", "id", id, "signal", sig, "took", time.Since(t0))
+			return true, nil
+		}
+		if ctx.Err() != nil {
+			return true, ctx.Err()
+		}
+		r.wakeFallback(id, sig, err.Error())
+		return false, nil
+	case <-timer.C:
 	}
-	if ctx.Err() != nil {
-		return false, ctx.Err()
+	r.wakeFallback(id, sig, fmt.Sprintf("no answer to the wake datagram (%s) within %v; runsc kill alongside", addr, wakeTimeout))
+	killed := make(chan error, 1)
+	go func() { killed <- r.kill(ctx, id, sig) }()
+	select {
+	case err := <-answered:
+		if err == nil {
+			r.wakes.datagram.Add(1)
+			return true, nil
+		}
+		return true, <-killed
+	case err := <-killed:
+		return true, err
 	}
-	r.wakeFallback(id, sig, err.Error())
-	return false, nil
 }
+
+// kill sends sig to the agent of sandbox id with `runsc kill`.
+func (r *Runtime) kill(ctx context.Context, id string, sig syscall.Signal) error {
+	if _, err := r.exec(ctx, "kill", id, strconv.Itoa(int(sig))); err != nil {
+		if notFound(err) {
+			return runtime.ErrNotFound
+		}
+		return fmt.Errorf("runsc kill %s %d: %w", id, sig, err)
+	}
+	return nil
+}
+
+// gone reports whether err says that the sandbox no longer exists.
+func gone(err error) bool { return errors.Is(err, runtime.ErrNotFound) }
 
 // wakeFallback counts and logs one wake-up that goes through `runsc kill`.
 func (r *Runtime) wakeFallback(id string, sig syscall.Signal, reason string) {

@@ -174,3 +174,72 @@ func TestNoGuardWakeWhileSaved(t *testing.T) {
 		t.Fatalf("runsc spawned: %q", c)
 	}
 }
+
+// silentAgent is a wake port that reads and never answers; after answerAfter
+// (0: never) it starts echoing.
+func silentAgent(t *testing.T, answerAfter time.Duration) uint16 {
+	t.Helper()
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	start := time.Now()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, from, err := conn.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			if answerAfter > 0 && time.Since(start) >= answerAfter {
+				_, _ = conn.WriteToUDPAddrPort(buf[:n], from)
+			}
+		}
+	}()
+	return uint16(conn.LocalAddr().(*net.UDPAddr).Port)
+}
+
+// TestSlowAgentGetsRunscKillAlongside: no answer within wakeTimeout starts
+// runsc kill while the datagram goes on; whichever acts first ends Signal.
+func TestSlowAgentGetsRunscKillAlongside(t *testing.T) {
+	old := wakeTimeout
+	wakeTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { wakeTimeout = old })
+
+	// A silent agent: Signal returns when runsc kill has run.
+	r, calls := fakeRunsc(t)
+	r.addrs.port = silentAgent(t, 0)
+	r.addrs.set("sbx1", netip.MustParseAddr("127.0.0.1"))
+	start := time.Now()
+	if err := r.Signal(context.Background(), "sbx1", syscall.SIGUSR1); err != nil {
+		t.Fatalf("Signal = %v", err)
+	}
+	if took := time.Since(start); took < wakeTimeout || took > wakeTimeout+3*time.Second {
+		t.Fatalf("Signal took %v, want a little over %v", took, wakeTimeout)
+	}
+	if c := runscCalls(t, calls); len(c) != 1 || !strings.HasSuffix(c[0], "kill sbx1 10") {
+		t.Fatalf("runsc calls = %q, want one kill", c)
+	}
+
+	// An agent that answers after 400 ms while runsc kill takes 10 s:
+	// Signal returns on the answer.
+	r2, _ := fakeRunsc(t)
+	if err := os.WriteFile(r2.runsc, []byte("#!/bin/sh\nexec sleep 10\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r2.addrs.port = silentAgent(t, 400*time.Millisecond)
+	r2.addrs.set("sbx2", netip.MustParseAddr("127.0.0.1"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start = time.Now()
+	if err := r2.Signal(ctx, "sbx2", syscall.SIGUSR1); err != nil {
+		t.Fatalf("Signal = %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Signal took %v: it waited for the slow runsc kill", took)
+	}
+	if d, k := r2.WakeCounts(); d != 1 || k != 1 {
+		t.Fatalf("WakeCounts = %d, %d; want 1 datagram, 1 runsc", d, k)
+	}
+}
