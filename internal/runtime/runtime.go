@@ -121,6 +121,14 @@ type Checkpointer interface {
 	Signal(ctx context.Context, id string, sig syscall.Signal) error
 }
 
+// GuestAddrKeeper is implemented by runtimes that wake a sandbox's agent at
+// its address (gVisor: a datagram to the agent's wake port). They learn it
+// from Spec.GuestAddr; a restarted daemon tells them the address of each
+// running sandbox it re-attaches.
+type GuestAddrKeeper interface {
+	KeepGuestAddr(id string, addr netip.Addr)
+}
+
 // Cloner is implemented by checkpointing runtimes that can start copies of
 // a checkpointed sandbox (fork).
 type Cloner interface {

@@ -402,7 +402,7 @@
 //     `/proc/*/cmdline`, up to 5 min), then: a sandbox stored `running` that the runtime no longer runs but that has
 //     a checkpoint image is resumed from it with the time it had left (a failed restore removes it: reported
 //     gone); a sandbox the runtime runs with a checkpoint directory still next to it (restored, agent never woken)
-//     gets the wake (SIGUSR1: the new daemon does not know its address yet), a health check and its image removed. Fork children whose restore was cut are removed.
+//     gets the wake (datagram, else SIGUSR1; the runtime is told its address first, `runtime.GuestAddrKeeper`), a health check and its image removed. Fork children whose restore was cut are removed.
 //
 //   - **Templates: half-written builds and GC.** Builds write into `templates/.tmp-*` and are published by an
 //     atomic rename with `meta.json` inside; the record is written after it, so a half-written template is never

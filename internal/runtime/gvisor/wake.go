@@ -199,6 +199,12 @@ func (r *Runtime) kill(ctx context.Context, id string, sig syscall.Signal) error
 	return nil
 }
 
+var _ runtime.GuestAddrKeeper = (*Runtime)(nil)
+
+// KeepGuestAddr implements runtime.GuestAddrKeeper: the agent of sandbox id
+// (started by a previous daemon) is woken at addr.
+func (r *Runtime) KeepGuestAddr(id string, addr netip.Addr) { r.addrs.set(id, addr) }
+
 // gone reports whether err says that the sandbox no longer exists.
 func gone(err error) bool { return errors.Is(err, runtime.ErrNotFound) }
 

@@ -73,7 +73,7 @@ func TestSignalWakesByDatagram(t *testing.T) {
 	r, calls := fakeRunsc(t)
 	port, got := echoAgent(t)
 	r.addrs.port = port
-	r.addrs.set("sbx1", netip.MustParseAddr("127.0.0.1"))
+	r.KeepGuestAddr("sbx1", netip.MustParseAddr("127.0.0.1")) // as a restarted daemon does
 	if err := r.Signal(context.Background(), "sbx1", syscall.SIGUSR1); err != nil {
 		t.Fatalf("Signal(USR1) = %v", err)
 	}
