@@ -21,9 +21,9 @@ import (
 // with a datagram to its wake port (internal/guest.Wake), not with
 // `runsc kill`: that spawns a Go process, ~10 ms of CPU but 1.4–1.7 s of
 // wall time on a loaded host. `runsc kill` stays the fallback when the
-// sandbox's address is unknown (a sandbox a previous daemon started), when
-// nothing listens on the port (an agent older than it: the sandbox answers
-// "port unreachable" at once) or when no echo came within wakeTimeout.
+// sandbox's address is unknown, when nothing listens on the port (an agent
+// older than it: the sandbox answers "port unreachable" at once), and
+// alongside the datagram when no echo came within wakeTimeout.
 
 // wakeTimeout is how long the datagram is re-sent alone before `runsc
 // kill` joins it; wakeGiveUp is when it stops.
