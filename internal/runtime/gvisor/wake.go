@@ -48,9 +48,9 @@ type guestAddrs struct {
 	mu sync.Mutex
 	m  map[string]netip.Addr
 	// saved holds the sandboxes being checkpointed or checkpointed (with
-	// their address, for a checkpoint that fails): their tasks are
-	// stopped, so growing memory is the checkpoint's own and the OOM guard
-	// has nothing to check.
+	// their address, for a checkpoint that fails), or stopped (Stop): their
+	// tasks are stopped or dying, so growing memory is the checkpoint's own
+	// and the OOM guard has nothing to check.
 	saved map[string]netip.Addr
 }
 
