@@ -324,6 +324,9 @@ func (d *daemon) open(ctx context.Context) error {
 	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
 	conns.OnAbort = func(ip netip.Addr, n int) { d.log.Debug("guest connections reset", "guest", ip, "count", n) }
 	d.metrics = newDaemonMetrics(ctx, d.cfg.MetricsInterval, d.log.With("component", "metrics"))
+	if w, ok := d.rt.(interface{ WakeCounts() (int64, int64) }); ok { // gvisor: datagram or runsc kill
+		d.metrics.prom.AgentWakes(w.WakeCounts)
+	}
 	if err := d.newManager(st, logs, conns); err != nil {
 		return err
 	}

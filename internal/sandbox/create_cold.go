@@ -90,6 +90,7 @@ func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, id string, slo
 				RootFS:      tpl.RootFS,
 				Dir:         dir,
 				NetNSPath:   ep.NetNSPath,
+				GuestAddr:   ep.GuestIP,
 				AgentPath:   m.cfg.AgentPath,
 				Hostname:    id,
 				Nameservers: append([]string(nil), m.cfg.Nameservers...),

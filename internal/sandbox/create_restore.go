@@ -228,6 +228,7 @@ func (m *Manager) prepareIn(ctx context.Context, k *child, parent *store.Sandbox
 				RootFS:      tpl.RootFS,
 				Dir:         m.sandboxDir(id),
 				NetNSPath:   k.ep.NetNSPath,
+				GuestAddr:   k.ep.GuestIP,
 				AgentPath:   agent,
 				Hostname:    id,
 				Nameservers: append([]string(nil), m.cfg.Nameservers...),
