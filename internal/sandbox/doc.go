@@ -462,7 +462,7 @@
 //     `VmRSS` and, over the limit, SIGKILLs the largest process other than PID 1, the agent and any
 //     with `oom_score_adj` -1000, and logs it. The command then ends with `signal: killed`. The host
 //     memory cgroup is `memoryMB` + 64 MiB for the sentry and gofer at start (runsc sizes the guest's
-//     `free` from it), raised by 256 MiB of guard headroom once the sandbox runs (and again after each
+//     `free` from it), raised by 768 MiB of guard headroom once the sandbox runs (and again after each
 //     restore or boot: `gvisor/memory.go`), so the guard acts before the host does. Memory that no
 //     process holds can still reach the host limit; then the host kills the sentry and the whole
 //     sandbox stops (the e2e fault test provokes that by lowering the host limit). The

@@ -52,9 +52,13 @@ const (
 	// memory, checked every 20 ms while memory is within reach of the
 	// limit or grew (memwatch.go), and the headroom lets it act before
 	// the host does (a guest allocating 100 MB chunks gains ~100-200 MB
-	// between two checks). Memory no process holds still meets the host
-	// limit: that sandbox is stopped and reported.
-	oomGuardHeadroom = 256 << 20
+	// between two checks on a quiet host, and 256 MiB was not enough on a
+	// host at load 20-60, where the guard's goroutine waited for the CPU
+	// while a bomb kept allocating: the whole sandbox died). Memory no
+	// process holds still meets the host limit: that sandbox is stopped
+	// and reported. The headroom bounds what a sandbox can hold beyond
+	// its limit on the host; it reserves nothing.
+	oomGuardHeadroom = 768 << 20
 	// oomGuardEnv turns the guard on (internal/envd/oomguard.EnvLimit;
 	// the host side names it without importing the agent's packages).
 	oomGuardEnv = "AIRLOCK_OOM_GUARD_MB"

@@ -28,7 +28,7 @@ import (
 const (
 	// memWatchStep is how much a sandbox's host memory may grow before the
 	// guard is woken. A memory bomb grows ~100-200 MB per 20 ms here; the
-	// guard's headroom (oomGuardHeadroom) is 256 MiB.
+	// guard's headroom (oomGuardHeadroom) is 768 MiB.
 	memWatchStep = 32 << 20
 	// memWakeMinGap is the shortest time between two wake-ups of one
 	// guard: the guard checks every 20 ms for 2 s after each (oomguard's
