@@ -14,27 +14,37 @@ import (
 // A kill answers once the sandbox is unreachable, and the rest of its
 // teardown runs in the background (issue 24):
 //
-//  1. the sandbox leaves the index (404 from then on, not listed);
-//  2. a journal entry, teardown/<id>.json in the data dir, records what is
-//     left to give back (slot, runtime dir, artifact-store image);
-//  3. the runtime sends SIGKILL to every process of the sandbox
+//  1. the sandbox leaves the index (404 from then on, not listed; nothing
+//     puts it back: a start re-attaches only rows without a journal entry);
+//  2. an entry in the teardown journal (killjournal.go: one append-only
+//     file, teardown/journal.log in the data dir, fsync'd, parallel kills'
+//     entries in one write) records what is left to give back (slot,
+//     runtime dir, artifact-store image);
+//  3. the store row's deletion is queued (one background deleter, which
+//     deletes what parallel kills queued in one statement);
+//  4. the runtime sends SIGKILL to every process of the sandbox
 //     (runtime.Stopper.Stop: its cgroup or VMM, no runsc process, no wait
 //     for the exit: a SIGKILLed process never runs user code again) and the
 //     network cuts it off (network.Manager.Cut: one nftables batch, no
 //     rtnetlink call, so a busy rtnl lock does not hold the kill; it also
-//     drops what the sandbox had queued before it died);
-//  4. the store row is deleted and observers are told;
+//     drops what the sandbox had queued before it died); observers are told;
 //
-// and the kill answers. A teardown worker then waits for the processes to
-// exit (runtime.Stopper.WaitStopped; a process stuck in the kernel holds
-// the teardown, which retries), destroys the runtime
-// instance (container state, mounts, cgroups, dir), removes the network
-// (veth, then its cut, firewall entries, resolver, namespace), frees the
-// slot (so its veth name and address are reused only once uncut), drops the image
-// and removes the journal entry. A step that fails is retried with backoff
-// for as long as the daemon runs (a namespace whose removal fails waits for
-// its last user); a daemon killed meanwhile finds the journal entry at its
-// next start (Restore) and finishes it there.
+// and the kill answers. The row is deleted before the answer only when it
+// must be gone by then: a paused sandbox of a cluster node (another node
+// could claim its row) or one whose image is in the artifact store (the
+// image goes only once its row did). A teardown worker then waits for the
+// processes to exit (runtime.Stopper.WaitStopped; a process stuck in the
+// kernel holds the teardown, which retries), destroys the runtime instance
+// (container state, mounts, cgroups, dir), removes the network (veth, then
+// its cut, firewall entries, resolver, namespace), waits for the row's
+// deletion (deleting it again if that failed), frees the slot (so its veth
+// name and address are reused only once uncut, and never while a row names
+// them), drops the image and records the teardown finished in the journal.
+// A step that fails is retried with backoff for as long as the daemon runs
+// (a namespace whose removal fails waits for its last user); a daemon
+// killed meanwhile finds the journal entry at its next start (Reattach):
+// a row still there is released and deleted at once, never re-attached;
+// the rest is finished in the background.
 //
 // Teardowns are bounded so that they do not starve creates: at most
 // teardownWorkers run at a time, and each waits (up to teardownYield) while
