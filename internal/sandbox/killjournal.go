@@ -19,9 +19,20 @@ import (
 // <data>/teardown/journal.log, of JSON lines: a kill appends its entry
 // ({"id":…,"slot":…,"dir":…}) before it answers, a finished teardown
 // appends {"id":…,"done":true}; a later line of an id replaces an earlier
-// one. Every append is written and fsync'd before it returns, and appends
-// from parallel kills share one write and one fsync (group commit: the
-// first caller writes the batch that the others joined while it waited).
+// one. Every append is written before it returns, and appends from
+// parallel kills share one write (group commit: the first caller writes the
+// batch that the others joined while it waited).
+//
+// An append is not fsync'd. What the journal must survive is the daemon's
+// death (a SIGKILL, a crash, an OOM kill): the page cache keeps a written
+// line then. A host crash kills every sandbox, and the next start re-attaches
+// none whose runtime instance or network namespace is gone; the only
+// sandboxes that outlive a host crash are paused ones of a cluster node
+// (their image is, or goes, to the artifact store), and their kill deletes
+// the row (in PostgreSQL, durable) before it answers. Measured under the kill bench's load (bench/README.md),
+// an fsync'd append took 26 ms at the median against 0.2 ms for an unsynced
+// write, and the kill waits for it. The rewrites (at start, past
+// journalCompactAt) are fsync'd: they replace the file.
 //
 // The next start reads the file (a line torn by a crash is skipped: only the
 // last one can be), finishes the open entries and rewrites the file with
@@ -95,7 +106,7 @@ func (j *killJournal) init(dir string, log *slog.Logger) {
 }
 
 // add records t (replacing an earlier entry of its id) and returns once it
-// is durable.
+// is written.
 func (j *killJournal) add(t pendingTeardown) error {
 	return j.append(journalRecord{pendingTeardown: t})
 }
@@ -105,8 +116,8 @@ func (j *killJournal) finish(id string) error {
 	return j.append(journalRecord{pendingTeardown: pendingTeardown{ID: id}, Done: true})
 }
 
-// append writes r and returns once it is on disk (fsync'd), in one batch
-// with the records appended meanwhile by other callers.
+// append writes r and returns once it is written, in one batch with the
+// records appended meanwhile by other callers.
 func (j *killJournal) append(r journalRecord) error {
 	line, err := json.Marshal(r)
 	if err != nil {
@@ -145,7 +156,7 @@ func (j *killJournal) append(r journalRecord) error {
 }
 
 // flushLocked writes the waiting batch (or, past journalCompactAt, the
-// whole journal anew) and syncs it. j.mu is held on entry and on return,
+// whole journal anew, fsync'd). j.mu is held on entry and on return,
 // and released while writing; no other batch is written meanwhile.
 func (j *killJournal) flushLocked() {
 	j.flushing = true
@@ -171,9 +182,7 @@ func (j *killJournal) flushLocked() {
 			f, size = nf, int64(len(whole))
 		}
 	} else {
-		if _, err = f.Write(batch); err == nil {
-			err = f.Sync()
-		}
+		_, err = f.Write(batch) // not fsync'd: see the top of this file
 		size = int64(len(batch))
 	}
 

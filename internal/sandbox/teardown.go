@@ -17,8 +17,9 @@ import (
 //  1. the sandbox leaves the index (404 from then on, not listed; nothing
 //     puts it back: a start re-attaches only rows without a journal entry);
 //  2. an entry in the teardown journal (killjournal.go: one append-only
-//     file, teardown/journal.log in the data dir, fsync'd, parallel kills'
-//     entries in one write) records what is left to give back (slot,
+//     file, teardown/journal.log in the data dir, parallel kills' entries
+//     in one write, not fsync'd: it must survive the daemon, not the host)
+//     records what is left to give back (slot,
 //     runtime dir, artifact-store image);
 //  3. the store row's deletion is queued (one background deleter, which
 //     deletes what parallel kills queued in one statement);
