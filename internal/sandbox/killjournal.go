@@ -282,9 +282,8 @@ func (j *killJournal) loadLocked() error {
 	for id, t := range j.prev {
 		j.open[id] = t
 	}
-	if len(legacy) == 0 && len(j.prev) == 0 {
-		return nil // nothing to fold in; the file is rewritten at the first append
-	}
+	// Rewritten now (at start, in Reattach), not by the first kill: the
+	// rewrite's fsyncs took 0.8 s under the soak's load.
 	f, err := j.rewrite(encodeOpen(j.open))
 	if err != nil {
 		return fmt.Errorf("rewriting teardown journal: %w", err)
