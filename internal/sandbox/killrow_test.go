@@ -172,3 +172,35 @@ func TestKillAnswersBeforeTheRowIsDeleted(t *testing.T) {
 		})
 	}
 }
+
+// heldObserver holds Removed until released (as the event log's file
+// removal waits for a write in progress, up to a second under load).
+type heldObserver struct {
+	nopObs
+	release chan struct{}
+	removed chan string
+}
+
+func (o *heldObserver) Removed(id string) {
+	<-o.release
+	o.removed <- id
+}
+
+// A kill answers without waiting for its observers (metrics, the event
+// log's files); they are told right after.
+func TestKillAnswersBeforeObserversAreTold(t *testing.T) {
+	t.Parallel()
+	obs := &heldObserver{release: make(chan struct{}), removed: make(chan string, 1)}
+	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) { c.Observer = obs })
+	sb := create(t, env, sandbox.CreateRequest{})
+	killWithin(t, env, sb.ID, 5*time.Second, "Kill still waiting for its observers after 5 s")
+	close(obs.release)
+	select {
+	case id := <-obs.removed:
+		if id != sb.ID {
+			t.Errorf("observers told %s is gone, want %s", id, sb.ID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("observers never told the sandbox is gone")
+	}
+}
