@@ -143,6 +143,9 @@ func (j *killJournal) append(r journalRecord) error {
 	j.buf = append(j.buf, line...)
 	mine := j.next
 	for j.done < mine && j.err == nil {
+		if j.closed {
+			return errJournalClosed // closed while this batch waited
+		}
 		if j.flushing {
 			j.cond.Wait()
 			continue
