@@ -244,8 +244,12 @@ func (e *Live) release(ctx context.Context) error {
 func (e *Live) kill(ctx context.Context) error {
 	e.mu.Lock()
 	slot, image := e.rec.Slot, decodeExtra(e.rec.Extra).Image
+	// A paused sandbox's row on a cluster node could be claimed by another
+	// node (a move) if it outlived the answer; an image is dropped only
+	// once the row is.
+	rowFirst := image != "" || (e.rec.State == StatePaused && e.m.cfg.Node != nil)
 	e.mu.Unlock()
-	return e.m.killNow(ctx, e.rec.ID, slot, e.Dir(), image)
+	return e.m.killNow(ctx, e.rec.ID, slot, e.Dir(), image, rowFirst)
 }
 
 // Kill makes the sandbox unreachable (its processes stopped, its network

@@ -244,6 +244,10 @@ type Manager struct {
 	// creates in progress, to which they yield (teardown.go).
 	teardowns teardownState
 	creates   createCounter
+	// kj is the teardown journal (killjournal.go, via journal()); rowDels
+	// deletes killed sandboxes' rows in the background (teardown.go).
+	kj      killJournal
+	rowDels rowDeletes
 
 	// mu guards sandboxes, slots and closed (the index), not the sandboxes'
 	// fields: each Live has its own mu, taken after this one (live.go).
@@ -413,6 +417,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		m.log.Info("leaving teardowns for the next start", "err", err)
 	}
 	m.stopTeardowns()
+	m.journal().close()
 	return nil
 }
 

@@ -82,6 +82,9 @@ func TestCreateGetListKill(t *testing.T) {
 	if err := env.Manager.Kill(ctx, sb.ID); err != nil {
 		t.Fatalf("Kill: %v", err)
 	}
+	if err := env.Manager.WaitTeardowns(ctx); err != nil { // the row goes in the background
+		t.Fatal(err)
+	}
 	if !env.Runtime.WasDestroyed(sb.ID) || env.Network.SlotOf(sb.ID) != -1 || env.Store.Has(sb.ID) {
 		t.Fatal("kill did not release runtime, network and row")
 	}

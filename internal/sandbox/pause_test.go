@@ -173,6 +173,9 @@ func TestPauseResume(t *testing.T) {
 	if err := env.Manager.Kill(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
+	if err := env.Manager.WaitTeardowns(ctx); err != nil { // the row goes in the background
+		t.Fatal(err)
+	}
 	if env.Store.Has(sb.ID) || env.Network.SlotOf(sb.ID) != -1 || !env.Runtime.WasDestroyed(sb.ID) {
 		t.Fatal("paused sandbox not fully released by kill")
 	}

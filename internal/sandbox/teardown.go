@@ -2,43 +2,51 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
 // A kill answers once the sandbox is unreachable, and the rest of its
 // teardown runs in the background (issue 24):
 //
-//  1. the sandbox leaves the index (404 from then on, not listed);
-//  2. a journal entry, teardown/<id>.json in the data dir, records what is
-//     left to give back (slot, runtime dir, artifact-store image);
-//  3. the runtime sends SIGKILL to every process of the sandbox
+//  1. the sandbox leaves the index (404 from then on, not listed; nothing
+//     puts it back: a start re-attaches only rows without a journal entry);
+//  2. an entry in the teardown journal (killjournal.go: one append-only
+//     file, teardown/journal.log in the data dir, parallel kills' entries
+//     in one write, not fsync'd: it must survive the daemon, not the host)
+//     records what is left to give back (slot,
+//     runtime dir, artifact-store image);
+//  3. the store row's deletion is queued (one background deleter, which
+//     deletes what parallel kills queued in one statement);
+//  4. the runtime sends SIGKILL to every process of the sandbox
 //     (runtime.Stopper.Stop: its cgroup or VMM, no runsc process, no wait
 //     for the exit: a SIGKILLed process never runs user code again) and the
 //     network cuts it off (network.Manager.Cut: one nftables batch, no
 //     rtnetlink call, so a busy rtnl lock does not hold the kill; it also
 //     drops what the sandbox had queued before it died);
-//  4. the store row is deleted and observers are told;
 //
-// and the kill answers. A teardown worker then waits for the processes to
-// exit (runtime.Stopper.WaitStopped; a process stuck in the kernel holds
-// the teardown, which retries), destroys the runtime
-// instance (container state, mounts, cgroups, dir), removes the network
-// (veth, then its cut, firewall entries, resolver, namespace), frees the
-// slot (so its veth name and address are reused only once uncut), drops the image
-// and removes the journal entry. A step that fails is retried with backoff
-// for as long as the daemon runs (a namespace whose removal fails waits for
-// its last user); a daemon killed meanwhile finds the journal entry at its
-// next start (Restore) and finishes it there.
+// and the kill answers. Observers (metrics, the event log's files) are
+// told in the background. The row is deleted before the answer only when it
+// must be gone by then: a paused sandbox of a cluster node (another node
+// could claim its row) or one whose image is in the artifact store (the
+// image goes only once its row did). A teardown worker then waits for the
+// processes to exit (runtime.Stopper.WaitStopped; a process stuck in the
+// kernel holds the teardown, which retries), destroys the runtime instance
+// (container state, mounts, cgroups, dir), removes the network (veth, then
+// its cut, firewall entries, resolver, namespace), waits for the row's
+// deletion (deleting it again if that failed), frees the slot (so its veth
+// name and address are reused only once uncut, and never while a row names
+// them), drops the image and records the teardown finished in the journal.
+// A step that fails is retried with backoff for as long as the daemon runs
+// (a namespace whose removal fails waits for its last user); a daemon
+// killed meanwhile finds the journal entry at its next start (Reattach):
+// a row still there is released and deleted at once, never re-attached;
+// the rest is finished in the background.
 //
 // Teardowns are bounded so that they do not starve creates: at most
 // teardownWorkers run at a time, and each waits (up to teardownYield) while
@@ -65,6 +73,10 @@ type pendingTeardown struct {
 	Slot  int    `json:"slot"` // -1: unknown
 	Dir   string `json:"dir"`
 	Image string `json:"image,omitempty"` // artifact-store key to drop (its row was ours)
+	// row is the background deletion of the store row (nil: the row was
+	// deleted before the kill answered, or at the start that read the
+	// entry).
+	row *rowDelete
 }
 
 // teardownState is the manager's background teardown queue.
@@ -99,69 +111,26 @@ func (c *createCounter) busy() bool {
 // teardownDir is the journal directory.
 func (m *Manager) teardownDir() string { return filepath.Join(m.cfg.DataDir, teardownDirName) }
 
-// writeJournal records t (atomically: a temporary file renamed).
-func (m *Manager) writeJournal(t pendingTeardown) error {
-	dir := m.teardownDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating teardown journal: %w", err)
-	}
-	data, err := json.Marshal(t)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, "."+t.ID+".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("writing teardown journal: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, t.ID+".json")); err != nil {
-		return fmt.Errorf("writing teardown journal: %w", err)
-	}
-	return nil
-}
+// writeJournal records t, durably (killjournal.go).
+func (m *Manager) writeJournal(t pendingTeardown) error { return m.journal().add(t) }
 
-// dropJournal removes the journal entry of id.
+// dropJournal records that the teardown of id finished.
 func (m *Manager) dropJournal(id string) {
-	if err := os.Remove(filepath.Join(m.teardownDir(), id+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		m.log.Warn("removing teardown journal entry", "sandbox", id, "err", err)
+	if err := m.journal().finish(id); err != nil {
+		m.log.Warn("recording a finished teardown in the journal", "sandbox", id, "err", err)
 	}
 }
 
 // readJournal returns the pending teardowns of the previous run by id.
-func (m *Manager) readJournal() map[string]pendingTeardown {
-	out := map[string]pendingTeardown{}
-	ents, err := os.ReadDir(m.teardownDir())
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			m.log.Warn("reading teardown journal", "err", err)
-		}
-		return out
-	}
-	for _, en := range ents {
-		name := en.Name()
-		id, ok := strings.CutSuffix(name, ".json")
-		if !ok || strings.HasPrefix(name, ".") {
-			_ = os.Remove(filepath.Join(m.teardownDir(), name)) // a write cut short
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(m.teardownDir(), name))
-		var t pendingTeardown
-		if err == nil {
-			err = json.Unmarshal(data, &t)
-		}
-		if err != nil || t.ID != id || runtime.ValidID(id) != nil {
-			m.log.Warn("dropping unreadable teardown journal entry", "file", name, "err", err)
-			_ = os.Remove(filepath.Join(m.teardownDir(), name))
-			continue
-		}
-		out[id] = t
-	}
-	return out
-}
+func (m *Manager) readJournal() map[string]pendingTeardown { return m.journal().pending() }
 
 // killNow makes the sandbox id, already out of the index, unreachable and
 // queues the rest of its teardown (see the top of this file). The sandbox
-// is gone for clients when it returns nil.
-func (m *Manager) killNow(ctx context.Context, id string, slot int, dir, image string) error {
+// is gone for clients when it returns nil. rowFirst: the store row must be
+// gone before the kill answers (a paused sandbox of a cluster node, whose
+// row another node could claim; one whose image is in the artifact store,
+// dropped only once its row is).
+func (m *Manager) killNow(ctx context.Context, id string, slot int, dir, image string, rowFirst bool) error {
 	t := pendingTeardown{ID: id, Slot: slot, Dir: dir}
 	t0 := time.Now()
 	if err := m.writeJournal(t); err != nil {
@@ -169,9 +138,25 @@ func (m *Manager) killNow(ctx context.Context, id string, slot int, dir, image s
 		m.log.Warn("teardown journal unavailable; killing synchronously", "sandbox", id, "err", err)
 		return m.releaseImage(ctx, id, slot, dir, image)
 	}
+	t1 := time.Now()
+	if !rowFirst {
+		// The row goes in the background: the index no longer holds the
+		// sandbox (404, not listed), and the journal entry makes the next
+		// start finish the kill (never re-attach it) should the daemon die
+		// before the row is gone. The teardown frees the slot only once it
+		// is.
+		t.row = m.deleteRowLater(id)
+		stopErr := m.stopAndCut(ctx, id, slot, dir)
+		m.removedLater(id)
+		m.queueTeardown(t) // also retries what stopAndCut failed to do
+		if stopErr != nil {
+			return fmt.Errorf("killing sandbox %s: %w", id, stopErr)
+		}
+		m.log.Debug("sandbox stopped and cut off", "sandbox", id, "journal", t1.Sub(t0), "total", time.Since(t0))
+		return nil
+	}
 	// The row goes while the sandbox is stopped: a crash in between leaves
 	// the journal entry, from which the next start finishes the kill.
-	t1 := time.Now()
 	var rowErr error
 	var rowTook time.Duration
 	rowDone := make(chan struct{})
@@ -199,6 +184,119 @@ func (m *Manager) killNow(ctx context.Context, id string, slot int, dir, image s
 	}
 	m.log.Debug("sandbox stopped and cut off", "sandbox", id, "journal", t1.Sub(t0), "row", rowTook,
 		"total", time.Since(t0))
+	return nil
+}
+
+// removedLater tells the observers that id is gone, after the kill
+// answered: the event log's files are removed then (waiting for a write in
+// progress), which took 0.1–1 s under the soak's load.
+func (m *Manager) removedLater(id string) {
+	go func() {
+		t0 := time.Now()
+		m.observer().Removed(id)
+		m.log.Debug("kill observers told", "sandbox", id, "took", time.Since(t0))
+	}()
+}
+
+// rowDelete is the background deletion of a killed sandbox's store row.
+type rowDelete struct {
+	id   string
+	done chan struct{} // closed once tried
+	err  error         // set before done is closed
+}
+
+// rowDeletes is the queue of the background row deleter: one goroutine at
+// a time, which deletes what parallel kills queued meanwhile in one store
+// call when the store can (batchRowDeleter): SQLite has one writer, and
+// parallel deletes would wait for each other in its busy handler's sleeps.
+type rowDeletes struct {
+	mu      sync.Mutex
+	queue   []*rowDelete
+	running bool
+}
+
+// batchRowDeleter is a store that deletes several sandbox rows in one
+// transaction (sqlite.DB); rows already gone are no error.
+type batchRowDeleter interface {
+	DeleteSandboxes(ctx context.Context, ids []string) error
+}
+
+// deleteRowLater queues the deletion of sandbox id's row.
+func (m *Manager) deleteRowLater(id string) *rowDelete {
+	d := &rowDelete{id: id, done: make(chan struct{})}
+	rd := &m.rowDels
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	rd.queue = append(rd.queue, d)
+	if !rd.running {
+		rd.running = true
+		go m.runRowDeletes()
+	}
+	return d
+}
+
+// runRowDeletes deletes queued rows until the queue is empty.
+func (m *Manager) runRowDeletes() {
+	rd := &m.rowDels
+	for {
+		rd.mu.Lock()
+		batch := rd.queue
+		rd.queue = nil
+		if len(batch) == 0 {
+			rd.running = false
+			rd.mu.Unlock()
+			return
+		}
+		rd.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+		m.deleteRows(ctx, batch)
+		cancel()
+	}
+}
+
+// deleteRows deletes the rows of batch (one store call when it can) and
+// marks each done.
+func (m *Manager) deleteRows(ctx context.Context, batch []*rowDelete) {
+	t0 := time.Now()
+	if bd, ok := m.cfg.Store.(batchRowDeleter); ok && len(batch) > 1 {
+		ids := make([]string, len(batch))
+		for i, d := range batch {
+			ids[i] = d.id
+		}
+		err := bd.DeleteSandboxes(ctx, ids)
+		for _, d := range batch {
+			d.err = err
+			close(d.done)
+		}
+	} else {
+		for _, d := range batch {
+			if err := m.cfg.Store.DeleteSandbox(ctx, d.id); err != nil && !errors.Is(err, store.ErrNotFound) {
+				d.err = err
+			}
+			close(d.done)
+		}
+	}
+	m.log.Debug("killed sandboxes' rows deleted", "n", len(batch), "took", time.Since(t0))
+}
+
+// awaitRow waits until the row of t (deleted in the background) is gone,
+// deleting it again if that failed.
+func (m *Manager) awaitRow(ctx context.Context, t pendingTeardown) error {
+	if t.row == nil {
+		return nil
+	}
+	select {
+	case <-t.row.done:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the sandbox row's deletion: %w", ctx.Err())
+	}
+	if t.row.err == nil {
+		return nil
+	}
+	if err := m.cfg.Store.DeleteSandbox(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("deleting sandbox row: %w", err)
+	}
+	t.row.err = nil // only this teardown reads it
 	return nil
 }
 
@@ -348,6 +446,11 @@ func (m *Manager) finishTeardown(ctx context.Context, t pendingTeardown) error {
 	t1 := time.Now()
 	if err := m.cfg.Network.Teardown(ctx, t.ID, t.Slot); err != nil {
 		return fmt.Errorf("tearing down network: %w", err)
+	}
+	// The slot is handed out again only once the row is gone: a restart
+	// meanwhile finishes the kill from the row, in the slot it names.
+	if err := m.awaitRow(ctx, t); err != nil {
+		return err
 	}
 	if t.Slot >= 0 {
 		m.mu.Lock()

@@ -92,7 +92,7 @@ func teardownDone(t *testing.T, id string) (bool, string) {
 	case len(cgroupLeft(id)) > 0:
 		return false, "cgroup"
 	}
-	if j, _ := filepath.Glob(filepath.Join(os.Getenv("AIRLOCK_E2E_DATA_DIR"), "teardown", id+".json")); len(j) > 0 {
+	if journalOpen(id) {
 		return false, "teardown journal entry"
 	}
 	return true, ""
