@@ -534,11 +534,11 @@ func TestRestoreKeepsAdoptedAfterInterruptedResume(t *testing.T) {
 	ctx := context.Background()
 	sb := c.pausedOnAAdoptedByB(t)
 	gate := make(chan struct{})
-	c.rtB.mu.Lock()
-	c.rtB.gate = gate
-	c.rtB.mu.Unlock()
+	c.rtB.Mu.Lock()
+	c.rtB.Gate = gate
+	c.rtB.Mu.Unlock()
 	go func() { _, _ = resume(c.b.Manager, ctx, sb.ID, time.Minute) }()
-	waitFor(t, func() bool { c.rtB.mu.Lock(); defer c.rtB.mu.Unlock(); return len(c.rtB.loaded) > 0 }, "CloneSaved")
+	waitFor(t, func() bool { c.rtB.Mu.Lock(); defer c.rtB.Mu.Unlock(); return len(c.rtB.Loaded) > 0 }, "CloneSaved")
 	b2, _ := snapEnvWith(t, func(cfg *sandbox.Config) { // b restarts: same rows, same namespaces
 		cfg.Store, cfg.NodeID, cfg.Network = c.stores["b"], "b", c.b.Network
 		cfg.Node = clusternode.Hooks(c.img, cfg.Store)

@@ -25,9 +25,9 @@ func TestWarmPool(t *testing.T) {
 		close(done)
 	}()
 	loads := func() int {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return len(rt.loaded)
+		rt.Mu.Lock()
+		defer rt.Mu.Unlock()
+		return len(rt.Loaded)
 	}
 	waitPool := func(want, wantLoads int) {
 		t.Helper()
