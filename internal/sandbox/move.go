@@ -25,8 +25,10 @@ import (
 //
 //   - a pause answers once the checkpoint is durable here, and uploads the
 //     paused sandbox's image (a saved copy of its writable layer, its memory
-//     image and image.json) under paused/<id>/<nonce> in the background
-//     (upload.go); until that is done only this node can resume it; a
+//     image and image.json: Live.WriteImage) under paused/<id>/<nonce> in
+//     the background (NodeHooks.Paused: internal/cluster/node's upload.go,
+//     which also holds the export, NodeHooks.ExportPaused); until that is
+//     done only this node can resume it; a
 //     user's pause with the store unreachable is refused before anything
 //     is done;
 //   - another node adopts a paused sandbox (the api tier asks it when the
