@@ -84,6 +84,31 @@ func TestResumeHereStopsUpload(t *testing.T) {
 	}
 }
 
+// A kill during the upload cancels it (NodeHooks.Gone): the upload the
+// store holds ends at once, not when the store answers, and nothing of the
+// killed sandbox lands in the store.
+func TestKillCancelsUpload(t *testing.T) {
+	t.Parallel()
+	c := newTwoNodes(t)
+	ctx := context.Background()
+	sb := create(t, c.A, sandbox.CreateRequest{Timeout: time.Hour})
+	release := c.Img.Hold()
+	defer release()
+	if err := pause(c.A.Manager, ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return c.Img.Held() == 1 }, "the upload to reach the store")
+	if err := c.A.Manager.Kill(ctx, sb.ID); err != nil {
+		t.Fatalf("kill during the upload: %v", err)
+	}
+	waitFor(t, func() bool { return c.Img.Held() == 0 }, "the killed sandbox's upload to end")
+	release()
+	time.Sleep(200 * time.Millisecond)
+	if c.Img.Has("paused/" + sb.ID) {
+		t.Fatal("an image of the killed sandbox is in the store")
+	}
+}
+
 // An evacuation (drain, stop) waits for a paused sandbox's upload, and
 // reports it moved once the image is in the store; an upload that fails
 // is reported as the evacuation's error for it.

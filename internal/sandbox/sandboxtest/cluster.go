@@ -154,6 +154,8 @@ type DirImages struct {
 	// gate, when set, holds every Put until it is closed (or its context
 	// ends): an upload in progress.
 	gate chan struct{}
+	// held is how many Puts the gate holds now.
+	held int
 }
 
 // Reachable answers as a reachable store does (Images.Reachable).
@@ -173,6 +175,14 @@ func (d *DirImages) Put(ctx context.Context, key, dir string) (string, error) {
 	gate := d.gate
 	d.mu.Unlock()
 	if gate != nil {
+		d.mu.Lock()
+		d.held++
+		d.mu.Unlock()
+		defer func() {
+			d.mu.Lock()
+			d.held--
+			d.mu.Unlock()
+		}()
 		select {
 		case <-gate:
 		case <-ctx.Done():
@@ -295,6 +305,14 @@ func (d *DirImages) SetDown(down bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.down = down
+}
+
+// Held is how many uploads (Puts) Hold holds now: an upload whose context
+// ended is not held any more.
+func (d *DirImages) Held() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.held
 }
 
 // Hold makes the store hold every upload (Put) until the returned
