@@ -476,7 +476,7 @@ fi
 CLUSTER_S3_DIR=""
 start_cluster_s3() {
 	local dir=$1 bin port key secret i
-	bin=/var/cache/airlock/versitygw/$(tr -d ' \n' <internal/artifacts/s3test/versitygw.version)/versitygw
+	bin=${AIRLOCK_S3_SERVER_CACHE:-/var/cache/airlock/versitygw}/$(tr -d ' \n' <internal/artifacts/s3test/versitygw.version)/versitygw
 	[ -x "$bin" ] || { echo "cluster S3: $bin missing (scripts/build-s3-server.sh)"; return 1; }
 	mkdir -p "$dir/root"
 	chmod 0700 "$dir"

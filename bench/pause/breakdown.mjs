@@ -16,9 +16,28 @@ const dur = (s) => {
 }
 const steps = {}
 const add = (k, v) => { if (!Number.isNaN(v)) (steps[k] ??= []).push(v) }
-for (const f of readdirSync(dir).filter((f) => /^n\d+\.log$/.test(f))) {
+const files = readdirSync(dir).filter((f) => /^n\d+\.log$/.test(f))
+// The sandboxes resumed on their own node too (pause.mjs's S1): their
+// resume elsewhere is compared with that same-node resume. The others (S2)
+// were resumed elsewhere at once after their pause.
+const local = new Set()
+for (const f of files) for (const m of readFileSync(`${dir}/${f}`, 'utf8').matchAll(/msg="sandbox resumed" \S+ sandbox=(\S+)/g)) local.add(m[1])
+for (const f of files) {
+  const bare = {} // sandbox id → the last bare `runsc restore` (debug log)
   for (const line of readFileSync(`${dir}/${f}`, 'utf8').split('\n')) {
     const kv = Object.fromEntries([...line.matchAll(/(\w+)=("[^"]*"|\S+)/g)].map((m) => [m[1], m[2].replace(/^"|"$/g, '')]))
+    // With --log-level debug: each step of a resume (kind memory: same
+    // node; imported: another node's image) and the runtime's own restore.
+    if (kv.msg === 'sandbox restored' && kv.id) bare[kv.id] = dur(kv.took ?? '')
+    if (kv.msg === 'step' && kv.op === 'resume') {
+      const where = kv.kind === 'imported' ? 'cross-node' : 'same-node'
+      add(`${where} step ${kv.step}`, dur(kv.elapsed ?? ''))
+      if (kv.step === 'restore' && bare[kv.sandbox] !== undefined) {
+        add(`${where} bare runsc restore`, bare[kv.sandbox])
+        if (where === 'cross-node') add(`cross-node bare runsc restore (${local.has(kv.sandbox) ? 'S1, also resumed on its node' : 'S2, at once'})`, bare[kv.sandbox])
+        delete bare[kv.sandbox]
+      }
+    }
     if (kv.msg === 'moved sandbox resumed') for (const k of ['fetch', 'fetch_waited', 'prepare', 'restore', 'elapsed']) add(`resume ${k}`, dur(kv[k] ?? ''))
     else if (kv.msg === 'artifacts: tree fetched' && kv.key) { add('fetch tree download+verify', dur(kv.download_verify ?? '')); add('fetch tree unpack', dur(kv.unpack ?? '')) }
     else if (kv.msg === 'artifacts: image fetched') { add('fetch tree (v2)', dur(kv.tree_took ?? '')); add('fetch files (v2)', dur(kv.files_took ?? '')); add('fetch image (v2)', dur(kv.elapsed ?? '')) }

@@ -13,7 +13,9 @@
 # dir whose templates/ seed the nodes, default /var/lib/airlock-test),
 # AIRLOCK_CLUSTER_STATE (default /var/lib/airlock-bench-pause-cluster) and the
 # run-cluster.sh prefixes/subnets knobs (AIRLOCK_CLUSTER_NET_PREFIXES, …) to run
-# next to other daemons. Each binary needs airlock-envd next to it.
+# next to other daemons; PAUSE_NODE_ARGS, more `airlock serve` flags for the
+# nodes (`--log-level debug` logs each step's time and the bare `runsc
+# restore`, which breakdown.mjs then reports). Each binary needs airlock-envd next to it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$(pwd)
@@ -55,7 +57,7 @@ for bin in "${BINS[@]}"; do
 	[ -x "$(dirname "$bin")/airlock-envd" ] || { echo "bench/pause: no airlock-envd next to $bin" >&2; exit 1; }
 	start_s3
 	AIRLOCK_CLUSTER_BIN=$bin bash scripts/run-cluster.sh up --state "$STATE" --seed-templates "$SEED" \
-		--artifacts s3://airlock-bench/pause --node-args "--boot-snapshots=false --node-cpus 32" >"$out/up.log" 2>&1 ||
+		--artifacts s3://airlock-bench/pause --node-args "--boot-snapshots=false --node-cpus 32 ${PAUSE_NODE_ARGS:-}" >"$out/up.log" 2>&1 ||
 		{ tail -n 30 "$out/up.log"; exit 1; }
 	(cd test/cluster && AIRLOCK_CLUSTER_STATE=$STATE PAUSE_LABEL=$bin node "$ROOT/bench/pause/pause.mjs") | tee -a "$out/rows"
 	logs="$out/logs-$(basename "$(dirname "$bin")")-$(basename "$bin")"

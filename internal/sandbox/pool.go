@@ -381,11 +381,26 @@ func (m *Manager) DrainWarmPool(ctx context.Context) {
 		all = append(all, list...)
 	}
 	m.pool.idle = nil
+	var fills []chan struct{}
+	for _, f := range m.pool.filling {
+		fills = append(fills, f.done)
+	}
 	m.pool.mu.Unlock()
 	for _, p := range all {
 		m.releaseChild(ctx, p.k)
 	}
 	if len(all) > 0 {
 		m.log.Info("warm pool drained", "destroyed", len(all))
+	}
+	// A fill under way sees the pool closed (or its context cancelled) and
+	// gives back what it took: wait for that, or a daemon that exits now
+	// leaves that sandbox's mounts and network namespace behind.
+	for _, done := range fills {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			m.log.Warn("warm pool: a fill did not end before the shutdown's deadline", "err", ctx.Err())
+			return
+		}
 	}
 }

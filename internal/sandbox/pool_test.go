@@ -88,3 +88,59 @@ func TestWarmPool(t *testing.T) {
 		t.Fatalf("running runtime sandboxes after drain = %d, want the 4 claimed/created", live)
 	}
 }
+
+// A daemon that stops while a pool fill is under way waits for the fill to
+// give back what it took: DrainWarmPool returned at once, the daemon
+// exited, and the sandbox being filled kept its mounts and namespace.
+func TestDrainWarmPoolWaitsForAFillUnderWay(t *testing.T) {
+	t.Parallel()
+	env, rt := snapEnvWith(t, func(c *sandbox.Config) {
+		c.BootSnapshots = true
+		c.WarmPool = map[string]int{"base": 1}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := env.Manager.PrepareBootSnapshot(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	rt.mu.Lock()
+	rt.gate = gate
+	rt.mu.Unlock()
+	go env.Manager.RunWarmPool(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rt.mu.Lock()
+		n := len(rt.loaded)
+		rt.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pool fill did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	drained := make(chan struct{})
+	go func() {
+		env.Manager.DrainWarmPool(context.Background())
+		close(drained)
+	}()
+	select {
+	case <-drained:
+		t.Fatal("DrainWarmPool returned while a fill was under way")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(gate)
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("DrainWarmPool did not return after the fill ended")
+	}
+	ids, _ := env.Runtime.List(context.Background())
+	for _, id := range ids {
+		if env.Runtime.Running(id) {
+			t.Errorf("sandbox %s still runs after the drain", id)
+		}
+	}
+}

@@ -38,6 +38,12 @@ type attempt struct {
 	// on; full is set, err is errNodeFull and the caller places it again.
 	replaceFull, full bool
 	fullMsg           string // the node's refusal, when full
+	// holdNotFound (a request routed by the route cache, whose body can be
+	// sent again): a node's 404 is not passed on but kept in notFound, and
+	// err is errNotHeld; the caller reads the route again, since the
+	// sandbox may have moved a moment ago (staleroute.go).
+	holdNotFound bool
+	notFound     *heldResponse
 }
 
 // errNodeFull is an attempt's err when its node refused a create as full.
@@ -119,6 +125,10 @@ func markAuthenticated(in *http.Request, out http.Header) {
 
 func (f *forwarder) modifyResponse(resp *http.Response) error {
 	a := attemptFrom(resp.Request.Context())
+	if a.holdNotFound && resp.StatusCode == http.StatusNotFound {
+		a.notFound = holdResponse(resp)
+		return errNotHeld
+	}
 	if a.replaceFull && resp.StatusCode == http.StatusServiceUnavailable {
 		if msg, ok := nodeFull(resp); ok {
 			a.full, a.fullMsg = true, msg
@@ -162,7 +172,7 @@ func (f *forwarder) errorHandler(w http.ResponseWriter, r *http.Request, err err
 	if r.Context().Err() != nil {
 		return // the client went away
 	}
-	if a.full || (a.retry && !a.responded) {
+	if a.full || a.notFound != nil || (a.retry && !a.responded) {
 		return // the caller tries another node, or says the cluster is full
 	}
 	f.g.log.Warn("forwarding to a node failed", "node", a.node.ID, "addr", a.node.Addr, "method", r.Method, "path", r.URL.Path, "err", err)

@@ -224,7 +224,21 @@ func (g *Gateway) ownerOrMove(ctx context.Context, id string) (cluster.Node, *ro
 // sandbox is paused with its image in the artifact store, it is moved to
 // a live node and r goes there: nobody waits for the loss bound.
 func (g *Gateway) forwardOwned(w http.ResponseWriter, r *http.Request, id string, n cluster.Node) {
-	a := g.forward(w, r, n, true)
+	g.forwardOwnedReplay(w, r, id, n, nil)
+}
+
+// forwardOwnedReplay is forwardOwned; with replay (r's route came from the
+// route cache and its body is buffered in replay) a 404 from n sends r
+// once more to the node the store names now (staleroute.go).
+func (g *Gateway) forwardOwnedReplay(w http.ResponseWriter, r *http.Request, id string, n cluster.Node, replay *replayBody) {
+	if replay != nil {
+		replay.rewind(r)
+	}
+	a := g.forwardAttempt(w, r, &attempt{node: n, retry: true, holdNotFound: replay != nil})
+	if a.notFound != nil {
+		g.notHeld(w, r, id, n, a.notFound, replay)
+		return
+	}
 	if a.responded || a.err == nil || r.Context().Err() != nil {
 		return
 	}

@@ -210,12 +210,17 @@ func (g *Gateway) serveOwned(w http.ResponseWriter, r *http.Request, id string) 
 		// node a moment ago, may be paused now and movable.
 		g.stay.del(id)
 	}
+	_, cached := g.routes.get(id)
 	n, rerr := g.ownerOrMove(r.Context(), id)
 	if rerr != nil {
 		writeError(w, r, rerr.status, rerr.msg)
 		return
 	}
-	g.forwardOwned(w, r, id, n)
+	var replay *replayBody
+	if cached {
+		replay = bufferBody(r)
+	}
+	g.forwardOwnedReplay(w, r, id, n, replay)
 }
 
 // itoa is strconv.Itoa, for headers.
