@@ -240,7 +240,11 @@ func TestRestoreKeepsAdoptedAfterInterruptedResume(t *testing.T) {
 	c.RtB.Mu.Lock()
 	c.RtB.Gate = gate
 	c.RtB.Mu.Unlock()
-	go func() { _, _ = resume(c.B.Manager, ctx, sb.ID, time.Minute) }()
+	resumed := make(chan struct{})
+	go func() { _, _ = resume(c.B.Manager, ctx, sb.ID, time.Minute); close(resumed) }()
+	// The cut-short resume ends before the test does: its last step (the
+	// image's removal, Manager.dropStored) must not race b's Close.
+	defer func() { <-resumed }()
 	waitFor(t, func() bool { c.RtB.Mu.Lock(); defer c.RtB.Mu.Unlock(); return len(c.RtB.Loaded) > 0 }, "CloneSaved")
 	b2, _ := sandboxtest.SnapEnv(t, func(cfg *sandbox.Config) { // b restarts: same rows, same namespaces
 		cfg.Store, cfg.NodeID, cfg.Network = c.Stores["b"], "b", c.B.Network
