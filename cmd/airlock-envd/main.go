@@ -31,6 +31,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
 	"github.com/airlock-sandbox/airlock/internal/envd/sudo"
 	"github.com/airlock-sandbox/airlock/internal/envd/vminit"
+	"github.com/airlock-sandbox/airlock/internal/envd/wake"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 )
 
@@ -110,6 +111,7 @@ func run() error {
 	}
 	fz := freeze.New(log.With("component", "freeze"))
 	thawOnSignal(ctx, fz)
+	serveWake(ctx, fz, log.With("component", "wake"))
 	// The interpreter listens before the agent's port does: the daemon
 	// hands a sandbox out once the agent answers, and the first runCode
 	// must then find port 49999 open (on a cold, emulated microVM the
@@ -263,8 +265,24 @@ func withFreeze(fz *freeze.Freezer, h http.Handler) http.Handler {
 	})
 }
 
+// serveWake serves the wake port (internal/envd/wake): the daemon's datagram
+// after a restore thaws the listeners, and its datagram when the sandbox's
+// memory grew wakes the OOM guard. Without the port the daemon falls back
+// to the signals (thawOnSignal, oomguard.WakeSignal).
+func serveWake(ctx context.Context, fz *freeze.Freezer, log *slog.Logger) {
+	conn, err := wake.Listen(guest.WakePort)
+	if err != nil {
+		log.Warn("no wake port; the host wakes the agent with signals", "port", guest.WakePort, "err", err)
+		return
+	}
+	go func() {
+		_ = wake.Serve(ctx, conn, map[string]func(){guest.WakeThaw: func() { fz.ThawWait(time.Second) }, guest.WakeOOM: oomguard.Wake}, log)
+	}()
+}
+
 // thawOnSignal reopens the listeners when the daemon sends SIGUSR1 after
-// restoring the sandbox.
+// restoring the sandbox (daemons older than the wake port, and the
+// fallback when the wake datagram gets no answer).
 func thawOnSignal(ctx context.Context, fz *freeze.Freezer) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGUSR1)

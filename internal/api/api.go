@@ -52,6 +52,8 @@ type Options struct {
 	// Building lists the default templates still being prepared at start
 	// (nil: none): GET /health shows them, and a create of one waits for it.
 	Building func() []string
+	// Volumes serves E2B's volume API (volumes.go); nil: 501.
+	Volumes *Volumes
 }
 
 // api holds the handler state.
@@ -103,15 +105,7 @@ func (a *api) routes() {
 	h("POST /sandboxes/{id}/snapshots", a.createSnapshot)
 	h("GET /snapshots", a.listSnapshots)
 
-	for _, p := range []string{
-		"GET /volumes",
-		"POST /volumes",
-	} {
-		what := p
-		h(p, func(w http.ResponseWriter, r *http.Request) {
-			middleware.WriteError(w, http.StatusNotImplemented, fmt.Sprintf("%s is not supported yet", what))
-		})
-	}
+	a.volumeRoutes()
 
 	a.sdkRoutes()
 	h("GET /templates", a.listTemplates)
@@ -140,15 +134,16 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // isHealth reports whether r is GET /health.
 func isHealth(r *http.Request) bool { return r.Method == http.MethodGet && r.URL.Path == "/health" }
 
-// public reports whether r needs no key: GET /health, and a template file
-// upload carrying a valid signed URL (the E2B CLI PUTs with no headers).
+// public reports whether r needs no key: GET /health, a template file
+// upload carrying a valid signed URL (the E2B CLI PUTs with no headers),
+// and the volume content API (its handlers take a volume's token).
 func (a *api) public(r *http.Request) bool {
-	return (a.opts.Trusted != nil && a.opts.Trusted(r)) || isHealth(r) || a.signedUpload(r)
+	return (a.opts.Trusted != nil && a.opts.Trusted(r)) || isHealth(r) || a.signedUpload(r) || isVolumeContent(r)
 }
 
 // route applies the body cap and routes (after auth).
 func (a *api) route(w http.ResponseWriter, r *http.Request) {
-	if r.Body != nil {
+	if r.Body != nil && !isVolumeUpload(r) { // bounded by the volume's size
 		limit := int64(maxBodyBytes)
 		if r.Method == http.MethodPost && isContextUpload(r) || isFileUpload(r) {
 			limit = maxContextBytes

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -63,7 +62,7 @@ func toListed(sb *sandbox.Sandbox) airlock.ListedSandbox {
 		Metadata:     md,
 		State:        sb.State,
 		EnvdVersion:  sandbox.EnvdVersion,
-		VolumeMounts: []json.RawMessage{},
+		VolumeMounts: mountsJSON(sb.VolumeMounts),
 	}
 }
 
@@ -105,10 +104,6 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		middleware.WriteError(w, http.StatusNotImplemented, "sandbox network configuration is not supported yet")
 		return
 	}
-	if len(body.VolumeMounts) > 0 {
-		middleware.WriteError(w, http.StatusNotImplemented, "volume mounts are not supported yet")
-		return
-	}
 	for field, m := range map[string]map[string]string{"metadata": body.Metadata, "envVars": body.EnvVars} {
 		if msg := nulIn(field, m); msg != "" {
 			middleware.WriteError(w, http.StatusBadRequest, msg)
@@ -138,6 +133,12 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 			req.MaskRequestHost = mask
 		}
 	}
+	mounts, err := a.volumeMounts(r.Context(), body.VolumeMounts)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	req.VolumeMounts = mounts
 	eg, err := egress(body.Network)
 	if err != nil {
 		a.fail(w, r, err)

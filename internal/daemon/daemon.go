@@ -111,6 +111,8 @@ type Config struct {
 	// sandboxes into the artifact store when it is stopped (node.go,
 	// drainOnStop).
 	DrainOnStop bool
+	// Volumes are the --volume-* flags (volumes.go).
+	Volumes Volumes
 }
 
 // Run starts the daemon and serves until ctx ends (a clean shutdown) or
@@ -205,6 +207,8 @@ type daemon struct {
 	handler http.Handler
 	// files are the uploaded file sets of SDK template builds.
 	files *api.FileSets
+	// volumes serves E2B's volume API (nil: it answers 501; volumes.go).
+	volumes *api.Volumes
 
 	// infraBlocked are the store's and the artifact store's addresses,
 	// which no sandbox reaches (blocked.go).
@@ -320,6 +324,9 @@ func (d *daemon) open(ctx context.Context) error {
 	conns := guestconn.New(5 * time.Second) // agent and proxy connections, reset before a pause
 	conns.OnAbort = func(ip netip.Addr, n int) { d.log.Debug("guest connections reset", "guest", ip, "count", n) }
 	d.metrics = newDaemonMetrics(ctx, d.cfg.MetricsInterval, d.log.With("component", "metrics"))
+	if w, ok := d.rt.(interface{ WakeCounts() (int64, int64) }); ok { // gvisor: datagram or runsc kill
+		d.metrics.prom.AgentWakes(w.WakeCounts)
+	}
 	if err := d.newManager(st, logs, conns); err != nil {
 		return err
 	}
@@ -394,6 +401,14 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 		NetNSPrefix: d.cfg.NetPrefix + "-",
 	}
 	d.cfg.Limits.apply(&mgrCfg)
+	vols, err := d.openVolumes()
+	if err != nil {
+		return err
+	}
+	mgrCfg.Volumes = vols
+	if d.volumes, err = d.volumeAPI(vols); err != nil {
+		return err
+	}
 	mgrCfg.BootSnapshots = d.cfg.BootSnapshots
 	for name, n := range d.cfg.WarmPool {
 		if n < 0 || n > 64 {
@@ -454,7 +469,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
-		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building})
+		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
@@ -617,8 +632,10 @@ func (d *daemon) ready(ctx context.Context, addr net.Addr) {
 		// Clients never talk to a node: they use the api tier's URL.
 		fmt.Fprintf(stdout, "airlock node %s ready at %s (clients use the api tier)\n", d.role.nodeID, d.role.advertise)
 	} else {
-		fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
-			startup.DisplayURL(addr), startup.DisplayURL(addr), d.apiKey)
+		// E2B_VOLUME_API_URL: the SDKs send volume content requests
+		// there (else to https://api.<E2B_DOMAIN>).
+		fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_VOLUME_API_URL=%s E2B_API_KEY=%s\n",
+			startup.DisplayURL(addr), startup.DisplayURL(addr), startup.DisplayURL(addr), d.apiKey)
 	}
 	d.log.Info("airlock ready", "addr", addr.String(), "role", d.role.name)
 	go gcTemplateFilesLoop(ctx, d.files, d.log.With("component", "template"))

@@ -55,5 +55,5 @@ func (s Spec) Check() error {
 	if r.CPUCount < 0 || r.MemoryMB < 0 || r.DiskMB < 0 || r.PIDs < 0 || r.OpenFiles < 0 {
 		return fmt.Errorf("negative resource limit")
 	}
-	return nil
+	return CheckMounts(s.Mounts)
 }

@@ -6,6 +6,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"syscall"
 	"time"
 )
@@ -34,6 +35,10 @@ type Spec struct {
 	// NetNSPath is the network namespace the sandbox joins
 	// (e.g. /var/run/netns/airlock-<id>), already configured by internal/network.
 	NetNSPath string
+	// GuestAddr is the sandbox's address in that namespace, where the host
+	// reaches its agent (zero: unknown). gVisor wakes the agent there with a
+	// datagram (internal/guest.Wake) before falling back to `runsc kill`.
+	GuestAddr netip.Addr
 	// AgentPath is the host path of the static airlock-envd binary; the runtime
 	// makes it available inside the sandbox at AgentGuestPath and runs it as
 	// the sandbox's init/agent (as root).
@@ -47,6 +52,19 @@ type Spec struct {
 	// Env for the agent process.
 	Env       []string
 	Resources Resources
+	// Mounts are host directories mounted into the sandbox (volumes),
+	// shared: writes through one sandbox's mount are seen at once by
+	// every other sandbox and the host.
+	Mounts []Mount
+}
+
+// Mount is a host directory mounted into a sandbox.
+type Mount struct {
+	// Source is the host directory (a volume's Backing.Dir).
+	Source string
+	// Destination is the absolute path in the sandbox.
+	Destination string
+	ReadOnly    bool
 }
 
 // AgentGuestPath is where the agent binary appears inside every sandbox.
@@ -107,10 +125,21 @@ type Checkpointer interface {
 	Checkpoint(ctx context.Context, id, dir, imageDir string) error
 	// Restore starts spec.ID again from imageDir in the existing spec.Dir
 	// (as left by Checkpoint) and returns once runsc reports it running.
-	// Only spec.ID, spec.Dir and spec.NetNSPath are used.
+	// Only spec.ID, spec.Dir, spec.NetNSPath and spec.GuestAddr are used.
 	Restore(ctx context.Context, spec Spec, imageDir string) error
-	// Signal sends sig to the sandbox's init process (the agent).
+	// Signal sends sig to the sandbox's init process (the agent). SIGUSR1
+	// (listen again after a restore) and SIGUSR2 (wake the OOM guard) may
+	// be delivered another way (gVisor: a datagram to the agent's wake
+	// port; microVM: an HTTP request), and return once the agent acted.
 	Signal(ctx context.Context, id string, sig syscall.Signal) error
+}
+
+// GuestAddrKeeper is implemented by runtimes that wake a sandbox's agent at
+// its address (gVisor: a datagram to the agent's wake port). They learn it
+// from Spec.GuestAddr; a restarted daemon tells them the address of each
+// running sandbox it re-attaches.
+type GuestAddrKeeper interface {
+	KeepGuestAddr(id string, addr netip.Addr)
 }
 
 // Cloner is implemented by checkpointing runtimes that can start copies of

@@ -124,7 +124,7 @@ func (e *Live) restoreInPlace(ctx context.Context, cp runtime.Checkpointer, r *s
 	ip := e.guestIP
 	slot := e.rec.Slot
 	e.mu.Unlock()
-	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id)}
+	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), GuestAddr: ip}
 	err = r.run(ctx, nil,
 		step{stepReaddress, func(ctx context.Context) error {
 			if err := e.readdress(ctx, slot); err != nil {

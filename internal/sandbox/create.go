@@ -52,6 +52,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 	if req.AllowInternet != nil {
 		allowInternet = *req.AllowInternet
 	}
+	if _, err := m.runtimeMounts(ctx, req.VolumeMounts); err != nil { // refused before any setup
+		return nil, err
+	}
 	tpl, err := m.resolveTemplate(ctx, req)
 	if errors.Is(err, ErrTemplateNotFound) {
 		if snap := m.lookupSnapshot(ctx, req.TemplateID); snap != nil && req.RootFS == "" {

@@ -80,11 +80,17 @@ func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, id string, slo
 			return nil
 		}},
 		step{stepStart, func(ctx context.Context) error {
+			mounts, err := m.runtimeMounts(ctx, req.VolumeMounts)
+			if err != nil {
+				return err
+			}
 			spec := runtime.Spec{
+				Mounts:      mounts,
 				ID:          id,
 				RootFS:      tpl.RootFS,
 				Dir:         dir,
 				NetNSPath:   ep.NetNSPath,
+				GuestAddr:   ep.GuestIP,
 				AgentPath:   m.cfg.AgentPath,
 				Hostname:    id,
 				Nameservers: append([]string(nil), m.cfg.Nameservers...),

@@ -28,7 +28,9 @@ import (
 // is false when the caller must cold-boot (after logging why, if a restore
 // was tried and failed).
 func (m *Manager) createFromBoot(ctx context.Context, tpl *Template, req CreateRequest, allowInternet bool) (*Sandbox, bool) {
-	if !m.cfg.BootSnapshots || req.hidden || req.RootFS != "" || tpl.Hash == "" || !req.publicTraffic() {
+	// A boot snapshot's memory image has no volume mounts, and runsc
+	// restores only the mounts it saved: creates with volumes cold-boot.
+	if !m.cfg.BootSnapshots || req.hidden || req.RootFS != "" || tpl.Hash == "" || !req.publicTraffic() || len(req.VolumeMounts) > 0 {
 		return nil, false
 	}
 	be := m.boot.get(tpl.Hash)
@@ -216,11 +218,17 @@ func (m *Manager) prepareIn(ctx context.Context, k *child, parent *store.Sandbox
 			if err != nil {
 				return err
 			}
+			mounts, err := m.runtimeMounts(ctx, decodeExtra(parent.Extra).Volumes)
+			if err != nil {
+				return err
+			}
 			k.spec = runtime.Spec{
+				Mounts:      mounts,
 				ID:          id,
 				RootFS:      tpl.RootFS,
 				Dir:         m.sandboxDir(id),
 				NetNSPath:   k.ep.NetNSPath,
+				GuestAddr:   k.ep.GuestIP,
 				AgentPath:   agent,
 				Hostname:    id,
 				Nameservers: append([]string(nil), m.cfg.Nameservers...),

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/store"
@@ -44,7 +45,11 @@ func (m *Manager) createFromSnapshot(ctx context.Context, snap *store.Snapshot, 
 		return nil, err
 	}
 	defer release()
+	if len(req.VolumeMounts) > 0 && !slices.Equal(req.VolumeMounts, sp.Volumes) {
+		return nil, userErrorf(http.StatusBadRequest, "a sandbox created from snapshot %q mounts the snapshot's volumes; volumeMounts cannot change them", snap.ID)
+	}
 	x := newExtra(req)
+	x.Volumes = sp.Volumes
 	x.BaseTemplate = sp.TemplateID
 	dir := m.snapshotDir(snap.ID)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && m.cfg.Node != nil {

@@ -39,6 +39,7 @@
 //	| `bootsnap.go`, `pool.go` | boot snapshots (made with `capture`), the warm pool (filled with the restore steps) |
 //	| `record.go`, `template.go`, `files.go` | the record's lifecycle values and `Extra` codec; `Template` and a sandbox's template; link/copy/fsync/disk usage |
 //	| `hooks.go`, `move.go` | a cluster node's side of pause, resume and snapshots: `NodeHooks` (`Config.Node`, nil on a single host; internal/cluster/node implements it) and where the core calls it — a pause tells the node (`Paused`; a restart `Reattached`, a resume `Resuming`, a kill `Gone`, `Close`), which exports the image (`ExportPaused` over `Live.WriteImage`) and records it (`Live.CommitUpload`) in the background; the claim and resume of an imported one (`ClaimAdopted`, `ResumeImported`), one sandbox's evacuation (`Live.Evacuate`), the primitives a node drops moved sandboxes with (`LiveList`, `Live.IdleWithImage`, `Live.Drop`); the upload runner, the loops and the node API over them are internal/cluster/node's (`upload.go`, `moves.go`) |
+//	| `volumes.go` | a create's volume mounts: checked before any setup, resolved to host directories (`Config.Volumes`), kept in the record (`extra.volumes`) and a snapshot's spec, passed again at every restore; creates with volumes cold-boot |
 //	| `reattach.go`, `interrupted.go`, `reaper.go`, `watch.go` | reattach after a daemon restart (and finish a cut-short pause or fork), reap sandboxes that stopped on their own |
 //	| `agent.go`, `agentclient.go`, `exec.go`, `startcmd.go` | the guest agent seen from the manager (`/init`, `/freeze`, processes), a template's start and ready commands |
 //	| `limits.go`, `diskfull.go`, `netpolicy.go`, `events.go`, `eventstore.go`, `agentlog.go`, `observer.go`, `manifest.go`, … | limits, host disk checks, egress policy, lifecycle events and logs, metrics hooks, snapshot manifests |
@@ -58,7 +59,7 @@
 //	| op | kind | steps, in order |
 //	| --- | --- | --- |
 //	| `create` | `cold` | `network` (namespace, veth, firewall), `start` (boot the template), `wait` (agent `/health`), `init` (`/init` and the template's start command), `register` (store row, index, timer) |
-//	| `create` | `restore` (boot snapshot), `snapshot` (named snapshot), `fork` (a fork child) | `network`, `clone` (copy the saved writable layer), `restore` (the runtime restores the memory image), `wake` (SIGUSR1: the agent listens again), `wait`, `init` (`/init`: new id, token, env vars, clock), `register` |
+//	| `create` | `restore` (boot snapshot), `snapshot` (named snapshot), `fork` (a fork child) | `network`, `clone` (copy the saved writable layer), `restore` (the runtime restores the memory image), `wake` (the agent listens again: the datagram `airlock-wake thaw` to its wake port, UDP 49982, or SIGUSR1 through `runsc kill` as the fallback), `wait`, `init` (`/init`: new id, token, env vars, clock), `register` |
 //	| `create` | `pool` (warm pool) | `claim` (take a pooled sandbox, or wait for one being filled), `init`, `register` |
 //	| `pool` | `fill` | `network`, `clone`, `restore`, `wake`, `wait` (a pooled sandbox made ahead of its create) |
 //	| `pause` | `memory` | `space` (the host's disk has room for the image: the sandbox's memory use, read from the runtime), `clear` (old image), `freeze` (the guest's `/freeze`), `checkpoint` (the runtime writes the image), `commit` (the row says paused) |
@@ -145,8 +146,12 @@
 //     and is reset with SO_LINGER 0 before a checkpoint, and the agent answers `POST /freeze`
 //     (internal path, never proxied): it closes its listeners (49983 and 49999), waits up to
 //     3 s for its own connections to go (logs, never refuses), and after the restore the
-//     daemon sends SIGUSR1 (`runsc kill`) and the agent listens again (an automatic thaw
-//     after 30 s covers a daemon that died in between);
+//     daemon wakes it and it listens again: a datagram to its wake port (UDP 49982, kept open
+//     through the checkpoint; `internal/envd/wake`, `internal/guest/wake.go`, re-sent every
+//     25 ms until the agent echoes it), or SIGUSR1 through `runsc kill` when the address is
+//     unknown, nothing listens there (an older agent) or no echo came in 2 s
+//     (`internal/runtime/gvisor/wake.go`; an automatic thaw after 30 s covers a daemon that
+//     died in between);
 //
 //   - the code interpreter still talks to ipykernel over ZeroMQ `ipc://` and without the
 //     IOPub "pipe" TCP socket (harmless either way);
@@ -192,7 +197,7 @@
 // paused sandbox removes everything. `{"memory": false}` is 501.
 //
 // **Resume** (`POST /sandboxes/{id}/resume` 201 / 409 running; `connect` on a paused
-// sandbox resumes it and answers 201): readdress, `runsc restore`, SIGUSR1, wait for
+// sandbox resumes it and answers 201): readdress, `runsc restore`, the wake (datagram, else SIGUSR1), wait for
 // `/health`, delete the image, re-arm the timeout. Processes continue where they were;
 // files, interpreter variables and background processes are there.
 //
@@ -210,7 +215,7 @@
 // token, slot and netns, and `Clone` the parent dir (disk.img copied with
 // `cp --reflink=auto --sparse=always` while the parent's layer is FIFREEZE-frozen, then
 // mounted, new overlay and bundle); restore the children (4 at a time) from the parent's
-// image, SIGUSR1, `/health`, then `/init` with the child's token (authorised by the
+// image, the wake (datagram, else SIGUSR1), `/health`, then `/init` with the child's token (authorised by the
 // parent's token), env vars with the child's `E2B_SANDBOX_ID`, and the clock. The parent
 // is restored under its own id in the background (its API and proxied requests wait for
 // it) and keeps its expiry. Its operation ends only once every child has restored and the fork
@@ -261,7 +266,7 @@
 // sandboxes made from it are independent copies and live on. A create whose
 // `templateID` is a snapshot id or name (and no template) restores it: the fork-child
 // path — new id, token (authorised by the token saved with the snapshot), slot,
-// network and a copy of the saved layer; `runsc restore` of the saved image; SIGUSR1;
+// network and a copy of the saved layer; `runsc restore` of the saved image; the wake (datagram, else SIGUSR1);
 // `/health`; `/init` with the new `E2B_SANDBOX_ID`, env vars (template + snapshot's +
 // request's) and clock. The sandbox's `templateID` is the snapshot id; the template
 // underneath is remembered (`baseTemplate` in the row's extra JSON) so it can be forked
@@ -398,7 +403,7 @@
 //     `/proc/*/cmdline`, up to 5 min), then: a sandbox stored `running` that the runtime no longer runs but that has
 //     a checkpoint image is resumed from it with the time it had left (a failed restore removes it: reported
 //     gone); a sandbox the runtime runs with a checkpoint directory still next to it (restored, agent never woken)
-//     gets SIGUSR1, a health check and its image removed. Fork children whose restore was cut are removed.
+//     gets the wake (datagram, else SIGUSR1; the runtime is told its address first, `runtime.GuestAddrKeeper`), a health check and its image removed. Fork children whose restore was cut are removed.
 //
 //   - **Templates: half-written builds and GC.** Builds write into `templates/.tmp-*` and are published by an
 //     atomic rename with `meta.json` inside; the record is written after it, so a half-written template is never
@@ -449,7 +454,7 @@
 //     started with the headroom below): the daemon registers cgroup v1 usage thresholds 32 MiB above and
 //     below the sandbox's current host memory (`cgroup.event_control` + an eventfd in Go's poller, no
 //     thread and no CPU while memory stands still; on cgroup v2, `memory.high` kept 32 MiB above the
-//     usage as a tripwire, its crossing notified through `memory.events` and inotify, `memwatch_v2.go`) and, when usage grew past one, sends the agent SIGUSR2 (`runsc kill <id> USR2`, ~10 ms;
+//     usage as a tripwire, its crossing notified through `memory.events` and inotify, `memwatch_v2.go`) and, when usage grew past one, wakes the guard with the datagram `airlock-wake oom` to the agent's wake port (SIGUSR2 through `runsc kill <id> USR2` as the fallback;
 //     at most once a second per sandbox, inside the guard's 2 s burst) and re-arms around the new usage; a restarted daemon starts the watchers of the sandboxes it finds
 //     running (`runsc state`/`runsc list` seeing one without a watcher). The bundle tells the guard with `AIRLOCK_OOM_GUARD_WAKE=SIGUSR2`;
 //     without it (another runtime, an older daemon) the guard checks every 20 ms as before. A check that
@@ -457,7 +462,7 @@
 //     `VmRSS` and, over the limit, SIGKILLs the largest process other than PID 1, the agent and any
 //     with `oom_score_adj` -1000, and logs it. The command then ends with `signal: killed`. The host
 //     memory cgroup is `memoryMB` + 64 MiB for the sentry and gofer at start (runsc sizes the guest's
-//     `free` from it), raised by 256 MiB of guard headroom once the sandbox runs (and again after each
+//     `free` from it), raised by 768 MiB of guard headroom once the sandbox runs (and again after each
 //     restore or boot: `gvisor/memory.go`), so the guard acts before the host does. Memory that no
 //     process holds can still reach the host limit; then the host kills the sentry and the whole
 //     sandbox stops (the e2e fault test provokes that by lowering the host limit). The

@@ -123,6 +123,7 @@ func (e *Live) view() *Sandbox {
 		EndAt:           r.EndAt,
 		OnTimeout:       r.OnTimeout,
 		AutoResume:      x.AutoResume,
+		VolumeMounts:    x.Volumes,
 		Evacuated:       x.Evacuated,
 		AllowOut:        x.AllowOut,
 		DenyOut:         x.DenyOut,

@@ -133,6 +133,9 @@ type Config struct {
 	// (NodeHooks, move.go; internal/cluster/node implements it). nil on a
 	// single host.
 	Node NodeHooks
+	// Volumes keeps the volumes that creates mount (CreateRequest.
+	// VolumeMounts, volumes.go); nil: a create with mounts is refused.
+	Volumes volume.Backing
 	// NodeID is this node's id in the cluster ("" on a single host).
 	NodeID string
 }

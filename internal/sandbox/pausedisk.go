@@ -96,7 +96,7 @@ func (e *Live) resumeDisk(ctx context.Context, timeout time.Duration) (*Sandbox,
 	if err := e.readdress(ctx, rec.Slot); err != nil {
 		return nil, err
 	}
-	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: e.netNSPath()}
+	spec := runtime.Spec{ID: id, Dir: m.sandboxDir(id), NetNSPath: e.netNSPath(), GuestAddr: ip}
 	if err := rb.Boot(ctx, spec); err != nil {
 		return nil, fmt.Errorf("booting sandbox %s from its disk: %w", id, err)
 	}

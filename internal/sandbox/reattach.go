@@ -119,6 +119,9 @@ func (m *Manager) Reattach(ctx context.Context) (ReattachReport, error) {
 			continue
 		}
 		alive := err == nil && st == runtime.StateRunning && nsIDs[row.ID] && ipErr == nil && !orphaned
+		if k, ok := m.cfg.Runtime.(runtime.GuestAddrKeeper); ok && alive {
+			k.KeepGuestAddr(row.ID, ip) // its agent is woken there (gVisor's wake datagram)
+		}
 		if alive && row.State == StateRunning && !m.thawInterrupted(ctx, row, ip) {
 			alive = false
 		}

@@ -1,6 +1,11 @@
 package sandbox
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/airlock-sandbox/airlock/internal/volume"
+)
 
 // The sandbox record's codec: the lifecycle values and the JSON kept in
 // store.Sandbox.Extra (auto-resume, egress policy, base template, agent,
@@ -63,11 +68,14 @@ type extra struct {
 	// background: internal/cluster/node, upload.go); Image is set
 	// when it is. Also read by the api tier (cluster.Route.Uploading).
 	Uploading bool `json:"uploading,omitempty"`
+	// Volumes are the sandbox's volume mounts (volumes.go): a fork, a
+	// snapshot and a resume mount the same volumes.
+	Volumes []volume.Mount `json:"volumes,omitempty"`
 }
 
 func encodeExtra(x extra) string {
 	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" && !x.DiskOnly && !x.PauseDiskOnly &&
-		x.Image == "" && !x.Evacuated && x.MaskRequestHost == "" && !x.Uploading {
+		x.Image == "" && !x.Evacuated && x.MaskRequestHost == "" && !x.Uploading && len(x.Volumes) == 0 {
 		return ""
 	}
 	b, _ := json.Marshal(x)
@@ -84,7 +92,8 @@ func decodeExtra(s string) extra {
 
 // newExtra is the record extra of a sandbox created by req.
 func newExtra(req CreateRequest) extra {
-	x := extra{AutoResume: req.AutoResume, PauseDiskOnly: req.AutoPause && req.AutoPauseDiskOnly, MaskRequestHost: req.MaskRequestHost}
+	x := extra{AutoResume: req.AutoResume, PauseDiskOnly: req.AutoPause && req.AutoPauseDiskOnly, MaskRequestHost: req.MaskRequestHost,
+		Volumes: slices.Clone(req.VolumeMounts)}
 	x.AllowOut, x.DenyOut = req.Egress.Strings()
 	return x
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlock-sandbox/airlock/internal/volume"
 	"io/fs"
 	"net/http"
 	"os"
@@ -76,6 +77,9 @@ type snapshotSpec struct {
 	// store (cluster nodes: NodeHooks.StoreSnapshot), which a node that fetches it
 	// checks; the row, not the store, is what says what the snapshot is.
 	ImageDigest string `json:"imageDigest,omitempty"`
+	// Volumes are the saved sandbox's volume mounts: its memory image
+	// holds them, so every sandbox created from it mounts them too.
+	Volumes []volume.Mount `json:"volumes,omitempty"`
 }
 
 // runtimeBuild is the runtime's image build (runtime.ImageBuilder), or "".
@@ -346,6 +350,7 @@ func (e *Live) capture(ctx context.Context, cp runtime.Checkpointer, ls runtime.
 		AccessToken: src.AccessToken, EnvVars: src.EnvVars,
 		CPUCount: src.CPUCount, MemoryMB: src.MemoryMB, DiskSizeMB: src.DiskSizeMB,
 		AgentPath: agent, RuntimeBuild: m.runtimeBuild(),
+		Volumes: decodeExtra(src.Extra).Volumes,
 	}, nil
 }
 

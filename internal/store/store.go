@@ -151,4 +151,5 @@ type Full interface {
 	Store
 	SnapshotStore
 	TemplateBuildStore
+	VolumeStore
 }

@@ -8,6 +8,12 @@
 // data on the node and gives the host directory that the runtimes mount
 // into a sandbox (gVisor: a bind mount served by the gofer; microVM: see
 // internal/runtime/microvm) and that the content API serves.
+//
+// Backings: Loop (loop_linux.go, `--volume-backing loop`/`auto`) keeps
+// each volume in a sparse ext4 image whose size is its limit; dir.go keeps
+// plain directories (shared filesystems). The daemon picks one
+// (internal/daemon/volumes.go); the sandbox manager mounts Dir into
+// sandboxes (internal/sandbox/volumes.go).
 package volume
 
 import (

@@ -3,8 +3,12 @@
 // Before a checkpoint the agent closes its listeners and waits (bounded)
 // until the host has reset (RST) its connections, so a restored agent
 // carries no half-open connection to a host that forgot it; then it
-// answers. After the restore the daemon sends SIGUSR1 (Thaw) and the agent
-// listens again on the same addresses. Other TCP sockets of the sandbox
+// answers. After the restore the daemon wakes the agent (Thaw) and it
+// listens again on the same addresses: on gVisor with the datagram
+// guest.WakeThaw to the agent's wake port, UDP 49982 (internal/envd/wake;
+// its socket stays open through the freeze and is saved with the sandbox),
+// and with SIGUSR1 (`runsc kill`) when that gets no answer (an agent older
+// than the port) or the daemon does not know the sandbox's address. Other TCP sockets of the sandbox
 // (servers, loopback and outbound connections) are the runtime's business:
 // gVisor since 2023 saves listening and loopback endpoints and resets
 // connections to the outside at restore, and a microVM keeps its guest
@@ -55,6 +59,7 @@ type served struct {
 	srv           *http.Server
 	ln            net.Listener
 	conns         atomic.Int64 // open connections (new..closed/hijacked)
+	down          bool         // closed by a freeze, not listening again yet (guarded by Freezer.mu)
 }
 
 // New returns a Freezer.
@@ -86,12 +91,17 @@ func (f *Freezer) Serve(srv *http.Server, ln net.Listener) error {
 	f.mu.Unlock()
 	for {
 		err := srv.Serve(ln)
+		// s.down, not f.frozen: a thaw that came before this goroutine
+		// looked (a wake datagram any process of the sandbox can send)
+		// must not end the server.
 		f.mu.Lock()
-		frozen, thawed := f.frozen, f.thawed
-		f.mu.Unlock()
-		if errors.Is(err, http.ErrServerClosed) || !frozen {
+		down, thawed := s.down, f.thawed
+		if errors.Is(err, http.ErrServerClosed) || !down {
+			s.down = false
+			f.mu.Unlock()
 			return err
 		}
+		f.mu.Unlock()
 		<-thawed
 		for {
 			ln, err = net.Listen(s.network, s.addr)
@@ -103,6 +113,7 @@ func (f *Freezer) Serve(srv *http.Server, ln net.Listener) error {
 		}
 		f.mu.Lock()
 		s.ln = ln
+		s.down = false
 		f.mu.Unlock()
 		f.log.Info("listening again after thaw", "addr", s.addr)
 	}
@@ -122,6 +133,28 @@ func (f *Freezer) Thaw() {
 	close(f.thawed)
 }
 
+// ThawWait is Thaw, then waits (at most timeout) until every listener
+// closed by the freeze listens again: the host's first health check after
+// the wake-up's answer then finds the agent's port open.
+func (f *Freezer) ThawWait(timeout time.Duration) {
+	f.Thaw()
+	deadline := time.Now().Add(timeout)
+	for {
+		f.mu.Lock()
+		down := 0
+		for _, s := range f.servers {
+			if s.down {
+				down++
+			}
+		}
+		f.mu.Unlock()
+		if down == 0 || !time.Now().Before(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // freeze closes every listener and arms the automatic thaw.
 func (f *Freezer) freeze() error {
 	f.mu.Lock()
@@ -133,6 +166,7 @@ func (f *Freezer) freeze() error {
 	f.thawed = make(chan struct{})
 	for _, s := range f.servers {
 		_ = s.ln.Close()
+		s.down = true
 	}
 	f.timer = time.AfterFunc(AutoThaw, func() {
 		f.log.Warn("no checkpoint followed the freeze; listening again")

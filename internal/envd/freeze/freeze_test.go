@@ -129,3 +129,46 @@ func TestFreezeWithOtherSockets(t *testing.T) {
 		t.Fatalf("not serving after thaw: %v", err)
 	}
 }
+
+// TestThawWaitListens: once ThawWait returns, the listener accepts at once
+// (the host's first health check after the wake-up's answer succeeds).
+func TestThawWaitListens(t *testing.T) {
+	f := New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	addr, _ := serve(t, f)
+	for i := 0; i < 5; i++ {
+		if code, resp := freezeOnce(t, addr); code != http.StatusNoContent {
+			t.Fatalf("freeze %d = %d %q", i, code, resp)
+		}
+		f.ThawWait(time.Second)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			t.Fatalf("cycle %d: not listening when ThawWait returned: %v", i, err)
+		}
+		c.Close()
+	}
+}
+
+// TestEarlyThawKeepsServing: a thaw right after the freeze, before the
+// server noticed its listener closed (a wake datagram that a process of the
+// sandbox sent), reopens the listener instead of ending the server.
+func TestEarlyThawKeepsServing(t *testing.T) {
+	f := New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	addr, done := serve(t, f)
+	for i := 0; i < 50; i++ {
+		if err := f.freeze(); err != nil {
+			t.Fatal(err)
+		}
+		f.Thaw()
+	}
+	f.ThawWait(time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("server ended after an early thaw: %v", err)
+	default:
+	}
+	res, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatalf("not serving after early thaws: %v", err)
+	}
+	res.Body.Close()
+}

@@ -50,9 +50,10 @@ func KilledByGuard(pid int) bool {
 const EnvLimit = "AIRLOCK_OOM_GUARD_MB"
 
 // EnvWake is the agent's environment variable saying that the host wakes
-// the guard with WakeSignal whenever the sandbox's memory grows (its value
-// is "SIGUSR2"); the guard may then sleep while memory is far from the
-// limit.
+// the guard whenever the sandbox's memory grows (its value is "SIGUSR2"):
+// with a datagram to the agent's wake port (Wake, from internal/envd/wake)
+// or, from older daemons and as their fallback, with WakeSignal; the guard
+// may then sleep while memory is far from the limit.
 const EnvWake = "AIRLOCK_OOM_GUARD_WAKE"
 
 // WakeSignal is the signal the host sends the agent (PID 1) to wake the
@@ -96,6 +97,20 @@ func Activity() (done func()) {
 	}
 }
 
+// Wake wakes the running guard as WakeSignal does: it checks at once and
+// every DefaultInterval for a while. Without a running guard it does
+// nothing. Repeated calls coalesce.
+func Wake() {
+	g := running.Load()
+	if g == nil {
+		return
+	}
+	select {
+	case g.woken <- struct{}{}:
+	default:
+	}
+}
+
 // Kill is one process the guard ended.
 type Kill struct {
 	PID      int
@@ -120,9 +135,11 @@ type Guard struct {
 	inflight   atomic.Int64
 	lastActive atomic.Int64
 	poke       chan struct{}
-	self       int
-	log        *slog.Logger
-	kill       func(pid int) error
+	// woken receives the host's wake-ups that came as a datagram (Wake).
+	woken chan struct{}
+	self  int
+	log   *slog.Logger
+	kill  func(pid int) error
 
 	// mu guards kills.
 	mu    sync.Mutex
@@ -136,7 +153,7 @@ func New(limitBytes uint64, log *slog.Logger) *Guard {
 		return nil
 	}
 	return &Guard{limit: limitBytes, proc: "/proc", interval: DefaultInterval, idle: IdleInterval, self: os.Getpid(), log: log,
-		poke: make(chan struct{}, 1), kill: func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }}
+		poke: make(chan struct{}, 1), woken: make(chan struct{}, 1), kill: func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }}
 }
 
 // FromEnv returns the guard EnvLimit asks for, or nil.
@@ -180,6 +197,8 @@ func (g *Guard) loop(ctx context.Context, wake <-chan os.Signal) {
 			return
 		case <-t.C:
 		case <-wake:
+			fastUntil = time.Now().Add(wakeBurst)
+		case <-g.woken:
 			fastUntil = time.Now().Add(wakeBurst)
 		case <-g.poke:
 		}

@@ -209,6 +209,15 @@ func TestNextInterval(t *testing.T) {
 // An idle guard that the host wakes checks at once, and keeps checking
 // every interval for the burst after the wake-up.
 func TestLoopWakesOnSignal(t *testing.T) {
+	testLoopWakes(t, func(wake chan os.Signal) { wake <- WakeSignal })
+}
+
+// The same with the host's datagram (internal/envd/wake calls Wake).
+func TestLoopWakesOnDatagram(t *testing.T) {
+	testLoopWakes(t, func(chan os.Signal) { Wake() })
+}
+
+func testLoopWakes(t *testing.T, wakeUp func(wake chan os.Signal)) {
 	g := New(512<<20, quiet())
 	g.interval = 5 * time.Millisecond
 	g.idle = time.Hour
@@ -222,6 +231,8 @@ func TestLoopWakesOnSignal(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wake := make(chan os.Signal, 1)
+	running.Store(g)
+	defer running.CompareAndSwap(g, nil)
 	done := make(chan struct{})
 	go func() { defer close(done); g.loop(ctx, wake) }()
 	// Past the start-up burst the guard sleeps (idle = an hour).
@@ -244,7 +255,7 @@ func TestLoopWakesOnSignal(t *testing.T) {
 		t.Fatalf("killed %d before any wake-up", pid)
 	case <-time.After(200 * time.Millisecond):
 	}
-	wake <- WakeSignal
+	wakeUp(wake)
 	select {
 	case pid := <-killed:
 		if pid != 50 {

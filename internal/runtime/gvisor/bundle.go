@@ -52,9 +52,13 @@ const (
 	// memory, checked every 20 ms while memory is within reach of the
 	// limit or grew (memwatch.go), and the headroom lets it act before
 	// the host does (a guest allocating 100 MB chunks gains ~100-200 MB
-	// between two checks). Memory no process holds still meets the host
-	// limit: that sandbox is stopped and reported.
-	oomGuardHeadroom = 256 << 20
+	// between two checks on a quiet host, and 256 MiB was not enough on a
+	// host at load 20-60, where the guard's goroutine waited for the CPU
+	// while a bomb kept allocating: the whole sandbox died). Memory no
+	// process holds still meets the host limit: that sandbox is stopped
+	// and reported. The headroom bounds what a sandbox can hold beyond
+	// its limit on the host; it reserves nothing.
+	oomGuardHeadroom = 768 << 20
 	// oomGuardEnv turns the guard on (internal/envd/oomguard.EnvLimit;
 	// the host side names it without importing the agent's packages).
 	oomGuardEnv = "AIRLOCK_OOM_GUARD_MB"
@@ -179,6 +183,17 @@ func buildSpec(spec runtime.Spec, rootfs string, l limits, cgroup string) *specs
 			},
 		},
 	}
+	// Volumes: bind mounts that the gofer serves. runsc's default
+	// --file-access-mounts=shared revalidates their cached files against
+	// the host, so what another sandbox (or the content API) wrote there is
+	// seen at once.
+	for _, m := range spec.Mounts {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: m.Destination, Type: "bind", Source: m.Source, Options: []string{"rbind", mode, "nosuid", "nodev"}})
+	}
 	// runsc forces PR_SET_NO_NEW_PRIVS on every process, so the setuid sudo
 	// binary cannot work; the agent answers `sudo` instead (internal/envd/sudo).
 	if fi, err := os.Lstat(filepath.Join(rootfs, "usr/bin/sudo")); err == nil && fi.Mode().IsRegular() {
@@ -197,3 +212,7 @@ func writeBundle(dir string, s *specs.Spec) error {
 	}
 	return nil
 }
+
+// MountsVolumes implements runtime.VolumeMounter: Spec.Mounts become bind
+// mounts served by the gofer (buildSpec).
+func (r *Runtime) MountsVolumes() bool { return true }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -31,7 +30,9 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir, imageDir string) erro
 		return fmt.Errorf("creating checkpoint dir: %w", err)
 	}
 	t0 := time.Now()
+	undo := r.addrs.saving(id) // no OOM guard wake-ups while it is saved (wake.go)
 	if _, err := r.exec(ctx, "checkpoint", "--image-path", imageDir, id); err != nil {
+		undo()
 		if notFound(err) {
 			return runtime.ErrNotFound
 		}
@@ -105,6 +106,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 	if err := r.runDetached(ctx, spec.ID, dir, "restore", "--detach", "--image-path", imageDir, "--bundle", dir, spec.ID); err != nil {
 		return err
 	}
+	r.addrs.set(spec.ID, spec.GuestAddr)
 	if err := r.raiseHostMemory(spec.ID, dir); err != nil {
 		return err
 	}
@@ -161,16 +163,15 @@ func isMountPoint(p string) bool {
 	return false
 }
 
-// Signal implements runtime.Checkpointer with `runsc kill`.
+// Signal implements runtime.Checkpointer: SIGUSR1 and SIGUSR2 go to the
+// agent's wake port as a datagram when the sandbox's address is known
+// (wake.go), everything else, and the fallback, with `runsc kill`.
 func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
 	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
-	if _, err := r.exec(ctx, "kill", id, strconv.Itoa(int(sig))); err != nil {
-		if notFound(err) {
-			return runtime.ErrNotFound
-		}
-		return fmt.Errorf("runsc kill %s %d: %w", id, sig, err)
+	if handled, err := r.wake(ctx, id, sig); handled {
+		return err
 	}
-	return nil
+	return r.kill(ctx, id, sig)
 }

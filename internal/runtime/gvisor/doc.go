@@ -52,6 +52,19 @@
 //     cgroup, which may be the sentry (the whole sandbox). The agent runs an OOM killer instead (`internal/envd/oomguard`, see Limits); the abuse test reads the bomb's
 //     own exit status and accepts a kill inside or a stopped sandbox.
 //
+//   - **Waking the agent** (`wake.go`). `Signal(SIGUSR1)` (listen again after a restore) and the
+//     memory watcher's OOM guard wake-up (SIGUSR2) send a datagram to the agent's wake port, UDP
+//     49982 on the sandbox's address (`Spec.GuestAddr`, remembered from `Start`/`Restore`/`Boot`, and
+//     `KeepGuestAddr` for the running sandboxes a restarted daemon re-attaches;
+//     `internal/guest.Wake`, re-sent every 25 ms until the agent echoes it), instead of `runsc kill`
+//     (a Go process: ~10 ms of CPU, 1.4–1.7 s of wall time on a loaded host). gVisor saves the
+//     agent's bound UDP socket with the sandbox, so a restored agent answers as soon as it runs.
+//     `runsc kill` is the fallback: at once when the address is unknown or the sandbox answers "port unreachable" (an agent older
+//     than the port, in an image paused by an older build); alongside the datagram when no echo came
+//     in 2 s (the first to act ends the wait). Each fallback logs `waking the agent with runsc kill`
+//     and counts in `airlock_agent_wakes_total{via="runsc"}` (answered datagrams: `via="datagram"`).
+//     While a sandbox is being checkpointed its tasks are stopped and the guard is not woken.
+//
 //   - **Restore spec validation.** The pinned runsc refuses a restore whose OCI spec differs from the
 //     checkpointed one in rlimits, mounts, capabilities, namespaces and the like
 //     (`--restore-spec-validation=enforce`, `runsc/specutils/restore.go`), and an image whose

@@ -202,7 +202,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	})
 
 	// Last: exceeding the host limit (memory + hostMemoryOverhead + the
-	// OOM guard's headroom: 448 MiB here) kills the whole sandbox, so
+	// OOM guard's headroom: 960 MiB here) kills the whole sandbox, so
 	// nothing can run in it afterwards. (This test agent has no OOM guard;
 	// airlock-envd's would kill a process over 128 MiB first.)
 	t.Run("memory limit", func(t *testing.T) {
@@ -210,14 +210,14 @@ func TestSandboxLifecycle(t *testing.T) {
 			t.Errorf("allocating 32 MiB failed: %d %q", code, out)
 		}
 		c := &http.Client{Timeout: 15 * time.Second}
-		resp, err := c.Get(guest.URL(guestIP, guest.EnvdPort, "/run?cmd=") + url.QueryEscape(runtime.AgentGuestPath+" -hog 600"))
+		resp, err := c.Get(guest.URL(guestIP, guest.EnvdPort, "/run?cmd=") + url.QueryEscape(runtime.AgentGuestPath+" -hog 1200"))
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if !strings.Contains(string(body), `"exit":0`) {
 				return // the allocating process alone failed: fine too
 			}
-			t.Fatalf("allocating 600 MiB under a 448 MiB host limit succeeded: %s", body)
+			t.Fatalf("allocating 1200 MiB under a 960 MiB host limit succeeded: %s", body)
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		for {

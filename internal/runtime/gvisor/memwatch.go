@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,7 +28,7 @@ import (
 const (
 	// memWatchStep is how much a sandbox's host memory may grow before the
 	// guard is woken. A memory bomb grows ~100-200 MB per 20 ms here; the
-	// guard's headroom (oomGuardHeadroom) is 256 MiB.
+	// guard's headroom (oomGuardHeadroom) is 768 MiB.
 	memWatchStep = 32 << 20
 	// memWakeMinGap is the shortest time between two wake-ups of one
 	// guard: the guard checks every 20 ms for 2 s after each (oomguard's
@@ -112,10 +113,17 @@ func (r *Runtime) unwatchMemory(id string) {
 	}
 }
 
-// wakeGuard signals the agent of sandbox id to check its memory now.
+// wakeGuard tells the agent of sandbox id to check its memory now: a
+// datagram to its wake port, or `runsc kill` (wake.go).
 func (r *Runtime) wakeGuard(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if handled, err := r.wake(ctx, id, syscall.SIGUSR2); handled {
+		if err != nil && !gone(err) {
+			r.log.Debug("waking the OOM guard", "id", id, "err", err)
+		}
+		return
+	}
 	if _, err := r.exec(ctx, "kill", id, oomGuardWakeSignal); err != nil && !notFound(err) {
 		r.log.Debug("waking the OOM guard", "id", id, "err", err)
 	}

@@ -45,6 +45,7 @@ func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
 	if err := r.runDetached(ctx, spec.ID, dir, "run", "--detach", "--bundle", dir, spec.ID); err != nil {
 		return err
 	}
+	r.addrs.set(spec.ID, spec.GuestAddr)
 	if err := r.raiseHostMemory(spec.ID, dir); err != nil {
 		return err
 	}

@@ -86,6 +86,10 @@ type Runtime struct {
 	// memo holds the last `runsc events` sample of each sandbox
 	// (stats_memo.go).
 	memo statsMemos
+
+	// addrs and wakes: where the agents are woken, and how (wake.go).
+	addrs guestAddrs
+	wakes wakeCounts
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -276,6 +280,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 	if err := r.runDetached(ctx, spec.ID, dir, "run", "--detach", "--bundle", dir, spec.ID); err != nil {
 		return err
 	}
+	r.addrs.set(spec.ID, spec.GuestAddr)
 	if err := r.raiseHostMemory(spec.ID, dir); err != nil {
 		return err
 	}
@@ -329,6 +334,7 @@ func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 		}
 	}
 	r.unwatchMemory(id)
+	r.addrs.forget(id)
 	t0 := time.Now()
 	if _, err := r.exec(ctx, "kill", id, "KILL"); err != nil && !notFound(err) {
 		// Usually "not running" for a stopped container; delete --force

@@ -52,6 +52,7 @@ func (r *Runtime) Stop(ctx context.Context, id, _ string) error {
 		return err
 	}
 	r.unwatchMemory(id)
+	r.addrs.saving(id) // dying: no more OOM guard wake-ups (wake.go)
 	procs := r.cgroupProcsFile(id)
 	if procs == "" {
 		if _, err := r.exec(ctx, "kill", id, "KILL"); err != nil && !notFound(err) {

@@ -193,6 +193,11 @@ func validate(spec runtime.Spec) error {
 	if err := spec.Check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
+	if len(spec.Mounts) > 0 {
+		// No transport yet (docs/DECISIONS.md, volumes): never boot a VM
+		// without the volumes it was asked for.
+		return fmt.Errorf("%w: volume mounts are not supported on the microVM runtime yet", ErrInvalidSpec)
+	}
 	res := spec.Resources
 	if res.MemoryMB != 0 && res.MemoryMB < 128 {
 		return fmt.Errorf("%w: a microVM needs at least 128 MB of memory", ErrInvalidSpec)

@@ -151,6 +151,19 @@ ALTER TABLE daemon_lease ADD PRIMARY KEY (node_id);`,
 		name: "template artifact digest",
 		sql:  `ALTER TABLE templates ADD COLUMN artifact_digest text NOT NULL DEFAULT '';`,
 	},
+	{
+		// E2B volumes (internal/volume): the cluster's, no node's; names
+		// are unique per API key, and a cluster has one key.
+		name: "volumes",
+		sql: `
+CREATE TABLE volumes (
+	id         text PRIMARY KEY,
+	name       text NOT NULL UNIQUE,
+	size_bytes bigint NOT NULL DEFAULT 0,
+	created_at timestamptz
+);
+CREATE INDEX volumes_created_at ON volumes (created_at NULLS FIRST, id);`,
+	},
 }
 
 // SchemaVersionKey is the settings key mirroring the applied schema

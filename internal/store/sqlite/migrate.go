@@ -86,6 +86,19 @@ CREATE INDEX template_builds_template ON template_builds (template_id, created_a
 		name: "template artifact digest",
 		sql:  `ALTER TABLE templates ADD COLUMN artifact_digest TEXT NOT NULL DEFAULT '';`,
 	},
+	{
+		// E2B volumes (internal/volume): names are unique per API key,
+		// and a daemon has one key.
+		name: "volumes",
+		sql: `
+CREATE TABLE volumes (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL UNIQUE,
+	size_bytes INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL DEFAULT 0 -- unix nanoseconds, UTC
+);
+CREATE INDEX volumes_created_at ON volumes (created_at, id);`,
+	},
 }
 
 // migrate applies every migration newer than the recorded schema version,

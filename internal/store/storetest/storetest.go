@@ -43,6 +43,7 @@ func Run(t *testing.T, fresh func(t *testing.T) Opener) {
 		{"TemplateBuilds", testTemplateBuilds},
 		{"ListTemplateBuilds", testListTemplateBuilds},
 		{"EmptyKeysRejected", testEmptyKeysRejected},
+		{"Volumes", testVolumes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -461,9 +462,60 @@ func testEmptyKeysRejected(t *testing.T, open Opener) {
 		"PutSetting":       db.PutSetting(ctx, "", "v"),
 		"PutSnapshot":      db.PutSnapshot(ctx, &store.Snapshot{}),
 		"PutTemplateBuild": db.PutTemplateBuild(ctx, &store.TemplateBuild{}),
+		"CreateVolume":     db.CreateVolume(ctx, &store.Volume{}),
 	} {
 		if err == nil {
 			t.Errorf("%s with an empty key succeeded", name)
 		}
+	}
+}
+
+func testVolumes(t *testing.T, open Opener) {
+	ctx := ctxFor(t)
+	db := open(t)
+	t0 := time.Unix(1700000000, 9000).UTC()
+	for _, v := range []*store.Volume{
+		{ID: "v2", Name: "data", SizeBytes: 10 << 30, CreatedAt: t0},
+		{ID: "v1", Name: "Model_cache-2", SizeBytes: 1 << 20, CreatedAt: t0},
+		{ID: "v0", Name: "later", CreatedAt: t0.Add(time.Second)},
+	} {
+		if err := db.CreateVolume(ctx, v); err != nil {
+			t.Fatalf("CreateVolume(%s): %v", v.Name, err)
+		}
+	}
+	// A name is taken once, whatever the id; the first row stays.
+	if err := db.CreateVolume(ctx, &store.Volume{ID: "v9", Name: "data", CreatedAt: t0}); !errors.Is(err, store.ErrNameTaken) {
+		t.Fatalf("duplicate name: %v, want ErrNameTaken", err)
+	}
+	db.Close()
+	db = open(t)
+	got, err := db.GetVolumeByName(ctx, "data")
+	if err != nil || got.ID != "v2" || got.SizeBytes != 10<<30 || !sameInstant(got.CreatedAt, t0) {
+		t.Fatalf("GetVolumeByName(data) = %+v, %v", got, err)
+	}
+	if got, err := db.GetVolume(ctx, "v1"); err != nil || got.Name != "Model_cache-2" {
+		t.Fatalf("GetVolume(v1) = %+v, %v", got, err)
+	}
+	all, err := db.ListVolumes(ctx)
+	if err != nil || len(all) != 3 || all[0].ID != "v1" || all[1].ID != "v2" || all[2].ID != "v0" {
+		t.Fatalf("ListVolumes = %+v, %v; want v1, v2, v0", all, err)
+	}
+	if err := db.DeleteVolume(ctx, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteVolume(ctx, "v2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	for _, lookup := range []func() (*store.Volume, error){
+		func() (*store.Volume, error) { return db.GetVolume(ctx, "v2") },
+		func() (*store.Volume, error) { return db.GetVolumeByName(ctx, "data") },
+	} {
+		if _, err := lookup(); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("deleted volume found: %v", err)
+		}
+	}
+	// The name is free again.
+	if err := db.CreateVolume(ctx, &store.Volume{ID: "v3", Name: "data", CreatedAt: t0}); err != nil {
+		t.Fatalf("reusing a deleted volume's name: %v", err)
 	}
 }
