@@ -170,9 +170,9 @@
 // with its row and image (`TestResumeRefusesRewrittenImage`; attacks: `TestReviewArtifacts`). An agent
 // path read from a row or an image must end in `<64 hex>/airlock-envd` (`agentbin.InDir`).
 //
-// **Pause** (`pause.go`, `upload.go`). A pause answers once the checkpoint is durable on the node
+// **Pause** (`sandbox/pause.go`; the upload is `node/upload.go`, told by the hooks). A pause answers once the checkpoint is durable on the node
 // (the memory image's files fsync'd, the layer's file system synced, `disk.img` fsync'd): the row says
-// `paused` with `extra.uploading`, and the upload (`export`: layer saved, image packed and put) runs in
+// `paused` with `extra.uploading`, and the upload (`hooks.ExportPaused`: layer saved by `Live.WriteImage`, image packed and put) runs in
 // the background, retried with a backoff until it succeeds; then the row gets `extra.image =
 // "paused/<id>/<nonce>"` and `extra.imageDigest` (movable). A resume on the same node stops the upload
 // (no image is needed); a kill cancels it; a daemon restart finds the row `uploading` and the checkpoint

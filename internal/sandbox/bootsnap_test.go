@@ -30,11 +30,11 @@ func TestBootSnapshotServesCreates(t *testing.T) {
 		t.Fatal(err)
 	}
 	create(t, envOff, sandbox.CreateRequest{Timeout: time.Minute})
-	rtOff.mu.Lock()
-	if len(rtOff.loaded) != 0 {
-		t.Fatalf("restored with boot snapshots off: %v", rtOff.loaded)
+	rtOff.Mu.Lock()
+	if len(rtOff.Loaded) != 0 {
+		t.Fatalf("restored with boot snapshots off: %v", rtOff.Loaded)
 	}
-	rtOff.mu.Unlock()
+	rtOff.Mu.Unlock()
 
 	// (A pool size makes "base" eligible; the filler is not running.)
 	env, rt := snapEnvWith(t, func(c *sandbox.Config) {
@@ -56,9 +56,9 @@ func TestBootSnapshotServesCreates(t *testing.T) {
 		t.Fatalf("sandboxes after preparing = %d", n)
 	}
 	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Minute, Secure: true, EnvVars: map[string]string{"A": "1"}})
-	rt.mu.Lock()
-	loaded := append([]string(nil), rt.loaded...)
-	rt.mu.Unlock()
+	rt.Mu.Lock()
+	loaded := append([]string(nil), rt.Loaded...)
+	rt.Mu.Unlock()
 	if len(loaded) != 1 || loaded[0] != dir {
 		t.Fatalf("create did not restore the boot snapshot: %v", loaded)
 	}
@@ -70,13 +70,13 @@ func TestBootSnapshotServesCreates(t *testing.T) {
 	// Other limits than the boot snapshot's: cold boot.
 	create(t, env, sandbox.CreateRequest{Timeout: time.Minute, Limits: sandbox.Limits{MemoryMB: 1024}})
 	// A failing restore falls back to a cold boot.
-	rt.mu.Lock()
-	rt.cloneSavedErr = os.ErrPermission
-	rt.mu.Unlock()
+	rt.Mu.Lock()
+	rt.CloneSavedErr = os.ErrPermission
+	rt.Mu.Unlock()
 	create(t, env, sandbox.CreateRequest{Timeout: time.Minute})
-	rt.mu.Lock()
-	n := len(rt.loaded)
-	rt.mu.Unlock()
+	rt.Mu.Lock()
+	n := len(rt.Loaded)
+	rt.Mu.Unlock()
 	if n != 2 {
 		t.Fatalf("CloneSaved calls = %d, want 2", n)
 	}
@@ -118,9 +118,9 @@ func TestBootSnapshotOfAnotherRuntimeBuild(t *testing.T) {
 		c.BootSnapshots = true
 		c.WarmPool = map[string]int{"base": 1}
 	})
-	rt.mu.Lock()
-	rt.build = "runsc-sha256:1111"
-	rt.mu.Unlock()
+	rt.Mu.Lock()
+	rt.Build = "runsc-sha256:1111"
+	rt.Mu.Unlock()
 	if _, err := env.Manager.PrepareBootSnapshot(ctx, "base"); err != nil {
 		t.Fatal(err)
 	}
@@ -131,9 +131,9 @@ func TestBootSnapshotOfAnotherRuntimeBuild(t *testing.T) {
 	if len(env.Agent.Inits) != before {
 		t.Fatal("a boot snapshot of the same runtime build was made again")
 	}
-	rt.mu.Lock()
-	rt.build = "runsc-sha256:2222"
-	rt.mu.Unlock()
+	rt.Mu.Lock()
+	rt.Build = "runsc-sha256:2222"
+	rt.Mu.Unlock()
 	if _, err := env.Manager.PrepareBootSnapshot(ctx, "base"); err != nil {
 		t.Fatal(err)
 	}

@@ -8,35 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
 )
-
-// cloneRuntime adds runtime.Cloner to ckRuntime.
-type cloneRuntime struct {
-	*ckRuntime
-	mu     sync.Mutex
-	clones []runtime.Spec
-	fail   bool
-}
-
-// Caps states what cloneRuntime adds to ckRuntime.
-func (r *cloneRuntime) Caps() runtime.Caps {
-	c := r.ckRuntime.Caps()
-	c.Checkpointer, c.Cloner = r, r
-	return c
-}
-
-func (r *cloneRuntime) Clone(ctx context.Context, parentDir string, spec runtime.Spec) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.fail {
-		return os.ErrPermission
-	}
-	r.clones = append(r.clones, spec)
-	return r.Start(ctx, spec)
-}
 
 func TestFork(t *testing.T) {
 	t.Parallel()
@@ -151,7 +125,7 @@ func forkEnvRuntime(t *testing.T, failClone bool) (*sandboxtest.Env, *cloneRunti
 	t.Helper()
 	var rt *cloneRuntime
 	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) {
-		rt = &cloneRuntime{ckRuntime: &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}, fail: failClone}
+		rt = &cloneRuntime{CkRuntime: &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}, Fail: failClone}
 		c.Runtime = rt
 	})
 	env.Agent.Extra = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -171,7 +145,7 @@ func TestForkBeyondHostMemoryIsPerChild(t *testing.T) {
 	t.Parallel()
 	var rt *cloneRuntime
 	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) {
-		rt = &cloneRuntime{ckRuntime: &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}}
+		rt = &cloneRuntime{CkRuntime: &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}}
 		c.Runtime = rt
 		// Room for exactly two children of the default size.
 		c.HostMemAvailable = func() (int64, error) {
@@ -222,8 +196,8 @@ func TestForkParentOperationLastsUntilChildrenRestored(t *testing.T) {
 	gate := make(chan struct{})
 	parentRestored := make(chan struct{})
 	var once sync.Once
-	rt.mu.Lock()
-	rt.restoreHook = func(id string) error {
+	rt.Mu.Lock()
+	rt.RestoreHook = func(id string) error {
 		if id == parent.ID {
 			once.Do(func() { close(parentRestored) })
 			return nil
@@ -231,7 +205,7 @@ func TestForkParentOperationLastsUntilChildrenRestored(t *testing.T) {
 		<-gate // children wait until the test lets them go
 		return nil
 	}
-	rt.mu.Unlock()
+	rt.Mu.Unlock()
 	type forkRes struct {
 		res []sandbox.ForkResult
 		err error

@@ -52,8 +52,6 @@ type Live struct {
 	// gone is set when the sandbox left the index (killed, expired,
 	// stopped); it is never indexed again.
 	gone bool
-	// up is the background upload of its paused image, if any (upload.go).
-	up *upload
 }
 
 // newLive returns the not yet indexed sandbox of rec.
@@ -86,8 +84,8 @@ func (m *Manager) unindex(e *Live) bool {
 	delete(m.sandboxes, e.rec.ID)
 	e.gone = true
 	e.stopTimer()
-	if e.up != nil {
-		e.up.cancel()
+	if m.cfg.Node != nil {
+		m.cfg.Node.Gone(e) // its background upload, if any, is cancelled
 	}
 	return true
 }

@@ -230,8 +230,6 @@ type Manager struct {
 
 	// bg tracks timeout kills in flight so Close can wait for them.
 	bg sync.WaitGroup
-	// uploads are the background uploads of paused images (upload.go).
-	uploads uploaders
 	// dead remembers why sandboxes stopped on their own (watch.go).
 	dead tombstones
 	// snaps tracks named snapshots in use (snapshot.go).
@@ -397,7 +395,9 @@ func (m *Manager) Close(ctx context.Context) error {
 		e.mu.Unlock()
 	}
 	m.mu.Unlock()
-	m.uploads.stop(ctx) // a restart starts them again
+	if m.cfg.Node != nil {
+		m.cfg.Node.Close(ctx) // background uploads: a restart starts them again
+	}
 	done := make(chan struct{})
 	go func() {
 		m.bg.Wait()

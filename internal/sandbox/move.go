@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"os"
@@ -24,8 +25,10 @@ import (
 //
 //   - a pause answers once the checkpoint is durable here, and uploads the
 //     paused sandbox's image (a saved copy of its writable layer, its memory
-//     image and image.json) under paused/<id>/<nonce> in the background
-//     (upload.go); until that is done only this node can resume it; a
+//     image and image.json: Live.WriteImage) under paused/<id>/<nonce> in
+//     the background (NodeHooks.Paused: internal/cluster/node's upload.go,
+//     which also holds the export, NodeHooks.ExportPaused); until that is
+//     done only this node can resume it; a
 //     user's pause with the store unreachable is refused before anything
 //     is done;
 //   - another node adopts a paused sandbox (the api tier asks it when the
@@ -80,73 +83,120 @@ func (m *Manager) storeError(what string, err error) error {
 	return userErrorf(http.StatusInternalServerError, "%s: %v", what, err)
 }
 
-// exported is what export stored: the image's key, and what a node that
-// adopts the sandbox checks before it claims it (recorded in the row).
-type exported struct {
-	key       string
-	digest    string // what NodeHooks.StorePaused returned: the image's digest
-	build     string // the runtime build that saved the memory image
-	agentBlob string // the agent binary in the store (NodeHooks.StoreAgent)
+// PausedImage is a paused sandbox's image in the artifact store, as its
+// row records it: what a node that adopts the sandbox checks before it
+// claims it.
+type PausedImage struct {
+	Key       string
+	Digest    string // the image's digest, from the store
+	Build     string // the runtime build that saved the memory image
+	AgentBlob string // the agent binary in the store
 }
 
-// export uploads the checkpointed sandbox e (busy; its memory image in
-// imageDir) under a new key (NodeHooks.StorePaused): a saved copy of its writable layer,
-// links to the memory image, and image.json; and the agent binary it runs
-// (once per build: the store keeps files by content).
-func (e *Live) export(ctx context.Context) (exported, error) {
+// WriteImage writes the image of e (busy, checkpointed here: its memory
+// image in imageDir) into a new directory under the node's exports
+// directory: a saved copy of its writable layer, links to the memory
+// image, and image.json. storeAgent is asked first for the agent binary e
+// runs (the store keeps files by content: once per build); its reference
+// is recorded in image.json. It returns the directory, the image's Build
+// and AgentBlob, and remove, which the caller calls once it uploaded the
+// directory. The node's export (NodeHooks.ExportPaused) calls it.
+func (e *Live) WriteImage(ctx context.Context, storeAgent func(context.Context, string) (string, error)) (dir string, im PausedImage, remove func(), err error) {
 	m, id := e.m, e.rec.ID
-	var ex exported
 	ls := m.caps.LayerSaver
 	if ls == nil {
-		return ex, fmt.Errorf("the %q runtime cannot save a sandbox's layer", m.cfg.Runtime.Name())
+		return "", im, nil, fmt.Errorf("the %q runtime cannot save a sandbox's layer", m.cfg.Runtime.Name())
 	}
 	rec := e.record()
 	agent, err := m.agentOf(&rec)
 	if err != nil {
-		return ex, err
+		return "", im, nil, err
 	}
-	ex.build = m.runtimeBuild()
+	im.Build = m.runtimeBuild()
 	name := rec.TemplateID
 	if base := decodeExtra(rec.Extra).BaseTemplate; base != "" {
 		name = base
 	}
 	tmp, err := tempIn(m.exportsDir(), id+"-")
 	if err != nil {
-		return ex, fmt.Errorf("making the export directory: %w", err)
+		return "", im, nil, fmt.Errorf("making the export directory: %w", err)
 	}
-	defer os.RemoveAll(tmp)
-	start := time.Now()
-	if ex.agentBlob, err = m.cfg.Node.StoreAgent(ctx, agent); err != nil {
-		return ex, fmt.Errorf("uploading the agent binary: %w", err)
+	cleanup := func() { os.RemoveAll(tmp) }
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	if im.AgentBlob, err = storeAgent(ctx, agent); err != nil {
+		return "", im, nil, fmt.Errorf("uploading the agent binary: %w", err)
 	}
 	img := filepath.Join(tmp, "image")
-	if err := os.Mkdir(img, 0o700); err != nil {
-		return ex, err
+	if err = os.Mkdir(img, 0o700); err != nil {
+		return "", im, nil, err
 	}
-	if err := ls.SaveLayer(ctx, m.sandboxDir(id), img); err != nil {
-		return ex, fmt.Errorf("saving the layer of %s: %w", id, err)
+	if err = ls.SaveLayer(ctx, m.sandboxDir(id), img); err != nil {
+		return "", im, nil, fmt.Errorf("saving the layer of %s: %w", id, err)
 	}
-	if err := linkTree(m.imageDir(id), filepath.Join(img, snapshotCheckpoint)); err != nil {
-		return ex, fmt.Errorf("linking the memory image of %s: %w", id, err)
+	if err = linkTree(m.imageDir(id), filepath.Join(img, snapshotCheckpoint)); err != nil {
+		return "", im, nil, fmt.Errorf("linking the memory image of %s: %w", id, err)
 	}
 	sp := snapshotSpec{TemplateID: name, TemplateHash: rec.TemplateHash, Runtime: m.cfg.Runtime.Name(),
 		AccessToken: rec.AccessToken, CPUCount: rec.CPUCount, MemoryMB: rec.MemoryMB, DiskSizeMB: rec.DiskSizeMB,
-		AgentPath: agent, AgentBlob: ex.agentBlob, RuntimeBuild: ex.build}
+		AgentPath: agent, AgentBlob: im.AgentBlob, RuntimeBuild: im.Build}
 	b, _ := json.Marshal(sp)
-	if err := os.WriteFile(filepath.Join(img, imageSpecFile), b, 0o600); err != nil {
-		return ex, err
+	if err = os.WriteFile(filepath.Join(img, imageSpecFile), b, 0o600); err != nil {
+		return "", im, nil, err
 	}
-	saved := time.Since(start)
-	if ex.key, ex.digest, err = m.cfg.Node.StorePaused(ctx, id, img); err != nil {
-		return ex, err
+	return img, im, cleanup, nil
+}
+
+// StillUploading reports whether e is paused here with its row saying
+// uploading (its image not in the store yet).
+func (e *Live) StillUploading() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.gone && e.rec.State == StatePaused && decodeExtra(e.rec.Extra).Uploading
+}
+
+// CommitUpload records im, e's image uploaded in the background, in e's
+// row (movable from then on) unless ctx ended or the sandbox is no longer
+// paused and uploading: then the caller drops im from the store.
+func (e *Live) CommitUpload(ctx context.Context, im PausedImage) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
-	m.log.Info("paused sandbox uploaded", "sandbox", id, "key", ex.key, "save", saved, "elapsed", time.Since(start))
-	return ex, nil
+	if e.gone || e.rec.State != StatePaused || !decodeExtra(e.rec.Extra).Uploading {
+		return errors.New("the sandbox is no longer paused here")
+	}
+	rec := e.rec
+	x := decodeExtra(rec.Extra)
+	x.Uploading = false
+	rec.Extra = encodeExtra(withImage(x, im))
+	// Written even if ctx ends now: the image is in the store.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := e.m.cfg.Store.PutSandbox(cctx, &rec); err != nil {
+		return fmt.Errorf("saving the uploaded image of %s: %w", rec.ID, err)
+	}
+	e.rec.Extra = rec.Extra // only the extra changed (ID is read without the lock)
+	return nil
+}
+
+// Log is the manager's logger (its records about a sandbox, with a
+// "sandbox" attribute, are that sandbox's events: events.go).
+func (e *Live) Log() *slog.Logger { return e.m.log }
+
+// exportPaused uploads e's image through the node (nil hooks: never
+// called on a single host).
+func (e *Live) exportPaused(ctx context.Context) (PausedImage, error) {
+	return e.m.cfg.Node.ExportPaused(ctx, e)
 }
 
 // withImage records ex in x (the row's extra of a paused sandbox).
-func withImage(x extra, ex exported) extra {
-	x.Image, x.ImageDigest, x.ImageBuild, x.AgentBlob = ex.key, ex.digest, ex.build, ex.agentBlob
+func withImage(x extra, ex PausedImage) extra {
+	x.Image, x.ImageDigest, x.ImageBuild, x.AgentBlob = ex.Key, ex.Digest, ex.Build, ex.AgentBlob
 	return x
 }
 
@@ -310,8 +360,8 @@ func (m *Manager) leaveMovable(ctx context.Context) {
 	// left to the store too once its image is there.
 	wctx, cancel := context.WithTimeout(ctx, leaveUploadWait)
 	for _, e := range m.LiveList() {
-		if e.stillUploading() {
-			if err := e.awaitUpload(wctx); err != nil {
+		if e.StillUploading() {
+			if err := m.cfg.Node.AwaitUpload(wctx, e); err != nil {
 				m.log.Warn("a paused sandbox's upload did not finish before the stop", "sandbox", e.rec.ID, "err", err)
 			}
 		}
@@ -678,11 +728,12 @@ func evacuate(ctx context.Context, e *Live) evacuee {
 			return ev
 		}
 		defer e.endOp()
-		// Its upload runs in the background (upload.go): the evacuation
-		// waits for it, and reports the attempt in flight's failure.
+		// Its upload runs in the background (internal/cluster/node): the
+		// evacuation waits for it, and reports the attempt in flight's
+		// failure.
 		if x.Uploading {
 			start := time.Now()
-			if err := e.awaitUpload(ctx); err != nil {
+			if err := m.cfg.Node.AwaitUpload(ctx, e); err != nil {
 				ev.Err = m.storeError(fmt.Sprintf("uploading paused sandbox %s", v.ID), err)
 				return ev
 			}
@@ -693,9 +744,9 @@ func evacuate(ctx context.Context, e *Live) evacuee {
 				m.log.Info("evacuation waited for a paused sandbox's upload", "sandbox", v.ID, "waited", time.Since(start))
 				return ev
 			}
-			e.stopUpload() // ended without its image (a stop): uploaded here instead
+			m.cfg.Node.Resuming(e) // ended without its image (a stop): uploaded here instead
 		}
-		ex, err := e.export(ctx)
+		ex, err := e.exportPaused(ctx)
 		if err != nil {
 			ev.Err = m.storeError(fmt.Sprintf("uploading paused sandbox %s", v.ID), err)
 			return ev
@@ -705,7 +756,7 @@ func evacuate(ctx context.Context, e *Live) evacuee {
 			nx.Uploading = false
 			e.rec.Extra = encodeExtra(nx)
 		}); err != nil {
-			m.dropImage(ex.key)
+			m.dropImage(ex.Key)
 			ev.Err = err
 		}
 	}

@@ -2,11 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/store"
@@ -68,7 +72,7 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 	}
 	background := m.cfg.Node != nil && !mode.evacuate
 	if background && mode.mustExport {
-		// The upload follows the answer (upload.go): a store that cannot be
+		// The upload follows the answer (NodeHooks.Paused): a store that cannot be
 		// reached now refuses the pause before anything is done, as a pause
 		// that uploaded before it answered did.
 		if err := reachable(ctx, m.cfg.Node); err != nil {
@@ -99,18 +103,18 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 		}
 		m.log.Warn("the checkpoint could not be made durable here; uploading it before the pause answers", "sandbox", id, "err", err)
 	}
-	var ex exported
+	var ex PausedImage
 	if m.cfg.Node != nil {
 		var err error
-		if ex, err = e.export(ctx); err != nil {
+		if ex, err = e.exportPaused(ctx); err != nil {
 			if mode.mustExport {
 				return e.unpause(ctx, cp, err)
 			}
-			ex = exported{}
+			ex = PausedImage{}
 			m.log.Warn("the paused sandbox's image could not be uploaded; it stays paused on this node only", "sandbox", id, "err", err)
 		}
 	}
-	image := ex.key
+	image := ex.Key
 	left := time.Until(e.View().EndAt)
 	// Committed even when ctx ended meanwhile (a timeout's pause whose upload
 	// used its time): the sandbox is checkpointed, its row must say so.
@@ -138,20 +142,21 @@ func (e *Live) pause(ctx context.Context, cp runtime.Checkpointer, mode pauseMod
 }
 
 // commitPausedUploading records e (checkpointed, durable here) as paused
-// with its upload pending, and starts the upload (upload.go).
+// with its upload pending, and has the node start the upload
+// (NodeHooks.Paused).
 func (e *Live) commitPausedUploading(ctx context.Context, start time.Time, st checkpointStats) error {
 	m, id := e.m, e.rec.ID
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := e.commit(cctx, "paused state", func() {
 		e.rec.State = StatePaused
-		x := withImage(decodeExtra(e.rec.Extra), exported{})
+		x := withImage(decodeExtra(e.rec.Extra), PausedImage{})
 		x.Uploading = true
 		e.rec.Extra = encodeExtra(x)
 	}); err != nil {
 		return err
 	}
-	e.startUpload()
+	m.cfg.Node.Paused(e)
 	m.log.Info("sandbox paused", "sandbox", id, "freeze", st.freeze, "elapsed", time.Since(start), "aborted_conns", st.aborted,
 		"uploading", true)
 	return nil
@@ -228,7 +233,9 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 	defer e.endOp()
 	// Resumed here, its image is not needed: an upload in progress stops
 	// (and one that already committed is handled below like any image).
-	e.stopUpload()
+	if m.cfg.Node != nil {
+		m.cfg.Node.Resuming(e)
+	}
 	e.mu.Lock()
 	diskOnly := e.diskOnly()
 	x := decodeExtra(e.rec.Extra)
@@ -333,4 +340,46 @@ func (e *Live) EnsureRunning(ctx context.Context) (*Sandbox, error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// syncPaused makes the checkpoint of sandbox id durable on this node: the
+// files of its memory image and their directory are fsync'd, and so is its
+// writable layer (the file system mounted on <dir>/layer, then disk.img
+// under it). The node's background upload, or a restart's, reads them.
+func (m *Manager) syncPaused(id string) error {
+	img := m.imageDir(id)
+	ents, err := os.ReadDir(img)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ent := range ents {
+		if ent.Type().IsRegular() {
+			errs = append(errs, fsyncPath(filepath.Join(img, ent.Name())))
+		}
+	}
+	errs = append(errs, fsyncPath(img))
+	dir := m.sandboxDir(id)
+	if f, err := os.Open(filepath.Join(dir, "layer")); err == nil {
+		errs = append(errs, unix.Syncfs(int(f.Fd())))
+		f.Close()
+	}
+	for _, name := range []string{"disk.img", "."} {
+		if err := fsyncPath(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("syncing the checkpoint of %s: %w", id, err)
+	}
+	return nil
+}
+
+func fsyncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,79 +14,6 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
-
-// ckRuntime adds runtime.Checkpointer to the fake runtime.
-type ckRuntime struct {
-	*sandboxtest.Runtime
-	// mu guards the fields below.
-	mu          sync.Mutex
-	checkpoints int
-	restores    int
-	signals     []syscall.Signal
-	failCk      bool
-	// ckHook, when set, runs at the start of Checkpoint (without mu).
-	ckHook func(id string)
-	// restoreHook, when set, runs at the start of Restore (without mu);
-	// its error is Restore's.
-	restoreHook func(id string) error
-}
-
-// Caps states what ckRuntime adds to the fake runtime.
-func (r *ckRuntime) Caps() runtime.Caps {
-	c := r.Runtime.Caps()
-	c.Checkpointer = r
-	return c
-}
-
-func (r *ckRuntime) Checkpoint(ctx context.Context, id, dir, imageDir string) error {
-	r.mu.Lock()
-	hook := r.ckHook
-	r.mu.Unlock()
-	if hook != nil {
-		hook(id)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.failCk {
-		return sandboxtest.ErrBoom
-	}
-	r.checkpoints++
-	if err := os.MkdirAll(imageDir, 0o700); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(imageDir, "checkpoint.img"), []byte("img"), 0o600)
-}
-
-func (r *ckRuntime) Restore(ctx context.Context, spec runtime.Spec, imageDir string) error {
-	r.mu.Lock()
-	hook := r.restoreHook
-	r.mu.Unlock()
-	if hook != nil {
-		if err := hook(spec.ID); err != nil {
-			return err
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, err := os.Stat(filepath.Join(imageDir, "checkpoint.img")); err != nil {
-		return err
-	}
-	r.restores++
-	return nil
-}
-
-func (r *ckRuntime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.signals = append(r.signals, sig)
-	return nil
-}
-
-func (r *ckRuntime) counts() (int, int, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.checkpoints, r.restores, len(r.signals)
-}
 
 // ckEnv is an Env whose runtime can checkpoint and whose agent answers
 // /freeze with freezeStatus.
@@ -146,7 +71,7 @@ func TestPauseResume(t *testing.T) {
 	if resumed.State != sandbox.StateRunning || resumed.Transition != "" {
 		t.Fatalf("resumed = %+v", resumed)
 	}
-	if ck, rs, sig := rt.counts(); ck != 1 || rs != 1 || sig != 1 {
+	if ck, rs, sig := rt.Counts(); ck != 1 || rs != 1 || sig != 1 {
 		t.Fatalf("checkpoints/restores/signals = %d/%d/%d", ck, rs, sig)
 	}
 	if _, err := os.Stat(filepath.Join(env.DataDir, "sandboxes", sb.ID, "checkpoint")); !os.IsNotExist(err) {
@@ -190,7 +115,7 @@ func TestPauseRefusedByAgentKeepsSandbox(t *testing.T) {
 	if err != nil || got.State != sandbox.StateRunning || got.Transition != "" {
 		t.Fatalf("after refused pause: %+v, %v", got, err)
 	}
-	if ck, _, _ := rt.counts(); ck != 0 {
+	if ck, _, _ := rt.Counts(); ck != 0 {
 		t.Fatal("checkpoint attempted after the agent refused")
 	}
 }
@@ -198,7 +123,7 @@ func TestPauseRefusedByAgentKeepsSandbox(t *testing.T) {
 func TestFailedCheckpointRemovesSandbox(t *testing.T) {
 	t.Parallel()
 	env, rt := ckEnv(t, http.StatusNoContent)
-	rt.failCk = true
+	rt.FailCk = true
 	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
 	if err := pause(env.Manager, context.Background(), sb.ID); err == nil {
 		t.Fatal("Pause succeeded with a failing checkpoint")
@@ -299,7 +224,7 @@ func TestRestoreKeepsPaused(t *testing.T) {
 func TestReaperSparesSandboxBeingCheckpointed(t *testing.T) {
 	t.Parallel()
 	env, crt := forkEnvRuntime(t, false)
-	rt := crt.ckRuntime
+	rt := crt.CkRuntime
 	ctx := context.Background()
 	sb, err := env.Manager.Create(ctx, sandbox.CreateRequest{Timeout: time.Minute})
 	if err != nil {
@@ -307,13 +232,13 @@ func TestReaperSparesSandboxBeingCheckpointed(t *testing.T) {
 	}
 	inCk := make(chan struct{})
 	release := make(chan struct{})
-	rt.mu.Lock()
-	rt.ckHook = func(id string) {
+	rt.Mu.Lock()
+	rt.CkHook = func(id string) {
 		rt.SetState(id, runtime.StateStopped) // as runsc checkpoint does
 		close(inCk)
 		<-release
 	}
-	rt.mu.Unlock()
+	rt.Mu.Unlock()
 	done := make(chan error, 1)
 	go func() {
 		_, err := env.Manager.Fork(ctx, sb.ID, 1, time.Minute)
@@ -348,7 +273,7 @@ func TestReaperSparesSandboxBeingCheckpointed(t *testing.T) {
 func TestForkParentKilledDuringItsRestore(t *testing.T) {
 	t.Parallel()
 	env, crt := forkEnvRuntime(t, false)
-	rt := crt.ckRuntime
+	rt := crt.CkRuntime
 	ctx := context.Background()
 	sb, err := env.Manager.Create(ctx, sandbox.CreateRequest{Timeout: time.Minute})
 	if err != nil {
@@ -356,8 +281,8 @@ func TestForkParentKilledDuringItsRestore(t *testing.T) {
 	}
 	inRestore := make(chan struct{})
 	release := make(chan struct{})
-	rt.mu.Lock()
-	rt.restoreHook = func(id string) error {
+	rt.Mu.Lock()
+	rt.RestoreHook = func(id string) error {
 		if id != sb.ID {
 			return nil // the child
 		}
@@ -365,7 +290,7 @@ func TestForkParentKilledDuringItsRestore(t *testing.T) {
 		<-release
 		return sandboxtest.ErrBoom // as runsc does once Kill removed its state
 	}
-	rt.mu.Unlock()
+	rt.Mu.Unlock()
 	if _, err := env.Manager.Fork(ctx, sb.ID, 1, time.Minute); err != nil {
 		t.Fatalf("fork: %v", err)
 	}
@@ -399,9 +324,9 @@ func TestKillDuringPauseLeavesNoRow(t *testing.T) {
 	ctx := context.Background()
 	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
 	in, rel := make(chan struct{}), make(chan struct{})
-	rt.mu.Lock()
-	rt.ckHook = func(string) { close(in); <-rel }
-	rt.mu.Unlock()
+	rt.Mu.Lock()
+	rt.CkHook = func(string) { close(in); <-rel }
+	rt.Mu.Unlock()
 	e, err := env.Manager.Lookup(sb.ID)
 	if err != nil {
 		t.Fatal(err)

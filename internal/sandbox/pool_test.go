@@ -25,9 +25,9 @@ func TestWarmPool(t *testing.T) {
 		close(done)
 	}()
 	loads := func() int {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return len(rt.loaded)
+		rt.Mu.Lock()
+		defer rt.Mu.Unlock()
+		return len(rt.Loaded)
 	}
 	waitPool := func(want, wantLoads int) {
 		t.Helper()
@@ -104,15 +104,15 @@ func TestDrainWarmPoolWaitsForAFillUnderWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := make(chan struct{})
-	rt.mu.Lock()
-	rt.gate = gate
-	rt.mu.Unlock()
+	rt.Mu.Lock()
+	rt.Gate = gate
+	rt.Mu.Unlock()
 	go env.Manager.RunWarmPool(ctx)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		rt.mu.Lock()
-		n := len(rt.loaded)
-		rt.mu.Unlock()
+		rt.Mu.Lock()
+		n := len(rt.Loaded)
+		rt.Mu.Unlock()
 		if n == 1 {
 			break
 		}

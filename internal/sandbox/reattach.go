@@ -85,7 +85,11 @@ func (m *Manager) Reattach(ctx context.Context) (ReattachReport, error) {
 				m.reapplyPolicy(ctx, row)
 				log.Info("paused sandbox re-attached")
 				rep.Reattached = append(rep.Reattached, row.ID)
-				m.resumeUpload(row.ID)
+				if h := m.cfg.Node; h != nil { // an upload cut short starts again
+					if e, err := m.Lookup(row.ID); err == nil {
+						h.Reattached(e)
+					}
+				}
 				continue
 			}
 		}
@@ -235,4 +239,34 @@ func (m *Manager) reattachImported(ctx context.Context, row *store.Sandbox, hasN
 	m.sandboxes[row.ID] = m.newLive(row, netip.Addr{}, false)
 	m.mu.Unlock()
 	log.Info("paused sandbox re-attached (its image is in the artifact store)")
+}
+
+// uploadAtStartTimeout bounds uploadAtStart.
+const uploadAtStartTimeout = 2 * time.Minute
+
+// uploadAtStart uploads, at start, the image of a paused sandbox whose
+// upload was cut short and which cannot be re-attached here (its network
+// is gone), from the checkpoint kept here, and records it in row: the
+// sandbox is then re-attached from the store like any moved one. When the
+// upload fails row is left as it was.
+func (m *Manager) uploadAtStart(ctx context.Context, row *store.Sandbox) {
+	ctx, cancel := context.WithTimeout(ctx, uploadAtStartTimeout)
+	defer cancel()
+	e := m.newLive(row, netip.Addr{}, false) // not indexed: only the export reads it
+	ex, err := e.exportPaused(ctx)
+	if err != nil {
+		m.log.Error("uploading the checkpoint of a paused sandbox whose upload was cut short", "sandbox", row.ID, "err", err)
+		return
+	}
+	orig := row.Extra
+	x := withImage(decodeExtra(row.Extra), ex)
+	x.Uploading = false
+	row.Extra = encodeExtra(x)
+	if err := m.cfg.Store.PutSandbox(ctx, row); err != nil {
+		m.dropImage(ex.Key)
+		m.log.Error("saving the uploaded image of a paused sandbox", "sandbox", row.ID, "err", err)
+		row.Extra = orig
+		return
+	}
+	m.log.Info("uploaded at start the checkpoint of a paused sandbox whose upload was cut short", "sandbox", row.ID, "key", ex.Key)
 }

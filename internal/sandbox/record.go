@@ -50,7 +50,7 @@ type extra struct {
 	// (cluster.Route.Movable): the name is part of the cluster contract.
 	Image string `json:"image,omitempty"`
 	// ImageDigest is the digest of what Image held when this node wrote it
-	// (NodeHooks.StorePaused): a resume fetches the image only when the store's copy
+	// (NodeHooks.ExportPaused): a resume fetches the image only when the store's copy
 	// has it, whatever the store's metadata says.
 	ImageDigest string `json:"imageDigest,omitempty"`
 	// Evacuated: paused by a drain or its node's stop, not by its user: the
@@ -64,7 +64,8 @@ type extra struct {
 	ImageBuild string `json:"imageBuild,omitempty"`
 	AgentBlob  string `json:"agentBlob,omitempty"`
 	// Uploading: paused on this cluster node, its checkpoint durable here,
-	// its image not yet in the artifact store (upload.go); Image is set
+	// its image not yet in the artifact store (the node uploads it in the
+	// background: internal/cluster/node, upload.go); Image is set
 	// when it is. Also read by the api tier (cluster.Route.Uploading).
 	Uploading bool `json:"uploading,omitempty"`
 	// Volumes are the sandbox's volume mounts (volumes.go): a fork, a

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,83 +14,15 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
-// snapRuntime adds runtime.LayerSaver to cloneRuntime.
-type snapRuntime struct {
-	*cloneRuntime
-	// mu guards the fields below.
-	mu     sync.Mutex
-	saved  int
-	loaded []string // src dirs of CloneSaved
-	// gate, when set, blocks CloneSaved until it is closed.
-	gate chan struct{}
-	// cloneSavedErr makes CloneSaved fail.
-	cloneSavedErr error
-	// build is the runtime build its images need (runtime.ImageBuilder).
-	build string
-}
-
-// Caps states what snapRuntime adds to cloneRuntime.
-func (r *snapRuntime) Caps() runtime.Caps {
-	c := r.cloneRuntime.Caps()
-	c.Checkpointer, c.Cloner, c.LayerSaver, c.ImageBuilder = r, r, r, r
-	return c
-}
-
-func (r *snapRuntime) ImageBuild() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.build
-}
-
-func (r *snapRuntime) SaveLayer(ctx context.Context, dir, dst string) error {
-	r.mu.Lock()
-	r.saved++
-	r.mu.Unlock()
-	return os.WriteFile(filepath.Join(dst, "disk.img"), []byte("layer of "+filepath.Base(dir)), 0o600)
-}
-
-func (r *snapRuntime) CloneSaved(ctx context.Context, src string, spec runtime.Spec) error {
-	r.mu.Lock()
-	gate := r.gate
-	r.loaded = append(r.loaded, src)
-	failErr := r.cloneSavedErr
-	r.mu.Unlock()
-	if failErr != nil {
-		return failErr
-	}
-	if gate != nil {
-		<-gate
-	}
-	if _, err := os.Stat(filepath.Join(src, "disk.img")); err != nil {
-		return err
-	}
-	return r.Start(ctx, spec)
-}
-
 func snapEnv(t *testing.T) (*sandboxtest.Env, *snapRuntime) {
 	t.Helper()
 	return snapEnvWith(t, nil)
 }
 
-// snapEnvWith is snapEnv with a config hook.
+// snapEnvWith is snapEnv with a config hook (sandboxtest.SnapEnv).
 func snapEnvWith(t *testing.T, mutate func(*sandbox.Config)) (*sandboxtest.Env, *snapRuntime) {
 	t.Helper()
-	var rt *snapRuntime
-	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) {
-		rt = &snapRuntime{cloneRuntime: &cloneRuntime{ckRuntime: &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}}}
-		c.Runtime = rt
-		if mutate != nil {
-			mutate(c)
-		}
-	})
-	env.Agent.Extra = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/freeze" {
-			http.NotFound(w, r)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	return env, rt
+	return sandboxtest.SnapEnv(t, mutate)
 }
 
 // waitIdle waits until id has no operation in progress.
@@ -172,9 +103,9 @@ func TestSnapshotCreateRestoreDelete(t *testing.T) {
 			t.Fatalf("init of sandbox from snapshot = %+v", in)
 		}
 	}
-	rt.mu.Lock()
-	loaded := append([]string(nil), rt.loaded...)
-	rt.mu.Unlock()
+	rt.Mu.Lock()
+	loaded := append([]string(nil), rt.Loaded...)
+	rt.Mu.Unlock()
 	if len(loaded) != 2 || loaded[0] != dir {
 		t.Fatalf("CloneSaved sources = %v, want 2 × %s", loaded, dir)
 	}
@@ -201,10 +132,10 @@ func TestSnapshotCreateRestoreDelete(t *testing.T) {
 	}
 
 	// Delete refuses while a create restores from it, then removes it.
-	rt.mu.Lock()
-	rt.gate = make(chan struct{})
-	gate := rt.gate
-	rt.mu.Unlock()
+	rt.Mu.Lock()
+	rt.Gate = make(chan struct{})
+	gate := rt.Gate
+	rt.Mu.Unlock()
 	done := make(chan error, 1)
 	go func() {
 		_, err := env.Manager.Create(ctx, sandbox.CreateRequest{TemplateID: info.ID, Timeout: time.Minute})
@@ -212,9 +143,9 @@ func TestSnapshotCreateRestoreDelete(t *testing.T) {
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		rt.mu.Lock()
-		n := len(rt.loaded)
-		rt.mu.Unlock()
+		rt.Mu.Lock()
+		n := len(rt.Loaded)
+		rt.Mu.Unlock()
 		if n == 4 {
 			break
 		}

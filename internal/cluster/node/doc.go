@@ -29,8 +29,20 @@
 //     first), Evacuate (Live.Evacuate for each sandbox of
 //     Manager.LiveList, two at a time), DropMoved and DropIfMoved (the
 //     node's rows against Live.IdleWithImage, then Live.Drop) and
-//     AwaitUpload (Live.AwaitUpload). Rows is the node's view of its rows
-//     in the shared store.
+//     AwaitUpload (over upload.go's state). Rows is the node's view of its
+//     rows in the shared store.
+//   - upload.go: the background upload of paused images (issue 24; here
+//     since issue 25) and the export of a paused image (ExportPaused: the
+//     agent binary by content, then the directory sandbox.Live.WriteImage
+//     writes, under paused/<id>/<nonce>). The core tells the hooks when:
+//     a pause whose checkpoint is durable (Paused: the upload starts,
+//     retried with a backoff, and the row is written by
+//     sandbox.Live.CommitUpload), a restart (Reattached: an upload cut
+//     short starts again), a resume here (Resuming: cancelled, waited
+//     for), a kill (Gone: cancelled), an evacuation or a stop with
+//     --kill-on-exit (AwaitUpload), the manager's Close (Close). The state
+//     (one upload per sandbox, its attempts and last error) is the hooks';
+//     a single host has none of it.
 //   - hooks.go: Hooks, the node's implementation of sandbox.NodeHooks,
 //     the one seam between the single-host core and the cluster: paused
 //     images under paused/<id>/<nonce> and named snapshots under
@@ -48,13 +60,20 @@
 // its user or its traffic) goes through Live.Resume (pause.go), which
 // takes the same resumeImported.
 //
-// The mechanics the core itself calls stay in internal/sandbox: move.go
-// (the export of a paused image, which a pause calls; the resume of an
-// imported one, which Resume calls; one sandbox's evacuation, leaving
-// paused sandboxes to the store when the daemon stops) and upload.go (the
-// background upload a pause starts and a restart finishes). They run
-// inside the manager's per-sandbox operations and locks, and call the
-// hooks at the points listed on sandbox.NodeHooks.
+// What stays in internal/sandbox (move.go) runs inside the manager's
+// per-sandbox operations and locks and calls the hooks at the points listed
+// on sandbox.NodeHooks: the writing of a paused image's directory
+// (Live.WriteImage) and the commit of an uploaded one (Live.CommitUpload);
+// the resume of an imported image (resumeImported, which Resume and
+// Live.ResumeImported call: the claim and the fetch are hooks, the rest is
+// the core's restore of a memory image: the network, the layer, the wake,
+// the agent's init, the commit); one sandbox's evacuation; leaving paused
+// sandboxes to the store when the daemon stops.
+//
+// Tests: the move, upload and evacuation tests are here (move_sandbox_test.go,
+// upload_test.go, evacuate_test.go), on two managers over sandboxtest's
+// fakes (sandboxtest.TwoNodes: a shared sandboxes table and an artifact
+// store in a directory).
 //
 // The design of moves, claims and uploads is in internal/cluster/doc.go
 // ("Moving sandboxes between nodes").

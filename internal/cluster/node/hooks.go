@@ -44,13 +44,15 @@ type reachabler interface {
 }
 
 // hooks is sandbox.NodeHooks over an artifact store and the cluster's
-// shared store.
+// shared store, with the node's background uploads of paused images
+// (upload.go).
 type hooks struct {
 	img Images
 	mv  store.Mover
+	up  uploads
 }
 
-var _ sandbox.NodeHooks = hooks{}
+var _ sandbox.NodeHooks = (*hooks)(nil)
 
 // Hooks is what a cluster node gives the sandbox manager
 // (sandbox.Config.Node): paused images and named snapshots in img (the
@@ -62,7 +64,7 @@ func Hooks(img Images, st store.Store) sandbox.NodeHooks {
 	if img == nil || !ok {
 		return nil
 	}
-	return hooks{img: img, mv: mv}
+	return &hooks{img: img, mv: mv}
 }
 
 // pausedKey is a new key for an image of sandbox id: one per pause, so
@@ -78,7 +80,7 @@ func pausedKey(id string) (string, error) {
 
 func snapshotKey(snapID string) string { return "snapshots/" + snapID }
 
-func (h hooks) Reachable(ctx context.Context) error {
+func (h *hooks) Reachable(ctx context.Context) error {
 	r, ok := h.img.(reachabler)
 	if !ok {
 		return nil
@@ -86,7 +88,9 @@ func (h hooks) Reachable(ctx context.Context) error {
 	return r.Reachable(ctx)
 }
 
-func (h hooks) StorePaused(ctx context.Context, id, dir string) (string, string, error) {
+// storePaused stores the image directory dir of paused sandbox id under a
+// new key (pausedKey) and returns the key and the digest the row records.
+func (h *hooks) storePaused(ctx context.Context, id, dir string) (string, string, error) {
 	key, err := pausedKey(id)
 	if err != nil {
 		return "", "", fmt.Errorf("choosing the key of a paused image: %w", err)
@@ -98,43 +102,43 @@ func (h hooks) StorePaused(ctx context.Context, id, dir string) (string, string,
 	return key, digest, nil
 }
 
-func (h hooks) FetchPaused(ctx context.Context, key, digest, dst string) error {
+func (h *hooks) FetchPaused(ctx context.Context, key, digest, dst string) error {
 	return h.img.Get(ctx, key, digest, dst)
 }
 
-func (h hooks) DropPaused(ctx context.Context, key string) error { return h.img.Delete(ctx, key) }
+func (h *hooks) DropPaused(ctx context.Context, key string) error { return h.img.Delete(ctx, key) }
 
-func (h hooks) StoreAgent(ctx context.Context, path string) (string, error) {
+func (h *hooks) StoreAgent(ctx context.Context, path string) (string, error) {
 	return h.img.PutFile(ctx, path)
 }
 
-func (h hooks) FetchAgent(ctx context.Context, ref string) (string, error) {
+func (h *hooks) FetchAgent(ctx context.Context, ref string) (string, error) {
 	return h.img.GetFile(ctx, ref)
 }
 
-func (h hooks) Claim(ctx context.Context, id, from, state string, check func(*store.Sandbox) error) (*store.Sandbox, error) {
+func (h *hooks) Claim(ctx context.Context, id, from, state string, check func(*store.Sandbox) error) (*store.Sandbox, error) {
 	return h.mv.ClaimSandbox(ctx, id, from, state, check)
 }
 
-func (h hooks) StoreSnapshot(ctx context.Context, snapID, dir string) (string, error) {
+func (h *hooks) StoreSnapshot(ctx context.Context, snapID, dir string) (string, error) {
 	return h.img.Put(ctx, snapshotKey(snapID), dir)
 }
 
-func (h hooks) FetchSnapshot(ctx context.Context, snapID, digest, dst string) error {
+func (h *hooks) FetchSnapshot(ctx context.Context, snapID, digest, dst string) error {
 	return h.img.GetShared(ctx, snapshotKey(snapID), digest, dst)
 }
 
-func (h hooks) DropSnapshot(ctx context.Context, snapID string) error {
+func (h *hooks) DropSnapshot(ctx context.Context, snapID string) error {
 	return h.img.Delete(ctx, snapshotKey(snapID))
 }
 
-func (h hooks) FindSnapshot(ctx context.Context, ref string) (*store.Snapshot, error) {
+func (h *hooks) FindSnapshot(ctx context.Context, ref string) (*store.Snapshot, error) {
 	s, _, err := h.mv.AnySnapshot(ctx, ref)
 	return s, err
 }
 
-func (h hooks) ClearSnapshotName(ctx context.Context, name string) error {
+func (h *hooks) ClearSnapshotName(ctx context.Context, name string) error {
 	return h.mv.ClearSnapshotName(ctx, name)
 }
 
-func (h hooks) Unavailable(err error) bool { return h.img.Unavailable(err) }
+func (h *hooks) Unavailable(err error) bool { return h.img.Unavailable(err) }

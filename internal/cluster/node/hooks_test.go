@@ -63,11 +63,11 @@ func TestHooksKeys(t *testing.T) {
 	ctx := context.Background()
 	img := &memImages{}
 	h := Hooks(img, moverStore{sandboxtest.NewStore()})
-	k1, d1, err := h.StorePaused(ctx, "sb1", t.TempDir())
+	k1, d1, err := h.(*hooks).storePaused(ctx, "sb1", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	k2, _, _ := h.StorePaused(ctx, "sb1", t.TempDir())
+	k2, _, _ := h.(*hooks).storePaused(ctx, "sb1", t.TempDir())
 	if !strings.HasPrefix(k1, "paused/sb1/") || k1 == k2 || d1 != "sha256:"+k1 {
 		t.Errorf("paused keys %q, %q (digest %q): want a new paused/sb1/<nonce> per pause", k1, k2, d1)
 	}

@@ -17,10 +17,10 @@ import (
 // adoption, evacuation, dropping paused sandboxes another node took, and
 // the wait for a paused sandbox's upload. They are built on the manager's
 // primitives, which run inside its per-sandbox operation locks:
-// Manager.ClaimAdopted, Manager.LiveList, Live.Evacuate, Live.Drop,
-// Live.AwaitUpload (the mechanics of the export, the
-// resume of an imported image and the background upload stay in
-// internal/sandbox, where the pause and the resume call them).
+// Manager.ClaimAdopted, Manager.LiveList, Live.Evacuate, Live.Drop; the
+// wait for an upload is over the node's own uploads (upload.go). The
+// resume of an imported image stays in internal/sandbox
+// (Live.ResumeImported), where Resume calls it.
 
 // Rows reads a node's sandbox rows in the shared store (store.Store: a
 // node's handle sees only its own rows).
@@ -115,7 +115,11 @@ func AwaitUpload(ctx context.Context, mgr *sandbox.Manager, id string) error {
 	if err != nil {
 		return err
 	}
-	return e.AwaitUpload(ctx)
+	h, ok := mgr.Node().(*hooks)
+	if !ok { // no artifact store: nothing is uploaded
+		return nil
+	}
+	return h.awaitUploaded(ctx, e)
 }
 
 // Evacuee is one sandbox Evacuate handled.

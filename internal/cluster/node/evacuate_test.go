@@ -1,4 +1,4 @@
-package sandbox_test
+package node_test
 
 import (
 	"context"
