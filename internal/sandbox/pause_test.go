@@ -341,6 +341,9 @@ func TestKillDuringPauseLeavesNoRow(t *testing.T) {
 	if err := <-done; !sandbox.IsNotFound(err) {
 		t.Errorf("pause of a sandbox killed under it = %v, want not found", err)
 	}
+	if err := env.Manager.WaitTeardowns(ctx); err != nil { // the row goes in the background
+		t.Fatal(err)
+	}
 	if env.Store.Has(sb.ID) {
 		t.Errorf("the killed sandbox's store row came back after its pause finished")
 	}
