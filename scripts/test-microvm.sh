@@ -80,6 +80,18 @@ if [ "$healthy" != 1 ]; then
 	exit 1
 fi
 grep -m1 'isolation runtime' "$LOG"
+# A fresh data dir builds the interpreter's microVM root image and its boot
+# snapshot while the first tests start: under TCG that is three emulated
+# VMs on the host's cores at once, and an R kernel starting in one of them
+# failed a cell (500 after 40 s) on a fresh machine. Start the tests once
+# the daemon is warm, as a daemon that has been up a minute is (bounded:
+# the tests then run on whatever state it reached).
+for _ in $(seq 1 240); do
+	grep -q 'msg="\(boot snapshot ready\|no boot snapshot[^"]*\)".*template=code-interpreter-v1' "$LOG" && break
+	kill -0 "$PID" 2>/dev/null || break
+	sleep 1
+done
+grep -m1 'boot snapshot ready.*template=code-interpreter-v1' "$LOG" || echo "microVM daemon: no boot snapshot of code-interpreter-v1 yet; testing anyway"
 
 (cd test/e2e && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund --loglevel=error)
 (cd test/e2e && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
