@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/airlock-sandbox/airlock/internal/loopdev"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/helperenv"
@@ -305,44 +307,10 @@ func mountImage(img, target string) error {
 		}
 		return nil
 	}
-	imgf, err := os.OpenFile(img, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("opening volume image: %w", err)
+	if err := loopdev.Mount(img, target, "ext4", mountFlags); err != nil {
+		return fmt.Errorf("mounting volume image: %w", err)
 	}
-	defer imgf.Close()
-	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("opening loop-control: %w", err)
-	}
-	defer ctl.Close()
-	for attempt := 0; attempt < 16; attempt++ {
-		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
-		if err != nil {
-			return fmt.Errorf("finding a free loop device: %w", err)
-		}
-		dev := fmt.Sprintf("/dev/loop%d", n)
-		loop, err := os.OpenFile(dev, os.O_RDWR, 0)
-		if err != nil {
-			return fmt.Errorf("opening %s: %w", dev, err)
-		}
-		cfg := unix.LoopConfig{Fd: uint32(imgf.Fd())}
-		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
-		copy(cfg.Info.File_name[:], img)
-		if err := unix.IoctlLoopConfigure(int(loop.Fd()), &cfg); err != nil {
-			loop.Close()
-			if errors.Is(err, unix.EBUSY) {
-				continue // raced with another attach; pick another device
-			}
-			return fmt.Errorf("configuring %s: %w", dev, err)
-		}
-		err = unix.Mount(dev, target, "ext4", mountFlags, "")
-		loop.Close()
-		if err != nil {
-			return fmt.Errorf("mounting volume image: %w", err)
-		}
-		return nil
-	}
-	return errors.New("no free loop device after 16 attempts")
+	return nil
 }
 
 // findMkfs finds mkfs.ext4 on PATH or in the sbin directories ("" if none).

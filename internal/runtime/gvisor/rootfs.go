@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/airlock-sandbox/airlock/internal/loopdev"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/helperenv"
@@ -106,46 +108,10 @@ func (r *Runtime) makeImage(ctx context.Context, img string, size int64) error {
 // mountImage attaches img to a free loop device (auto-cleared when the
 // filesystem is unmounted) and mounts it on target.
 func mountImage(img, target string) error {
-	imgf, err := os.OpenFile(img, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("opening disk image: %w", err)
+	if err := loopdev.Mount(img, target, "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME); err != nil {
+		return fmt.Errorf("mounting disk image: %w", err)
 	}
-	defer imgf.Close()
-	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("opening loop-control: %w", err)
-	}
-	defer ctl.Close()
-	for attempt := 0; attempt < 16; attempt++ {
-		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
-		if err != nil {
-			return fmt.Errorf("finding a free loop device: %w", err)
-		}
-		dev := fmt.Sprintf("/dev/loop%d", n)
-		loop, err := os.OpenFile(dev, os.O_RDWR, 0)
-		if err != nil {
-			return fmt.Errorf("opening %s: %w", dev, err)
-		}
-		cfg := unix.LoopConfig{Fd: uint32(imgf.Fd())}
-		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
-		copy(cfg.Info.File_name[:], img)
-		if err := unix.IoctlLoopConfigure(int(loop.Fd()), &cfg); err != nil {
-			loop.Close()
-			if errors.Is(err, unix.EBUSY) {
-				continue // raced with another attach; pick another device
-			}
-			return fmt.Errorf("configuring %s: %w", dev, err)
-		}
-		// The loop device stays bound while mounted; closing our fd after
-		// the mount (or on failure) lets autoclear release it.
-		err = unix.Mount(dev, target, "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, "")
-		loop.Close()
-		if err != nil {
-			return fmt.Errorf("mounting disk image: %w", err)
-		}
-		return nil
-	}
-	return errors.New("no free loop device after 16 attempts")
+	return nil
 }
 
 // mountOverlay mounts the overlay root filesystem of a sandbox.
