@@ -6,18 +6,13 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
 )
 
 // The per-sandbox operations are methods of the live sandbox a caller
 // looks up (Manager.Lookup); these helpers do both, as a handler does.
 
-func get(m *sandbox.Manager, id string) (*sandbox.Sandbox, error) {
-	e, err := m.Lookup(id)
-	if err != nil {
-		return nil, err
-	}
-	return e.View(), nil
-}
+func get(m *sandbox.Manager, id string) (*sandbox.Sandbox, error) { return sandboxtest.Get(m, id) }
 
 func setTimeout(m *sandbox.Manager, ctx context.Context, id string, d time.Duration) error {
 	e, err := m.Lookup(id)

@@ -28,20 +28,7 @@ func snapEnvWith(t *testing.T, mutate func(*sandbox.Config)) (*sandboxtest.Env, 
 // waitIdle waits until id has no operation in progress.
 func waitIdle(t *testing.T, m *sandbox.Manager, id string) *sandbox.Sandbox {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		sb, err := get(m, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sb.Transition == "" {
-			return sb
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %s still %s", id, sb.Transition)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return sandboxtest.WaitIdle(t, m, id)
 }
 
 func TestSnapshotCreateRestoreDelete(t *testing.T) {

@@ -35,13 +35,7 @@ func create(t *testing.T, env *sandboxtest.Env, req sandbox.CreateRequest) *sand
 	return sb
 }
 
-func get(m *sandbox.Manager, id string) (*sandbox.Sandbox, error) {
-	e, err := m.Lookup(id)
-	if err != nil {
-		return nil, err
-	}
-	return e.View(), nil
-}
+func get(m *sandbox.Manager, id string) (*sandbox.Sandbox, error) { return sandboxtest.Get(m, id) }
 
 func pause(m *sandbox.Manager, ctx context.Context, id string) error {
 	e, err := m.Lookup(id)
@@ -81,18 +75,5 @@ func wantCode(t *testing.T, err error, code int, substr string) {
 // waitIdle waits until id has no operation in progress.
 func waitIdle(t *testing.T, m *sandbox.Manager, id string) *sandbox.Sandbox {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		sb, err := get(m, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sb.Transition == "" {
-			return sb
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %s still %s", id, sb.Transition)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return sandboxtest.WaitIdle(t, m, id)
 }
