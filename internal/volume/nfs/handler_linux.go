@@ -55,6 +55,7 @@ type handler struct {
 
 const (
 	handleVersion = 1
+	handleHeader  = 8
 	maxVerifiers  = 1024
 )
 
@@ -134,9 +135,12 @@ func (h *handler) exportOf(f billy.Filesystem) *export {
 	return nil
 }
 
-// ToHandle encodes [version, export index, handle type (4 bytes), kernel
-// handle]. The last path element is never followed (no AT_SYMLINK_FOLLOW);
-// its directory is opened through the os.Root.
+// ToHandle encodes [version, export index, kernel handle length, 0,
+// handle type (4 bytes), kernel handle, zero padding to a multiple of 4].
+// The padding matters: go-nfs reads a handle as XDR opaque without
+// skipping its padding, so a handle of another length garbles the
+// arguments after it. The last path element is never followed (no
+// AT_SYMLINK_FOLLOW); its directory is opened through the os.Root.
 func (h *handler) ToHandle(f billy.Filesystem, p []string) []byte {
 	idx := -1
 	for i, e := range h.exports {
@@ -163,13 +167,16 @@ func (h *handler) ToHandle(f billy.Filesystem, p []string) []byte {
 	if err != nil {
 		return nil
 	}
-	b := make([]byte, 6, 6+len(fh.Bytes()))
-	b[0], b[1] = handleVersion, byte(idx)
-	binary.LittleEndian.PutUint32(b[2:], uint32(fh.Type()))
-	b = append(b, fh.Bytes()...)
-	if len(b) > gonfs.FHSize {
+	kb := fh.Bytes()
+	n := handleHeader + len(kb)
+	n += (4 - n%4) % 4
+	if n > gonfs.FHSize {
 		return nil
 	}
+	b := make([]byte, n)
+	b[0], b[1], b[2] = handleVersion, byte(idx), byte(len(kb))
+	binary.LittleEndian.PutUint32(b[4:], uint32(fh.Type()))
+	copy(b[handleHeader:], kb)
 	return b
 }
 
@@ -180,11 +187,12 @@ var errStale = &gonfs.NFSStatusError{NFSStatus: gonfs.NFSStatusStale}
 // the export's directory or below it (a forged handle naming another file
 // of the same file system is stale).
 func (h *handler) FromHandle(b []byte) (billy.Filesystem, []string, error) {
-	if len(b) < 7 || b[0] != handleVersion || int(b[1]) >= len(h.exports) {
+	if len(b) < handleHeader || b[0] != handleVersion || int(b[1]) >= len(h.exports) ||
+		handleHeader+int(b[2]) > len(b) {
 		return nil, nil, errStale
 	}
 	e := h.exports[b[1]]
-	fh := unix.NewFileHandle(int32(binary.LittleEndian.Uint32(b[2:])), b[6:])
+	fh := unix.NewFileHandle(int32(binary.LittleEndian.Uint32(b[4:])), b[handleHeader:handleHeader+int(b[2])])
 	fd, err := unix.OpenByHandleAt(int(e.handle.Fd()), fh, unix.O_PATH)
 	if err != nil {
 		return nil, nil, errStale

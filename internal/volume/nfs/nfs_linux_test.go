@@ -162,6 +162,12 @@ func TestServerOverRPC(t *testing.T) {
 	}
 	top, vol := layout(t)
 	s, tgt := serve(t, vol)
+	// ACCESS grants what is asked (go-nfs reads the handle before the mask:
+	// a handle whose length is not a multiple of 4 garbled the mask to 0,
+	// and the Linux client answered EACCES to everything).
+	if got, err := tgt.Access("/", 0x3f); err != nil || got != 0x3f {
+		t.Fatalf("ACCESS / = %#x, %v; want 0x3f", got, err)
+	}
 	if _, err := tgt.Create("/hello.txt", 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +195,12 @@ func TestServerOverRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(fh)%4 != 0 {
+		t.Errorf("handle of %d bytes, not a multiple of 4", len(fh))
+	}
+	if got, err := tgt.Access("/hello.txt", 0x3f); err != nil || got != 0x3f {
+		t.Errorf("ACCESS /hello.txt = %#x, %v; want 0x3f", got, err)
+	}
 
 	// A new server (a restored VM, a restarted daemon) knows the old handle.
 	s.Close()
@@ -212,13 +224,13 @@ func TestServerOverRPC(t *testing.T) {
 	if forged == nil || real == nil {
 		t.Fatal("no handles")
 	}
-	copy(real[:2], forged[:2])
+	copy(real[:2], forged[:2]) // export index of the served export
 	if _, p, err := h.FromHandle(real); err == nil {
 		t.Errorf("a handle of a file outside the export resolved to %v", p)
 	} else if se, ok := err.(*gonfs.NFSStatusError); !ok || se.NFSStatus != gonfs.NFSStatusStale {
 		t.Errorf("forged handle: %v, want stale", err)
 	}
-	if _, _, err := h.FromHandle([]byte{1, 9, 0, 0, 0, 0, 1}); err == nil {
+	if _, _, err := h.FromHandle([]byte{1, 9, 0, 0, 0, 0, 0, 0}); err == nil {
 		t.Error("a handle of an unknown export resolved")
 	}
 }
