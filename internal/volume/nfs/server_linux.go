@@ -105,11 +105,6 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		// No orphaned FIN_WAIT state: the guest's client reconnects from
-		// the same port when its VM runs again.
-		if tc, ok := c.(*trackedConn).Conn.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
-		}
 		_ = c.Close()
 	}
 	<-s.done
@@ -132,6 +127,13 @@ func (l trackingListener) Accept() (net.Conn, error) {
 	if l.s.closed {
 		c.Close()
 		return nil, net.ErrClosed
+	}
+	// Closing a connection (Close, or the daemon exiting) resets it: no
+	// FIN_WAIT or TIME_WAIT state is left on the host, which would keep
+	// the guest's client, reconnecting from the same reserved port, out
+	// until it expired (about a minute, measured after a daemon restart).
+	if t, ok := c.(*net.TCPConn); ok {
+		_ = t.SetLinger(0)
 	}
 	tc := &trackedConn{Conn: c, s: l.s}
 	l.s.conns[tc] = struct{}{}
