@@ -3,9 +3,12 @@
 package vminit
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -62,4 +65,28 @@ func mountVolumes(ms []Mount) error {
 		}
 	}
 	return nil
+}
+
+// ReconnectVolumes makes the kernel's RPC transports (the NFS mounts')
+// drop their connections and open new ones. After a fork child moves to
+// its own address, the connection its NFS client restored still has the
+// parent's address as its source, which the guest no longer has: TCP can
+// send nothing on it and never gives up (measured: a read hung for minutes).
+// Writing a transport's server address back to its sysfs dstaddr forces a
+// disconnect (net/sunrpc/sysfs.c); the client reconnects from the new
+// address at once.
+func ReconnectVolumes() error {
+	paths, _ := filepath.Glob("/sys/kernel/sunrpc/xprt-switches/*/xprt-*/dstaddr")
+	var errs []error
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.WriteFile(p, bytes.TrimSpace(b), 0); err != nil {
+			errs = append(errs, fmt.Errorf("reconnecting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
 }
