@@ -21,9 +21,11 @@ import (
 // (SO_BINDTODEVICE), so another sandbox's packets find no socket and are
 // dropped like any packet to the host. Nothing else on the host becomes
 // reachable.
-var VolumeServerAddr = netip.MustParseAddr("169.254.20.49")
+var VolumeServerAddr = netip.MustParseAddr(VolumeServerAddrString)
 
 const (
+	// VolumeServerAddrString is VolumeServerAddr.
+	VolumeServerAddrString = "169.254.20.49"
 	// VolumeGuestPort is the port the guest mounts (MOUNT and NFS).
 	VolumeGuestPort = 2049
 	// VolumeServerPort is where the servers listen on the host.

@@ -60,9 +60,5 @@ func Readdress(addr netip.Prefix, gw netip.Addr, delay time.Duration) error {
 	if err := netlink.RouteReplace(route); err != nil {
 		return fmt.Errorf("default route via %s: %w", gw, err)
 	}
-	// Volumes: the NFS client's connection left with the old address.
-	if err := ReconnectVolumes(); err != nil {
-		return fmt.Errorf("reconnecting volumes: %w", err)
-	}
 	return nil
 }

@@ -68,14 +68,17 @@ func mountVolumes(ms []Mount) error {
 }
 
 // ReconnectVolumes makes the kernel's RPC transports (the NFS mounts')
-// drop their connections and open new ones. After a fork child moves to
-// its own address, the connection its NFS client restored still has the
-// parent's address as its source, which the guest no longer has: TCP can
-// send nothing on it and never gives up (measured: a read hung for minutes).
-// Writing a transport's server address back to its sysfs dstaddr forces a
-// disconnect (net/sunrpc/sysfs.c); the client reconnects from the new
-// address at once.
-func ReconnectVolumes() error {
+// drop their connections, before a fork child moves to its own address.
+// The connection the child's NFS client restored is its parent's: once
+// the parent's address is gone from the guest, TCP can send nothing on it
+// and never gives up (measured: reads hung for minutes). Writing a
+// transport's server address back to its sysfs dstaddr forces a disconnect
+// (net/sunrpc/sysfs.c); while the runtime holds the child's netns in its
+// re-addressing state, that netns answers the close with a reset (it has
+// the server's address, and no listener), so the transport is closed at
+// once and reconnects from the new address at its next request. It waits
+// up to wait for the transports to be closed.
+func ReconnectVolumes(wait time.Duration) error {
 	paths, _ := filepath.Glob("/sys/kernel/sunrpc/xprt-switches/*/xprt-*/dstaddr")
 	var errs []error
 	for _, p := range paths {
@@ -86,6 +89,21 @@ func ReconnectVolumes() error {
 		}
 		if err := os.WriteFile(p, bytes.TrimSpace(b), 0); err != nil {
 			errs = append(errs, fmt.Errorf("reconnecting %s: %w", p, err))
+		}
+	}
+	if len(paths) == 0 {
+		return errors.Join(errs...)
+	}
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		open := false
+		for _, p := range paths {
+			st, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "xprt_state"))
+			if bytes.Contains(st, []byte("CONNECTED")) || bytes.Contains(st, []byte("CLOSING")) {
+				open = true
+			}
+		}
+		if !open {
+			break
 		}
 	}
 	return errors.Join(errs...)

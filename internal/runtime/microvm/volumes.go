@@ -44,6 +44,12 @@ type GuestMount struct {
 	ReadOnly bool   `json:"readOnly,omitempty"`
 }
 
+// volumeAddrCIDR is network.VolumeServerAddr as a host address: a fork
+// child's netns holds it while the child is re-addressed (clone.go), so the
+// guest's NFS connections, closed by its agent before it moves, are reset
+// at once by the netns (no listener there) instead of hanging.
+const volumeAddrCIDR = network.VolumeServerAddrString + "/32"
+
 // MountsVolumes implements runtime.VolumeMounter.
 func (r *Runtime) MountsVolumes() bool { return true }
 
