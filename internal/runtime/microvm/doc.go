@@ -124,9 +124,17 @@
 //     NFS client already holds. The server is started before the VMM runs (Start, Restore, Boot; a
 //     fork child's at its Restore) and stopped when the VMM ends (Checkpoint, Shutdown, Destroy);
 //     `New` starts them again for the VMs a previous daemon left running. File handles are the
-//     kernel's, so the guest's handles stay valid across servers; after a restore its TCP connection
-//     is reset (the old server closed it with SO_LINGER 0) and the client reconnects. Files the guest
-//     creates belong to uid/gid 1000. A full volume answers NFS3ERR_NOSPC: the writer gets ENOSPC.
+//     kernel's, so the guest's handles stay valid across servers. Connections are reset when closed
+//     (SO_LINGER 0 at accept), so after a resume or a daemon restart the guest's client reconnects at
+//     once (with a FIN, the host's TIME_WAIT kept it out for about a minute). A fork child is
+//     special: its restored connection has the parent's address as its source, which the guest drops
+//     when it moves; TCP then can send nothing on it and never gives up. So, while the child's netns is
+//     in its re-addressing state, it also holds the server address (`readdressPrepare`), and the
+//     agent, before answering the re-addressing `/freeze`, forces the NFS transports to disconnect
+//     (`vminit.ReconnectVolumes`: writing sysfs `dstaddr`); the netns resets them, and the client
+//     reconnects from the child's own address at its next request. Files the guest creates belong to
+//     uid/gid 1000 with the modes go-nfs gives (files 0666, directories 0777, as the content API's).
+//     A full volume answers NFS3ERR_NOSPC: the writer gets ENOSPC.
 //
 //   - **Limits**: `-smp` = CPUs (default 1), `-m` = memory (default 512 MB, at least 128), overlay =
 //     DiskMB (default 1 GiB). Processes and open files are the guest kernel's business.
