@@ -128,6 +128,21 @@ describe('volumes on microVMs', { timeout: T * 6 }, () => {
     assert.equal(await v.readFile('/child.txt'), 'from-child')
   })
 
+  it('a sandbox created from a named snapshot mounts the same volume', { timeout: T }, async () => {
+    const v = await newVolume()
+    const src = await t.create({ volumeMounts: { '/mnt/v': v } })
+    await ok(src, 'echo -n from-src > /mnt/v/src.txt')
+    const name = `vmvolsnap-${uniq()}`
+    const snap = await src.createSnapshot({ name })
+    const s = await Sandbox.create(name, { timeoutMs: 300_000, metadata: t.metadata })
+    extra.push(s.sandboxId)
+    assert.equal(await ok(s, 'cat /mnt/v/src.txt', { timeoutMs: 120_000 }), 'from-src')
+    await ok(s, 'echo -n from-snap > /mnt/v/snap.txt')
+    assert.equal(await v.readFile('/snap.txt'), 'from-snap')
+    assert.equal(await ok(src, 'cat /mnt/v/snap.txt'), 'from-snap')
+    await Sandbox.deleteSnapshot(snap.snapshotId)
+  })
+
   it('no other sandbox reaches a VM\'s NFS server', { timeout: T }, async () => {
     const v = await newVolume()
     const [a, b] = await Promise.all([t.create({ volumeMounts: { '/mnt/v': v } }), t.create()])
