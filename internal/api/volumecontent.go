@@ -52,7 +52,11 @@ type volumeRequest struct {
 func (a *api) content(h func(http.ResponseWriter, *http.Request, *volumeRequest)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if a.opts.Volumes == nil {
-			writeContentError(w, http.StatusNotImplemented, "not_enabled", "volumes are not enabled on this daemon")
+			msg := "volumes are not enabled on this daemon"
+			if a.opts.NoVolumes != "" {
+				msg = a.opts.NoVolumes
+			}
+			writeContentError(w, http.StatusNotImplemented, "not_enabled", msg)
 			return
 		}
 		id := r.PathValue("volumeID")
