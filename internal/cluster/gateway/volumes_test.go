@@ -52,3 +52,36 @@ func TestVolumesGoToVolumeNodes(t *testing.T) {
 	c.setNode("n2", func(n *cluster.Node) { n.State = cluster.StateDraining })
 	decode(t, c.do("GET", "/volumes", true, nil), http.StatusServiceUnavailable, nil)
 }
+
+// A paused sandbox that mounts volumes moves only to a node with the
+// shared volume root.
+func TestMoveWithVolumesToVolumeNode(t *testing.T) {
+	c := newTestCluster(t, 3)
+	var adopted2, adopted3 []cluster.AdoptRequest
+	c.adoptingNode(c.nodes["n2"], &adopted2)
+	c.adoptingNode(c.nodes["n3"], &adopted3)
+	for _, id := range []string{"n1", "n3"} {
+		c.setNode(id, func(n *cluster.Node) { n.Labels = []string{cluster.LabelVolumes} })
+	}
+	for i := range 3 {
+		id := "sv" + string(rune('a'+i))
+		c.pausedOn(id, "n1", true)
+		c.store.mu.Lock()
+		rt := c.store.routes[id]
+		rt.Volumes = true
+		c.store.routes[id] = rt
+		c.store.mu.Unlock()
+	}
+	c.setNode("n1", func(n *cluster.Node) { n.State = cluster.StateDraining })
+	for i := range 3 {
+		id := "sv" + string(rune('a'+i))
+		var got map[string]any
+		decode(t, c.do(http.MethodPost, "/sandboxes/"+id+"/connect", true, strings.NewReader(`{"timeout":60}`)), http.StatusOK, &got)
+		if got["node"] != "n3" {
+			t.Fatalf("a paused sandbox with volumes moved to %v, want n3 (the other node with the root)", got["node"])
+		}
+	}
+	if len(adopted2) != 0 || len(adopted3) != 3 {
+		t.Fatalf("adopted by n2: %d, by n3: %d; want 0 and 3", len(adopted2), len(adopted3))
+	}
+}
