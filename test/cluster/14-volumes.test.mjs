@@ -12,7 +12,8 @@
 // - the sandbox on A, paused, resumes on B (A and C drained ?move=false)
 //   with the same volume, not a copy; a drain moves a running sandbox with
 //   its volume;
-// - destroy: gone for every node and api instance.
+// - destroy while sandboxes on two nodes mount it (E2B allows it): gone for
+//   every node and api instance, the mounts empty, the sandboxes running.
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
@@ -165,10 +166,23 @@ describe('volumes across nodes', { skip: !ROOT && 'the cluster has no shared vol
     assert.equal((await c.readFile('/drained.txt', { format: 'text' })).trim(), again)
   })
 
-  it('destroy: the volume is gone for every api instance; a create that mounts it is refused', { timeout: TEST_TIMEOUT }, async () => {
+  it('destroy while sandboxes on two nodes mount it: the volume is gone for every api instance and node, the sandboxes go on; a create that mounts it is refused', { timeout: TEST_TIMEOUT }, async () => {
     await restoreNodes()
     await t.killAll()
+    const [x, y] = await Promise.all([createWithVolume(A, vol, '/mnt/v'), createWithVolume(B, vol, '/mnt/v')])
+    await run(x, 'echo before > /mnt/v/before.txt')
+    assert.equal((await run(y, 'cat /mnt/v/before.txt')).trim(), 'before')
     assert.equal(await Volume.destroy(vol.volumeId, via(API2)), true)
+    // E2B allows it: the data goes; each sandbox sees its mount empty (or
+    // gone) and keeps running; nothing it writes there reaches another.
+    for (const [sbx, node] of [[x, A], [y, B]]) {
+      const r = await sbx.commands.run('ls -A /mnt/v 2>&1; echo after > /mnt/v/after.txt 2>&1; echo rc=$?', { requestTimeoutMs: 60_000 }).catch((err) => err)
+      const out = r.stdout ?? ''
+      console.log(`# ${node} after the destroy: ${JSON.stringify(out)}`)
+      assert.doesNotMatch(out, /before\.txt/, `the sandbox on ${node} still sees the deleted volume's file`)
+      assert.equal((await run(sbx, 'echo alive')).trim(), 'alive', `the sandbox on ${node} after the destroy`)
+    }
+    assert.doesNotMatch(await run(y, 'ls -A /mnt/v 2>&1 || true'), /after\.txt/, `a write on ${A} after the destroy reached ${B}`)
     await assert.rejects(Volume.getInfo(vol.volumeId, via(API1)), VolumeNotFoundError)
     assert.equal((await Volume.list(via(LB))).some((v) => v.volumeId === vol.volumeId), false)
     assert.ok(!existsSync(`${ROOT}/${vol.volumeId}`), 'its directory is gone from the shared root')
