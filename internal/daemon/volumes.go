@@ -19,10 +19,10 @@ type Volumes struct {
 	// volume, its size the limit; internal/volume.Loop), "auto" (the
 	// default: loop where the host has loop devices and mkfs.ext4, else
 	// none, with a warning), "dir" (a plain directory per volume, its
-	// size a limit of the content API only; volume.DirBacking, for a
-	// filesystem the nodes of a cluster share) or "none" (no volumes on
-	// this node; creates with volumeMounts answer 400, the volume API
-	// 501).
+	// size a limit of the content API only; volume.DirBacking, which
+	// --volume-root implies) or "none" (no volumes on this node; creates
+	// with volumeMounts answer 400, the volume API 501). A --role node
+	// daemon keeps volumes only on --volume-root.
 	Backing string
 	// DefaultSizeMB is --volume-size-default: a volume's size in MiB when
 	// its create names none.
