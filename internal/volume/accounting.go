@@ -2,6 +2,7 @@ package volume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -134,6 +135,9 @@ func (b *DirBacking) now() time.Time {
 // BeginUpload implements Uploader.
 func (b *DirBacking) BeginUpload(ctx context.Context, id string, freed int64) (*Upload, error) {
 	if _, err := b.Dir(ctx, id); err != nil {
+		if errors.Is(err, ErrNotFound) { // deleted, maybe by another node
+			b.accts.drop(id)
+		}
 		return nil, err
 	}
 	a, err := b.fresh(ctx, id)

@@ -111,6 +111,9 @@ func (b *DirBacking) Dir(_ context.Context, id string) (string, error) {
 // RewalkAfter.
 func (b *DirBacking) Usage(ctx context.Context, id string) (used, size int64, err error) {
 	if _, err := b.Dir(ctx, id); err != nil {
+		if errors.Is(err, ErrNotFound) { // deleted, maybe by another node
+			b.accts.drop(id)
+		}
 		return 0, 0, err
 	}
 	a, err := b.fresh(ctx, id)
