@@ -96,7 +96,7 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Snapshots are in the artifact store: any other node fetches it.
-		preq = placement.Request{Resources: preq.Resources, Exclude: []string{snapNode}}
+		preq = placement.Request{Resources: preq.Resources, Labels: preq.Labels, Exclude: []string{snapNode}}
 	case !errors.Is(err, cluster.ErrNotFound):
 		writeError(w, r, http.StatusServiceUnavailable, storeError(err).msg)
 		return
