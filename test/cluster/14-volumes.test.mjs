@@ -83,6 +83,13 @@ describe('volumes across nodes', { skip: !ROOT && 'the cluster has no shared vol
 
   it('sandboxes on two nodes mount it at once and see each other\'s writes at once', { timeout: TEST_TIMEOUT }, async () => {
     ;[onA, onB] = await Promise.all([createWithVolume(A, vol, '/mnt/shared'), createWithVolume(B, vol, '/mnt/shared')])
+    // The api tier merges what each node says mounts it (mountedBy names a node's own sandboxes).
+    for (const path of [`/volumes/${vol.volumeId}`, '/volumes']) {
+      const r = await api(LB, 'GET', path)
+      assert.equal(r.status, 200, r.text)
+      const v = Array.isArray(r.body) ? r.body.find((x) => x.volumeID === vol.volumeId) : r.body
+      assert.deepEqual(v?.mountedBy, [onA.sandboxId, onB.sandboxId].sort(), `GET ${path}: ${r.text}`)
+    }
     for (let i = 0; i < 3; i++) {
       const fromA = `from ${A} ${uniq()}`
       await run(onA, `echo '${fromA}' > /mnt/shared/a.txt`)
