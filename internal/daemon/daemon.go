@@ -469,7 +469,8 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
-		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes})
+		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
+		NoVolumes: d.noVolumes()})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
