@@ -359,7 +359,8 @@ func (b *Buckets) mountLocked(ctx context.Context, id string, bk *Bucket) error 
 		_ = cmd.Process.Kill()
 		_ = b.unmountLocked(id)
 		tail := logTail(b.path("logs", id+".log"))
-		return fmt.Errorf("bucket volume %s: mounting %s with s3fs: %w%s", id, bk.Bucket, err, tail)
+		// The user's error: their bucket did not let itself be mounted.
+		return &BucketError{Msg: fmt.Sprintf("mounting bucket %s at %s failed: %v%s", bk.Bucket, bk.Endpoint, err, tail)}
 	}
 	deadline := time.Now().Add(b.timeout())
 	for {
