@@ -48,8 +48,15 @@ type Buckets struct {
 	// MountTimeout bounds a mount and each health check (0: 20 s).
 	MountTimeout time.Duration
 
-	root string
-	mu   sync.Mutex // serializes mounts and unmounts
+	root  string
+	locks sync.Map // volume id → *sync.Mutex: one mount or unmount of a volume at a time
+}
+
+func (b *Buckets) lock(id string) func() {
+	m, _ := b.locks.LoadOrStore(id, new(sync.Mutex))
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }
 
 var _ Backing = (*Buckets)(nil)
@@ -130,8 +137,7 @@ func (b *Buckets) Dir(ctx context.Context, id string) (string, error) {
 	if bk == nil {
 		return b.Inner.Dir(ctx, id)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	defer b.lock(id)()
 	mp := b.path("mnt", id)
 	switch st, err := b.health(mp); st {
 	case mountOK:
@@ -175,8 +181,7 @@ func (b *Buckets) Delete(ctx context.Context, id string) error {
 	if _, err := os.Lstat(b.path("mnt", id)); errors.Is(err, fs.ErrNotExist) {
 		return b.Inner.Delete(ctx, id)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	defer b.lock(id)()
 	if err := b.unmountLocked(id); err != nil {
 		return err
 	}
@@ -194,12 +199,12 @@ func (b *Buckets) Close() error {
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var errs []error
 	for _, e := range ents {
 		if CheckID(e.Name()) == nil {
+			unlock := b.lock(e.Name())
 			errs = append(errs, b.unmountLocked(e.Name()))
+			unlock()
 		}
 	}
 	return errors.Join(errs...)
@@ -215,7 +220,7 @@ const (
 )
 
 // health checks mount point mp, bounded: a stat of a FUSE mount whose
-// server hangs must not hold a request (or the mutex) for long. s3fs
+// server hangs must not hold a request (or the volume's lock) for long. s3fs
 // answers a stat of its root from memory, so a slow bucket is no
 // mountStuck.
 func (b *Buckets) health(mp string) (mountState, error) {

@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -64,6 +66,24 @@ func TestCheckBucket(t *testing.T) {
 }
 
 type fakeInner struct{ Backing }
+
+func atoi(t *testing.T, raw []byte) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func waitFor(d time.Duration, f func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if f() {
+			return true
+		}
+	}
+	return false
+}
 
 func (fakeInner) Delete(context.Context, string) error { return ErrNotFound }
 
@@ -130,10 +150,54 @@ func TestBucketsMount(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(dir, "sub", "put.txt")); err != nil || string(got) != "from s3" {
 		t.Fatalf("reading a put object through the mount: %q, %v", got, err)
 	}
+	// The content API's Files on a bucket (no hard links): a create
+	// without force, then the name is taken.
+	files, err := OpenFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := files.Write(ctx, "/api.txt", strings.NewReader("via files"), -1, Owner{}, false); err != nil {
+		t.Fatalf("Files.Write on a bucket: %v", err)
+	}
+	if _, err := files.Write(ctx, "/api.txt", strings.NewReader("again"), -1, Owner{}, false); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("second Files.Write without force: %v, want ErrExist", err)
+	}
+	files.Close()
+	if got, err := os.ReadFile(filepath.Join(dir, "api.txt")); err != nil || string(got) != "via files" {
+		t.Fatalf("api.txt = %q, %v", got, err)
+	}
+
 	// A second Dir finds the mount and answers at once.
 	if d2, err := b.Dir(ctx, id); err != nil || d2 != dir {
 		t.Fatalf("second Dir = %s, %v", d2, err)
 	}
+	// A daemon restart: a new Buckets on the same root finds the live
+	// mount and keeps it (sandboxes bind it).
+	pid, _ := os.ReadFile(filepath.Join(root, "run", id+".pid"))
+	b2, err := NewBuckets(root, fakeInner{}, b.Lookup, b.Dialer, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2, err := b2.Dir(ctx, id); err != nil || d2 != dir {
+		t.Fatalf("Dir after a restart = %s, %v", d2, err)
+	}
+	if pid2, _ := os.ReadFile(filepath.Join(root, "run", id+".pid")); !bytes.Equal(pid, pid2) {
+		t.Fatalf("a restart mounted again (s3fs pid %s, was %s)", pid2, pid)
+	}
+	// Its s3fs dies: the next Dir mounts it again.
+	if err := syscall.Kill(atoi(t, pid), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(5*time.Second, func() bool { _, err := os.Stat(dir); return errors.Is(err, syscall.ENOTCONN) }) {
+		t.Fatal("the killed s3fs's mount did not go dead")
+	}
+	if d2, err := b2.Dir(ctx, id); err != nil || d2 != dir {
+		t.Fatalf("Dir after s3fs died = %s, %v", d2, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "hello.txt")); err != nil || string(got) != "from the mount" {
+		t.Fatalf("read after the remount: %q, %v", got, err)
+	}
+
 	// Read-only: s3fs refuses writes.
 	rdir, err := b.Dir(ctx, roID)
 	if err != nil {

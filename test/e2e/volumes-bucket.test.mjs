@@ -14,9 +14,11 @@ import { tmpdir } from 'node:os'
 import { join, dirname } from 'node:path'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
+import { createHash } from 'node:crypto'
 
 process.env.E2B_VOLUME_API_URL ??= process.env.E2B_API_URL
 
+const { Volume } = await import('e2b')
 const { tracker, uniq, sh, waitUntil, sleep, TEST_TIMEOUT } = await import('./helpers.mjs')
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -70,7 +72,8 @@ async function stopS3 () {
 
 /** A SigV4-signed S3 request with curl (the test's own S3 client). */
 function s3curl (method, key, data) {
-  const args = ['-sS', '-o', '-', '-w', '\n%{http_code}', '-X', method, '--aws-sigv4', 'aws:amz:us-east-1:s3',
+  const sha = createHash('sha256').update(data ?? '').digest('hex') // versitygw wants the payload hash
+  const args = ['-sS', '-o', '-', '-w', '\n%{http_code}', '-X', method, '--aws-sigv4', 'aws:amz:us-east-1:s3', '-H', `x-amz-content-sha256: ${sha}`,
     '--user', `${s3.key}:${s3.secret}`, `http://127.0.0.1:${s3.port}/${s3.bucket}${key ? '/' + key : ''}`]
   if (data !== undefined) args.push('--data-binary', data)
   const out = execFileSync('curl', args, { encoding: 'utf8' })
@@ -177,6 +180,11 @@ describe('bucket volumes', { concurrency: false }, () => {
     assert.equal((await sh(other, 'echo two > /data/two.txt')).exitCode, 0)
     const two = await waitUntil(async () => (await sh(sbx, 'cat /mnt/b/two.txt')).stdout === 'two\n', 20_000)
     assert.ok(two, "one sandbox's write did not show in the other")
+    // The SDK's content API serves the same files, without a sandbox.
+    const v = await Volume.connect(vol.volumeID)
+    assert.equal(await v.readFile('/hello.txt'), 'from the sandbox\n')
+    await v.writeFile('/sdk.txt', 'from the sdk')
+    assert.equal(s3curl('GET', 'data/sdk.txt').body, 'from the sdk')
     await Promise.all([sbx.kill(), other.kill()])
   })
 
