@@ -349,12 +349,13 @@ func CheckBucket(ctx context.Context, b *Bucket, d *BucketDialer, timeout time.D
 	if err != nil {
 		return &BucketError{Msg: fmt.Sprintf("bucket.endpoint %s: %v", b.Endpoint, err)}
 	}
-	for obj := range client.ListObjects(ctx, b.Bucket, minio.ListObjectsOptions{Prefix: b.Prefix, MaxKeys: 1, UseV1: false}) {
-		if obj.Err != nil {
-			cancel()
-			return bucketCheckError(b, obj.Err)
-		}
-		break
+	objs := client.ListObjects(ctx, b.Bucket, minio.ListObjectsOptions{Prefix: b.Prefix, MaxKeys: 1})
+	obj, ok := <-objs // the first page's first key, or its error
+	cancel()
+	for range objs { // the lister ends on the cancel
+	}
+	if ok && obj.Err != nil {
+		return bucketCheckError(b, obj.Err)
 	}
 	return nil
 }
