@@ -252,6 +252,9 @@ echo "found=$found"
   it('a bucket that becomes unreachable: reads fail with EIO, the sandbox and the daemon go on', { timeout: 600_000 }, async () => {
     const sbx = await t.create({ volumeMounts: { '/mnt/b': vol.name } })
     assert.equal((await sh(sbx, 'cat /mnt/b/hello.txt')).stdout, 'from the sandbox\n')
+    const b0 = Date.now() // the baseline: a read of a file not read before, the server up
+    assert.equal((await sh(sbx, 'cat /mnt/b/two.txt')).stdout, 'two\n')
+    const upMs = Date.now() - b0
     await stopS3()
     const start = Date.now()
     const read = sbx.commands.run('cat /mnt/b/dir/n.txt', { timeoutMs: 300_000 }).then(
@@ -273,6 +276,6 @@ echo "found=$found"
     await sbx.kill()
     const killMs = Date.now() - k0
     await other.kill()
-    console.log(`unreachable bucket: EIO after ${readMs} ms, /health ${healthMs} ms during the read, kill ${killMs} ms`)
+    console.log(`unreachable bucket: EIO after ${readMs} ms (server up: ${upMs} ms), /health ${healthMs} ms during the read, kill ${killMs} ms`)
   })
 })
