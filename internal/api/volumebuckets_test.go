@@ -88,6 +88,9 @@ func TestBucketVolumeCreate(t *testing.T) {
 		if strings.Contains(string(data), s.SecretKey) || strings.Contains(string(data), s.AccessKey) {
 			t.Fatalf("GET %s shows a credential: %s", path, data)
 		}
+		if strings.Contains(string(data), `"usedBytes"`) {
+			t.Fatalf("GET %s measures a bucket's use: %s", path, data)
+		}
 	}
 	rec, err := db.GetVolume(context.Background(), got.VolumeID)
 	if err != nil || rec.Bucket == "" || strings.Contains(rec.Bucket, s.SecretKey) || strings.Contains(rec.Bucket, s.AccessKey) {
