@@ -654,6 +654,9 @@ func (d *daemon) ready(ctx context.Context, addr net.Addr) {
 	}
 	d.log.Info("airlock ready", "addr", addr.String(), "role", d.role.name)
 	go gcTemplateFilesLoop(ctx, d.files, d.log.With("component", "template"))
+	if d.buckets != nil { // bucket volumes deleted elsewhere lose their mount here
+		go d.buckets.RunSweeper(ctx, 30*time.Second)
+	}
 }
 
 // startBootSnapshots starts the boot snapshots and the warm pool, once every

@@ -192,6 +192,54 @@ func (b *Buckets) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// Sweep takes down the mounts of bucket volumes whose record is gone:
+// deleted through another node of a cluster (whose Delete ran there), or
+// while this daemon was down.
+func (b *Buckets) Sweep(ctx context.Context) error {
+	ents, err := os.ReadDir(b.path("mnt"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		id := e.Name()
+		if CheckID(id) != nil {
+			continue
+		}
+		if _, err := b.Lookup(ctx, id); !errors.Is(err, ErrNotFound) {
+			continue // there, or the store did not answer: next time
+		}
+		unlock := b.lock(id)
+		err := b.unmountLocked(id)
+		if err == nil {
+			err = os.Remove(b.path("mnt", id))
+			_ = os.Remove(b.path("logs", id+".log"))
+			b.Log.Info("bucket volume deleted elsewhere: its mount is gone", "volume", id)
+		}
+		unlock()
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RunSweeper runs Sweep every interval until ctx ends.
+func (b *Buckets) RunSweeper(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := b.Sweep(ctx); err != nil {
+				b.Log.Warn("sweeping bucket volume mounts", "err", err)
+			}
+		}
+	}
+}
+
 // Close unmounts every bucket volume (a daemon that kills its sandboxes
 // on exit: nothing binds them any more).
 func (b *Buckets) Close() error {

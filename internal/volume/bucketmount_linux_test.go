@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -103,7 +104,11 @@ func TestBucketsMount(t *testing.T) {
 	ro := *bk
 	ro.ReadOnly = true
 	root := t.TempDir()
+	var gone sync.Map // volume ids whose record is deleted
 	b, err := NewBuckets(root, fakeInner{}, func(_ context.Context, v string) (*Bucket, error) {
+		if _, ok := gone.Load(v); ok {
+			return nil, ErrNotFound
+		}
 		switch v {
 		case id:
 			return bk, nil
@@ -211,6 +216,21 @@ func TestBucketsMount(t *testing.T) {
 	}
 	if _, _, err := b.Usage(ctx, id); err != nil {
 		t.Fatal(err)
+	}
+	// The read-only volume is deleted through another node: the sweep
+	// takes its mount down here.
+	if err := b.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if typ, _ := mountType(rdir); typ != "fuse.s3fs" {
+		t.Fatalf("Sweep took down a live volume's mount (%q)", typ)
+	}
+	gone.Store(roID, true)
+	if err := b.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(rdir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after Sweep of a deleted volume, its mount point: %v", err)
 	}
 
 	// The server goes away: a read fails with EIO, bounded; Dir (a stat
