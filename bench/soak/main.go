@@ -2,7 +2,9 @@
 // concurrent clients, each repeatedly creating a code-interpreter sandbox,
 // running cells and commands, uploading and downloading files and killing
 // it. It prints p50/p99 per operation, the error count and the daemon's RSS
-// before and after, and can write the numbers as JSON for bench/report.
+// before and after, and can write the numbers as JSON for bench/report. The
+// "floor: ..." rows are same-run floors of kill, cell and create (floor.go;
+// the create's need -daemon-log, a debug log of the daemon).
 //
 //	go run ./bench/soak -profile ci            # CI: 4 clients × 1 round, few ops
 //	go run ./bench/soak -profile long -duration 30m   # the soak: 20 clients, 50 cells + 50 commands per round
