@@ -54,6 +54,9 @@ type Options struct {
 	Building func() []string
 	// Volumes serves E2B's volume API (volumes.go); nil: 501.
 	Volumes *Volumes
+	// Events serves E2B's lifecycle events and webhooks API (events.go);
+	// nil: 503.
+	Events *Events
 }
 
 // api holds the handler state.
@@ -106,6 +109,7 @@ func (a *api) routes() {
 	h("GET /snapshots", a.listSnapshots)
 
 	a.volumeRoutes()
+	a.eventRoutes()
 
 	a.sdkRoutes()
 	h("GET /templates", a.listTemplates)

@@ -69,6 +69,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	addLimitFlags(f, &o.Limits)
 	addEgressFlags(f, &o.Egress)
 	addBuildFlags(f, &o.Builds)
+	addEventFlags(f, &o.Events)
 	f.StringVar(&o.Volumes.Backing, "volume-backing", "auto", "where this node keeps volumes' data: loop (a sparse ext4 image per volume under --data-dir/volumes, loop-mounted; its size is the volume's limit), auto (loop where the host has loop devices and mkfs.ext4, else none with a warning), dir (a plain directory per volume under --data-dir/volumes; its size is a limit of the volume content API only: for a --data-dir on a filesystem the nodes share) or none (no volumes)")
 	f.IntVar(&o.Volumes.DefaultSizeMB, "volume-size-default", daemon.DefaultVolumeSizeMB, "size in MiB of a volume whose create names none (its writers get ENOSPC beyond it)")
 	f.IntVar(&o.Volumes.MaxSizeMB, "volume-size-max", daemon.DefaultVolumeMaxSizeMB, "largest size in MiB a volume create may ask for (its sizeMB, an Airlock extension)")

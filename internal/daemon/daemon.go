@@ -39,6 +39,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
+	"github.com/airlock-sandbox/airlock/internal/webhooks"
 )
 
 // DefaultListen is the daemon's default listen address.
@@ -113,6 +114,8 @@ type Config struct {
 	DrainOnStop bool
 	// Volumes are the --volume-* flags (volumes.go).
 	Volumes Volumes
+	// Events are the --events-* and --webhook-* flags (events.go).
+	Events Events
 }
 
 // Run starts the daemon and serves until ctx ends (a clean shutdown) or
@@ -209,6 +212,9 @@ type daemon struct {
 	files *api.FileSets
 	// volumes serves E2B's volume API (nil: it answers 501; volumes.go).
 	volumes *api.Volumes
+	// events and deliverer: lifecycle events and webhooks (events.go).
+	events    *api.Events
+	deliverer *webhooks.Deliverer
 
 	// infraBlocked are the store's and the artifact store's addresses,
 	// which no sandbox reaches (blocked.go).
@@ -264,6 +270,9 @@ func (d *daemon) open(ctx context.Context) error {
 		go d.node.KeepAlive(ctx)
 	}
 	if d.apiKey, err = startup.APIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
+		return err
+	}
+	if err := d.openEvents(ctx, st); err != nil {
 		return err
 	}
 	d.infraBlocked = d.infraAddrs(ctx, os.Getenv(artifacts.EnvEndpoint))
@@ -334,6 +343,7 @@ func (d *daemon) open(ctx context.Context) error {
 	// Sandboxes that stop on their own (agent killed, memory limit) are
 	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
 	go d.mgr.Reap(ctx, sandbox.DefaultWatchInterval)
+	d.runEvents(ctx)
 	d.metrics.attach(d.mgr)
 	d.metrics.overview = metrics.NewOverview(d.dataDir, 5*time.Second, d.log.With("component", "overview"))
 	go d.metrics.overview.Run(ctx)
@@ -469,7 +479,8 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
-		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes})
+		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
+		Events: d.events})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
