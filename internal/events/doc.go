@@ -19,7 +19,8 @@
 // The hook derives the type from the two rows: no row before and a running
 // one after is created; a row deleted is killed (a timeout kill too); running
 // to paused is paused; anything else to running is resumed; running to
-// running with a new end time is updated (set_timeout). A creation and a
+// running with a new end time is updated (set_timeout); a snapshot of it
+// (PutSnapshot) is checkpointed. A creation and a
 // resume start a new execution (sandboxExecutionId); killed and paused carry
 // it, and their eventData.execution tells when it started, its CPUs and
 // memory and how long it ran, in milliseconds. Internal sandboxes (boot

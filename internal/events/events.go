@@ -79,7 +79,8 @@ type Data struct {
 }
 
 // Hook is the store.EventHook: see the package comment.
-func (r *Recorder) Hook(ctx context.Context, tx store.EventTx, old, cur *store.Sandbox) ([]*store.Event, error) {
+func (r *Recorder) Hook(ctx context.Context, tx store.EventTx, c store.Change) ([]*store.Event, error) {
+	old, cur := c.Old, c.New
 	row := cur
 	if row == nil {
 		row = old
@@ -89,6 +90,8 @@ func (r *Recorder) Hook(ctx context.Context, tx store.EventTx, old, cur *store.S
 	}
 	var typ string
 	switch {
+	case c.Snapshot != nil:
+		typ = Checkpointed
 	case old == nil && cur.State == stateRunning:
 		typ = Created
 	case old == nil:

@@ -29,10 +29,18 @@ type EventTx interface {
 	LastEvent(ctx context.Context, sandboxID string, types ...string) (*Event, error)
 }
 
-// EventHook derives the events of one sandbox row change: old is the row
-// before (nil: there was none), cur after (nil: deleted). It runs inside
-// the change's transaction; its error aborts the change.
-type EventHook func(ctx context.Context, tx EventTx, old, cur *Sandbox) ([]*Event, error)
+// Change is one change an EventHook is asked about: a sandbox row's (Old
+// the row before, nil when there was none; New the row after, nil when
+// deleted), or a snapshot taken of a sandbox (Snapshot set, Old and New
+// both the sandbox's row, nil when it has none).
+type Change struct {
+	Old, New *Sandbox
+	Snapshot *Snapshot
+}
+
+// EventHook derives the events of one change. It runs inside the change's
+// transaction; its error aborts the change.
+type EventHook func(ctx context.Context, tx EventTx, c Change) ([]*Event, error)
 
 // EventQuery selects events for ListEvents.
 type EventQuery struct {
@@ -97,9 +105,9 @@ type AttemptQuery struct {
 // EventStore is implemented by stores that record lifecycle events and
 // deliver webhooks (both backends). Webhooks and events belong to no node.
 type EventStore interface {
-	// SetEventHook makes every PutSandbox, DeleteSandbox and batch delete
-	// run in a transaction that also records h's events and their pending
-	// deliveries. Set it before the store is used.
+	// SetEventHook makes every PutSandbox, DeleteSandbox, batch delete and
+	// PutSnapshot run in a transaction that also records h's events and
+	// their pending deliveries. Set it before the store is used.
 	SetEventHook(h EventHook)
 	// AddEvents records events (and their deliveries) that report no row
 	// change of their own.

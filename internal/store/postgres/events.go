@@ -62,7 +62,7 @@ func (d *DB) putSandboxEvents(ctx context.Context, s *store.Sandbox, meta, envs 
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("another node holds it: %w", store.ErrMoved)
 		}
-		evs, err := h(ctx, txEvents{tx}, old, s)
+		evs, err := h(ctx, txEvents{tx}, store.Change{Old: old, New: s})
 		if err != nil {
 			return fmt.Errorf("events: %w", err)
 		}
@@ -85,7 +85,7 @@ func (d *DB) deleteSandboxEvents(ctx context.Context, id string, h store.EventHo
 		if err != nil {
 			return err
 		}
-		evs, err := h(ctx, txEvents{tx}, old, nil)
+		evs, err := h(ctx, txEvents{tx}, store.Change{Old: old})
 		if err != nil {
 			return fmt.Errorf("events: %w", err)
 		}
@@ -404,4 +404,30 @@ func (d *DB) PendingDeliveries(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("counting deliveries: %w", err)
 	}
 	return n, nil
+}
+
+// putSnapshotEvents writes s and the events of the snapshot in one
+// transaction.
+func (d *DB) putSnapshotEvents(ctx context.Context, s *store.Snapshot, h store.EventHook) error {
+	err := d.inTx(ctx, func(tx pgx.Tx) error {
+		row, err := scanSandbox(tx.QueryRow(ctx, "SELECT "+sandboxColumns+" FROM sandboxes WHERE id = $1", s.SandboxID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			row, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, putSnapshotSQL, s.ID, s.Name, s.SandboxID, s.SizeBytes, encodeTime(s.CreatedAt), s.Spec, d.nodeID); err != nil {
+			return err
+		}
+		evs, err := h(ctx, txEvents{tx}, store.Change{Old: row, New: row, Snapshot: s})
+		if err != nil {
+			return fmt.Errorf("events: %w", err)
+		}
+		return insertEvents(ctx, tx, evs)
+	})
+	if err != nil {
+		return fmt.Errorf("put snapshot %s: %w", s.ID, err)
+	}
+	return nil
 }

@@ -66,7 +66,7 @@ func (d *DB) putSandboxEvents(ctx context.Context, s *store.Sandbox, h store.Eve
 		if err := putSandbox(ctx, tx, s); err != nil {
 			return err
 		}
-		evs, err := h(ctx, txEvents{tx}, old, s)
+		evs, err := h(ctx, txEvents{tx}, store.Change{Old: old, New: s})
 		if err != nil {
 			return fmt.Errorf("events: %w", err)
 		}
@@ -96,7 +96,7 @@ func (d *DB) deleteSandboxesEvents(ctx context.Context, ids []string, h store.Ev
 				return err
 			}
 			n++
-			evs, err := h(ctx, txEvents{tx}, old, nil)
+			evs, err := h(ctx, txEvents{tx}, store.Change{Old: old})
 			if err != nil {
 				return fmt.Errorf("events: %w", err)
 			}
@@ -488,4 +488,27 @@ func (d *DB) PendingDeliveries(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("counting deliveries: %w", err)
 	}
 	return n, nil
+}
+
+// putSnapshotEvents writes s and the events of the snapshot in one
+// transaction.
+func (d *DB) putSnapshotEvents(ctx context.Context, s *store.Snapshot, h store.EventHook) error {
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		row, err := getSandboxTx(ctx, tx, s.SandboxID)
+		if err != nil {
+			return err
+		}
+		if err := putSnapshot(ctx, tx, s); err != nil {
+			return err
+		}
+		evs, err := h(ctx, txEvents{tx}, store.Change{Old: row, New: row, Snapshot: s})
+		if err != nil {
+			return fmt.Errorf("events: %w", err)
+		}
+		return insertEvents(ctx, tx, evs)
+	})
+	if err != nil {
+		return fmt.Errorf("put snapshot %s: %w", s.ID, err)
+	}
+	return nil
 }

@@ -13,12 +13,17 @@ import (
 )
 
 // testHook records "created" for a new row, "killed" for a deleted one and
-// "changed" for a state change, each with the execution of the last
-// "created" (LastEvent); a sandbox whose metadata has "fail" aborts.
-func testHook(ctx context.Context, tx store.EventTx, old, cur *store.Sandbox) ([]*store.Event, error) {
+// "changed" for a state change and "snapshot" for a snapshot of a sandbox
+// with a row, each with the execution of the last "created" (LastEvent); a
+// sandbox whose metadata has "fail" aborts.
+func testHook(ctx context.Context, tx store.EventTx, c store.Change) ([]*store.Event, error) {
+	old, cur := c.Old, c.New
 	row := cur
 	if row == nil {
 		row = old
+	}
+	if row == nil {
+		return nil, nil
 	}
 	if row.Metadata["fail"] != "" {
 		return nil, errors.New("hook refused")
@@ -26,6 +31,8 @@ func testHook(ctx context.Context, tx store.EventTx, old, cur *store.Sandbox) ([
 	e := &store.Event{ID: fmt.Sprintf("%s-%d", row.ID, time.Now().UnixNano()), SandboxID: row.ID, Timestamp: time.Now().UTC(),
 		TemplateID: row.TemplateID, TeamID: "team", Data: `{"k":"v"}`}
 	switch {
+	case c.Snapshot != nil:
+		e.Type = "snapshot"
 	case old == nil:
 		e.Type, e.ExecutionID = "created", "exec-"+row.ID
 		return []*store.Event{e}, nil
@@ -80,6 +87,14 @@ func testEventsWithSandboxChanges(t *testing.T, open Opener) {
 	if err := st.DeleteSandbox(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second DeleteSandbox = %v, want ErrNotFound", err)
 	}
+	// A snapshot of b records an event; one of a sandbox without a row
+	// records none.
+	if err := st.PutSnapshot(ctx, &store.Snapshot{ID: "snap1", SandboxID: "b", CreatedAt: base}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSnapshot(ctx, &store.Snapshot{ID: "snap2", SandboxID: "gone", CreatedAt: base}); err != nil {
+		t.Fatal(err)
+	}
 	// A hook error aborts the change: no row, no event.
 	bad := SampleSandbox("c", base)
 	bad.Metadata = map[string]string{"fail": "1"}
@@ -94,7 +109,7 @@ func testEventsWithSandboxChanges(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := types(all), []string{"a:created", "b:created", "a:changed", "a:killed"}; !slices.Equal(got, want) {
+	if got, want := types(all), []string{"a:created", "b:created", "a:changed", "a:killed", "b:snapshot"}; !slices.Equal(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
 	for _, e := range all {
@@ -106,7 +121,7 @@ func testEventsWithSandboxChanges(t *testing.T, open Opener) {
 		}
 	}
 	desc, _ := st.ListEvents(ctx, store.EventQuery{Limit: 2})
-	if got, want := types(desc), []string{"a:killed", "a:changed"}; !slices.Equal(got, want) {
+	if got, want := types(desc), []string{"b:snapshot", "a:killed"}; !slices.Equal(got, want) {
 		t.Errorf("newest two = %v, want %v", got, want)
 	}
 	page, _ := st.ListEvents(ctx, store.EventQuery{Limit: 2, Offset: 1, Asc: true, SandboxID: "a"})
@@ -119,8 +134,8 @@ func testEventsWithSandboxChanges(t *testing.T, open Opener) {
 	}
 	// Retention.
 	n, err := st.DeleteEventsBefore(ctx, time.Now().Add(time.Hour))
-	if err != nil || n != 4 {
-		t.Fatalf("DeleteEventsBefore = %d, %v; want 4", n, err)
+	if err != nil || n != 5 {
+		t.Fatalf("DeleteEventsBefore = %d, %v; want 5", n, err)
 	}
 }
 
