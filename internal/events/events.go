@@ -54,6 +54,9 @@ type Recorder struct {
 	TeamID string
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Recorded, when set, is called (inside the transaction, so it must
+	// not block) whenever events are recorded: the deliverer's wake-up.
+	Recorded func()
 }
 
 func (r *Recorder) now() time.Time {
@@ -134,6 +137,9 @@ func (r *Recorder) Hook(ctx context.Context, tx store.EventTx, c store.Change) (
 		}
 	}
 	e.Data = encodeData(data)
+	if r.Recorded != nil {
+		r.Recorded()
+	}
 	return []*store.Event{e}, nil
 }
 
