@@ -51,8 +51,12 @@ func (d *daemon) openEvents(ctx context.Context, st store.Full) error {
 	return nil
 }
 
-// runEvents delivers webhooks and deletes old events until ctx ends.
+// runEvents delivers webhooks and deletes old events until ctx ends. A
+// cluster node does neither: the api tier does (internal/cluster/apirole).
 func (d *daemon) runEvents(ctx context.Context) {
+	if d.role.node {
+		return
+	}
 	keep := d.cfg.Events.Retention
 	if keep == 0 {
 		keep = events.DefaultRetention

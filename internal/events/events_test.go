@@ -12,7 +12,9 @@ import (
 // fakeTx answers LastEvent with last.
 type fakeTx struct{ last *store.Event }
 
-func (f fakeTx) LastEvent(context.Context, string, ...string) (*store.Event, error) { return f.last, nil }
+func (f fakeTx) LastEvent(context.Context, string, ...string) (*store.Event, error) {
+	return f.last, nil
+}
 
 func row(state string, end time.Time) *store.Sandbox {
 	return &store.Sandbox{ID: "sb1", TemplateID: "base", TemplateHash: "h1", State: state, CPUCount: 2, MemoryMB: 512,

@@ -44,7 +44,10 @@ type Config struct {
 	MaxAttempts   int
 	Timeout       time.Duration
 	Poll          time.Duration
-	Log           *slog.Logger
+	// Lease is how long a claimed delivery stays this deliverer's (zero:
+	// Timeout and 20 s): another deliverer takes it over after that.
+	Lease time.Duration
+	Log   *slog.Logger
 }
 
 // Deliverer sends pending deliveries.
@@ -91,7 +94,12 @@ func (d *Deliverer) Wake() {
 
 // lease is how long a claimed delivery stays this deliverer's: one
 // attempt's timeout and a margin.
-func (d *Deliverer) lease() time.Duration { return d.cfg.Timeout + 20*time.Second }
+func (d *Deliverer) lease() time.Duration {
+	if d.cfg.Lease > 0 {
+		return d.cfg.Lease
+	}
+	return d.cfg.Timeout + 20*time.Second
+}
 
 // Run delivers until ctx ends.
 func (d *Deliverer) Run(ctx context.Context) {

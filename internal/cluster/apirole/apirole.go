@@ -51,6 +51,11 @@ type Config struct {
 	// Stdout receives the SDKs' environment line once serving (nil =
 	// os.Stdout).
 	Stdout io.Writer
+
+	// Events are the --events-retention and --webhook-* flags: the api
+	// tier delivers the webhooks of the events the nodes record, and
+	// deletes old events (events.go).
+	Events Events
 }
 
 // Run runs `airlock serve --role api`: the stateless api tier
@@ -108,6 +113,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer func() {
 		stop()
 		<-gcDone
+	}()
+	evDone := runEvents(ctx, st, cfg.Events, log)
+	defer func() {
+		stop()
+		<-evDone
 	}()
 	gdone := make(chan error, 1)
 	go func() { gdone <- g.Run(ctx) }()
