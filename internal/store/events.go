@@ -109,9 +109,6 @@ type EventStore interface {
 	// PutSnapshot run in a transaction that also records h's events and
 	// their pending deliveries. Set it before the store is used.
 	SetEventHook(h EventHook)
-	// AddEvents records events (and their deliveries) that report no row
-	// change of their own.
-	AddEvents(ctx context.Context, evs ...*Event) error
 	ListEvents(ctx context.Context, q EventQuery) ([]*Event, error)
 	// DeleteEventsBefore removes events older than t, with their pending
 	// deliveries, and delivery attempts older than t.

@@ -30,7 +30,11 @@ describe('lifecycle events', () => {
     assert.equal(await s.pause(), true)
     const r = await Sandbox.connect(s.sandboxId)
     await r.kill()
-    const es = await events(s.sandboxId)
+    // A kill answers before its row (and its event) is written.
+    const es = await waitUntil(async () => {
+      const got = await events(s.sandboxId)
+      return got.length >= 5 ? got : null
+    }, 10_000, 50)
     assert.deepEqual(es.map((e) => e.type), ['created', 'updated', 'paused', 'resumed', 'killed'].map((x) => lc + x))
     for (const e of es) {
       assert.equal(e.version, 'v1')

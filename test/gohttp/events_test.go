@@ -98,10 +98,15 @@ func TestLifecycleEvents(t *testing.T) {
 	step(http.MethodPost, "/sandboxes/"+id+"/snapshots", map[string]any{}, http.StatusCreated)
 	step(http.MethodDelete, "/sandboxes/"+id, nil, http.StatusNoContent)
 
-	es := e.events(t, "/events/sandboxes/"+id+"?orderAsc=true&limit=100")
+	// A kill answers before its row (and so its event) is written: the
+	// event follows within moments.
 	want := []string{"created", "updated", "paused", "resumed", "checkpointed", "killed"}
-	if got := eventTypes(es); !slices.Equal(got, want) {
-		t.Fatalf("events of %s: %v, want %v", id, got, want)
+	var es []sandboxEvent
+	if !waitFor(10*time.Second, 50*time.Millisecond, func() bool {
+		es = e.events(t, "/events/sandboxes/"+id+"?orderAsc=true&limit=100")
+		return len(es) >= len(want)
+	}) || !slices.Equal(eventTypes(es), want) {
+		t.Fatalf("events of %s: %v, want %v", id, eventTypes(es), want)
 	}
 	var prev time.Time
 	for i, ev := range es {
@@ -473,5 +478,32 @@ func TestWebhooks(t *testing.T) {
 	}
 	if n := len(ds); n < 3 {
 		t.Errorf("%d requests for %s, want the held one, its redelivery and killed", n, s2.SandboxID)
+	}
+}
+
+// TestKilledEventOnceAcrossCrash: a kill answers before its row is deleted
+// (in the background); a daemon SIGKILLed right after the answer finishes
+// the kill at its next start, and the sandbox has exactly one killed event
+// (recorded with the row's deletion, whichever daemon deleted it).
+func TestKilledEventOnceAcrossCrash(t *testing.T) {
+	e := loadEnv(t)
+	s := e.createV1(t, 300, map[string]string{"test": "events-crash"})
+	restartDaemonArgs(t, e, func() bool {
+		r := e.api(t, http.MethodDelete, "/sandboxes/"+s.SandboxID, nil)
+		if r.status != http.StatusNoContent {
+			t.Fatalf("kill: %d %s", r.status, r.body)
+		}
+		return true
+	}, nil, func() {})
+	var got []string
+	if !waitFor(30*time.Second, 250*time.Millisecond, func() bool {
+		got = eventTypes(e.events(t, "/events/sandboxes/"+s.SandboxID+"?orderAsc=true"))
+		return slices.Equal(got, []string{"created", "killed"})
+	}) {
+		t.Fatalf("events after a kill and a SIGKILL: %v, want created, killed", got)
+	}
+	time.Sleep(2 * time.Second) // nothing more comes
+	if got = eventTypes(e.events(t, "/events/sandboxes/"+s.SandboxID+"?orderAsc=true")); !slices.Equal(got, []string{"created", "killed"}) {
+		t.Fatalf("events later: %v", got)
 	}
 }

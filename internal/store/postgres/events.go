@@ -152,14 +152,6 @@ func insertEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event) error {
 	return nil
 }
 
-// AddEvents records evs and their deliveries in one transaction.
-func (d *DB) AddEvents(ctx context.Context, evs ...*store.Event) error {
-	if err := d.inTx(ctx, func(tx pgx.Tx) error { return insertEvents(ctx, tx, evs) }); err != nil {
-		return fmt.Errorf("add events: %w", err)
-	}
-	return nil
-}
-
 // ListEvents returns the events q selects.
 func (d *DB) ListEvents(ctx context.Context, q store.EventQuery) ([]*store.Event, error) {
 	order := "ts DESC, seq DESC"
