@@ -3,6 +3,8 @@
 package gohttp
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,9 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"crypto/sha256"
-	"encoding/base64"
 )
 
 // E2B's lifecycle events and webhooks (spec §12; internal/events,
@@ -194,10 +193,10 @@ type receiver struct {
 	// first; hold parks requests until release is closed.
 	fail     int
 	failType string
-	hold    bool
-	held    int
-	release chan struct{}
-	got     []delivered
+	hold     bool
+	held     int
+	release  chan struct{}
+	got      []delivered
 }
 
 type delivered struct {
@@ -256,7 +255,7 @@ func newReceiver(t *testing.T, secret string) *receiver {
 	return rc
 }
 
-// successes returns the events acknowledged with a 2xx, by sandbox.
+// deliveries returns the requests the receiver got for sandboxID's events.
 func (rc *receiver) deliveries(sandboxID string) []delivered {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
