@@ -53,6 +53,9 @@ type volumeJSON struct {
 	Name     string `json:"name"`
 	Token    string `json:"token,omitempty"`
 	SizeMB   int64  `json:"sizeMB"`
+	// UsedBytes and MountedBy are Airlock's too (volumes_use.go).
+	UsedBytes *int64   `json:"usedBytes,omitempty"`
+	MountedBy []string `json:"mountedBy,omitempty"`
 }
 
 // volumeName is E2B's NewVolume.name pattern (at most 250 characters, its
@@ -148,6 +151,7 @@ func (a *api) listVolumes(w http.ResponseWriter, r *http.Request) {
 	for _, v := range all {
 		out = append(out, volumeJSON{VolumeID: v.ID, Name: v.Name, SizeMB: v.SizeBytes >> 20})
 	}
+	a.addUse(r.Context(), out)
 	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
@@ -178,7 +182,9 @@ func (a *api) getVolume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	middleware.WriteJSON(w, http.StatusOK, a.volumeAndToken(v))
+	out := []volumeJSON{a.volumeAndToken(v)}
+	a.addUse(r.Context(), out)
+	middleware.WriteJSON(w, http.StatusOK, out[0])
 }
 
 // deleteVolume removes the record, then the data, whether or not running
