@@ -24,7 +24,9 @@
 // resume start a new execution (sandboxExecutionId); killed and paused carry
 // it, and their eventData.execution tells when it started, its CPUs and
 // memory and how long it ran, in milliseconds. Internal sandboxes (boot
-// snapshots, template builds) record nothing.
+// snapshots, template builds) record nothing. In a cluster the nodes'
+// stores have the hook, and so does the api tier's, whose reaper deletes
+// the rows of the running sandboxes of a lost node: each is killed.
 //
 // Events are kept for --events-retention (default 7 days): Retain deletes
 // older events and delivery attempts every hour.

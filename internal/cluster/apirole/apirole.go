@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 	"github.com/airlock-sandbox/airlock/internal/cluster/gateway"
+	"github.com/airlock-sandbox/airlock/internal/events"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild/buildspec"
@@ -88,6 +89,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The api tier's reaper deletes the rows of the running sandboxes of a
+	// lost node: with the event hook each is recorded killed.
+	team, err := events.TeamID(ctx, st)
+	if err != nil {
+		return err
+	}
+	st.SetEventHook((&events.Recorder{TeamID: team}).Hook)
 	// With --artifacts the api tier collects the artifact store (one
 	// instance at a time); the store is checked at start as on nodes.
 	art, err := openArtifactGC(ctx, cfg, dataDir, log)

@@ -423,3 +423,31 @@ func (d *DB) putSnapshotEvents(ctx context.Context, s *store.Snapshot, h store.E
 	}
 	return nil
 }
+
+// lostEvents records, with an event hook, the events of the running
+// sandboxes of nodes that ReapLostNodes is about to delete (killed: they
+// are gone with their node). It runs in the reaper's transaction.
+func (d *DB) lostEvents(ctx context.Context, tx pgx.Tx, nodes []string) error {
+	h := d.eventHook()
+	if h == nil {
+		return nil
+	}
+	rows, err := tx.Query(ctx, "SELECT "+sandboxColumns+" FROM sandboxes WHERE node_id = ANY($1) AND state = 'running' FOR UPDATE", nodes)
+	if err != nil {
+		return err
+	}
+	lost, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.Sandbox, error) { return scanSandbox(r) })
+	if err != nil {
+		return err
+	}
+	for _, old := range lost {
+		evs, err := h(ctx, txEvents{tx}, store.Change{Old: old})
+		if err != nil {
+			return err
+		}
+		if err := insertEvents(ctx, tx, evs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
