@@ -54,6 +54,10 @@ type Options struct {
 	Building func() []string
 	// Volumes serves E2B's volume API (volumes.go); nil: 501.
 	Volumes *Volumes
+	// NoVolumes, with Volumes nil, says why (a cluster node without the
+	// shared volume root): the 501 and the 400 of a create with
+	// volumeMounts say it instead of "not enabled".
+	NoVolumes string
 	// Events serves E2B's lifecycle events and webhooks API (events.go);
 	// nil: 503.
 	Events *Events

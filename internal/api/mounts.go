@@ -69,6 +69,9 @@ func (a *api) volumeMounts(ctx context.Context, raw []json.RawMessage) ([]volume
 		return nil, nil
 	}
 	if a.opts.Volumes == nil {
+		if a.opts.NoVolumes != "" {
+			return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: "Volume mounts are not enabled: " + a.opts.NoVolumes}
+		}
 		return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: "Volume mounts are not enabled."}
 	}
 	if len(raw) > maxVolumeMounts {

@@ -83,7 +83,11 @@ func (a *api) volumeRoutes() {
 // volumesOn answers 501 when the daemon serves no volumes.
 func (a *api) volumesOn(w http.ResponseWriter) bool {
 	if a.opts.Volumes == nil {
-		middleware.WriteError(w, http.StatusNotImplemented, "volumes are not enabled on this daemon")
+		msg := "volumes are not enabled on this daemon"
+		if a.opts.NoVolumes != "" {
+			msg = a.opts.NoVolumes
+		}
+		middleware.WriteError(w, http.StatusNotImplemented, msg)
 		return false
 	}
 	return true

@@ -480,7 +480,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
 		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
-		Events: d.events})
+		NoVolumes: d.noVolumes(), Events: d.events})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
