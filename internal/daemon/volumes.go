@@ -36,6 +36,10 @@ type Volumes struct {
 	// --role node daemon keeps volumes only there: without it the node
 	// has none, and says so (cluster.NoVolumeRoot).
 	Root string
+	// BucketAllowPrivate is --volume-bucket-allow-private: bucket volumes
+	// may name endpoints on loopback, private and link-local addresses
+	// (buckets.go).
+	BucketAllowPrivate bool
 }
 
 // DefaultVolumeSizeMB is --volume-size-default's default.

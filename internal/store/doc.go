@@ -41,8 +41,7 @@
 // U+0000). `spec`, `extra` and `logs` are `text` in both: documents other packages own, returned byte
 // for byte, possibly empty.
 //
-// **Events and webhooks** (migration 7; 6 is reserved for bucket volumes, which land on another
-// branch). `events` (`seq` for a stable order among equal times, uuid `id`, type, `ts`, sandbox,
+// **Events and webhooks** (migration 7). `events` (`seq` for a stable order among equal times, uuid `id`, type, `ts`, sandbox,
 // execution, template, build, team, `data` = eventData JSON), `webhooks` (events as a JSON list,
 // secret), `webhook_deliveries` (the outbox: one row per pending delivery, `attempts`, `next_at`,
 // `lease_owner`, `lease_until`) and `webhook_attempts` (one row per attempt, E2B's

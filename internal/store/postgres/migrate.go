@@ -165,10 +165,11 @@ CREATE TABLE volumes (
 CREATE INDEX volumes_created_at ON volumes (created_at NULLS FIRST, id);`,
 	},
 	{
-		// Reserved for bucket volumes (issue 27), which another branch
-		// adds as migration 6: merged, that migration takes this place.
-		name: "reserved (bucket volumes)",
-		sql:  `SELECT 1;`,
+		// Bucket volumes (internal/volume/bucket.go): the bucket's
+		// settings as JSON, its credentials sealed (internal/secretbox);
+		// '' for a volume the nodes' Backing keeps.
+		name: "volume buckets",
+		sql:  `ALTER TABLE volumes ADD COLUMN bucket text NOT NULL DEFAULT '';`,
 	},
 	{
 		// Lifecycle events and webhooks (internal/events, events.go): the

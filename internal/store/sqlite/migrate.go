@@ -100,10 +100,11 @@ CREATE TABLE volumes (
 CREATE INDEX volumes_created_at ON volumes (created_at, id);`,
 	},
 	{
-		// Reserved for bucket volumes (issue 27), which another branch
-		// adds as migration 6: merged, that migration takes this place.
-		name: "reserved (bucket volumes)",
-		sql:  `SELECT 1;`,
+		// Bucket volumes (internal/volume/bucket.go): the bucket's
+		// settings as JSON, its credentials sealed (internal/secretbox);
+		// '' for a volume the node's Backing keeps.
+		name: "volume buckets",
+		sql:  `ALTER TABLE volumes ADD COLUMN bucket TEXT NOT NULL DEFAULT '';`,
 	},
 	{
 		// Lifecycle events and webhooks (internal/events, events.go).
