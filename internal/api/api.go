@@ -58,6 +58,9 @@ type Options struct {
 	// shared volume root): the 501 and the 400 of a create with
 	// volumeMounts say it instead of "not enabled".
 	NoVolumes string
+	// Events serves E2B's lifecycle events and webhooks API (events.go);
+	// nil: 503.
+	Events *Events
 }
 
 // api holds the handler state.
@@ -110,6 +113,7 @@ func (a *api) routes() {
 	h("GET /snapshots", a.listSnapshots)
 
 	a.volumeRoutes()
+	a.eventRoutes()
 
 	a.sdkRoutes()
 	h("GET /templates", a.listTemplates)

@@ -69,6 +69,7 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	addLimitFlags(f, &o.Limits)
 	addEgressFlags(f, &o.Egress)
 	addBuildFlags(f, &o.Builds)
+	addEventFlags(f, &o.Events)
 	f.StringVar(&o.Volumes.Backing, "volume-backing", "auto", "where this node keeps volumes' data: loop (a sparse ext4 image per volume under --data-dir/volumes, loop-mounted; its size is the volume's limit), auto (loop where the host has loop devices and mkfs.ext4, else none with a warning), dir (a plain directory per volume under --data-dir/volumes, or under --volume-root; its size is a limit of the volume content API only) or none (no volumes)")
 	f.StringVar(&o.Volumes.Root, "volume-root", "", "a directory on a filesystem every node of a cluster mounts (NFS, CephFS, EFS, a ReadWriteMany volume; it must exist): volumes are directories under it (the dir backing), usable from every node at once; a --role node daemon without it has no volumes")
 	f.IntVar(&o.Volumes.DefaultSizeMB, "volume-size-default", daemon.DefaultVolumeSizeMB, "size in MiB of a volume whose create names none (its writers get ENOSPC beyond it)")

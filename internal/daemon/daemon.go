@@ -40,6 +40,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
 	"github.com/airlock-sandbox/airlock/internal/volume"
+	"github.com/airlock-sandbox/airlock/internal/webhooks"
 )
 
 // DefaultListen is the daemon's default listen address.
@@ -118,6 +119,8 @@ type Config struct {
 	DrainOnStop bool
 	// Volumes are the --volume-* flags (volumes.go).
 	Volumes Volumes
+	// Events are the --events-* and --webhook-* flags (events.go).
+	Events Events
 }
 
 // Run starts the daemon and serves until ctx ends (a clean shutdown) or
@@ -216,6 +219,9 @@ type daemon struct {
 	volumes *api.Volumes
 	// buckets mounts bucket volumes (nil: none on this node; buckets.go).
 	buckets *volume.Buckets
+	// events and deliverer: lifecycle events and webhooks (events.go).
+	events    *api.Events
+	deliverer *webhooks.Deliverer
 
 	// infraBlocked are the store's and the artifact store's addresses,
 	// which no sandbox reaches (blocked.go).
@@ -271,6 +277,9 @@ func (d *daemon) open(ctx context.Context) error {
 		go d.node.KeepAlive(ctx)
 	}
 	if d.apiKey, err = startup.APIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
+		return err
+	}
+	if err := d.openEvents(ctx, st); err != nil {
 		return err
 	}
 	d.infraBlocked = d.infraAddrs(ctx, os.Getenv(artifacts.EnvEndpoint))
@@ -341,6 +350,7 @@ func (d *daemon) open(ctx context.Context) error {
 	// Sandboxes that stop on their own (agent killed, memory limit) are
 	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
 	go d.mgr.Reap(ctx, sandbox.DefaultWatchInterval)
+	d.runEvents(ctx)
 	d.metrics.attach(d.mgr)
 	d.metrics.overview = metrics.NewOverview(d.dataDir, 5*time.Second, d.log.With("component", "overview"))
 	go d.metrics.overview.Run(ctx)
@@ -484,7 +494,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
 		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
-		NoVolumes: d.noVolumes()})
+		NoVolumes: d.noVolumes(), Events: d.events})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)

@@ -44,6 +44,9 @@ func Run(t *testing.T, fresh func(t *testing.T) Opener) {
 		{"ListTemplateBuilds", testListTemplateBuilds},
 		{"EmptyKeysRejected", testEmptyKeysRejected},
 		{"Volumes", testVolumes},
+		{"EventsWithSandboxChanges", testEventsWithSandboxChanges},
+		{"WebhookDeliveries", testWebhookDeliveries},
+		{"ConcurrentClaims", testConcurrentClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
