@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/airlock-sandbox/airlock/internal/activity"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
@@ -54,6 +55,9 @@ type Options struct {
 	Building func() []string
 	// Volumes serves E2B's volume API (volumes.go); nil: 501.
 	Volumes *Volumes
+	// Activity is the sandboxes' live activity feed (activity.go); nil:
+	// 501.
+	Activity *activity.Hub
 }
 
 // api holds the handler state.
@@ -106,6 +110,7 @@ func (a *api) routes() {
 	h("GET /snapshots", a.listSnapshots)
 
 	a.volumeRoutes()
+	a.activityRoutes()
 
 	a.sdkRoutes()
 	h("GET /templates", a.listTemplates)
