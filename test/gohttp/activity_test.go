@@ -1,0 +1,110 @@
+//go:build e2e
+
+package gohttp
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestActivitySurvivesRestart: a sandbox's activity feed (GET
+// /sandboxes/{id}/activity) holds the same entries after the daemon is
+// SIGKILLed and restarted, ?since= replays from an id, new entries continue
+// the numbering, and the feed's file goes with the sandbox. The entries
+// come from real traffic: denied connection attempts to an address of
+// AIRLOCK_E2E_EXT_NET that nothing answers (NFLOG records the first packet).
+func TestActivitySurvivesRestart(t *testing.T) {
+	e := loadEnv(t)
+	ext := os.Getenv("AIRLOCK_E2E_EXT_NET")
+	if ext == "" {
+		ext = "10.78.255"
+	}
+	dst := ext + ".30"
+	s := e.createV1(t, 300, map[string]string{"test": "activity-restart"})
+	id := s.SandboxID
+	if r := e.api(t, http.MethodPut, "/sandboxes/"+id+"/network", map[string]any{"denyOut": []string{dst + "/32"}}); r.status != http.StatusNoContent {
+		t.Fatalf("PUT network: %d %s", r.status, r.body)
+	}
+	type entry struct {
+		ID   uint64         `json:"id"`
+		Time time.Time      `json:"time"`
+		Type string         `json:"type"`
+		Data map[string]any `json:"data"`
+	}
+	feed := func(query string) []entry {
+		t.Helper()
+		r := e.api(t, http.MethodGet, "/sandboxes/"+id+"/activity"+query, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("GET activity%s: %d %s", query, r.status, r.body)
+		}
+		var es []entry
+		r.json(t, &es)
+		return es
+	}
+	denied := func(es []entry) int {
+		n := 0
+		for _, en := range es {
+			if en.Type == "egress.connect" && en.Data["ip"] == dst && en.Data["verdict"] == "denied" && en.Data["rule"] == "denyOut "+dst+"/32" {
+				n++
+			}
+		}
+		return n
+	}
+	connect := func() {
+		t.Helper()
+		e.run(t, s, "user", fmt.Sprintf("curl -sS -m 1 http://%s:8080/; true", dst), time.Minute)
+	}
+	connect()
+	var before []entry
+	if !waitFor(15*time.Second, 200*time.Millisecond, func() bool { before = feed(""); return denied(before) >= 1 }) {
+		t.Fatalf("positive control: no denied egress.connect entry before the restart: %+v", before)
+	}
+	if dd := os.Getenv("AIRLOCK_E2E_DATA_DIR"); dd != "" {
+		if _, err := os.Stat(filepath.Join(dd, "activity", id+".activity.jsonl")); err != nil {
+			t.Errorf("no activity file before the restart: %v", err)
+		}
+	}
+
+	restartDaemon(t, e, func() {})
+
+	after := feed("")
+	if len(after) < len(before) || !reflect.DeepEqual(after[:len(before)], before) {
+		t.Fatalf("feed after the restart does not start with what it held before:\nbefore %+v\nafter  %+v", before, after)
+	}
+	last := before[len(before)-1].ID
+	if got := feed(fmt.Sprintf("?since=%d", last-1)); len(got) == 0 || got[0].ID != last {
+		t.Fatalf("?since=%d after the restart: %+v", last-1, got)
+	}
+	connect()
+	var newer []entry
+	if !waitFor(15*time.Second, 200*time.Millisecond, func() bool {
+		newer = feed(fmt.Sprintf("?since=%d", last))
+		return denied(newer) >= 1
+	}) {
+		t.Fatalf("no new entry after the restart: %+v", newer)
+	}
+	if newer[0].ID != last+1 {
+		t.Errorf("first id after the restart = %d, want %d (numbering continues)", newer[0].ID, last+1)
+	}
+
+	if r := e.api(t, http.MethodDelete, "/sandboxes/"+id, nil); r.status != http.StatusNoContent {
+		t.Fatalf("kill: %d %s", r.status, r.body)
+	}
+	if dd := os.Getenv("AIRLOCK_E2E_DATA_DIR"); dd != "" {
+		var left []string
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			left, _ = filepath.Glob(filepath.Join(dd, "activity", id+".*"))
+			if len(left) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if len(left) > 0 {
+			t.Errorf("activity files left 30 s after kill: %v", left)
+		}
+	}
+}
