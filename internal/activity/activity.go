@@ -56,6 +56,9 @@ type feed struct {
 	// names maps an address to the domain the DNS filter last answered
 	// with it (bounded by maxNames).
 	names map[string]string
+	// procs are the argv of the processes the tracer saw start and not
+	// exit yet, by pid (bounded by maxProcs).
+	procs map[int32][]string
 }
 
 // maxNames bounds a feed's address → domain map.

@@ -296,6 +296,14 @@ func (d *daemon) open(ctx context.Context) error {
 		d.defer_(func() { closeLogged(d.log, "activity logs", alogs.Close) })
 		d.activity = activity.New(alogs, activity.Options{MaxEntries: n, MaxAge: d.cfg.Egress.ActivityMaxAge, Log: d.log.With("component", "activity")})
 		auditObs = d.activity
+		// Process entries from gVisor's runtime monitoring.
+		tr, err := activity.StartTracer(d.activity, filepath.Join(d.dataDir, "trace"))
+		if err != nil {
+			d.log.Warn("activity feed without process entries", "err", err)
+		} else {
+			d.defer_(func() { closeLogged(d.log, "activity tracer", tr.Close) })
+			d.cfg.GVisor.podInit = tr.ConfigPath()
+		}
 	}
 	d.nameservers = sandbox.HostNameservers("/etc/resolv.conf")
 	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,7 +50,7 @@ func TestActivitySurvivesRestart(t *testing.T) {
 	denied := func(es []entry) int {
 		n := 0
 		for _, en := range es {
-			if en.Type == "egress.connect" && en.Data["ip"] == dst && en.Data["verdict"] == "denied" && en.Data["rule"] == "denyOut "+dst+"/32" {
+			if en.Type == "egress.connect" && en.Data["ip"] == dst && en.Data["verdict"] == "denied" && en.Data["rule"] == "denyOut "+dst {
 				n++
 			}
 		}
@@ -107,4 +108,78 @@ func TestActivitySurvivesRestart(t *testing.T) {
 			t.Errorf("activity files left 30 s after kill: %v", left)
 		}
 	}
+}
+
+// TestActivityProcesses: processes that the sandbox's own code starts (a
+// background `sleep` forked by a shell, not started through the API)
+// appear as process.start (pid, argv, uid) and process.exit (exit code),
+// from gVisor's runtime monitoring; also after a pause and resume (the
+// restored sandbox connects its trace session again).
+func TestActivityProcesses(t *testing.T) {
+	e := loadEnv(t)
+	s := e.createV1(t, 300, map[string]string{"test": "activity-processes"})
+	id := s.SandboxID
+	type entry struct {
+		ID   uint64         `json:"id"`
+		Type string         `json:"type"`
+		Data map[string]any `json:"data"`
+	}
+	feed := func(query string) []entry {
+		t.Helper()
+		r := e.api(t, http.MethodGet, "/sandboxes/"+id+"/activity"+query, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("GET activity%s: %d %s", query, r.status, r.body)
+		}
+		var es []entry
+		r.json(t, &es)
+		return es
+	}
+	// find returns the start and exit entries of the process whose argv is
+	// want.
+	find := func(es []entry, want string) (start, exit *entry) {
+		pid := any(nil)
+		for i, en := range es {
+			argv, _ := en.Data["argv"].([]any)
+			var parts []string
+			for _, a := range argv {
+				parts = append(parts, fmt.Sprint(a))
+			}
+			if strings.Join(parts, " ") != want {
+				continue
+			}
+			if en.Type == "process.start" {
+				start, pid = &es[i], en.Data["pid"]
+			} else if en.Type == "process.exit" && pid != nil && en.Data["pid"] == pid {
+				exit = &es[i]
+			}
+		}
+		return start, exit
+	}
+	check := func(argv string) {
+		t.Helper()
+		e.run(t, s, "user", "sh -c '"+argv+" &'", time.Minute)
+		var es []entry
+		var start, exit *entry
+		if !waitFor(20*time.Second, 200*time.Millisecond, func() bool {
+			es = feed("?types=process&limit=10000")
+			start, exit = find(es, argv)
+			return start != nil && exit != nil
+		}) {
+			t.Fatalf("no process.start and process.exit for %q: %+v", argv, es)
+		}
+		if start.Data["uid"] != float64(1000) || start.Data["path"] == "" || start.Data["ppid"] == nil {
+			t.Errorf("process.start of %q: %+v", argv, start.Data)
+		}
+		if exit.Data["exitCode"] != float64(0) || exit.ID <= start.ID {
+			t.Errorf("process.exit of %q: %+v (start %d)", argv, exit, start.ID)
+		}
+	}
+	check("sleep 1")
+	if r := e.api(t, http.MethodPost, "/sandboxes/"+id+"/pause", nil); r.status != http.StatusNoContent {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	if r := e.api(t, http.MethodPost, "/sandboxes/"+id+"/resume", map[string]any{"timeout": 200}); r.status != http.StatusCreated {
+		t.Fatalf("resume: %d %s", r.status, r.body)
+	}
+	check("sleep 0.5")
 }
