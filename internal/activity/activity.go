@@ -1,6 +1,7 @@
 package activity
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"slices"
@@ -43,7 +44,15 @@ type Hub struct {
 
 	mu    sync.Mutex
 	feeds map[string]*feed
+	// onListen, when set, runs while a sandbox has subscribers (SetOnListen).
+	onListen func(ctx context.Context, id string)
 }
+
+// SetOnListen makes fn run (in its own goroutine) from the moment sandbox
+// id gets its first subscriber until its last one goes; ctx ends then. The
+// file watch uses it: it costs nothing while nobody listens. Set it before
+// use.
+func (h *Hub) SetOnListen(fn func(ctx context.Context, id string)) { h.onListen = fn }
 
 type feed struct {
 	mu sync.Mutex
@@ -59,6 +68,22 @@ type feed struct {
 	// procs are the argv of the processes the tracer saw start and not
 	// exit yet, by pid (bounded by maxProcs).
 	procs map[int32][]string
+	// stopListen ends the onListen run (nil when none runs).
+	stopListen context.CancelFunc
+	// File entries: when each path's last file.write was published, and
+	// the current rate window (start, entries, dropped).
+	lastWrite   map[string]time.Time
+	fileWindow  time.Time
+	fileCount   int
+	fileDropped int
+}
+
+// unsubscribed ends the onListen run once f has no subscriber (f.mu held).
+func (f *feed) unsubscribed() {
+	if len(f.subs) == 0 && f.stopListen != nil {
+		f.stopListen()
+		f.stopListen = nil
+	}
 }
 
 // maxNames bounds a feed's address → domain map.
@@ -143,6 +168,7 @@ func (h *Hub) PublishAt(id string, t time.Time, typ string, data map[string]any)
 			s.lagged = true
 			delete(f.subs, s)
 			close(s.c)
+			f.unsubscribed()
 		}
 	}
 	if h.logs != nil {
@@ -238,6 +264,11 @@ func (h *Hub) Subscribe(id string, since uint64, types []string) ([]Entry, *Sub)
 	defer f.mu.Unlock()
 	backlog := h.after(f, since, types, 0)
 	f.subs[s] = struct{}{}
+	if h.onListen != nil && f.stopListen == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		f.stopListen = cancel
+		go h.onListen(ctx, id)
+	}
 	return backlog, s
 }
 
@@ -248,6 +279,7 @@ func (h *Hub) Unsubscribe(s *Sub) {
 	if _, ok := s.f.subs[s]; ok {
 		delete(s.f.subs, s)
 		close(s.c)
+		s.f.unsubscribed()
 	}
 }
 
@@ -282,6 +314,7 @@ func (h *Hub) Drop(id string) {
 			delete(f.subs, s)
 			close(s.c)
 		}
+		f.unsubscribed()
 		f.mu.Unlock()
 	}
 	if h.logs != nil {

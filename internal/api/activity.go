@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -107,7 +108,8 @@ func (a *api) activityStream(w http.ResponseWriter, r *http.Request, hub *activi
 	}
 	flush := func() bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(activityWriteTimeout))
-		return rc.Flush() == nil
+		err := rc.Flush()
+		return err == nil || errors.Is(err, http.ErrNotSupported)
 	}
 	if _, err := fmt.Fprint(w, ": activity\n\n"); err != nil {
 		return

@@ -41,6 +41,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
 )
 
 // DefaultListen is the daemon's default listen address.
@@ -296,6 +297,17 @@ func (d *daemon) open(ctx context.Context) error {
 		d.defer_(func() { closeLogged(d.log, "activity logs", alogs.Close) })
 		d.activity = activity.New(alogs, activity.Options{MaxEntries: n, MaxAge: d.cfg.Egress.ActivityMaxAge, Log: d.log.With("component", "activity")})
 		auditObs = d.activity
+		// File entries from the agent's watch, only while someone listens.
+		fsClient := func(id string) (filesystempbconnect.FilesystemClient, error) {
+			live, err := d.mgr.Lookup(id)
+			if err != nil {
+				return nil, err
+			}
+			return live.FilesystemClient()
+		}
+		d.activity.SetOnListen(func(ctx context.Context, id string) {
+			d.activity.WatchFiles(ctx, id, fsClient, activity.DefaultFilePaths)
+		})
 		// Process entries from gVisor's runtime monitoring.
 		tr, err := activity.StartTracer(d.activity, filepath.Join(d.dataDir, "trace"))
 		if err != nil {

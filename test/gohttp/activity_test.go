@@ -3,6 +3,7 @@
 package gohttp
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
 // TestActivitySurvivesRestart: a sandbox's activity feed (GET
@@ -182,4 +185,80 @@ func TestActivityProcesses(t *testing.T) {
 		t.Fatalf("resume: %d %s", r.status, r.body)
 	}
 	check("sleep 0.5")
+}
+
+// TestActivityFilesLive: with a listener on the stream (the Go SDK's
+// WatchActivity, server-sent events), `echo hi > /home/user/f` appears as
+// file.create and file.write, a rename and a delete as file.rename and
+// file.delete, delivered live; a process started meanwhile is on the same
+// stream.
+func TestActivityFilesLive(t *testing.T) {
+	e := loadEnv(t)
+	s := e.createV1(t, 300, map[string]string{"test": "activity-files"})
+	c := airlock.New(e.apiURL, e.apiKey)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan airlock.ActivityEntry, 4096)
+	watchDone := make(chan error, 1)
+	go func() {
+		watchDone <- c.WatchActivity(ctx, s.SandboxID, airlock.ActivityQuery{Types: []string{"file", "process"}}, func(en airlock.ActivityEntry) error {
+			got <- en
+			return nil
+		})
+	}()
+	var seen []airlock.ActivityEntry
+	// wait reads the stream until an entry of typ for path arrives.
+	wait := func(typ, path string, d time.Duration) bool {
+		deadline := time.After(d)
+		for {
+			for _, en := range seen {
+				if en.Type == typ && en.Data["path"] == path {
+					return true
+				}
+			}
+			select {
+			case en := <-got:
+				seen = append(seen, en)
+			case <-deadline:
+				return false
+			}
+		}
+	}
+	// The watch starts with the first listener: touch a probe until it
+	// shows, so the real writes come after it.
+	ok := false
+	for i := 0; i < 20 && !ok; i++ {
+		e.run(t, s, "user", "touch /home/user/probe", time.Minute)
+		ok = wait("file.create", "/home/user/probe", time.Second)
+	}
+	if !ok {
+		t.Fatalf("positive control: the file watch never reported /home/user/probe: %+v", seen)
+	}
+	e.run(t, s, "user", "echo hi > /home/user/f", time.Minute)
+	for _, typ := range []string{"file.create", "file.write"} {
+		if !wait(typ, "/home/user/f", 10*time.Second) {
+			t.Fatalf("no %s for /home/user/f on the stream: %+v", typ, seen)
+		}
+	}
+	e.run(t, s, "user", "mv /home/user/f /home/user/g && rm /home/user/g && sh -c 'true &'", time.Minute)
+	if !wait("file.rename", "/home/user/f", 10*time.Second) || !wait("file.delete", "/home/user/g", 10*time.Second) {
+		t.Fatalf("no file.rename of f / file.delete of g: %+v", seen)
+	}
+	ids := map[uint64]bool{}
+	var last uint64
+	for _, en := range seen {
+		if ids[en.ID] || en.ID <= last {
+			t.Fatalf("stream ids not increasing: %+v", seen)
+		}
+		ids[en.ID], last = true, en.ID
+	}
+	cancel()
+	select {
+	case err := <-watchDone:
+		if err != nil {
+			t.Fatalf("WatchActivity: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchActivity did not return after cancel")
+	}
 }
