@@ -20,10 +20,24 @@
 //     duplicate). Publishing never blocks: a subscriber whose buffer
 //     (SubBuffer entries) is full is closed and marked lagged; the API ends
 //     its stream with a "lagged" entry naming the last id it sent.
-//   - **Sources.** Egress (Egress, an audit.Observer): every connection
-//     attempt the NFLOG reader sees, with the domain the sandbox's DNS
-//     filter last answered for that address, and every DNS decision.
-//     Byte counts are not in it: NFLOG copies only a flow's first packet.
+//   - **Egress** (Egress, an audit.Observer): every connection attempt the
+//     NFLOG reader sees ("egress.connect": protocol, ip, port, verdict,
+//     rule, and "domain", the name the sandbox's DNS filter last answered
+//     with that address), and every DNS decision ("egress.dns"). Byte
+//     counts are not in it: NFLOG copies only a flow's first packet.
+//   - **Processes** (Tracer, gVisor only): runsc's runtime monitoring. The
+//     daemon listens on <data-dir>/trace/trace.sock (SOCK_SEQPACKET) and
+//     writes trace.json, passed as `runsc --pod-init-config` on run and
+//     restore; runsc connects and the sentry sends `sentry/execve`
+//     ("process.start": pid, ppid, path, argv, uid, cwd) and
+//     `sentry/exit_notify_parent` ("process.exit": pid, argv, exitCode or
+//     signal; only for pids that exec'd). The sandbox id is the point's
+//     container id. No polling; the sink drops rather than waits.
+//   - **Files** (WatchFiles, the hub's onListen): while a sandbox has at
+//     least one subscriber, the agent's recursive WatchDir on /home/user
+//     and /tmp ("file.create", "file.write", "file.rename" with the old
+//     path, "file.delete"); one file.write per path per WriteWindow, at
+//     most FileRate file entries a second, then one "file.dropped".
 //
 // A nil *Hub is a feed that is off: every method does nothing.
 package activity
