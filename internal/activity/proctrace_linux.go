@@ -43,6 +43,11 @@ type Tracer struct {
 	// config is the path of the --pod-init-config file naming the socket.
 	config string
 
+	// Known, when set, says whether a trace point's container id is a
+	// sandbox (template builds run in runsc sandboxes too, and get no
+	// feed). Set it before sandboxes start.
+	Known func(id string) bool
+
 	mu    sync.Mutex
 	conns map[*net.UnixConn]struct{}
 	wg    sync.WaitGroup
@@ -172,7 +177,7 @@ func (t *Tracer) handle(msg []byte) {
 	case msgExec:
 		ctx, _ := bytesField(body, 1)
 		c := parseContext(ctx)
-		if c.container == "" {
+		if c.container == "" || (t.Known != nil && !t.Known(c.container)) {
 			return
 		}
 		path, _ := bytesField(body, 2)

@@ -314,6 +314,7 @@ func (d *daemon) open(ctx context.Context) error {
 			d.log.Warn("activity feed without process entries", "err", err)
 		} else {
 			d.defer_(func() { closeLogged(d.log, "activity tracer", tr.Close) })
+			tr.Known = func(id string) bool { _, err := d.mgr.Lookup(id); return err == nil }
 			d.cfg.GVisor.podInit = tr.ConfigPath()
 		}
 	}
