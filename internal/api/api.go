@@ -55,6 +55,10 @@ type Options struct {
 	Building func() []string
 	// Volumes serves E2B's volume API (volumes.go); nil: 501.
 	Volumes *Volumes
+	// NoVolumes, with Volumes nil, says why (a cluster node without the
+	// shared volume root): the 501 and the 400 of a create with
+	// volumeMounts say it instead of "not enabled".
+	NoVolumes string
 	// Activity is the sandboxes' live activity feed (activity.go); nil:
 	// 501.
 	Activity *activity.Hub

@@ -69,6 +69,9 @@ func (a *api) volumeMounts(ctx context.Context, raw []json.RawMessage) ([]volume
 		return nil, nil
 	}
 	if a.opts.Volumes == nil {
+		if a.opts.NoVolumes != "" {
+			return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: "Volume mounts are not enabled: " + a.opts.NoVolumes}
+		}
 		return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: "Volume mounts are not enabled."}
 	}
 	if len(raw) > maxVolumeMounts {
@@ -102,6 +105,9 @@ func (a *api) volumeMounts(ctx context.Context, raw []json.RawMessage) ([]volume
 			return nil, fmt.Errorf("looking volume %q up: %w", m.Name, err)
 		}
 		out = append(out, volume.Mount{VolumeID: v.ID, Name: v.Name, Path: m.Path, ReadOnly: m.ReadOnly})
+		if volume.BucketReadOnly(v.Bucket) { // read-only in the sandbox as in s3fs
+			out[len(out)-1].ReadOnly = true
+		}
 	}
 	if len(problems) > 0 {
 		return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: "invalid mounts:\n\t- " + strings.Join(problems, "\n\t- ")}

@@ -29,8 +29,8 @@ func (a *api) addUse(ctx context.Context, vols []volumeJSON) {
 			sort.Strings(ids)
 			v.MountedBy = ids
 		}
-		if a.opts.Volumes == nil || a.opts.Volumes.Backing == nil {
-			continue
+		if a.opts.Volumes == nil || a.opts.Volumes.Backing == nil || v.Bucket != nil {
+			continue // a bucket's use is not measured (it would list the bucket)
 		}
 		used, _, err := a.opts.Volumes.Backing.Usage(ctx, v.VolumeID)
 		if err != nil {

@@ -41,6 +41,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
+	"github.com/airlock-sandbox/airlock/internal/volume"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
 )
 
@@ -66,6 +67,10 @@ type Config struct {
 	LogLevel      string // --log-level
 	LogFormat     string // --log-format: text or json
 	KillOnExit    bool   // --kill-on-exit
+	// SecretsKeyFile is --secrets-key-file: the key sealing credentials in
+	// the store (internal/secretbox; "" = <data-dir>/secrets.key, made at
+	// first start).
+	SecretsKeyFile string
 	// Artifacts is --artifacts: "" (none), s3://bucket/prefix or a
 	// directory; opened and checked at start (startup.OpenArtifacts).
 	Artifacts string
@@ -214,6 +219,8 @@ type daemon struct {
 	files *api.FileSets
 	// volumes serves E2B's volume API (nil: it answers 501; volumes.go).
 	volumes *api.Volumes
+	// buckets mounts bucket volumes (nil: none on this node; buckets.go).
+	buckets *volume.Buckets
 
 	// infraBlocked are the store's and the artifact store's addresses,
 	// which no sandbox reaches (blocked.go).
@@ -442,9 +449,16 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 	if err != nil {
 		return err
 	}
+	vols, buckets, err := d.openBuckets(vols) // buckets.go
+	if err != nil {
+		return err
+	}
 	mgrCfg.Volumes = vols
 	if d.volumes, err = d.volumeAPI(vols); err != nil {
 		return err
+	}
+	if d.volumes != nil {
+		d.volumes.Buckets = buckets
 	}
 	mgrCfg.BootSnapshots = d.cfg.BootSnapshots
 	for name, n := range d.cfg.WarmPool {
@@ -507,7 +521,8 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
-		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes, Activity: d.activity})
+		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
+		NoVolumes: d.noVolumes(), Activity: d.activity})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
@@ -677,6 +692,9 @@ func (d *daemon) ready(ctx context.Context, addr net.Addr) {
 	}
 	d.log.Info("airlock ready", "addr", addr.String(), "role", d.role.name)
 	go gcTemplateFilesLoop(ctx, d.files, d.log.With("component", "template"))
+	if d.buckets != nil { // bucket volumes deleted elsewhere lose their mount here
+		go d.buckets.RunSweeper(ctx, 30*time.Second)
+	}
 }
 
 // startBootSnapshots starts the boot snapshots and the warm pool, once every
@@ -711,6 +729,11 @@ func (d *daemon) shutdown(ctx context.Context, srv *http.Server) error {
 		errs = append(errs, err)
 	}
 	left := len(d.mgr.List())
+	if d.buckets != nil && d.cfg.KillOnExit && left == 0 {
+		if err := d.buckets.Close(); err != nil { // else they outlive us with the sandboxes
+			errs = append(errs, fmt.Errorf("unmounting bucket volumes: %w", err))
+		}
+	}
 	if err := d.netMgr.Close(sctx, d.cfg.KillOnExit && left == 0); err != nil {
 		errs = append(errs, fmt.Errorf("closing network manager: %w", err))
 	}

@@ -128,8 +128,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if stdout == nil {
 		stdout = os.Stdout
 	}
-	fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
-		startup.DisplayURL(ln.Addr()), startup.DisplayURL(ln.Addr()), apiKey)
+	// E2B_VOLUME_API_URL: the SDKs send volume content requests there
+	// (the api tier routes them to a node with the shared volume root).
+	fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_VOLUME_API_URL=%s E2B_API_KEY=%s\n",
+		startup.DisplayURL(ln.Addr()), startup.DisplayURL(ln.Addr()), startup.DisplayURL(ln.Addr()), apiKey)
 	log.Info("airlock api tier ready", "addr", ln.Addr().String())
 	var runErr error
 	select {

@@ -164,6 +164,13 @@ CREATE TABLE volumes (
 );
 CREATE INDEX volumes_created_at ON volumes (created_at NULLS FIRST, id);`,
 	},
+	{
+		// Bucket volumes (internal/volume/bucket.go): the bucket's
+		// settings as JSON, its credentials sealed (internal/secretbox);
+		// '' for a volume the nodes' Backing keeps.
+		name: "volume buckets",
+		sql:  `ALTER TABLE volumes ADD COLUMN bucket text NOT NULL DEFAULT '';`,
+	},
 }
 
 // SchemaVersionKey is the settings key mirroring the applied schema

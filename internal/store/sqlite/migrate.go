@@ -99,6 +99,13 @@ CREATE TABLE volumes (
 );
 CREATE INDEX volumes_created_at ON volumes (created_at, id);`,
 	},
+	{
+		// Bucket volumes (internal/volume/bucket.go): the bucket's
+		// settings as JSON, its credentials sealed (internal/secretbox);
+		// '' for a volume the node's Backing keeps.
+		name: "volume buckets",
+		sql:  `ALTER TABLE volumes ADD COLUMN bucket TEXT NOT NULL DEFAULT '';`,
+	},
 }
 
 // migrate applies every migration newer than the recorded schema version,

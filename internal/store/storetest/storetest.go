@@ -476,7 +476,7 @@ func testVolumes(t *testing.T, open Opener) {
 	t0 := time.Unix(1700000000, 9000).UTC()
 	for _, v := range []*store.Volume{
 		{ID: "v2", Name: "data", SizeBytes: 10 << 30, CreatedAt: t0},
-		{ID: "v1", Name: "Model_cache-2", SizeBytes: 1 << 20, CreatedAt: t0},
+		{ID: "v1", Name: "Model_cache-2", SizeBytes: 1 << 20, CreatedAt: t0, Bucket: `{"bucket":"b","sealed":"AQ=="}`},
 		{ID: "v0", Name: "later", CreatedAt: t0.Add(time.Second)},
 	} {
 		if err := db.CreateVolume(ctx, v); err != nil {
@@ -493,11 +493,11 @@ func testVolumes(t *testing.T, open Opener) {
 	if err != nil || got.ID != "v2" || got.SizeBytes != 10<<30 || !sameInstant(got.CreatedAt, t0) {
 		t.Fatalf("GetVolumeByName(data) = %+v, %v", got, err)
 	}
-	if got, err := db.GetVolume(ctx, "v1"); err != nil || got.Name != "Model_cache-2" {
+	if got, err := db.GetVolume(ctx, "v1"); err != nil || got.Name != "Model_cache-2" || got.Bucket != `{"bucket":"b","sealed":"AQ=="}` {
 		t.Fatalf("GetVolume(v1) = %+v, %v", got, err)
 	}
 	all, err := db.ListVolumes(ctx)
-	if err != nil || len(all) != 3 || all[0].ID != "v1" || all[1].ID != "v2" || all[2].ID != "v0" {
+	if err != nil || len(all) != 3 || all[0].ID != "v1" || all[1].ID != "v2" || all[2].ID != "v0" || all[0].Bucket == "" || all[1].Bucket != "" {
 		t.Fatalf("ListVolumes = %+v, %v; want v1, v2, v0", all, err)
 	}
 	if err := db.DeleteVolume(ctx, "v2"); err != nil {
