@@ -44,12 +44,14 @@ type Hub struct {
 
 	mu    sync.Mutex
 	feeds map[string]*feed
-	// onListen, when set, runs while a sandbox has subscribers (SetOnListen).
+	// onListen, when set, runs while a sandbox has subscribers that want
+	// file entries (SetOnListen).
 	onListen func(ctx context.Context, id string)
 }
 
 // SetOnListen makes fn run (in its own goroutine) from the moment sandbox
-// id gets its first subscriber until its last one goes; ctx ends then. The
+// id gets its first subscriber whose types take file entries until the
+// last such one goes; ctx ends then. The
 // file watch uses it: it costs nothing while nobody listens. Set it before
 // use.
 func (h *Hub) SetOnListen(fn func(ctx context.Context, id string)) { h.onListen = fn }
@@ -78,12 +80,19 @@ type feed struct {
 	fileDropped int
 }
 
-// unsubscribed ends the onListen run once f has no subscriber (f.mu held).
+// unsubscribed ends the onListen run once f has no subscriber that wants
+// file entries (f.mu held).
 func (f *feed) unsubscribed() {
-	if len(f.subs) == 0 && f.stopListen != nil {
-		f.stopListen()
-		f.stopListen = nil
+	if f.stopListen == nil {
+		return
 	}
+	for s := range f.subs {
+		if s.wantsFiles() {
+			return
+		}
+	}
+	f.stopListen()
+	f.stopListen = nil
 }
 
 // maxNames bounds a feed's address → domain map.
@@ -246,6 +255,19 @@ type Sub struct {
 
 func (s *Sub) match(typ string) bool { return typeIn(typ, s.types) }
 
+// wantsFiles reports whether s takes file entries.
+func (s *Sub) wantsFiles() bool {
+	if len(s.types) == 0 {
+		return true
+	}
+	for _, t := range s.types {
+		if t == "file" || strings.HasPrefix(t, "file.") {
+			return true
+		}
+	}
+	return false
+}
+
 // Lagged reports, once C is closed, whether it was closed because the
 // subscriber fell behind.
 func (s *Sub) Lagged() bool {
@@ -264,7 +286,7 @@ func (h *Hub) Subscribe(id string, since uint64, types []string) ([]Entry, *Sub)
 	defer f.mu.Unlock()
 	backlog := h.after(f, since, types, 0)
 	f.subs[s] = struct{}{}
-	if h.onListen != nil && f.stopListen == nil {
+	if h.onListen != nil && f.stopListen == nil && s.wantsFiles() {
 		ctx, cancel := context.WithCancel(context.Background())
 		f.stopListen = cancel
 		go h.onListen(ctx, id)

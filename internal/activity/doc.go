@@ -34,7 +34,7 @@
 //     signal; only for pids that exec'd). The sandbox id is the point's
 //     container id. No polling; the sink drops rather than waits.
 //   - **Files** (WatchFiles, the hub's onListen): while a sandbox has at
-//     least one subscriber, the agent's recursive WatchDir on /home/user
+//     least one subscriber whose types take file entries, the agent's recursive WatchDir on /home/user
 //     and /tmp ("file.create", "file.write", "file.rename" with the old
 //     path, "file.delete"); one file.write per path per WriteWindow, at
 //     most FileRate file entries a second, then one "file.dropped".

@@ -75,4 +75,24 @@ func TestOnListenRunsWhileSubscribed(t *testing.T) {
 	if len(started) != 0 {
 		t.Fatal("started twice")
 	}
+	// A subscriber that takes no file entries starts no watch.
+	_, c := h.Subscribe("s", 0, []string{"egress", "process.start"})
+	select {
+	case <-started:
+		t.Fatal("file watch started for an egress/process subscriber")
+	case <-time.After(50 * time.Millisecond):
+	}
+	_, d := h.Subscribe("s", 0, []string{"file.write"})
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("file watch did not start for a file.write subscriber")
+	}
+	h.Unsubscribe(d)
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("file watch kept for a subscriber that takes no file entries")
+	}
+	h.Unsubscribe(c)
 }
