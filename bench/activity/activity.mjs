@@ -6,6 +6,8 @@
 //           entries recorded; no file watch)
 //   listen  the same daemon, one client following the SSE stream (file
 //           watch on)
+//   listen-nf  the same, the client asking for egress and process entries
+//           only (no file watch)
 // Workloads: a command round trip (`true`), a file-heavy command (200 file
 // writes and a delete under /home/user) and a connection-heavy one (20 curl
 // connection attempts to TARGET, which answers with a reset).
@@ -25,7 +27,8 @@ const opts = (url) => ({ apiKey: key, apiUrl: url, sandboxUrl: url, timeoutMs: 6
 const modes = [
   { name: 'off', url: process.env.OFF_URL },
   { name: 'on', url: process.env.ON_URL },
-  { name: 'listen', url: process.env.ON_URL, listen: true }
+  { name: 'listen', url: process.env.ON_URL, listen: '' },
+  { name: 'listen-nf', url: process.env.ON_URL, listen: '?types=egress,process' }
 ]
 const work = {
   'round trip (true)': { n: RT_N, cmd: 'true' },
@@ -38,9 +41,9 @@ try {
   for (const m of modes) {
     m.sbx = await Sandbox.create('base', opts(m.url))
     await m.sbx.commands.run('true')
-    if (m.listen) {
+    if (m.listen !== undefined) {
       m.ctl = new AbortController()
-      const res = await fetch(`${m.url}/sandboxes/${m.sbx.sandboxId}/activity`, {
+      const res = await fetch(`${m.url}/sandboxes/${m.sbx.sandboxId}/activity${m.listen}`, {
         headers: { 'X-API-Key': key, Accept: 'text/event-stream' }, signal: m.ctl.signal
       })
       if (res.status !== 200) throw new Error(`SSE: ${res.status}`)
@@ -65,12 +68,12 @@ try {
   }
   const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] }
   console.log(`activity feed overhead, ${ROUNDS} rounds interleaved; ${(streamed / 1024).toFixed(0)} KiB streamed to the listener`)
-  console.log('workload'.padEnd(20), 'mode'.padEnd(7), 'n'.padStart(4), 'p50 ms'.padStart(9), 'p99 ms'.padStart(9), 'p50/off'.padStart(8), 'p99/off'.padStart(8))
+  console.log('workload'.padEnd(20), 'mode'.padEnd(9), 'n'.padStart(4), 'p50 ms'.padStart(9), 'p99 ms'.padStart(9), 'p50/off'.padStart(8), 'p99/off'.padStart(8))
   for (const [w, byMode] of Object.entries(ms)) {
     const off = byMode.off
     for (const m of modes) {
       const xs = byMode[m.name]
-      console.log(w.padEnd(20), m.name.padEnd(7), String(xs.length).padStart(4), pct(xs, 50).toFixed(1).padStart(9), pct(xs, 99).toFixed(1).padStart(9),
+      console.log(w.padEnd(20), m.name.padEnd(9), String(xs.length).padStart(4), pct(xs, 50).toFixed(1).padStart(9), pct(xs, 99).toFixed(1).padStart(9),
         (pct(xs, 50) / pct(off, 50)).toFixed(3).padStart(8), (pct(xs, 99) / pct(off, 99)).toFixed(3).padStart(8))
     }
   }
