@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/airlock-sandbox/airlock/internal/activity"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
@@ -61,6 +62,9 @@ type Options struct {
 	// Events serves E2B's lifecycle events and webhooks API (events.go);
 	// nil: 503.
 	Events *Events
+	// Activity is the sandboxes' live activity feed (activity.go); nil:
+	// 501.
+	Activity *activity.Hub
 }
 
 // api holds the handler state.
@@ -114,6 +118,7 @@ func (a *api) routes() {
 
 	a.volumeRoutes()
 	a.eventRoutes()
+	a.activityRoutes()
 
 	a.sdkRoutes()
 	h("GET /templates", a.listTemplates)

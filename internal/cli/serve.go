@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"github.com/airlock-sandbox/airlock/internal/activity"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -137,4 +138,8 @@ func addEgressFlags(f *pflag.FlagSet, e *daemon.Egress) {
 		"resolvers (ip or ip:port) that the DNS filter of sandboxes with domain rules forwards allowed queries to (default: the host's /etc/resolv.conf)")
 	f.IntVar(&e.AuditGroup, "audit-nflog-group", 0,
 		"NFLOG group for the egress audit log of connections (1-65535; default derived from --net-prefix, -1 turns it off; two daemons on a host need different groups)")
+	f.IntVar(&e.ActivityMaxEntries, "activity-max-entries", activity.DefaultMaxEntries,
+		"entries each sandbox's activity feed (GET /sandboxes/{id}/activity, airlock watch) keeps in memory and on disk; 0 turns the feed off")
+	f.DurationVar(&e.ActivityMaxAge, "activity-max-age", activity.DefaultMaxAge,
+		"oldest activity feed entry a sandbox keeps")
 }

@@ -19,9 +19,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/activity"
 	"github.com/airlock-sandbox/airlock/internal/agentbin"
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/artifacts"
+	"github.com/airlock-sandbox/airlock/internal/audit"
 	"github.com/airlock-sandbox/airlock/internal/cluster/node"
 	"github.com/airlock-sandbox/airlock/internal/console"
 	"github.com/airlock-sandbox/airlock/internal/daemonlock"
@@ -41,6 +43,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/template"
 	"github.com/airlock-sandbox/airlock/internal/volume"
 	"github.com/airlock-sandbox/airlock/internal/webhooks"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
 )
 
 // DefaultListen is the daemon's default listen address.
@@ -204,15 +207,17 @@ type daemon struct {
 	// checked at start; templates and snapshots do not use it yet.
 	artifacts *artifacts.Store
 
-	apiKey  string
-	st      store.Full
-	netMgr  *network.Manager
-	rt      runtime.Runtime
-	rtInfo  runtimeInfo
-	tm      *template.Manager
-	mgr     *sandbox.Manager
-	metrics *daemonMetrics
-	handler http.Handler
+	apiKey string
+	st     store.Full
+	netMgr *network.Manager
+	// activity is the sandboxes' live activity feed (nil: off).
+	activity *activity.Hub
+	rt       runtime.Runtime
+	rtInfo   runtimeInfo
+	tm       *template.Manager
+	mgr      *sandbox.Manager
+	metrics  *daemonMetrics
+	handler  http.Handler
 	// files are the uploaded file sets of SDK template builds.
 	files *api.FileSets
 	// volumes serves E2B's volume API (nil: it answers 501; volumes.go).
@@ -297,9 +302,41 @@ func (d *daemon) open(ctx context.Context) error {
 		return err
 	}
 	d.defer_(func() { closeLogged(d.log, "sandbox logs", logs.Close) })
+	var auditObs audit.Observer
+	if n := d.cfg.Egress.ActivityMaxEntries; n > 0 {
+		// The activity feed (internal/activity), in files of its own.
+		alogs, err := jsonlog.Open(filepath.Join(d.dataDir, "activity"), jsonlog.Options{MaxLines: n, MaxBytes: int64(n) << 9},
+			d.log.With("component", "activity"))
+		if err != nil {
+			return err
+		}
+		d.defer_(func() { closeLogged(d.log, "activity logs", alogs.Close) })
+		d.activity = activity.New(alogs, activity.Options{MaxEntries: n, MaxAge: d.cfg.Egress.ActivityMaxAge, Log: d.log.With("component", "activity")})
+		auditObs = d.activity
+		// File entries from the agent's watch, only while someone listens.
+		fsClient := func(id string) (filesystempbconnect.FilesystemClient, error) {
+			live, err := d.mgr.Lookup(id)
+			if err != nil {
+				return nil, err
+			}
+			return live.FilesystemClient()
+		}
+		d.activity.SetOnListen(func(ctx context.Context, id string) {
+			d.activity.WatchFiles(ctx, id, fsClient, activity.DefaultFilePaths)
+		})
+		// Process entries from gVisor's runtime monitoring.
+		tr, err := activity.StartTracer(d.activity, filepath.Join(d.dataDir, "trace"))
+		if err != nil {
+			d.log.Warn("activity feed without process entries", "err", err)
+		} else {
+			d.defer_(func() { closeLogged(d.log, "activity tracer", tr.Close) })
+			tr.Known = func(id string) bool { _, err := d.mgr.Lookup(id); return err == nil }
+			d.cfg.GVisor.podInit = tr.ConfigPath()
+		}
+	}
 	d.nameservers = sandbox.HostNameservers("/etc/resolv.conf")
 	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix,
-		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs,
+		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs, AuditObserver: auditObs,
 		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers),
 		BlockedAddrs: d.infraBlocked}, d.log)
 	if err != nil {
@@ -471,6 +508,7 @@ func (d *daemon) reattach(ctx context.Context) {
 		d.log.Error("re-attaching sandboxes (continuing)", "err", err)
 	}
 	d.log.Info("reattach done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
+	d.activity.GC(func(id string) bool { _, err := d.mgr.Lookup(id); return err == nil })
 	srep, serr := d.mgr.InitSnapshots(ctx)
 	if serr != nil {
 		d.log.Error("checking snapshots (continuing)", "err", serr)
@@ -494,7 +532,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
 		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
-		NoVolumes: d.noVolumes(), Events: d.events})
+		NoVolumes: d.noVolumes(), Events: d.events, Activity: d.activity})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
