@@ -152,4 +152,5 @@ type Full interface {
 	SnapshotStore
 	TemplateBuildStore
 	VolumeStore
+	SecretStore
 }
