@@ -14,11 +14,11 @@ var ErrVersion = errors.New("store: version changed")
 // only ever held sealed (internal/secretbox, associated data = ID and
 // Version), never in the clear.
 type Secret struct {
-	ID       string // "sec_…"
-	Name     string // unique, lower case
-	Version  int64  // 1 at create, +1 per update
-	Sealed   []byte // the value, sealed for (ID, Version)
-	Metadata map[string]string
+	ID                   string // "sec_…"
+	Name                 string // unique, lower case
+	Version              int64  // 1 at create, +1 per update
+	Sealed               []byte // the value, sealed for (ID, Version)
+	Metadata             map[string]string
 	CreatedAt, UpdatedAt time.Time
 }
 
