@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/secrets"
 )
 
 // ClientID is the deprecated constant clientID E2B returns.
@@ -58,6 +59,8 @@ type Options struct {
 	// shared volume root): the 501 and the 400 of a create with
 	// volumeMounts say it instead of "not enabled".
 	NoVolumes string
+	// Secrets serves E2B's /secrets (secrets.go); nil: 403.
+	Secrets *secrets.Service
 }
 
 // api holds the handler state.
@@ -110,6 +113,7 @@ func (a *api) routes() {
 	h("GET /snapshots", a.listSnapshots)
 
 	a.volumeRoutes()
+	a.secretRoutes()
 
 	a.sdkRoutes()
 	h("GET /templates", a.listTemplates)

@@ -36,6 +36,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/secrets"
 	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
@@ -63,6 +64,10 @@ type Config struct {
 	LogLevel      string // --log-level
 	LogFormat     string // --log-format: text or json
 	KillOnExit    bool   // --kill-on-exit
+	// SecretsKeyFile is --secrets-key-file: the key sealing credentials in
+	// the store (internal/secretbox; "" = <data-dir>/secrets.key, made at
+	// first start).
+	SecretsKeyFile string
 	// Artifacts is --artifacts: "" (none), s3://bucket/prefix or a
 	// directory; opened and checked at start (startup.OpenArtifacts).
 	Artifacts string
@@ -209,6 +214,8 @@ type daemon struct {
 	files *api.FileSets
 	// volumes serves E2B's volume API (nil: it answers 501; volumes.go).
 	volumes *api.Volumes
+	// secrets keeps E2B's egress secrets (/secrets; secrets.go).
+	secrets *secrets.Service
 
 	// infraBlocked are the store's and the artifact store's addresses,
 	// which no sandbox reaches (blocked.go).
@@ -409,6 +416,9 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 	if d.volumes, err = d.volumeAPI(vols); err != nil {
 		return err
 	}
+	if d.secrets, err = d.openSecretsService(); err != nil { // secrets.go
+		return err
+	}
 	mgrCfg.BootSnapshots = d.cfg.BootSnapshots
 	for name, n := range d.cfg.WarmPool {
 		if n < 0 || n > 64 {
@@ -470,7 +480,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
 		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
-		NoVolumes: d.noVolumes()})
+		NoVolumes: d.noVolumes(), Secrets: d.secrets})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
