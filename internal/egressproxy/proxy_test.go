@@ -77,11 +77,6 @@ func (u *upstream) pool() *x509.CertPool {
 	return p
 }
 
-func (u *upstream) lastSeen() string {
-	s, _ := u.seen.Load().(string)
-	return s
-}
-
 type harness struct {
 	proxy *Proxy
 	ln    net.Listener
