@@ -208,3 +208,28 @@ func TestSecretsOff(t *testing.T) {
 		t.Fatalf("GET /secrets without a backend = %d", st)
 	}
 }
+
+func TestNetworkRulesChecked(t *testing.T) {
+	h, _, _ := secretsHarness(t)
+	if st, _, data := h.do(t, "POST", "/secrets", `{"name":"gh","value":"v"}`); st != 201 {
+		t.Fatalf("create secret = %d %s", st, data)
+	}
+	rule := func(v string) string {
+		return `{"network":{"rules":{"api.github.com":[{"transform":{"headers":{"Authorization":"` + v + `"}}}]}}}`
+	}
+	st, _, body := h.do(t, "POST", "/v2/sandboxes", rule("Bearer ${e2b.secrets.nope}"))
+	assertError(t, st, body, 400, "Network transform rules reference unknown secrets: nope")
+	st, _, body = h.do(t, "POST", "/v2/sandboxes", rule("Bearer ${e2b.secrets.gh"))
+	assertError(t, st, body, 400, "Network transform header contains a malformed E2B placeholder.")
+	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"rules":{"*.github.com":[]}}}`)
+	assertError(t, st, body, 400, "not a valid domain name")
+	// Valid rules naming an existing secret (case-insensitively): not
+	// enforced yet, so refused rather than silently ignored.
+	st, _, body = h.do(t, "POST", "/v2/sandboxes", rule("Bearer ${e2b.secrets.GH}"))
+	assertError(t, st, body, 501, "not supported yet")
+	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"egressProxy":{"address":"p:1080"}}}`)
+	assertError(t, st, body, 501, "not supported yet")
+	// updateNetwork checks them the same way.
+	st, _, body = h.do(t, "PUT", "/sandboxes/any/network", `{"rules":{"api.github.com":[{"transform":{"headers":{"X":"${e2b.secrets.nope}"}}}]}}`)
+	assertError(t, st, body, 400, "unknown secrets: nope")
+}
