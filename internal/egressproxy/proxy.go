@@ -144,7 +144,11 @@ func (p *Proxy) intercept(ctx context.Context, c net.Conn, domain string, t Targ
 // whose Host is the domain, until either side closes or upgrades.
 func (p *Proxy) serveHTTP(ctx context.Context, log *slog.Logger, client, up net.Conn, domain string, rules Rules) {
 	cr := bufio.NewReader(client)
-	ur := bufio.NewReader(up)
+	ur := bufio.NewReaderSize(up, 64<<10)
+	// Writes to the sandbox are coalesced (a chunk's size line, data and
+	// CRLF in one TLS record, not three) and flushed whenever the next
+	// read from upstream may block, so streaming is never held back.
+	cw := bufio.NewWriterSize(client, 64<<10)
 	for {
 		req, err := http.ReadRequest(cr)
 		if err != nil {
@@ -180,14 +184,19 @@ func (p *Proxy) serveHTTP(ctx context.Context, log *slog.Logger, client, up net.
 		// Redirects and everything else go back as they are: the proxy
 		// never follows one.
 		if resp.StatusCode == http.StatusSwitchingProtocols {
-			if err := resp.Write(client); err != nil {
+			if err := resp.Write(cw); err != nil || cw.Flush() != nil {
 				return
 			}
 			upgraded(client, cr, up, ur)
 			return
 		}
-		err = resp.Write(client)
-		resp.Body.Close()
+		body := resp.Body
+		resp.Body = io.NopCloser(&flushBeforeBlock{r: body, ur: ur, w: cw})
+		err = resp.Write(cw)
+		if err == nil {
+			err = cw.Flush()
+		}
+		body.Close()
 		if err != nil || resp.Close || req.Close {
 			return
 		}
@@ -225,6 +234,22 @@ func (p *Proxy) transform(ctx context.Context, req *http.Request, domain string,
 func writeStatus(w io.Writer, code int, msg string) {
 	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		code, http.StatusText(code), len(msg)+1, msg+"\n")
+}
+
+// flushBeforeBlock flushes w before a read of r that may wait on ur.
+type flushBeforeBlock struct {
+	r  io.Reader
+	ur *bufio.Reader
+	w  *bufio.Writer
+}
+
+func (f *flushBeforeBlock) Read(p []byte) (int, error) {
+	if f.ur.Buffered() == 0 && f.w.Buffered() > 0 {
+		if err := f.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	return f.r.Read(p)
 }
 
 // upgraded relays an upgraded (WebSocket) connection both ways.
