@@ -605,8 +605,8 @@ func TestMigrateFrom2(t *testing.T) {
 	}
 
 	db := openDB(t, url) // migrates to the current version
-	if v, err := db.SchemaVersion(ctx); err != nil || v != len(migrations) || len(migrations) != 5 {
-		t.Fatalf("SchemaVersion = %d, %v; want 5", v, err)
+	if v, err := db.SchemaVersion(ctx); err != nil || v != len(migrations) || len(migrations) != 6 {
+		t.Fatalf("SchemaVersion = %d, %v; want 6", v, err)
 	}
 	if sbs, err := db.ListSandboxes(ctx); err != nil || !reflect.DeepEqual(ids(sbs), []string{"s1", "s2"}) {
 		t.Fatalf("--role all's sandboxes after the upgrade = %v, %v", ids(sbs), err)
