@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/secrets"
 )
 
 // ClientID is the deprecated constant clientID E2B returns.
@@ -65,6 +66,8 @@ type Options struct {
 	// Activity is the sandboxes' live activity feed (activity.go); nil:
 	// 501.
 	Activity *activity.Hub
+	// Secrets serves E2B's /secrets (secrets.go); nil: 403.
+	Secrets *secrets.Service
 }
 
 // api holds the handler state.
@@ -119,6 +122,7 @@ func (a *api) routes() {
 	a.volumeRoutes()
 	a.eventRoutes()
 	a.activityRoutes()
+	a.secretRoutes()
 
 	a.sdkRoutes()
 	h("GET /templates", a.listTemplates)

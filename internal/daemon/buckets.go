@@ -17,8 +17,12 @@ import (
 const DefaultSecretsKeyFile = "secrets.key"
 
 // openSecrets opens the key that seals credentials in the store
-// (--secrets-key-file; a missing default one is generated).
+// (--secrets-key-file; a missing default one is generated), once: bucket
+// volumes and /secrets share it.
 func (d *daemon) openSecrets() (*secretbox.Box, error) {
+	if d.secretBox != nil {
+		return d.secretBox, nil
+	}
 	path, create := d.cfg.SecretsKeyFile, false
 	if path == "" {
 		path, create = filepath.Join(d.dataDir, DefaultSecretsKeyFile), true
@@ -27,6 +31,7 @@ func (d *daemon) openSecrets() (*secretbox.Box, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--secrets-key-file: %w", err)
 	}
+	d.secretBox = box
 	return box, nil
 }
 

@@ -38,6 +38,8 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/secretbox"
+	"github.com/airlock-sandbox/airlock/internal/secrets"
 	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
@@ -227,6 +229,11 @@ type daemon struct {
 	// events and deliverer: lifecycle events and webhooks (events.go).
 	events    *api.Events
 	deliverer *webhooks.Deliverer
+	// secretBox seals credentials in the store (buckets.go: openSecrets),
+	// opened once.
+	secretBox *secretbox.Box
+	// secrets keeps E2B's egress secrets (/secrets; secrets.go).
+	secrets *secrets.Service
 
 	// infraBlocked are the store's and the artifact store's addresses,
 	// which no sandbox reaches (blocked.go).
@@ -470,6 +477,9 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 	if d.volumes != nil {
 		d.volumes.Buckets = buckets
 	}
+	if d.secrets, err = d.openSecretsService(); err != nil { // secrets.go
+		return err
+	}
 	mgrCfg.BootSnapshots = d.cfg.BootSnapshots
 	for name, n := range d.cfg.WarmPool {
 		if n < 0 || n > 64 {
@@ -532,7 +542,7 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
 		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
-		NoVolumes: d.noVolumes(), Events: d.events, Activity: d.activity})
+		NoVolumes: d.noVolumes(), Events: d.events, Activity: d.activity, Secrets: d.secrets})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)

@@ -153,4 +153,5 @@ type Full interface {
 	TemplateBuildStore
 	VolumeStore
 	EventStore
+	SecretStore
 }

@@ -617,8 +617,8 @@ func TestMigrateFrom2(t *testing.T) {
 	}
 
 	db := openDB(t, url) // migrates to the current version
-	if v, err := db.SchemaVersion(ctx); err != nil || v != len(migrations) || len(migrations) < 7 {
-		t.Fatalf("SchemaVersion = %d, %v; want %d (at least 7)", v, err, len(migrations))
+	if v, err := db.SchemaVersion(ctx); err != nil || v != len(migrations) || len(migrations) < 8 {
+		t.Fatalf("SchemaVersion = %d, %v; want %d (at least 8)", v, err, len(migrations))
 	}
 	if sbs, err := db.ListSandboxes(ctx); err != nil || !reflect.DeepEqual(ids(sbs), []string{"s1", "s2"}) {
 		t.Fatalf("--role all's sandboxes after the upgrade = %v, %v", ids(sbs), err)

@@ -231,6 +231,22 @@ CREATE TABLE webhook_attempts (
 );
 CREATE INDEX webhook_attempts_webhook ON webhook_attempts (webhook_id, ts);`,
 	},
+	{
+		// E2B egress secrets (issue 29; migration 8): the
+		// cluster's, no node's; the value only sealed (internal/secretbox).
+		name: "secrets",
+		sql: `
+CREATE TABLE secrets (
+	id         text PRIMARY KEY,
+	name       text NOT NULL UNIQUE,
+	version    bigint NOT NULL DEFAULT 1,
+	sealed     bytea NOT NULL,
+	metadata   text NOT NULL DEFAULT '{}',
+	created_at timestamptz,
+	updated_at timestamptz
+);
+CREATE INDEX secrets_created_at ON secrets (created_at NULLS FIRST, id);`,
+	},
 }
 
 // SchemaVersionKey is the settings key mirroring the applied schema

@@ -163,6 +163,22 @@ CREATE TABLE webhook_attempts (
 );
 CREATE INDEX webhook_attempts_webhook ON webhook_attempts (webhook_id, ts);`,
 	},
+	{
+		// E2B egress secrets (issue 29; migration 8): the
+		// value only sealed (internal/secretbox), names unique per API key.
+		name: "secrets",
+		sql: `
+CREATE TABLE secrets (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL UNIQUE,
+	version    INTEGER NOT NULL DEFAULT 1,
+	sealed     BLOB NOT NULL,
+	metadata   TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+	created_at INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds, UTC
+	updated_at INTEGER NOT NULL DEFAULT 0  -- unix nanoseconds, UTC
+);
+CREATE INDEX secrets_created_at ON secrets (created_at, id);`,
+	},
 }
 
 // migrate applies every migration newer than the recorded schema version,
