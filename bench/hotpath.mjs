@@ -85,7 +85,10 @@ once()
 for _ in range(${N}):
     t = time.perf_counter(); once(); print((time.perf_counter() - t) * 1000)
 `
-const directExecute = `
+// gapMs: idle time between requests. Back to back (0) the sandbox's threads
+// never sleep; with a gap each request first wakes them, as every request
+// of an SDK client does (the client's own work between calls, or a user).
+const directExecute = (gapMs = 0) => `
 import http.client, json, os, time
 hdr = {"Content-Type": "application/json"}
 if os.environ.get("TOKEN"): hdr["X-Access-Token"] = os.environ["TOKEN"]
@@ -97,6 +100,7 @@ def once():
     assert b'"text":"2"' in out, out
 once()
 for _ in range(${N}):
+    time.sleep(${gapMs / 1000})
     t = time.perf_counter(); once(); print((time.perf_counter() - t) * 1000)
 `
 
@@ -111,10 +115,12 @@ try {
     const ex = await sbx.runCode('1+1')
     if (ex.text !== '2') throw new Error(`1+1 gave ${ex.text} ${JSON.stringify(ex.error)}`)
   }))
-  const de = row('  POST /execute 1+1 from inside the sandbox (no daemon hop)', await inSandbox(sbx, directExecute))
+  const de = row('  POST /execute 1+1 from inside the sandbox (no daemon hop), back to back', await inSandbox(sbx, directExecute(0)))
+  const dg = row('  POST /execute 1+1 from inside the sandbox (no daemon hop), 20 ms apart', await inSandbox(sbx, directExecute(20)))
   const fc = row('  floor: IPython run_cell("1+1") in a Python process in the sandbox', await inSandbox(sbx, floorCell))
   rc.floor = fc
   de.floor = fc
+  dg.floor = fc
 
   const ct = row('commands.run("true") via the daemon', await measure(N, async () => {
     const r = await sbx.commands.run('true')

@@ -14,6 +14,7 @@
 # Usage (as root, after scripts/setup.sh has built bin/airlock):
 #   scripts/run-cluster.sh up   [--state DIR] [--seed-templates DATA_DIR]
 #                               [--artifacts s3://bucket/prefix|DIR]
+#                               [--volume-root DIR|none]
 #                               [--node-args "ARGS"] [--api-args "ARGS"]
 #   scripts/run-cluster.sh env  [--state DIR]     # prints the env file; source it
 #   scripts/run-cluster.sh down [--state DIR] [--purge]
@@ -35,6 +36,14 @@
 #   pulled by the others, and creates are placed on any node. The S3 endpoint and
 #   credentials come from $AIRLOCK_S3_ENDPOINT, $AWS_ACCESS_KEY_ID,
 #   $AWS_SECRET_ACCESS_KEY and $AWS_REGION, passed on to the daemons.
+# --volume-root DIR (default STATE/shared-volumes) or none: the directory every
+#   node gets as `airlock serve --volume-root`, the filesystem the nodes share
+#   for volumes (issue 27): each volume is a directory under it, and a sandbox
+#   on any node mounts it. On one machine it is one host directory given to
+#   every node: this VM's kernel has neither an NFS server (no nfsd) nor an NFS
+#   client (docs/DECISIONS.md, 2026-11-28). On real hosts, mount the shared
+#   filesystem (NFS, CephFS, EFS) at the same path on each and name it here.
+#   none: the nodes have no volumes.
 # --node-args / --api-args: extra `airlock serve` flags for every node / api
 #   instance, e.g. --node-args "--boot-snapshots=false --warm-pool code-interpreter-v1=0".
 # --purge (down): also delete the state dir.
@@ -83,6 +92,7 @@ SEED=""
 NODE_ARGS=""
 API_ARGS=""
 ARTIFACTS=""
+VOLUME_ROOT=""
 PURGE=0
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -94,6 +104,8 @@ while [ $# -gt 0 ]; do
 	--node-args=*) NODE_ARGS=${1#*=}; shift ;;
 	--artifacts) ARTIFACTS=${2:?--artifacts needs s3://bucket/prefix or a directory}; shift 2 ;;
 	--artifacts=*) ARTIFACTS=${1#*=}; shift ;;
+	--volume-root) VOLUME_ROOT=${2:?--volume-root needs a directory or none}; shift 2 ;;
+	--volume-root=*) VOLUME_ROOT=${1#*=}; shift ;;
 	--api-args) API_ARGS=${2?}; shift 2 ;;
 	--api-args=*) API_ARGS=${1#*=}; shift ;;
 	--purge) PURGE=1; shift ;;
@@ -370,6 +382,14 @@ EOF
 			if [ -n "${!v:-}" ]; then s3_env+=("$v=${!v}"); fi
 		done
 	fi
+	# The nodes' shared volume root (--volume-root above).
+	case "${VOLUME_ROOT:=$STATE/shared-volumes}" in
+	none) VOLUME_ROOT="" ;;
+	*)
+		VOLUME_ROOT=$(realpath -m "$VOLUME_ROOT") && mkdir -p "$VOLUME_ROOT"
+		node_extra=(--volume-root "$VOLUME_ROOT" "${node_extra[@]}")
+		;;
+	esac
 	local i node_ports=() api_ports=() hp_port
 	for i in "${!NODES[@]}"; do node_ports+=("$(free_port)"); done
 	for i in "${!APIS[@]}"; do api_ports+=("$(free_port)"); done
@@ -442,6 +462,7 @@ EOF
 		echo "# The Airlock cluster in $STATE (scripts/run-cluster.sh up): source this file."
 		echo "export E2B_API_URL=$hp_url"
 		echo "export E2B_SANDBOX_URL=$hp_url"
+		echo "export E2B_VOLUME_API_URL=$hp_url"
 		echo "export E2B_API_KEY=$api_key"
 		printf 'export AIRLOCK_CLUSTER_STATE=%q\n' "$STATE"
 		for i in "${!APIS[@]}"; do
@@ -461,6 +482,7 @@ EOF
 		printf 'export AIRLOCK_CLUSTER_LOGS=%q\n' "$STATE/logs"
 		printf 'export AIRLOCK_CLUSTER_BIN=%q\n' "$BIN"
 		printf 'export AIRLOCK_CLUSTER_ARTIFACTS=%q\n' "$ARTIFACTS"
+		printf 'export AIRLOCK_CLUSTER_VOLUME_ROOT=%q\n' "$VOLUME_ROOT"
 	} >"$STATE/env"
 	chmod 0600 "$STATE/env"
 

@@ -50,7 +50,8 @@ phase_done() {
 }
 
 # Debian packages the product needs (gVisor sandboxes, templates, networking).
-pkgs=(mmdebstrap nftables iproute2 e2fsprogs util-linux ca-certificates busybox-static uidmap curl)
+# s3fs: bucket volumes (the node mounts a bucket on the host; internal/volume/bucketmount_linux.go).
+pkgs=(mmdebstrap nftables iproute2 e2fsprogs util-linux ca-certificates busybox-static uidmap curl s3fs)
 # Only the tests: host-side interpreter tests (the sandboxes get their own
 # copies from the template), cgo builds, the proto generator.
 # With them, what test.sh's later stages install, so that one apt run beside

@@ -23,6 +23,8 @@
 #                           are extra pytest arguments (a subset: "test_watch.py")
 #   AIRLOCK_TEST_SKIP_CONSOLE=1  skip the web console's browser tests (test/console)
 #   AIRLOCK_TEST_ARTIFACTS  where the browser tests save screenshots (default $WORK/console)
+#   AIRLOCK_TEST_CONSOLE_FILES  space-separated subset of test/console's single-host files
+#                           (default console.test.mjs review.test.mjs volumes.test.mjs)
 #   AIRLOCK_TEST_REPORT=1   after the daemon is up, run only bench/report/run.sh (attacks,
 #                           faults, fuzz, soak; SOAK_PROFILE=long for 20 clients), which
 #                           rewrites docs/RELIABILITY.md, instead of the e2e stages
@@ -310,9 +312,11 @@ LISTEN="127.0.0.1:$PORT"
 # --registry-allow 127.0.0.1: the template tests' registries run on loopback,
 # which FROM may not reach otherwise (review_build_test.go proves [::1] stays
 # closed); --image-dir: where they write FROM oci-layout:// images.
+# --volume-bucket-allow-private: volumes-bucket.test.mjs's S3 server (versitygw)
+# is on loopback, which bucket endpoints may not name otherwise.
 IMAGE_DIR=$WORK/images
 mkdir -p "$IMAGE_DIR"
-SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16} --dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.12 --deny-out-except ${AIRLOCK_E2E_EXT_NET:-10.78.255}.0/27 --warm-pool code-interpreter-v1=0 --registry-allow 127.0.0.1 --image-dir $IMAGE_DIR"
+SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16} --dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.12 --deny-out-except ${AIRLOCK_E2E_EXT_NET:-10.78.255}.0/27 --warm-pool code-interpreter-v1=0 --registry-allow 127.0.0.1 --image-dir $IMAGE_DIR --volume-bucket-allow-private"
 export AIRLOCK_E2E_NETNS_PREFIX=${AIRLOCK_TEST_NET_PREFIX:-ale2e}-
 # Stand-in credentials in the daemon's environment (this set-up reads none of
 # them: no --artifacts, --api-key given): test/gohttp's TestReviewSandbox
@@ -406,7 +410,7 @@ record npm-ci $?
 node_flags=(--test --test-reporter=spec)
 if node --test-concurrency=2 -e 0 >/dev/null 2>&1; then node_flags+=(--test-concurrency=2); fi
 if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then node_flags+=(--test-timeout=900000); fi
-read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs egress.test.mjs security.test.mjs metrics.test.mjs limits.test.mjs ports.test.mjs interpreter.test.mjs interpreter-r-java.test.mjs interpreter-stdout.test.mjs templates.test.mjs templates-sdk.test.mjs templates-cli.test.mjs templates-review.test.mjs snapshots.test.mjs fspause.test.mjs volumes.test.mjs}"
+read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs egress.test.mjs security.test.mjs metrics.test.mjs limits.test.mjs ports.test.mjs interpreter.test.mjs interpreter-r-java.test.mjs interpreter-stdout.test.mjs templates.test.mjs templates-sdk.test.mjs templates-cli.test.mjs templates-review.test.mjs snapshots.test.mjs fspause.test.mjs volumes.test.mjs volumes-bucket.test.mjs events.test.mjs}"
 (cd test/e2e && node "${node_flags[@]}" "${node_files[@]}") 2>&1 | tee "$NODE_OUT"
 record js-e2e "${PIPESTATUS[0]}"
 
@@ -442,7 +446,7 @@ if [ "${AIRLOCK_TEST_SKIP_CONSOLE:-0}" != 1 ]; then
 	fi
 	(cd test/console && npm ci --no-audit --no-fund --loglevel=error)
 	record console-npm-ci $?
-	(cd test/console && node --test --test-concurrency=1 --test-reporter=spec console.test.mjs review.test.mjs) 2>&1 | tee "$WORK/console.out"
+	(cd test/console && node --test --test-concurrency=1 --test-reporter=spec ${AIRLOCK_TEST_CONSOLE_FILES:-console.test.mjs review.test.mjs volumes.test.mjs}) 2>&1 | tee "$WORK/console.out"
 	record console "${PIPESTATUS[0]}"
 	echo "console screenshots: $AIRLOCK_TEST_ARTIFACTS"
 fi
@@ -566,14 +570,15 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 		record cluster-s3 1
 	fi
 	if bash scripts/run-cluster.sh up --state "$CLUSTER_STATE" --seed-templates "$DATA_DIR" "${cluster_artifacts[@]}" \
-		--node-args "--boot-snapshots=false --node-cpus 32" 2>&1 | tee "$WORK/cluster-up.out"; then
+		--node-args "--boot-snapshots=false --node-cpus 32 --webhook-allow-private" \
+		--api-args "--webhook-allow-private --webhook-retry-interval 1s" 2>&1 | tee "$WORK/cluster-up.out"; then
 		echo "cluster up after $(($(date +%s) - cluster_start))s"
 		link_cluster_s3 "$CLUSTER_STATE"
 		(cd test/cluster && npm ci --no-audit --no-fund --loglevel=error)
 		record cluster-npm-ci $?
 		cluster_flags=(--test --test-reporter=spec --test-concurrency=1)
 		if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then cluster_flags+=(--test-timeout=900000); fi
-		read -r -a cluster_files <<<"${AIRLOCK_TEST_CLUSTER_FILES:-01-placement.test.mjs 02-routing.test.mjs 03-cross-api.test.mjs 04-templates.test.mjs 05-drain.test.mjs 06-faults-api.test.mjs 07-faults-node.test.mjs 08-faults-pg.test.mjs 09-move.test.mjs 10-move-faults.test.mjs 11-security.test.mjs 12-artifact-integrity.test.mjs 13-pause-upload.test.mjs}"
+		read -r -a cluster_files <<<"${AIRLOCK_TEST_CLUSTER_FILES:-01-placement.test.mjs 02-routing.test.mjs 03-cross-api.test.mjs 04-templates.test.mjs 05-drain.test.mjs 06-faults-api.test.mjs 07-faults-node.test.mjs 08-faults-pg.test.mjs 09-move.test.mjs 10-move-faults.test.mjs 11-security.test.mjs 12-artifact-integrity.test.mjs 13-pause-upload.test.mjs 14-volumes.test.mjs 15-events.test.mjs}"
 		(cd test/cluster && AIRLOCK_CLUSTER_STATE=$CLUSTER_STATE AIRLOCK_CLUSTER_S3_DIR=${CLUSTER_S3_DIR} node "${cluster_flags[@]}" "${cluster_files[@]}") 2>&1 | tee "$WORK/cluster.out"
 		cluster_rc=${PIPESTATUS[0]}
 		record cluster-e2e "$cluster_rc"

@@ -6,7 +6,9 @@
 #     bash bench/soak/daemon.sh -profile long -duration 5m -json /tmp/old.json
 #
 # The daemon is the test suite's (scripts/test.sh): warm pool off, so every
-# create restores the template's boot snapshot. Its log is $DATA_DIR.soak.log.
+# create restores the template's boot snapshot. Its log is $DATA_DIR.soak.log,
+# at debug level: bench/soak reads the creates' restore and wait steps from it
+# (the "floor: create ..." rows).
 # Knobs: BIN, DATA_DIR, NET_PREFIX, SUBNET, LISTEN (default 127.0.0.1:49990),
 # SERVE_ARGS (extra serve flags). Other arguments go to bench/soak.
 set -euo pipefail
@@ -20,7 +22,7 @@ KEY=soak-$RANDOM$RANDOM
 LOG=$DATA_DIR.soak.log
 # shellcheck disable=SC2086 # SERVE_ARGS is split on purpose
 "$BIN" serve --listen "$LISTEN" --data-dir "$DATA_DIR" --api-key "$KEY" --net-prefix "$NET_PREFIX" \
-	--subnet "$SUBNET" --warm-pool code-interpreter-v1=0 ${SERVE_ARGS:-} >"$LOG" 2>&1 &
+	--subnet "$SUBNET" --warm-pool code-interpreter-v1=0 --log-level debug ${SERVE_ARGS:-} >"$LOG" 2>&1 &
 PID=$!
 # killall kills every sandbox the daemon lists (leftovers of an earlier run
 # that it re-attached, or of this one).
@@ -49,4 +51,4 @@ for _ in $(seq 1 1200); do
 done
 killall
 echo "daemon $PID ($BIN) up on $LISTEN"
-AIRLOCK_URL=http://$LISTEN AIRLOCK_API_KEY=$KEY go run ./bench/soak -pid "$PID" "$@"
+AIRLOCK_URL=http://$LISTEN AIRLOCK_API_KEY=$KEY go run ./bench/soak -pid "$PID" -daemon-log "$LOG" "$@"

@@ -2,7 +2,9 @@
 // concurrent clients, each repeatedly creating a code-interpreter sandbox,
 // running cells and commands, uploading and downloading files and killing
 // it. It prints p50/p99 per operation, the error count and the daemon's RSS
-// before and after, and can write the numbers as JSON for bench/report.
+// before and after, and can write the numbers as JSON for bench/report. The
+// "floor: ..." rows are same-run floors of kill, cell and create (floor.go;
+// the create's need -daemon-log, a debug log of the daemon).
 //
 //	go run ./bench/soak -profile ci            # CI: 4 clients × 1 round, few ops
 //	go run ./bench/soak -profile long -duration 30m   # the issue's soak: 20 clients, 50 cells + 50 commands per round
@@ -49,6 +51,7 @@ type config struct {
 	jsonOut    string
 	profile    string
 	opDeadline time.Duration
+	daemonLog  string
 }
 
 // Summary is what -json writes (read by bench/report).
@@ -61,6 +64,9 @@ type Summary struct {
 	Errors       int                `json:"errors"`
 	ErrorSamples []string           `json:"error_samples,omitempty"`
 	Ops          map[string]OpStats `json:"ops"`
+	// Floors are the same-run floor rows (floor.go); their errors count
+	// in Errors, their requests not in Requests.
+	Floors       map[string]OpStats `json:"floors,omitempty"`
 	RSSBeforeKiB int64              `json:"daemon_rss_before_kib"`
 	RSSAfterKiB  int64              `json:"daemon_rss_after_kib"`
 }
@@ -90,6 +96,7 @@ func main() {
 	flag.IntVar(&c.pid, "pid", 0, "daemon pid (for RSS)")
 	pidFile := flag.String("pid-file", "", "file holding the daemon pid")
 	flag.StringVar(&c.jsonOut, "json", "", "write the summary as JSON to this file")
+	flag.StringVar(&c.daemonLog, "daemon-log", "", "the daemon's debug log, read after the run for the creates' restore and wait steps (floor rows)")
 	flag.Parse()
 	if c.url == "" || c.key == "" {
 		fmt.Fprintln(os.Stderr, "soak: set AIRLOCK_URL and AIRLOCK_API_KEY (or E2B_API_URL and E2B_API_KEY)")
@@ -144,35 +151,56 @@ func applyProfile(c *config) error {
 	return nil
 }
 
-// recorder collects per-operation latencies and errors.
+// recorder collects per-operation latencies and errors, and the ids of
+// the sandboxes created (to find their steps in the daemon's log).
 type recorder struct {
 	mu      sync.Mutex
 	lat     map[string][]time.Duration
 	errs    map[string]int
 	samples []string
+	ids     map[string]bool
 }
 
 func (r *recorder) do(op string, f func() error) error {
 	start := time.Now()
 	err := f()
 	d := time.Since(start)
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if err != nil {
-		r.errs[op]++
-		if len(r.samples) < 10 {
-			r.samples = append(r.samples, op+": "+err.Error())
-		}
+		r.fail(op, err)
 		return err
 	}
-	r.lat[op] = append(r.lat[op], d)
+	r.add(op, d)
 	return nil
+}
+
+// add records latencies of op measured elsewhere.
+func (r *recorder) add(op string, ds ...time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lat[op] = append(r.lat[op], ds...)
+}
+
+// fail records an error of op.
+func (r *recorder) fail(op string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs[op]++
+	if len(r.samples) < 10 {
+		r.samples = append(r.samples, op+": "+err.Error())
+	}
+}
+
+// created records a sandbox the soak created.
+func (r *recorder) created(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids[id] = true
 }
 
 func run(ctx context.Context, c config) Summary {
 	sdk := airlock.New(c.url, c.key)
 	cl := airlock.New(c.url, c.key)
-	rec := &recorder{lat: map[string][]time.Duration{}, errs: map[string]int{}}
+	rec := &recorder{lat: map[string][]time.Duration{}, errs: map[string]int{}, ids: map[string]bool{}}
 	before := rssKiB(c.pid)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -194,9 +222,21 @@ func run(ctx context.Context, c config) Summary {
 		}(i)
 	}
 	wg.Wait()
+	if c.daemonLog != "" {
+		steps, err := createFloors(c.daemonLog, rec.ids)
+		switch {
+		case err != nil:
+			fmt.Fprintln(os.Stderr, "soak:", err)
+		case len(steps[floorRestoreWait]) == 0:
+			fmt.Fprintln(os.Stderr, "soak: no create steps of this run in", c.daemonLog, "(is the daemon's --log-level debug?)")
+		}
+		for op, ds := range steps {
+			rec.add(op, ds...)
+		}
+	}
 	sum := Summary{
 		Profile: c.profile, Clients: c.clients, Rounds: rounds, Elapsed: time.Since(start).Seconds(),
-		Ops: map[string]OpStats{}, RSSBeforeKiB: before, RSSAfterKiB: rssKiB(c.pid), ErrorSamples: rec.samples,
+		Ops: map[string]OpStats{}, Floors: map[string]OpStats{}, RSSBeforeKiB: before, RSSAfterKiB: rssKiB(c.pid), ErrorSamples: rec.samples,
 	}
 	ops := map[string]bool{}
 	for op := range rec.lat {
@@ -214,9 +254,13 @@ func run(ctx context.Context, c config) Summary {
 			st.P99ms = ms(pct(l, 99))
 			st.MaxMs = ms(l[len(l)-1])
 		}
+		sum.Errors += st.Errors
+		if isFloor(op) {
+			sum.Floors[op] = st
+			continue
+		}
 		sum.Ops[op] = st
 		sum.Requests += st.Count
-		sum.Errors += st.Errors
 	}
 	return sum
 }
@@ -234,6 +278,7 @@ func oneRound(ctx context.Context, c config, sdk *airlock.Client, cl *airlock.Cl
 	}) != nil {
 		return
 	}
+	rec.created(sb.ID)
 	defer func() {
 		_ = rec.do("kill", func() error {
 			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opDeadline)
@@ -259,6 +304,12 @@ func oneRound(ctx context.Context, c config, sdk *airlock.Client, cl *airlock.Cl
 			}
 			return nil
 		})
+		if i%floorEvery == floorEvery-1 || i == c.cells-1 {
+			daemonFloor(ctx, c, sdk, rec, sb.ID)
+		}
+		if i == min(floorCellAt, c.cells)-1 {
+			cellFloor(ctx, c, proc, sb.AccessToken, rec, clientN*1_000_000+round*1000+900)
+		}
 	}
 	for i := 0; i < c.commands; i++ {
 		want := strconv.Itoa(i)
@@ -307,33 +358,43 @@ func oneRound(ctx context.Context, c config, sdk *airlock.Client, cl *airlock.Cl
 	}
 }
 
-// command runs cmd with bash and returns its stdout.
-func command(ctx context.Context, proc interface {
+// processStarter is the agent's process service (Start).
+type processStarter interface {
 	Start(context.Context, *connect.Request[processpb.StartRequest]) (*connect.ServerStreamForClient[processpb.StartResponse], error)
-}, cmd string) (string, error) {
+}
+
+// command runs cmd with bash and returns its stdout.
+func command(ctx context.Context, proc processStarter, cmd string) (string, error) {
+	out, _, err := commandOutput(ctx, proc, cmd)
+	return out, err
+}
+
+// commandOutput runs cmd with bash and returns its stdout and stderr.
+func commandOutput(ctx context.Context, proc processStarter, cmd string) (string, string, error) {
 	stdin := false
 	stream, err := proc.Start(ctx, connect.NewRequest(&processpb.StartRequest{
 		Process: &processpb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", cmd}},
 		Stdin:   &stdin,
 	}))
 	if err != nil {
-		return "", fmt.Errorf("starting command: %w", err)
+		return "", "", fmt.Errorf("starting command: %w", err)
 	}
 	defer stream.Close()
-	var out strings.Builder
-	end, err := guest.Receive(stream, guest.Events{Data: func(stdout, _, _ []byte) error {
+	var out, errOut strings.Builder
+	end, err := guest.Receive(stream, guest.Events{Data: func(stdout, stderr, _ []byte) error {
 		out.Write(stdout)
+		errOut.Write(stderr)
 		return nil
 	}})
 	switch {
 	case errors.Is(err, guest.ErrNoEnd):
-		return out.String(), errors.New("command stream ended without an end event")
+		return out.String(), errOut.String(), errors.New("command stream ended without an end event")
 	case err != nil:
-		return out.String(), fmt.Errorf("command stream: %w", err)
+		return out.String(), errOut.String(), fmt.Errorf("command stream: %w", err)
 	case end.GetExitCode() != 0:
-		return out.String(), fmt.Errorf("command exited %d", end.GetExitCode())
+		return out.String(), errOut.String(), fmt.Errorf("command exited %d", end.GetExitCode())
 	}
-	return out.String(), nil
+	return out.String(), errOut.String(), nil
 }
 
 func printSummary(w io.Writer, s Summary) {
@@ -348,15 +409,28 @@ func printSummary(w io.Writer, s Summary) {
 	sort.Strings(ops)
 	for _, op := range ops {
 		o := s.Ops[op]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t\n", op, o.Count, o.Errors, o.P50ms, o.P99ms, o.MaxMs)
+		row(tw, op, o)
+	}
+	for _, op := range floorOrder {
+		if o, ok := s.Floors[op]; ok {
+			row(tw, op, o)
+		}
 	}
 	_ = tw.Flush()
+	if len(s.Floors) > 0 {
+		fmt.Fprintln(w, floorNote)
+	}
 	if s.RSSBeforeKiB > 0 {
 		fmt.Fprintf(w, "daemon RSS: %d KiB before, %d KiB after\n", s.RSSBeforeKiB, s.RSSAfterKiB)
 	}
 	for _, e := range s.ErrorSamples {
 		fmt.Fprintln(w, "error:", e)
 	}
+}
+
+// row prints one op's line of the table.
+func row(w io.Writer, op string, o OpStats) {
+	fmt.Fprintf(w, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t\n", op, o.Count, o.Errors, o.P50ms, o.P99ms, o.MaxMs)
 }
 
 func pct(sorted []time.Duration, p int) time.Duration {

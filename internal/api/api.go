@@ -12,9 +12,11 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/airlock-sandbox/airlock/internal/activity"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/secrets"
 )
 
 // ClientID is the deprecated constant clientID E2B returns.
@@ -54,6 +56,18 @@ type Options struct {
 	Building func() []string
 	// Volumes serves E2B's volume API (volumes.go); nil: 501.
 	Volumes *Volumes
+	// NoVolumes, with Volumes nil, says why (a cluster node without the
+	// shared volume root): the 501 and the 400 of a create with
+	// volumeMounts say it instead of "not enabled".
+	NoVolumes string
+	// Events serves E2B's lifecycle events and webhooks API (events.go);
+	// nil: 503.
+	Events *Events
+	// Activity is the sandboxes' live activity feed (activity.go); nil:
+	// 501.
+	Activity *activity.Hub
+	// Secrets serves E2B's /secrets (secrets.go); nil: 403.
+	Secrets *secrets.Service
 }
 
 // api holds the handler state.
@@ -106,6 +120,9 @@ func (a *api) routes() {
 	h("GET /snapshots", a.listSnapshots)
 
 	a.volumeRoutes()
+	a.eventRoutes()
+	a.activityRoutes()
+	a.secretRoutes()
 
 	a.sdkRoutes()
 	h("GET /templates", a.listTemplates)

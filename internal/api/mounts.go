@@ -15,10 +15,12 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/volume"
 )
 
-// mountJSON is E2B's SandboxVolumeMount.
+// mountJSON is E2B's SandboxVolumeMount, plus Airlock's readOnly (E2B has
+// no read-only mount; sent and echoed only when true).
 type mountJSON struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
 }
 
 // maxVolumeMounts bounds a create's volumeMounts.
@@ -67,6 +69,9 @@ func (a *api) volumeMounts(ctx context.Context, raw []json.RawMessage) ([]volume
 		return nil, nil
 	}
 	if a.opts.Volumes == nil {
+		if a.opts.NoVolumes != "" {
+			return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: "Volume mounts are not enabled: " + a.opts.NoVolumes}
+		}
 		return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: "Volume mounts are not enabled."}
 	}
 	if len(raw) > maxVolumeMounts {
@@ -99,7 +104,10 @@ func (a *api) volumeMounts(ctx context.Context, raw []json.RawMessage) ([]volume
 		} else if err != nil {
 			return nil, fmt.Errorf("looking volume %q up: %w", m.Name, err)
 		}
-		out = append(out, volume.Mount{VolumeID: v.ID, Name: v.Name, Path: m.Path})
+		out = append(out, volume.Mount{VolumeID: v.ID, Name: v.Name, Path: m.Path, ReadOnly: m.ReadOnly})
+		if volume.BucketReadOnly(v.Bucket) { // read-only in the sandbox as in s3fs
+			out[len(out)-1].ReadOnly = true
+		}
 	}
 	if len(problems) > 0 {
 		return nil, &sandbox.Error{Code: http.StatusBadRequest, Msg: "invalid mounts:\n\t- " + strings.Join(problems, "\n\t- ")}
@@ -111,7 +119,7 @@ func (a *api) volumeMounts(ctx context.Context, raw []json.RawMessage) ([]volume
 func mountsJSON(ms []volume.Mount) []json.RawMessage {
 	out := make([]json.RawMessage, 0, len(ms))
 	for _, m := range ms {
-		b, _ := json.Marshal(mountJSON{Name: m.Name, Path: m.Path})
+		b, _ := json.Marshal(mountJSON{Name: m.Name, Path: m.Path, ReadOnly: m.ReadOnly})
 		out = append(out, b)
 	}
 	return out

@@ -41,8 +41,7 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
-	if isSetJSON(body.Rules) || isSetJSON(body.EgressProxy) {
-		middleware.WriteError(w, http.StatusNotImplemented, "network rules and egress proxies are not supported yet")
+	if a.checkRulesAndProxy(w, r, body.Rules, body.EgressProxy) { // network_rules.go
 		return
 	}
 	eg, err := sandbox.ParseEgress(body.AllowOut, body.DenyOut)

@@ -83,15 +83,6 @@ func (a *api) toDetail(sb *sandbox.Sandbox) airlock.SandboxDetail {
 	}
 }
 
-// unsupportedNetwork reports whether the create body's network asks for
-// what Airlock cannot enforce yet.
-func unsupportedNetwork(n *airlock.NetworkConfig) bool {
-	if n == nil {
-		return false
-	}
-	return isSetJSON(n.Rules) || isSetJSON(n.EgressProxy)
-}
-
 func (a *api) createV1(w http.ResponseWriter, r *http.Request) { a.create(w, r, false) }
 func (a *api) createV2(w http.ResponseWriter, r *http.Request) { a.create(w, r, true) }
 
@@ -100,8 +91,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
-	if unsupportedNetwork(body.Network) {
-		middleware.WriteError(w, http.StatusNotImplemented, "sandbox network configuration is not supported yet")
+	if body.Network != nil && a.checkRulesAndProxy(w, r, body.Network.Rules, body.Network.EgressProxy) { // network_rules.go
 		return
 	}
 	for field, m := range map[string]map[string]string{"metadata": body.Metadata, "envVars": body.EnvVars} {

@@ -52,7 +52,11 @@ type volumeRequest struct {
 func (a *api) content(h func(http.ResponseWriter, *http.Request, *volumeRequest)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if a.opts.Volumes == nil {
-			writeContentError(w, http.StatusNotImplemented, "not_enabled", "volumes are not enabled on this daemon")
+			msg := "volumes are not enabled on this daemon"
+			if a.opts.NoVolumes != "" {
+				msg = a.opts.NoVolumes
+			}
+			writeContentError(w, http.StatusNotImplemented, "not_enabled", msg)
 			return
 		}
 		id := r.PathValue("volumeID")
@@ -287,6 +291,10 @@ func (a *api) writeFile(w http.ResponseWriter, r *http.Request, vr *volumeReques
 			return
 		}
 	}
+	if up, ok := a.opts.Volumes.Backing.(volume.Uploader); ok {
+		a.writeAccounted(w, r, vr, up, o, force)
+		return
+	}
 	used, size, err := a.opts.Volumes.Backing.Usage(r.Context(), vr.vol.ID)
 	if err != nil {
 		a.contentFail(w, r, err)
@@ -311,5 +319,48 @@ func (a *api) writeFile(w http.ResponseWriter, r *http.Request, vr *volumeReques
 		a.contentFail(w, r, err)
 		return
 	}
+	middleware.WriteJSON(w, http.StatusCreated, e)
+}
+
+// writeAccounted is writeFile on a Backing that keeps per-volume accounts
+// (volume.Uploader: the dir backing): the upload takes its bytes from the
+// volume's account as it reads them, so concurrent uploads on this node
+// cannot pass the limit together, and the volume is not walked per upload.
+func (a *api) writeAccounted(w http.ResponseWriter, r *http.Request, vr *volumeRequest, up volume.Uploader, o volume.Owner, force bool) {
+	var freed int64
+	if force { // an overwrite frees the old file's space
+		if old, err := vr.files.Stat(vr.path); err == nil && old.Type == "file" {
+			freed = old.Size
+		}
+	}
+	u, err := up.BeginUpload(r.Context(), vr.vol.ID, freed)
+	if err != nil {
+		a.contentFail(w, r, err)
+		return
+	}
+	ok := false
+	defer func() { u.End(ok) }()
+	if r.ContentLength > 0 {
+		// Hold the announced size at once: 507 before reading, and the
+		// bytes are this upload's while it runs.
+		if err := u.Take(r.ContentLength); err != nil {
+			writeContentError(w, http.StatusInsufficientStorage, "insufficient_storage", err.Error())
+			return
+		}
+		e, err := vr.files.Write(r.Context(), vr.path, r.Body, r.ContentLength, o, force)
+		if err != nil {
+			a.contentFail(w, r, err)
+			return
+		}
+		ok = true
+		middleware.WriteJSON(w, http.StatusCreated, e)
+		return
+	}
+	e, err := vr.files.Write(r.Context(), vr.path, u.Reader(r.Body), -1, o, force)
+	if err != nil {
+		a.contentFail(w, r, err)
+		return
+	}
+	ok = true
 	middleware.WriteJSON(w, http.StatusCreated, e)
 }

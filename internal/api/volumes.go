@@ -29,6 +29,9 @@ type Volumes struct {
 	DefaultSizeMB, MaxSizeMB int64
 	// TokenTTL is how long a content API token lives (0: DefaultTokenTTL).
 	TokenTTL time.Duration
+	// Buckets enables bucket volumes (nil: a create with a bucket is
+	// refused; volumebuckets.go).
+	Buckets *BucketVolumes
 }
 
 // MinVolumeSizeMB is the smallest size a create may ask for: the loop
@@ -44,6 +47,8 @@ const DefaultTokenTTL = 24 * time.Hour
 type newVolumeBody struct {
 	Name   string `json:"name"`
 	SizeMB *int64 `json:"sizeMB,omitempty"`
+	// Bucket makes a bucket volume (an Airlock extension).
+	Bucket *volume.Bucket `json:"bucket,omitempty"`
 }
 
 // volumeJSON is E2B's Volume and, with Token, VolumeAndToken; SizeMB is
@@ -53,6 +58,12 @@ type volumeJSON struct {
 	Name     string `json:"name"`
 	Token    string `json:"token,omitempty"`
 	SizeMB   int64  `json:"sizeMB"`
+	// UsedBytes and MountedBy are Airlock's too (volumes_use.go).
+	UsedBytes *int64   `json:"usedBytes,omitempty"`
+	MountedBy []string `json:"mountedBy,omitempty"`
+	// Bucket is a bucket volume's bucket, without its secret key and with
+	// its access key id masked (volume.PublicBucket).
+	Bucket *volume.Bucket `json:"bucket,omitempty"`
 }
 
 // volumeName is E2B's NewVolume.name pattern (at most 250 characters, its
@@ -80,7 +91,11 @@ func (a *api) volumeRoutes() {
 // volumesOn answers 501 when the daemon serves no volumes.
 func (a *api) volumesOn(w http.ResponseWriter) bool {
 	if a.opts.Volumes == nil {
-		middleware.WriteError(w, http.StatusNotImplemented, "volumes are not enabled on this daemon")
+		msg := "volumes are not enabled on this daemon"
+		if a.opts.NoVolumes != "" {
+			msg = a.opts.NoVolumes
+		}
+		middleware.WriteError(w, http.StatusNotImplemented, msg)
 		return false
 	}
 	return true
@@ -100,7 +115,14 @@ func (a *api) createVolume(w http.ResponseWriter, r *http.Request) {
 	}
 	vols := a.opts.Volumes
 	sizeMB := vols.DefaultSizeMB
-	if body.SizeMB != nil {
+	id, bucket := newUUID(), ""
+	if body.Bucket != nil {
+		var ok bool
+		if bucket, ok = a.bucketRecord(w, r, id, body.Bucket, body.SizeMB != nil); !ok {
+			return
+		}
+		sizeMB = 0
+	} else if body.SizeMB != nil {
 		sizeMB = *body.SizeMB
 		max := vols.MaxSizeMB
 		if max <= 0 {
@@ -111,7 +133,7 @@ func (a *api) createVolume(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	v := &store.Volume{ID: newUUID(), Name: body.Name, SizeBytes: sizeMB << 20, CreatedAt: time.Now().UTC()}
+	v := &store.Volume{ID: id, Name: body.Name, SizeBytes: sizeMB << 20, CreatedAt: time.Now().UTC(), Bucket: bucket}
 	if err := vols.Store.CreateVolume(r.Context(), v); errors.Is(err, store.ErrNameTaken) {
 		middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("Volume with name '%s' already exists", body.Name))
 		return
@@ -132,7 +154,7 @@ func (a *api) createVolume(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) volumeAndToken(v *store.Volume) volumeJSON {
-	return volumeJSON{VolumeID: v.ID, Name: v.Name, SizeMB: v.SizeBytes >> 20, Token: a.volumeToken(v.ID, time.Now())}
+	return volumeJSON{VolumeID: v.ID, Name: v.Name, SizeMB: v.SizeBytes >> 20, Token: a.volumeToken(v.ID, time.Now()), Bucket: volume.PublicBucket(v.Bucket)}
 }
 
 func (a *api) listVolumes(w http.ResponseWriter, r *http.Request) {
@@ -146,8 +168,9 @@ func (a *api) listVolumes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]volumeJSON, 0, len(all))
 	for _, v := range all {
-		out = append(out, volumeJSON{VolumeID: v.ID, Name: v.Name, SizeMB: v.SizeBytes >> 20})
+		out = append(out, volumeJSON{VolumeID: v.ID, Name: v.Name, SizeMB: v.SizeBytes >> 20, Bucket: volume.PublicBucket(v.Bucket)})
 	}
+	a.addUse(r.Context(), out)
 	middleware.WriteJSON(w, http.StatusOK, out)
 }
 
@@ -178,7 +201,9 @@ func (a *api) getVolume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	middleware.WriteJSON(w, http.StatusOK, a.volumeAndToken(v))
+	out := []volumeJSON{a.volumeAndToken(v)}
+	a.addUse(r.Context(), out)
+	middleware.WriteJSON(w, http.StatusOK, out[0])
 }
 
 // deleteVolume removes the record, then the data, whether or not running

@@ -97,9 +97,18 @@ func (r *Ring) Dropped() uint64 {
 	return r.total - n
 }
 
+// Observer is told about every entry a Book records, and about every
+// sandbox it forgets (the activity feed, internal/activity).
+type Observer interface {
+	Egress(id string, e Entry)
+	Drop(id string)
+}
+
 // Book maps sandbox ids to rings.
 type Book struct {
 	size int
+	// obs, when set, sees every Add and Drop.
+	obs Observer
 	// logs, when set, keeps each sandbox's entries on disk too (log
 	// "<id>.egress"), read back when the sandbox is first seen again.
 	logs *jsonlog.Store
@@ -114,6 +123,9 @@ type Book struct {
 func NewBook(size int, logs *jsonlog.Store) *Book {
 	return &Book{size: size, logs: logs, rings: map[string]*Ring{}}
 }
+
+// Observe makes o see every entry added from now on (set it before use).
+func (b *Book) Observe(o Observer) { b.obs = o }
 
 // LogName is the name of sandbox id's log in the store.
 func LogName(id string) string { return id + ".egress" }
@@ -154,6 +166,9 @@ func (b *Book) Add(id string, e Entry) {
 	if b.logs != nil {
 		b.logs.Log(LogName(id)).Append(e)
 	}
+	if b.obs != nil {
+		b.obs.Egress(id, e)
+	}
 }
 
 // Last returns up to limit most recent entries of id, oldest first (nil
@@ -193,5 +208,8 @@ func (b *Book) Drop(id string) {
 	b.mu.Unlock()
 	if b.logs != nil {
 		_ = b.logs.Remove(LogName(id))
+	}
+	if b.obs != nil {
+		b.obs.Drop(id)
 	}
 }

@@ -41,19 +41,22 @@ type codeSession struct {
 	created bool
 }
 
-func openSession(ctx context.Context, cmd *cobra.Command, sandboxID, template string) (*codeSession, error) {
+func openSession(ctx context.Context, cmd *cobra.Command, sandboxID, template string, mounts []airlock.VolumeMount) (*codeSession, error) {
 	c, err := sdkClient(cmd)
 	if err != nil {
 		return nil, err
 	}
 	if sandboxID != "" {
+		if len(mounts) > 0 {
+			return nil, errors.New("--volume mounts volumes into a new sandbox; it cannot be used with --sandbox")
+		}
 		sbx, err := c.ConnectSandbox(ctx, sandboxID, 0)
 		if err != nil {
 			return nil, fmt.Errorf("connecting to sandbox %s: %w", sandboxID, err)
 		}
 		return &codeSession{sbx: sbx}, nil
 	}
-	sbx, err := c.CreateSandbox(ctx, airlock.SandboxOptions{Template: template})
+	sbx, err := c.CreateSandbox(ctx, airlock.SandboxOptions{Template: template, VolumeMounts: mounts})
 	if err != nil {
 		return nil, err // "creating sandbox: ..."
 	}
@@ -103,6 +106,7 @@ func printExecution(w io.Writer, ex *airlock.Execution, outDir string, seq *int)
 func newRunCmd() *cobra.Command {
 	var lang, sandboxID, template, outDir string
 	var keep bool
+	var volumes []string
 	cmd := &cobra.Command{
 		Use:   "run [flags] FILE|-",
 		Short: "Run a code file in a sandbox's interpreter and print its output",
@@ -124,7 +128,11 @@ func newRunCmd() *cobra.Command {
 			if lang == "" {
 				lang = langFromExt(args[0])
 			}
-			s, err := openSession(ctx, cmd, sandboxID, template)
+			mounts, err := parseVolumeFlags(volumes)
+			if err != nil {
+				return err
+			}
+			s, err := openSession(ctx, cmd, sandboxID, template, mounts)
 			if err != nil {
 				return err
 			}
@@ -161,6 +169,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&template, "template", "code-interpreter-v1", "template for a new sandbox")
 	cmd.Flags().StringVar(&outDir, "out-dir", ".", "directory for image/PDF results")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the new sandbox running afterwards (its id is printed)")
+	cmd.Flags().StringArrayVar(&volumes, "volume", nil, "mount a volume in the new sandbox: NAME:/path[:ro] (repeatable)")
 	return cmd
 }
 
@@ -197,7 +206,7 @@ func newReplCmd() *cobra.Command {
 		Short: "Interactive interpreter session in a sandbox (state persists between cells)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			s, err := openSession(ctx, cmd, sandboxID, template)
+			s, err := openSession(ctx, cmd, sandboxID, template, nil)
 			if err != nil {
 				return err
 			}

@@ -35,6 +35,7 @@ func newCreateCmd() *cobra.Command {
 		envs       []string
 		noInternet bool
 		asJSON     bool
+		volumes    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "create",
@@ -52,11 +53,15 @@ func newCreateCmd() *cobra.Command {
 			if timeout <= 0 {
 				return fmt.Errorf("--timeout must be positive, got %d", timeout)
 			}
+			mounts, err := parseVolumeFlags(volumes)
+			if err != nil {
+				return err
+			}
 			c, err := newClient(cmd)
 			if err != nil {
 				return err
 			}
-			opts := airlock.SandboxOptions{Template: template, Timeout: time.Duration(timeout) * time.Second, Metadata: meta, Envs: env}
+			opts := airlock.SandboxOptions{Template: template, Timeout: time.Duration(timeout) * time.Second, Metadata: meta, Envs: env, VolumeMounts: mounts}
 			if noInternet {
 				f := false
 				opts.AllowInternet = &f
@@ -78,6 +83,7 @@ func newCreateCmd() *cobra.Command {
 	f.StringArrayVarP(&metadata, "metadata", "m", nil, "metadata key=value (repeatable)")
 	f.StringArrayVarP(&envs, "env", "e", nil, "default environment variable KEY=VALUE (repeatable)")
 	f.BoolVar(&noInternet, "no-internet", false, "deny outbound internet access")
+	f.StringArrayVar(&volumes, "volume", nil, "mount a volume: NAME:/path[:ro] (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the full sandbox object as JSON")
 	return cmd
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"github.com/airlock-sandbox/airlock/internal/activity"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -69,8 +70,12 @@ Use --kill-on-exit to kill every sandbox on shutdown instead.`,
 	addLimitFlags(f, &o.Limits)
 	addEgressFlags(f, &o.Egress)
 	addBuildFlags(f, &o.Builds)
-	f.StringVar(&o.Volumes.Backing, "volume-backing", "auto", "where this node keeps volumes' data: loop (a sparse ext4 image per volume under --data-dir/volumes, loop-mounted; its size is the volume's limit), auto (loop where the host has loop devices and mkfs.ext4, else none with a warning), dir (a plain directory per volume under --data-dir/volumes; its size is a limit of the volume content API only: for a --data-dir on a filesystem the nodes share) or none (no volumes)")
+	addEventFlags(f, &o.Events)
+	f.StringVar(&o.Volumes.Backing, "volume-backing", "auto", "where this node keeps volumes' data: loop (a sparse ext4 image per volume under --data-dir/volumes, loop-mounted; its size is the volume's limit), auto (loop where the host has loop devices and mkfs.ext4, else none with a warning), dir (a plain directory per volume under --data-dir/volumes, or under --volume-root; its size is a limit of the volume content API only) or none (no volumes)")
+	f.StringVar(&o.Volumes.Root, "volume-root", "", "a directory on a filesystem every node of a cluster mounts (NFS, CephFS, EFS, a ReadWriteMany volume; it must exist): volumes are directories under it (the dir backing), usable from every node at once; a --role node daemon without it has no volumes")
 	f.IntVar(&o.Volumes.DefaultSizeMB, "volume-size-default", daemon.DefaultVolumeSizeMB, "size in MiB of a volume whose create names none (its writers get ENOSPC beyond it)")
+	f.BoolVar(&o.Volumes.BucketAllowPrivate, "volume-bucket-allow-private", false, "let bucket volumes name S3 endpoints on loopback, private, link-local or this host's addresses (refused by default, so a bucket endpoint is no way into the operator's network)")
+	f.StringVar(&o.SecretsKeyFile, "secrets-key-file", os.Getenv("AIRLOCK_SECRETS_KEY_FILE"), "file holding the key (64 hex digits, mode 0600) that seals credentials kept in the store, such as bucket volumes' (default $AIRLOCK_SECRETS_KEY_FILE, else --data-dir/secrets.key, generated at first start); keep it with backups of the store, and the same on every daemon of a cluster")
 	f.IntVar(&o.Volumes.MaxSizeMB, "volume-size-max", daemon.DefaultVolumeMaxSizeMB, "largest size in MiB a volume create may ask for (its sizeMB, an Airlock extension)")
 	f.DurationVar(&o.MetricsInterval, "metrics-interval", metrics.DefaultInterval, "how often each sandbox's CPU, memory and disk use is sampled")
 	f.StringVar(&o.NetPrefix, "net-prefix", network.DefaultNamePrefix, "name prefix of network namespaces, host veths and the nftables table (two daemons on one host need different prefixes and subnets, neither prefix the start of the other)")
@@ -133,4 +138,8 @@ func addEgressFlags(f *pflag.FlagSet, e *daemon.Egress) {
 		"resolvers (ip or ip:port) that the DNS filter of sandboxes with domain rules forwards allowed queries to (default: the host's /etc/resolv.conf)")
 	f.IntVar(&e.AuditGroup, "audit-nflog-group", 0,
 		"NFLOG group for the egress audit log of connections (1-65535; default derived from --net-prefix, -1 turns it off; two daemons on a host need different groups)")
+	f.IntVar(&e.ActivityMaxEntries, "activity-max-entries", activity.DefaultMaxEntries,
+		"entries each sandbox's activity feed (GET /sandboxes/{id}/activity, airlock watch) keeps in memory and on disk; 0 turns the feed off")
+	f.DurationVar(&e.ActivityMaxAge, "activity-max-age", activity.DefaultMaxAge,
+		"oldest activity feed entry a sandbox keeps")
 }

@@ -213,6 +213,9 @@ type Route struct {
 	// base template of a sandbox made from a snapshot), its CPUs, memory.
 	TemplateID         string
 	CPUCount, MemoryMB int
+	// Volumes: it mounts volumes, so only a node with the shared volume
+	// root (LabelVolumes) can take it.
+	Volumes bool
 }
 
 // SandboxToken is a sandbox's route and envd access token.

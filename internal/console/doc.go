@@ -68,7 +68,11 @@
 //     while one runs, and an SDK build's "Log" shows `GET /templates/{id}/builds/{build}/logs`,
 //     followed while it runs; and a build from a pasted Dockerfile: the browser
 //     makes a one-file ustar archive and POSTs it to `/airlock/v1/templates/{name}/build`,
-//     streaming the NDJSON log). The SDKs are configured with `apiUrl` = `sandboxUrl` =
+//     streaming the NDJSON log); Volumes (`Volumes.jsx`: `GET /volumes` with Airlock's
+//     `sizeMB`, `usedBytes` and `mountedBy`, create (name, size) and delete with the API key,
+//     and per volume a file browser over the content API `/volumecontent/{id}/{dir,file,path}`
+//     with the token `GET /volumes/{id}` hands the key's holder: list, download, upload,
+//     new folder, delete). The SDKs are configured with `apiUrl` = `sandboxUrl` =
 //     the page's origin, so their agent traffic goes through the daemon's proxy.
 //
 //   - **Through a cluster's api tier** (`cluster` = `GET /airlock/v1/nodes` answered 200; a
@@ -128,4 +132,7 @@
 //     cells and the sandbox page's node match `X-Airlock-Node`, the Nodes view counts them, the
 //     terminal runs a command through the api tier, and no browser errors. Screenshots of each
 //     page go to `$AIRLOCK_TEST_ARTIFACTS` (default `<test log dir>/console`; `cluster-*.png`).
+//     `test/console/volumes.test.mjs` (same stage) drives the Volumes page: create with a size
+//     limit, a bad name's 400, use and a mounting sandbox shown, upload, download, a new folder,
+//     deletes reaching the volume, and deleting the volume.
 package console

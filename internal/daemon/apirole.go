@@ -15,5 +15,7 @@ func runAPI(ctx context.Context, cfg Config, r role, log *slog.Logger) error {
 		DataDir: cfg.DataDir, Store: cfg.Store, APIKey: cfg.APIKey, Domain: cfg.Domain, Listen: cfg.Listen,
 		Artifacts: cfg.Artifacts, ArtifactGCInterval: cfg.ArtifactGCInterval,
 		Secret: r.secret, TLS: r.tls, Stdout: cfg.Stdout,
+		Events: apirole.Events{Retention: cfg.Events.Retention, WebhookAllowPrivate: cfg.Events.WebhookAllowPrivate,
+			WebhookRetryInterval: cfg.Events.WebhookRetryInterval},
 	}, log)
 }

@@ -19,9 +19,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/activity"
 	"github.com/airlock-sandbox/airlock/internal/agentbin"
 	"github.com/airlock-sandbox/airlock/internal/api"
 	"github.com/airlock-sandbox/airlock/internal/artifacts"
+	"github.com/airlock-sandbox/airlock/internal/audit"
 	"github.com/airlock-sandbox/airlock/internal/cluster/node"
 	"github.com/airlock-sandbox/airlock/internal/console"
 	"github.com/airlock-sandbox/airlock/internal/daemonlock"
@@ -36,9 +38,14 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/proxy"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/secretbox"
+	"github.com/airlock-sandbox/airlock/internal/secrets"
 	"github.com/airlock-sandbox/airlock/internal/startup"
 	"github.com/airlock-sandbox/airlock/internal/store"
 	"github.com/airlock-sandbox/airlock/internal/template"
+	"github.com/airlock-sandbox/airlock/internal/volume"
+	"github.com/airlock-sandbox/airlock/internal/webhooks"
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
 )
 
 // DefaultListen is the daemon's default listen address.
@@ -63,6 +70,10 @@ type Config struct {
 	LogLevel      string // --log-level
 	LogFormat     string // --log-format: text or json
 	KillOnExit    bool   // --kill-on-exit
+	// SecretsKeyFile is --secrets-key-file: the key sealing credentials in
+	// the store (internal/secretbox; "" = <data-dir>/secrets.key, made at
+	// first start).
+	SecretsKeyFile string
 	// Artifacts is --artifacts: "" (none), s3://bucket/prefix or a
 	// directory; opened and checked at start (startup.OpenArtifacts).
 	Artifacts string
@@ -113,6 +124,8 @@ type Config struct {
 	DrainOnStop bool
 	// Volumes are the --volume-* flags (volumes.go).
 	Volumes Volumes
+	// Events are the --events-* and --webhook-* flags (events.go).
+	Events Events
 }
 
 // Run starts the daemon and serves until ctx ends (a clean shutdown) or
@@ -196,19 +209,31 @@ type daemon struct {
 	// checked at start; templates and snapshots do not use it yet.
 	artifacts *artifacts.Store
 
-	apiKey  string
-	st      store.Full
-	netMgr  *network.Manager
-	rt      runtime.Runtime
-	rtInfo  runtimeInfo
-	tm      *template.Manager
-	mgr     *sandbox.Manager
-	metrics *daemonMetrics
-	handler http.Handler
+	apiKey string
+	st     store.Full
+	netMgr *network.Manager
+	// activity is the sandboxes' live activity feed (nil: off).
+	activity *activity.Hub
+	rt       runtime.Runtime
+	rtInfo   runtimeInfo
+	tm       *template.Manager
+	mgr      *sandbox.Manager
+	metrics  *daemonMetrics
+	handler  http.Handler
 	// files are the uploaded file sets of SDK template builds.
 	files *api.FileSets
 	// volumes serves E2B's volume API (nil: it answers 501; volumes.go).
 	volumes *api.Volumes
+	// buckets mounts bucket volumes (nil: none on this node; buckets.go).
+	buckets *volume.Buckets
+	// events and deliverer: lifecycle events and webhooks (events.go).
+	events    *api.Events
+	deliverer *webhooks.Deliverer
+	// secretBox seals credentials in the store (buckets.go: openSecrets),
+	// opened once.
+	secretBox *secretbox.Box
+	// secrets keeps E2B's egress secrets (/secrets; secrets.go).
+	secrets *secrets.Service
 
 	// infraBlocked are the store's and the artifact store's addresses,
 	// which no sandbox reaches (blocked.go).
@@ -266,6 +291,9 @@ func (d *daemon) open(ctx context.Context) error {
 	if d.apiKey, err = startup.APIKey(ctx, d.cfg.APIKey, d.dataDir, st); err != nil {
 		return err
 	}
+	if err := d.openEvents(ctx, st); err != nil {
+		return err
+	}
 	d.infraBlocked = d.infraAddrs(ctx, os.Getenv(artifacts.EnvEndpoint))
 	// Every credential in the environment has been read (artifact store,
 	// store, cluster secret, API key): no process started from here on
@@ -281,9 +309,41 @@ func (d *daemon) open(ctx context.Context) error {
 		return err
 	}
 	d.defer_(func() { closeLogged(d.log, "sandbox logs", logs.Close) })
+	var auditObs audit.Observer
+	if n := d.cfg.Egress.ActivityMaxEntries; n > 0 {
+		// The activity feed (internal/activity), in files of its own.
+		alogs, err := jsonlog.Open(filepath.Join(d.dataDir, "activity"), jsonlog.Options{MaxLines: n, MaxBytes: int64(n) << 9},
+			d.log.With("component", "activity"))
+		if err != nil {
+			return err
+		}
+		d.defer_(func() { closeLogged(d.log, "activity logs", alogs.Close) })
+		d.activity = activity.New(alogs, activity.Options{MaxEntries: n, MaxAge: d.cfg.Egress.ActivityMaxAge, Log: d.log.With("component", "activity")})
+		auditObs = d.activity
+		// File entries from the agent's watch, only while someone listens.
+		fsClient := func(id string) (filesystempbconnect.FilesystemClient, error) {
+			live, err := d.mgr.Lookup(id)
+			if err != nil {
+				return nil, err
+			}
+			return live.FilesystemClient()
+		}
+		d.activity.SetOnListen(func(ctx context.Context, id string) {
+			d.activity.WatchFiles(ctx, id, fsClient, activity.DefaultFilePaths)
+		})
+		// Process entries from gVisor's runtime monitoring.
+		tr, err := activity.StartTracer(d.activity, filepath.Join(d.dataDir, "trace"))
+		if err != nil {
+			d.log.Warn("activity feed without process entries", "err", err)
+		} else {
+			d.defer_(func() { closeLogged(d.log, "activity tracer", tr.Close) })
+			tr.Known = func(id string) bool { _, err := d.mgr.Lookup(id); return err == nil }
+			d.cfg.GVisor.podInit = tr.ConfigPath()
+		}
+	}
 	d.nameservers = sandbox.HostNameservers("/etc/resolv.conf")
 	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix,
-		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs,
+		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs, AuditObserver: auditObs,
 		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers),
 		BlockedAddrs: d.infraBlocked}, d.log)
 	if err != nil {
@@ -334,6 +394,7 @@ func (d *daemon) open(ctx context.Context) error {
 	// Sandboxes that stop on their own (agent killed, memory limit) are
 	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
 	go d.mgr.Reap(ctx, sandbox.DefaultWatchInterval)
+	d.runEvents(ctx)
 	d.metrics.attach(d.mgr)
 	d.metrics.overview = metrics.NewOverview(d.dataDir, 5*time.Second, d.log.With("component", "overview"))
 	go d.metrics.overview.Run(ctx)
@@ -405,8 +466,18 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 	if err != nil {
 		return err
 	}
+	vols, buckets, err := d.openBuckets(vols) // buckets.go
+	if err != nil {
+		return err
+	}
 	mgrCfg.Volumes = vols
 	if d.volumes, err = d.volumeAPI(vols); err != nil {
+		return err
+	}
+	if d.volumes != nil {
+		d.volumes.Buckets = buckets
+	}
+	if d.secrets, err = d.openSecretsService(); err != nil { // secrets.go
 		return err
 	}
 	mgrCfg.BootSnapshots = d.cfg.BootSnapshots
@@ -447,6 +518,7 @@ func (d *daemon) reattach(ctx context.Context) {
 		d.log.Error("re-attaching sandboxes (continuing)", "err", err)
 	}
 	d.log.Info("reattach done", "reattached", len(rep.Reattached), "removed", len(rep.Removed), "leaked", len(rep.Leaked))
+	d.activity.GC(func(id string) bool { _, err := d.mgr.Lookup(id); return err == nil })
 	srep, serr := d.mgr.InitSnapshots(ctx)
 	if serr != nil {
 		d.log.Error("checking snapshots (continuing)", "err", serr)
@@ -469,7 +541,8 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	apiHandler := api.New(d.mgr, apiTemplates{tm: d.tm, mgr: d.mgr, builder: builder}, api.Options{APIKey: d.apiKey, Domain: d.cfg.Domain,
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
-		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes})
+		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
+		NoVolumes: d.noVolumes(), Events: d.events, Activity: d.activity, Secrets: d.secrets})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)
@@ -639,6 +712,9 @@ func (d *daemon) ready(ctx context.Context, addr net.Addr) {
 	}
 	d.log.Info("airlock ready", "addr", addr.String(), "role", d.role.name)
 	go gcTemplateFilesLoop(ctx, d.files, d.log.With("component", "template"))
+	if d.buckets != nil { // bucket volumes deleted elsewhere lose their mount here
+		go d.buckets.RunSweeper(ctx, 30*time.Second)
+	}
 }
 
 // startBootSnapshots starts the boot snapshots and the warm pool, once every
@@ -673,6 +749,11 @@ func (d *daemon) shutdown(ctx context.Context, srv *http.Server) error {
 		errs = append(errs, err)
 	}
 	left := len(d.mgr.List())
+	if d.buckets != nil && d.cfg.KillOnExit && left == 0 {
+		if err := d.buckets.Close(); err != nil { // else they outlive us with the sandboxes
+			errs = append(errs, fmt.Errorf("unmounting bucket volumes: %w", err))
+		}
+	}
 	if err := d.netMgr.Close(sctx, d.cfg.KillOnExit && left == 0); err != nil {
 		errs = append(errs, fmt.Errorf("closing network manager: %w", err))
 	}

@@ -25,6 +25,9 @@ type GVisor struct {
 	// cgroupParent is set by the daemon, not a flag: a cluster node's
 	// sandboxes get a cgroup parent of their own (gvisor.Config.CgroupParent).
 	cgroupParent string
+	// podInit is set by the daemon: the activity feed's trace session
+	// (gvisor.Config.PodInitConfig).
+	podInit string
 }
 
 // platformProbeTimeout bounds the systrap probe (a `runsc do /bin/true`

@@ -16,7 +16,7 @@ func (d *daemon) newNode(st store.Store) *node.Node {
 		memoryMB = nodeMemoryMB()
 	}
 	return node.New(node.Config{
-		ID: d.role.nodeID, Advertise: d.role.advertise, Labels: d.role.labels,
+		ID: d.role.nodeID, Advertise: d.role.advertise, Labels: d.nodeLabels(),
 		Secret: d.role.secret, TLS: d.role.tls,
 		CPUs: d.cfg.NodeCPUs, MemoryMB: memoryMB, MaxSandboxes: 1 << (32 - d.subnet.Bits() - 2),
 		DataDir: d.dataDir, Store: st, Movable: d.artifacts != nil,

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"net/netip"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
@@ -52,6 +53,10 @@ type Egress struct {
 	// AuditGroup is --audit-nflog-group: 0 derives it from the net prefix,
 	// -1 turns the connection audit off.
 	AuditGroup int
+	// ActivityMaxEntries and ActivityMaxAge are --activity-max-entries
+	// (0: the activity feed is off) and --activity-max-age.
+	ActivityMaxEntries int
+	ActivityMaxAge     time.Duration
 }
 
 // group returns the NFLOG group to use with net prefix prefix.

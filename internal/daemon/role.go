@@ -75,6 +75,9 @@ func checkRole(cfg *Config) (role, error) {
 		if cfg.NodeID != "" || cfg.AdvertiseAddr != "" || len(cfg.NodeLabels) > 0 || cfg.NodeCPUs != 0 || cfg.NodeMemoryMB != 0 {
 			return r, errors.New("--node-id, --advertise-addr, --node-labels, --node-cpus and --node-memory are node flags: not for --role api")
 		}
+		if cfg.Volumes.Root != "" {
+			return r, errors.New("--volume-root is a node flag: the api tier sends the volume API to the nodes that have it, and needs no mount")
+		}
 		if r.tls, err = clustertls.Load(cfg.ClusterTLSDir, clustertls.RoleAPI, ""); err != nil {
 			return r, fmt.Errorf("--cluster-tls-dir: %w", err)
 		}

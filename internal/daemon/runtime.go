@@ -82,6 +82,7 @@ func newRuntime(ctx context.Context, mode, kernelFlag string, gf GVisor, dataDir
 	choice.Platform, choice.PlatformReason = pc.Platform, pc.Reason
 	gcfg.Root, gcfg.DebugLogDir = filepath.Join(dataDir, "runsc"), os.Getenv("AIRLOCK_RUNSC_DEBUG_LOG")
 	gcfg.CgroupParent = gf.cgroupParent
+	gcfg.PodInitConfig = gf.podInit
 	rt, err := gvisor.New(gcfg, log.With("component", "gvisor"))
 	if err != nil {
 		return nil, choice, fmt.Errorf("starting gvisor runtime: %w", err)

@@ -67,6 +67,9 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 	}
 	m := &Manager{cfg: cfg, log: log.With("component", "network"), fw: newFirewall(cfg), audit: audit.NewBook(audit.DefaultSize, cfg.AuditLogs),
 		ifaces: map[string]string{}, learned: map[string]map[netip.Addr]string{}}
+	if cfg.AuditObserver != nil {
+		m.audit.Observe(cfg.AuditObserver)
+	}
 	if len(cfg.DNSUpstreams) > 0 {
 		if m.dns, err = dnsfilter.New(dnsfilter.Config{Upstreams: cfg.DNSUpstreams, Port: cfg.DNSPort, Log: m.log}); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/airlock-sandbox/airlock/internal/audit"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 )
 
@@ -31,6 +32,9 @@ type Config struct {
 	// AuditLogs, when set, keeps each sandbox's egress audit log on disk
 	// as well (jsonlog name "<id>.egress"), so it survives a restart.
 	AuditLogs *jsonlog.Store
+	// AuditObserver, when set, sees every egress audit entry and every
+	// sandbox's teardown (the activity feed, internal/activity).
+	AuditObserver audit.Observer
 	// DenyOut is the operator's deny list (--deny-out, denyout.go):
 	// destinations no sandbox reaches, whatever its allowOut says. nil
 	// means DefaultDenyOut; an empty, non-nil list turns it off.

@@ -165,16 +165,13 @@ func (e *Live) restoreInPlace(ctx context.Context, cp runtime.Checkpointer, r *s
 // that cannot be restored is left paused (its image is its checkpoint) so
 // that a later resume can retry.
 func (e *Live) bringBack(ctx context.Context, cp runtime.Checkpointer, done func(error)) {
-	m := e.m
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
+	e.m.background(func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
 		err := e.restoreParent(rctx, cp)
 		done(err)
 		e.endOp()
-	}()
+	})
 }
 
 // restoreParent restarts a forked or snapshotted sandbox from its

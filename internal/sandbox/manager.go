@@ -421,6 +421,25 @@ func (m *Manager) Close(ctx context.Context) error {
 	return nil
 }
 
+// background runs fn in a goroutine that Close waits for. Once Close has
+// begun, fn still runs but is not waited for: a WaitGroup must not grow from
+// zero while Close waits on it, so the count is taken under m.mu, which
+// Close holds when it sets closed.
+func (m *Manager) background(fn func()) {
+	m.mu.Lock()
+	tracked := !m.closed
+	if tracked {
+		m.bg.Add(1)
+	}
+	m.mu.Unlock()
+	go func() {
+		if tracked {
+			defer m.bg.Done()
+		}
+		fn()
+	}()
+}
+
 // KillAll kills every live sandbox and waits (bounded by ctx) for their
 // teardowns.
 func (m *Manager) KillAll(ctx context.Context) error {

@@ -280,15 +280,13 @@ func (m *Manager) dropImage(key string) {
 // dropStored runs drop(ref) in the background (a stored image, a deleted
 // snapshot's); a failure is logged.
 func (m *Manager) dropStored(ref string, drop func(context.Context, string) error) {
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
+	m.background(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := drop(ctx, ref); err != nil {
 			m.log.Warn("removing an image from the artifact store", "key", ref, "err", err)
 		}
-	}()
+	})
 }
 
 // movedError is the answer when a claim found the sandbox elsewhere.

@@ -37,6 +37,10 @@ func (m *Manager) runtimeMounts(ctx context.Context, vols []volume.Mount) ([]run
 		if errors.Is(err, volume.ErrNotFound) {
 			return nil, userErrorf(http.StatusBadRequest, "volume '%s' not found", v.Name)
 		}
+		var be *volume.BucketError // a bucket volume's bucket refused its mount
+		if errors.As(err, &be) {
+			return nil, userErrorf(http.StatusBadRequest, "volume '%s': %s", v.Name, be.Msg)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("volume %s: %w", v.VolumeID, err)
 		}

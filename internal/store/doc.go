@@ -41,6 +41,17 @@
 // U+0000). `spec`, `extra` and `logs` are `text` in both: documents other packages own, returned byte
 // for byte, possibly empty.
 //
+// **Events and webhooks** (migration 7). `events` (`seq` for a stable order among equal times, uuid `id`, type, `ts`, sandbox,
+// execution, template, build, team, `data` = eventData JSON), `webhooks` (events as a JSON list,
+// secret), `webhook_deliveries` (the outbox: one row per pending delivery, `attempts`, `next_at`,
+// `lease_owner`, `lease_until`) and `webhook_attempts` (one row per attempt, E2B's
+// WebhookDelivery). None belongs to a node. With an event hook (`SetEventHook`) sandbox and snapshot
+// writes run in a transaction that also inserts the hook's events and their deliveries
+// (`events.go` in each backend); `ClaimDeliveries` leases due rows (PostgreSQL: `FOR UPDATE SKIP
+// LOCKED`), `FinishDelivery` records an attempt and deletes or re-arms the row only for the lease's
+// holder. The conformance suite covers it (`EventsWithSandboxChanges`, `WebhookDeliveries`,
+// `ConcurrentClaims`).
+//
 // **Migrations.** Each backend has an ordered, append-only list (`migrate.go`; SQLite got its schema
 // in three steps; PostgreSQL's are the schema, the daemon lease, then the cluster: `node_id` columns
 // with their indexes, `nodes`, `lost_sandboxes`, and the lease keyed by node id, an existing holder's

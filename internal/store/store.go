@@ -152,4 +152,6 @@ type Full interface {
 	SnapshotStore
 	TemplateBuildStore
 	VolumeStore
+	EventStore
+	SecretStore
 }

@@ -17,6 +17,10 @@ type Volume struct {
 	Name      string // unique among the daemon's (the API key's) volumes
 	SizeBytes int64  // the size limit (an Airlock extension)
 	CreatedAt time.Time
+	// Bucket is, for a bucket volume (an Airlock extension), its bucket's
+	// settings with the credentials sealed, opaque to the store
+	// (volume.EncodeBucket); "" for a volume the nodes' Backing keeps.
+	Bucket string
 }
 
 // VolumeStore is implemented by stores that keep volumes. Volumes belong to

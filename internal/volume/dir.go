@@ -10,21 +10,34 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // DirBacking keeps each volume as a plain directory,
 // <root>/<id>/data, with its size limit in <root>/<id>/size. Nothing below
-// the content API enforces the limit: a sandbox that mounts such a volume
-// can write past it (up to the free space of root's filesystem). It is the
+// the content API enforces the limit (accounting.go: per-volume accounts,
+// walked again now and then): a sandbox that mounts such a volume can
+// write past it (up to the free space of root's filesystem). It is the
 // Backing for a cluster whose nodes share root on a network filesystem
-// (NFS, CephFS, EFS), where every node sees every volume at once, and the
-// one tests use before a size-enforcing Backing exists on the host.
+// (NFS, CephFS, EFS; `--volume-root`), where every node sees every volume
+// at once.
 type DirBacking struct {
 	root string
+	// RewalkAfter is how old a volume's account may get before the next
+	// upload or Usage walks the volume again (0: DefaultRewalkAfter).
+	RewalkAfter time.Duration
+
+	accts accounts
+	clock func() time.Time // nil: time.Now (tests)
+	walks atomic.Int64     // volumes walked (tests)
 }
 
-var _ Backing = (*DirBacking)(nil)
+var (
+	_ Backing  = (*DirBacking)(nil)
+	_ Uploader = (*DirBacking)(nil)
+)
 
 // NewDirBacking returns the Backing keeping volumes under root (created if
 // missing).
@@ -70,6 +83,10 @@ func (b *DirBacking) Create(_ context.Context, id string, sizeBytes int64) error
 	if err := os.Chmod(data, 0o777); err != nil {
 		return errors.Join(fmt.Errorf("creating volume %s: %w", id, err), os.RemoveAll(dir))
 	}
+	a := b.accts.get(id)
+	a.mu.Lock()
+	a.used, a.size, a.walked = 0, sizeBytes, b.now()
+	a.mu.Unlock()
 	return nil
 }
 
@@ -88,9 +105,30 @@ func (b *DirBacking) Dir(_ context.Context, id string) (string, error) {
 	return data, nil
 }
 
-// Usage sums the space volume id's files take (allocated blocks, each
-// hard-linked file once) by walking it, and reads its size limit.
+// Usage reports volume id's account (accounting.go): the space its files
+// took at the last walk, what uploads wrote since and hold now, and its
+// size limit. It walks the volume when the account is older than
+// RewalkAfter.
 func (b *DirBacking) Usage(ctx context.Context, id string) (used, size int64, err error) {
+	if _, err := b.Dir(ctx, id); err != nil {
+		if errors.Is(err, ErrNotFound) { // deleted, maybe by another node
+			b.accts.drop(id)
+		}
+		return 0, 0, err
+	}
+	a, err := b.fresh(ctx, id)
+	if err != nil {
+		return 0, 0, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.used + a.reserved, a.size, nil
+}
+
+// measure sums the space volume id's files take (allocated blocks, each
+// hard-linked file once) by walking it, and reads its size limit.
+func (b *DirBacking) measure(ctx context.Context, id string) (used, size int64, err error) {
+	b.walks.Add(1)
 	data, err := b.Dir(ctx, id)
 	if err != nil {
 		return 0, 0, err
@@ -160,6 +198,7 @@ func (b *DirBacking) Delete(_ context.Context, id string) error {
 	if err != nil {
 		return nil
 	}
+	b.accts.drop(id)
 	trash := filepath.Join(b.root, ".deleting-"+id)
 	if err := os.Rename(dir, trash); errors.Is(err, fs.ErrNotExist) {
 		return os.RemoveAll(trash) // an earlier Delete that did not finish

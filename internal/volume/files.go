@@ -421,6 +421,14 @@ func (f *Files) Write(ctx context.Context, p string, r io.Reader, limit int64, o
 		// A link fails when p appeared meanwhile: O_EXCL for the name.
 		if err = f.root.Link(tmp, rel); err == nil {
 			_ = f.root.Remove(tmp)
+		} else if errors.Is(err, syscall.ENOTSUP) {
+			// No hard links (s3fs: bucket volumes): a check, then the
+			// rename, not atomic against a concurrent creator of p.
+			if _, serr := f.root.Lstat(rel); serr == nil {
+				err = fmt.Errorf("%s: %w", p, fs.ErrExist)
+			} else {
+				err = f.root.Rename(tmp, rel)
+			}
 		}
 	}
 	if err != nil {

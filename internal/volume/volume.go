@@ -13,7 +13,10 @@
 // each volume in a sparse ext4 image whose size is its limit; dir.go keeps
 // plain directories (shared filesystems). The daemon picks one
 // (internal/daemon/volumes.go); the sandbox manager mounts Dir into
-// sandboxes (internal/sandbox/volumes.go).
+// sandboxes (internal/sandbox/volumes.go). Buckets
+// (bucketmount_linux.go; bucket.go) wraps it: a bucket volume (an Airlock
+// extension) is an s3fs mount of an S3 bucket on the host, its
+// credentials sealed in the store and never in a sandbox.
 package volume
 
 import (

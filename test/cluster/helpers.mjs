@@ -22,7 +22,7 @@ function loadEnv () {
     const i = kv.indexOf('=')
     if (i <= 0) continue
     const k = kv.slice(0, i)
-    if (k === 'E2B_API_URL' || k === 'E2B_SANDBOX_URL' || k === 'E2B_API_KEY' || k.startsWith('AIRLOCK_CLUSTER_')) {
+    if (k === 'E2B_API_URL' || k === 'E2B_SANDBOX_URL' || k === 'E2B_VOLUME_API_URL' || k === 'E2B_API_KEY' || k.startsWith('AIRLOCK_CLUSTER_')) {
       process.env[k] = kv.slice(i + 1)
     }
   }

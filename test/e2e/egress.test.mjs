@@ -181,6 +181,91 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
     assert.ok(last[0].timestamp <= last[1].timestamp, 'entries are oldest first')
   })
 
+  // The live activity feed (GET /sandboxes/{id}/activity, an Airlock
+  // extension, issue 28): connection attempts with the domain the DNS
+  // filter resolved for them and the verdict, as JSON (since, types) and
+  // over server-sent events delivered live.
+  it('activity feed: egress entries with domain and verdict, JSON and SSE', { timeout: TEST_TIMEOUT }, async () => {
+    const sbx = await t.create({ network: { allowOut: ['allowed.test'], denyOut: ['0.0.0.0/0'] } })
+    const base = `${process.env.E2B_API_URL}/sandboxes/${sbx.sandboxId}/activity`
+    const headers = { 'X-API-Key': process.env.E2B_API_KEY }
+    const feed = async (query = '') => {
+      const res = await fetch(base + query, { headers })
+      const body = await res.json()
+      assert.equal(res.status, 200, JSON.stringify(body))
+      return body
+    }
+    // An SSE listener from before the traffic: it must get the entries live.
+    const ctl = new AbortController()
+    const streamed = []
+    const res = await fetch(base, { headers: { ...headers, Accept: 'text/event-stream' }, signal: ctl.signal })
+    assert.equal(res.status, 200)
+    assert.match(res.headers.get('content-type'), /text\/event-stream/)
+    const reading = (async () => {
+      const dec = new TextDecoder()
+      let buf = ''
+      try {
+        for await (const chunk of res.body) {
+          buf += dec.decode(chunk, { stream: true })
+          let i
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            const ev = buf.slice(0, i)
+            buf = buf.slice(i + 2)
+            const data = ev.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('')
+            if (data) streamed.push({ at: Date.now(), e: JSON.parse(data) })
+          }
+        }
+      } catch {}
+    })()
+    assert.ok(await reaches(sbx, urlName('allowed.test'), 'A'), 'allowed.test not reachable')
+    assert.equal(await reaches(sbx, urlB, 'B'), false, 'B reachable by address')
+    const madeAt = Date.now()
+    const want = [
+      { type: 'egress.dns', name: 'allowed.test', verdict: 'allowed', rule: 'allowOut allowed.test' },
+      { type: 'egress.connect', ip: ipA, port: 8080, protocol: 'tcp', domain: 'allowed.test', verdict: 'allowed', rule: 'allowOut allowed.test (resolved)' },
+      { type: 'egress.connect', ip: ipB, port: 8080, protocol: 'tcp', verdict: 'denied', rule: 'denyOut 0.0.0.0/0' }
+    ]
+    const match = (e, p) => Object.entries(p).every(([k, v]) => (k === 'type' ? e.type : e.data?.[k]) === v)
+    let entries = []
+    await waitUntil(async () => {
+      entries = await feed()
+      return want.every((p) => entries.some((e) => match(e, p)))
+    }, 10_000)
+    for (const p of want) assert.ok(entries.some((e) => match(e, p)), `feed lacks ${JSON.stringify(p)}: ${JSON.stringify(entries, null, 1)}`)
+    const denied = entries.find((e) => match(e, want[2]))
+    assert.equal(denied.data.domain, undefined, 'a connection by address has no domain')
+    for (let i = 1; i < entries.length; i++) assert.equal(entries[i].id, entries[i - 1].id + 1, 'ids are consecutive')
+    // since and types select.
+    const first = entries[0].id
+    assert.deepEqual((await feed(`?since=${first}`)).map((e) => e.id), entries.slice(1).map((e) => e.id))
+    assert.ok((await feed('?types=egress.dns')).every((e) => e.type === 'egress.dns'))
+    assert.equal((await feed('?limit=1')).length, 1)
+    // The SSE listener got the same entries, in order, live.
+    await waitUntil(async () => streamed.length >= entries.length, 5_000)
+    ctl.abort()
+    await reading
+    assert.deepEqual(streamed.slice(0, entries.length).map((s) => s.e.id), entries.map((e) => e.id))
+    const last = streamed.find((s) => s.e.id === entries.find((e) => match(e, want[2])).id)
+    assert.ok(last.at <= madeAt + 5_000, 'the denied attempt was not streamed live')
+    // Last-Event-ID replays from there.
+    const ctl2 = new AbortController()
+    const res2 = await fetch(base, { headers: { ...headers, Accept: 'text/event-stream', 'Last-Event-ID': String(entries.at(-1).id - 1) }, signal: ctl2.signal })
+    const reader = res2.body.getReader()
+    let text = ''
+    while (!text.includes(`id: ${entries.at(-1).id}`)) {
+      const { value, done } = await reader.read()
+      if (done) break
+      text += new TextDecoder().decode(value)
+    }
+    ctl2.abort()
+    assert.ok(!text.includes(`id: ${entries.at(-1).id - 1}\n`) && text.includes(`id: ${entries.at(-1).id}\n`), text)
+    // Bad parameters are 400, an unknown sandbox 404.
+    assert.equal((await fetch(base + '?since=x', { headers })).status, 400)
+    assert.equal((await fetch(base + '?limit=0', { headers })).status, 400)
+    assert.equal((await fetch(`${process.env.E2B_API_URL}/sandboxes/nosuchsandbox/activity`, { headers })).status, 404)
+    assert.equal((await fetch(base)).status, 401)
+  })
+
   it('wildcard domains and live updates', { timeout: TEST_TIMEOUT }, async () => {
     const sbx = await t.create({ network: { allowOut: ['*.x.test'], denyOut: ['0.0.0.0/0'] } })
     assert.ok(await reaches(sbx, urlName('b.x.test'), 'B'), 'b.x.test not reachable through *.x.test')

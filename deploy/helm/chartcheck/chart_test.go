@@ -75,7 +75,7 @@ func TestRender(t *testing.T) {
 		{"defaults", nil, defaultTLSSecrets,
 			map[string]int{"Secret": 3, "Service": 2, "StatefulSet": 1, "Deployment": 1, "DaemonSet": 1, "PodDisruptionBudget": 1}},
 		{"all options", []string{"all-options.yaml"}, nil,
-			map[string]int{"Secret": 4, "Service": 2, "StatefulSet": 1, "Deployment": 1, "DaemonSet": 1, "PodDisruptionBudget": 1, "Ingress": 1, "NetworkPolicy": 1, "Certificate": 3}},
+			map[string]int{"Secret": 4, "Service": 2, "StatefulSet": 1, "Deployment": 1, "DaemonSet": 1, "PodDisruptionBudget": 1, "Ingress": 1, "NetworkPolicy": 1, "Certificate": 3, "PersistentVolumeClaim": 1}},
 		{"external, existing secrets, pod network", []string{"external.yaml"}, []string{"airlock-cluster", "airlock-api-key", "airlock-db", "airlock-s3", "airlock-tls-api"},
 			map[string]int{"Service": 1, "Deployment": 1, "DaemonSet": 1, "NetworkPolicy": 1}},
 		{"external DSN", []string{"external-dsn.yaml"}, defaultTLSSecrets,
@@ -214,6 +214,18 @@ func TestFlags(t *testing.T) {
 	want(node, "deny-out-except", "10.20.30.40/32")
 	want(node, "dns-upstream", "1.1.1.1,9.9.9.9")
 	want(node, "artifacts", "s3://airlock-artifacts/prod")
+	want(node, "volume-root", "/srv/airlock-volumes")
+	checkSharedVolumes(t, r, "DaemonSet/sandbox-node", "sandbox-volumes", "/srv/airlock-volumes")
+	if pvc := Find[*corev1.PersistentVolumeClaim](r, "sandbox-volumes"); pvc == nil || !slices.Equal(pvc.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}) ||
+		pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != "nfs-rwx" || pvc.Spec.Resources.Requests.Storage().String() != "500Gi" ||
+		pvc.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("the volumes claim: %+v", pvc)
+	}
+	ext := render(t, chartDir, "external.yaml")
+	checkSharedVolumes(t, ext, "DaemonSet/airlock-node", "airlock-shared-volumes", "/var/lib/airlock-volumes")
+	if v, _ := Arg(pod(t, ext, "DaemonSet/airlock-node").Container("node"), "volume-root"); v != "/var/lib/airlock-volumes" {
+		t.Errorf("external.yaml: --volume-root=%q", v)
+	}
 	// Secrets reach the binary through its environment only: AIRLOCK_STORE
 	// and AIRLOCK_API_KEY are read by `airlock serve` itself, so neither
 	// --store nor --api-key is in argv.
@@ -266,6 +278,9 @@ func TestFlags(t *testing.T) {
 	}
 	if _, ok := Arg(pod(t, d, "DaemonSet/airlock-node").Container("node"), "artifacts"); ok {
 		t.Error("--artifacts set without artifacts.url")
+	}
+	if _, ok := Arg(pod(t, d, "DaemonSet/airlock-node").Container("node"), "volume-root"); ok {
+		t.Error("--volume-root set without volumes.enabled")
 	}
 	if ds := Find[*appsv1.DaemonSet](d, "airlock-node"); ds == nil || *ds.Spec.Template.Spec.TerminationGracePeriodSeconds != 300 {
 		t.Error("node grace period is not the drain time (300 s)")
@@ -429,5 +444,30 @@ func TestDump(t *testing.T) {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// checkSharedVolumes: workload's node container mounts claim at path (the
+// shared volume root, values: volumes).
+func checkSharedVolumes(t *testing.T, r *Rendered, workload, claim, path string) {
+	t.Helper()
+	p := pod(t, r, workload)
+	found := false
+	for _, v := range p.Template.Spec.Volumes {
+		if v.Name == "shared-volumes" && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("%s: no volume shared-volumes from claim %s: %+v", workload, claim, p.Template.Spec.Volumes)
+	}
+	mounted := false
+	for _, m := range p.Container("node").VolumeMounts {
+		if m.Name == "shared-volumes" && m.MountPath == path && !m.ReadOnly {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("%s: the node does not mount shared-volumes read-write at %s", workload, path)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/cluster/clustertls"
 	"github.com/airlock-sandbox/airlock/internal/cluster/gateway"
+	"github.com/airlock-sandbox/airlock/internal/events"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/helperenv"
 	"github.com/airlock-sandbox/airlock/internal/imagebuild/buildspec"
@@ -51,6 +52,11 @@ type Config struct {
 	// Stdout receives the SDKs' environment line once serving (nil =
 	// os.Stdout).
 	Stdout io.Writer
+
+	// Events are the --events-retention and --webhook-* flags: the api
+	// tier delivers the webhooks of the events the nodes record, and
+	// deletes old events (events.go).
+	Events Events
 }
 
 // Run runs `airlock serve --role api`: the stateless api tier
@@ -83,6 +89,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The api tier's reaper deletes the rows of the running sandboxes of a
+	// lost node: with the event hook each is recorded killed.
+	team, err := events.TeamID(ctx, st)
+	if err != nil {
+		return err
+	}
+	st.SetEventHook((&events.Recorder{TeamID: team}).Hook)
 	// With --artifacts the api tier collects the artifact store (one
 	// instance at a time); the store is checked at start as on nodes.
 	art, err := openArtifactGC(ctx, cfg, dataDir, log)
@@ -109,6 +122,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		stop()
 		<-gcDone
 	}()
+	evDone := runEvents(ctx, st, cfg.Events, log)
+	defer func() {
+		stop()
+		<-evDone
+	}()
 	gdone := make(chan error, 1)
 	go func() { gdone <- g.Run(ctx) }()
 
@@ -128,8 +146,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if stdout == nil {
 		stdout = os.Stdout
 	}
-	fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n",
-		startup.DisplayURL(ln.Addr()), startup.DisplayURL(ln.Addr()), apiKey)
+	// E2B_VOLUME_API_URL: the SDKs send volume content requests there
+	// (the api tier routes them to a node with the shared volume root).
+	fmt.Fprintf(stdout, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_VOLUME_API_URL=%s E2B_API_KEY=%s\n",
+		startup.DisplayURL(ln.Addr()), startup.DisplayURL(ln.Addr()), startup.DisplayURL(ln.Addr()), apiKey)
 	log.Info("airlock api tier ready", "addr", ln.Addr().String())
 	var runErr error
 	select {

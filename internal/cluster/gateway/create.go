@@ -63,6 +63,13 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 		snapNode, err = g.store.SnapshotNode(r.Context(), tpl)
 	}
 	preq := placement.Request{Template: tpl, TemplateRequired: !g.opts.PullTemplates, Resources: g.templateResources(r, tpl)}
+	if mountsVolumes(body) { // only a node with the shared volume root (volumes.go)
+		if _, any := g.volumeNodes(); !any {
+			writeError(w, r, http.StatusBadRequest, "Volume mounts are not enabled: no node of this cluster has the shared volume root (airlock serve --volume-root)")
+			return
+		}
+		preq.Labels = append(preq.Labels, cluster.LabelVolumes)
+	}
 	switch {
 	case err == nil:
 		n, ok := g.lookupNode(r.Context(), snapNode)
@@ -89,7 +96,7 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Snapshots are in the artifact store: any other node fetches it.
-		preq = placement.Request{Resources: preq.Resources, Exclude: []string{snapNode}}
+		preq = placement.Request{Resources: preq.Resources, Labels: preq.Labels, Exclude: []string{snapNode}}
 	case !errors.Is(err, cluster.ErrNotFound):
 		writeError(w, r, http.StatusServiceUnavailable, storeError(err).msg)
 		return

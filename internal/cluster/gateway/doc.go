@@ -69,7 +69,8 @@
 //     `GET /health` and the API key; public without a key: signed template-file uploads by their
 //     shape (the node checks the signature), and what a browser loads before logging in to the
 //     console — `GET`/`HEAD` of `/console` and `/console/…` except `/console/api/…`, and a
-//     browser's `GET /` (text/html, no `X-API-Key`) which the node redirects there):
+//     browser's `GET /` (text/html, no `X-API-Key`) which the node redirects there; and
+//     `/volumecontent/…`, whose node checks the volume's token):
 //
 //     | request | goes to |
 //     |---|---|
@@ -83,6 +84,7 @@
 //     | `GET /templates`, `/v2/templates` | every node, merged: a template on several nodes (the defaults are on all) once, oldest first |
 //     | `/templates/{id}[/…]`, `/templates/aliases/{id}`, `/airlock/v1/templates/{name}`, `POST`/`DELETE /templates/tags` (the template is in the body) | a live node holding it (the exact `name:tag` first, then any tag of the name), else the node of its newest build, else any node (404 for an unknown one): a node answers only for templates on its disk |
 //     | `GET /airlock/v1/nodes`, `POST /airlock/v1/nodes/{id}/drain`, `/undrain` | the gateway itself: the nodes table, plus `placement`: what this instance counts there beyond the heartbeat (creates in flight, confirmed ones no heartbeat counts yet); `SetNodeState` and the placer at once (404 unknown node), then a drain moves the node's sandboxes (unless `?move=false`) |
+//     | `/volumes[/…]`, `/volumecontent/…` (`volumes.go`) | a live node with the label `volumes` (the shared volume root, `--volume-root`), in a random order, the next while a bodiless request cannot reach one; none in any state → 501, none live → 503. `GET /volumes` and `GET /volumes/{id}`: every live and draining such node, merged (the first node's answer, `mountedBy` the union of each node's own sandboxes, `usedBytes` the largest of the nodes' accounts). A create with `volumeMounts` (and a move of a sandbox that mounts volumes) requires that label in placement; no such node at all → 400 |
 //     | `/airlock/v1/internal/…` | 404: the nodes' internal API is the gateway's own |
 //     | `GET /metrics` | every live and draining node (`metrics.go`), asked for the classic text format whatever the scraper's `Accept`; each sample gets the label `airlock_node="<id>"`, families are merged by name (a type that differs between nodes keeps the first node's), text format out; a failed node is left out and named in `X-Airlock-Partial`. One scrape of the api tier covers the cluster |
 //     | anything else (`/console/…`) | the live node with the lowest id; a bodiless request tries the next while nodes cannot be reached |

@@ -197,8 +197,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // file upload, by its shape (the node checks the signature), and what a
 // browser loads before its user logs in to the web console, which a single
 // host serves without a key too (internal/console): the console's static
-// files and the redirect of a browser's GET / to them.
-func (g *Gateway) public(r *http.Request) bool { return signedUpload(r) || consoleStatic(r) }
+// files and the redirect of a browser's GET / to them; and the volume
+// content API, whose node checks the volume's token (volumes.go).
+func (g *Gateway) public(r *http.Request) bool {
+	return signedUpload(r) || consoleStatic(r) || volumeContent(r)
+}
 
 // consoleStatic reports whether r asks for the web console's static files
 // (GET or HEAD of /console or /console/… but not /console/api/…), or is a

@@ -95,6 +95,9 @@ func (g *Gateway) move(ctx context.Context, id string, rt cluster.Route, resume 
 	preq := placement.Request{Template: rt.TemplateID, TemplateRequired: !g.opts.PullTemplates,
 		Resources: placement.Resources{CPUCount: max(rt.CPUCount, 1), MemoryMB: int64(max(rt.MemoryMB, 1))},
 		Exclude:   []string{rt.NodeID}}
+	if rt.Volumes { // its volumes are on the shared root (volumes.go)
+		preq.Labels = []string{cluster.LabelVolumes}
+	}
 	var last *routeError
 	for range moveAttempts {
 		res, err := g.placer.Place(preq)

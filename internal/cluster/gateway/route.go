@@ -30,6 +30,10 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) {
 		(seg[4] == "drain" || seg[4] == "undrain"):
 		g.setNodeState(w, r, seg[3], seg[4] == "drain")
 
+	// Volumes: a node with the shared volume root (volumes.go).
+	case isVolumeAPI(p):
+		g.serveVolumes(w, r)
+
 	// Creates: placed.
 	case m == http.MethodPost && (p == "/sandboxes" || p == "/v2/sandboxes"):
 		g.create(w, r)

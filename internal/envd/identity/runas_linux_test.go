@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -117,5 +118,100 @@ func TestRunner(t *testing.T) {
 	defer direct.Close()
 	if err := direct.Do(func() error { return errors.New("direct") }); err == nil || err.Error() != "direct" {
 		t.Fatalf("direct Do = %v", err)
+	}
+}
+
+// TestRunAsReusesThreads: sequential calls as one user reuse a thread;
+// concurrent ones still run in parallel on threads of their own; threads are
+// never shared between different credentials, and the idle ones are bounded.
+func TestRunAsReusesThreads(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: switches thread credentials")
+	}
+	nobody, err := Lookup("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		tid, euid, egid int
+		groups          []int
+	}
+	probe := func(u *User) seen {
+		t.Helper()
+		var s seen
+		if err := RunAs(u, func() error {
+			s.tid, s.euid, s.egid = syscall.Gettid(), os.Geteuid(), os.Getegid()
+			var gerr error
+			s.groups, gerr = syscall.Getgroups()
+			slices.Sort(s.groups)
+			return gerr
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := probe(nobody), probe(nobody)
+	if a.tid != b.tid {
+		t.Fatalf("two calls in a row ran on threads %d and %d, want one reused", a.tid, b.tid)
+	}
+	if a.euid != 65534 || b.euid != 65534 {
+		t.Fatalf("euid %d, %d; want 65534", a.euid, b.euid)
+	}
+
+	// Other supplementary groups: another thread, with exactly those groups.
+	other := *nobody
+	other.Groups = []uint32{4242}
+	o := probe(&other)
+	if o.tid == a.tid {
+		t.Fatal("a thread was reused for other credentials")
+	}
+	if len(o.groups) != 2 || o.groups[0] != 4242 || o.groups[1] != int(nobody.GID) {
+		t.Fatalf("groups %v, want [4242 %d]", o.groups, nobody.GID)
+	}
+	if p := probe(nobody); len(p.groups) != 1 || p.groups[0] != int(nobody.GID) {
+		t.Fatalf("nobody's thread has groups %v after another user's call", p.groups)
+	}
+
+	// Concurrent calls do not wait for each other.
+	const n = 6
+	var wg sync.WaitGroup
+	all := make(chan struct{})
+	var mu sync.Mutex
+	tids := map[int]bool{}
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = RunAs(nobody, func() error {
+				mu.Lock()
+				tids[syscall.Gettid()] = true
+				if len(tids) == n {
+					close(all)
+				}
+				mu.Unlock()
+				<-all // every call is running at once
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	if len(tids) != n {
+		t.Fatalf("%d concurrent calls ran on %d threads", n, len(tids))
+	}
+	if got := threads.idleCount(); got > maxIdle || len(threads.idle[credsKey(nobody)]) > maxIdlePerCreds {
+		t.Fatalf("%d idle threads kept (%d for nobody)", got, len(threads.idle[credsKey(nobody)]))
+	}
+	if tids[syscall.Gettid()] {
+		t.Fatal("the caller's thread ran as nobody")
+	}
+	// A panic in fn is an error; the thread keeps serving.
+	if err := RunAs(nobody, func() error { panic("boom") }); err == nil {
+		t.Fatal("a panic was not reported")
+	}
+	if s := probe(nobody); s.euid != 65534 {
+		t.Fatalf("after a panic: euid %d", s.euid)
+	}
+	if os.Geteuid() != 0 || os.Getegid() != 0 {
+		t.Fatal("process credentials changed")
 	}
 }

@@ -268,8 +268,8 @@ func testLoopWakes(t *testing.T, wakeUp func(wake chan os.Signal)) {
 	<-done
 }
 
-// A request to the agent wakes a sleeping guard at once, and it checks
-// every interval while the request runs.
+// A request to the agent wakes a sleeping guard (it checks within an
+// interval), and it checks every interval while the request runs.
 func TestActivityWakesGuard(t *testing.T) {
 	g := New(512<<20, quiet())
 	g.interval = 5 * time.Millisecond
@@ -308,6 +308,54 @@ func TestActivityWakesGuard(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no kill while a request was in progress")
+	}
+	cancel()
+	<-done
+}
+
+// A request's start does not check at once (the check would compete with
+// the request: reading /proc/meminfo costs 0.5-2.5 ms under gVisor), and
+// requests one after the other do not hold the checks off.
+func TestActivityChecksWithinInterval(t *testing.T) {
+	g := New(512<<20, quiet())
+	g.interval = 150 * time.Millisecond
+	g.idle = time.Hour
+	g.proc = fakeProc(t, map[int][2]any{1: {"airlock-envd", 10 << 10}})
+	low := "MemTotal:       1048576 kB\nMemAvailable:   1000000 kB\n"
+	if err := os.WriteFile(filepath.Join(g.proc, "meminfo"), []byte(low), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g.kill = func(int) error { return nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	running.Store(g)
+	defer running.CompareAndSwap(g, nil)
+	done := make(chan struct{})
+	go func() { defer close(done); g.loop(ctx, make(chan os.Signal)) }()
+	time.Sleep(wakeBurst + activeWindow/10)
+	// Asleep now (idle = an hour): wait for the start-up burst's last check.
+	for before := g.checks.Load(); ; before = g.checks.Load() {
+		time.Sleep(2 * g.interval)
+		if g.checks.Load() == before {
+			break
+		}
+	}
+	base := g.checks.Load()
+	for range 10 {
+		Activity()()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := g.checks.Load() - base; n != 0 {
+		t.Fatalf("%d checks during 10 quick requests (50 ms), want none before the interval", n)
+	}
+	// Requests every 10 ms for a second: the checks still come every interval.
+	base = g.checks.Load()
+	for range 100 {
+		Activity()()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := g.checks.Load() - base; n < 3 {
+		t.Fatalf("%d checks in 1 s of requests with a %v interval", n, g.interval)
 	}
 	cancel()
 	<-done

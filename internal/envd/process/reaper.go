@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +68,8 @@ type Reaper struct {
 	// seen maps a zombie pid to when it was first seen; only the goroutine
 	// running Run or ReapOnce touches it.
 	seen map[int]time.Time
+	// peeks and scans count zombiePending and ReapOnce calls (tests).
+	peeks, scans atomic.Int64
 }
 
 // NewReaper returns a Reaper; call Run (when PID 1 or a child subreaper).
@@ -79,24 +82,57 @@ func NewReaper(log *slog.Logger) *Reaper {
 // sandbox is not woken.
 const idleRescan = time.Minute
 
-// Run reaps on every SIGCHLD until ctx ends, scanning again orphanAge later
-// while a zombie is pending and otherwise only every idleRescan.
+// settle is how long after a SIGCHLD the reaper looks: the exit of a
+// process the agent started is reaped by its own waiter by then, and the
+// look is off the path that reports that exit (the scan of /proc costs 2-5
+// ms under gVisor and competed with every command's end). An orphan waits
+// orphanAge anyway.
+const settle = 100 * time.Millisecond
+
+// Run reaps until ctx ends: settle after a SIGCHLD (several coalesce), again
+// orphanAge later while a zombie is pending, and otherwise every idleRescan.
+// /proc is scanned only when a zombie child exists.
 func (r *Reaper) Run(ctx context.Context) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGCHLD)
 	defer signal.Stop(sigs)
 	t := time.NewTimer(idleRescan)
 	defer t.Stop()
+	due := time.Now().Add(idleRescan)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-sigs:
+			if time.Until(due) > settle {
+				t.Reset(settle)
+				due = time.Now().Add(settle)
+			}
+			continue
 		case <-t.C:
 		}
-		r.ReapOnce(time.Now())
-		t.Reset(r.nextScan())
+		if r.zombiePending() {
+			r.ReapOnce(time.Now())
+		} else {
+			clear(r.seen)
+		}
+		d := r.nextScan()
+		t.Reset(d)
+		due = time.Now().Add(d)
 	}
+}
+
+// zombiePending reports whether any child of this process has exited and
+// is not reaped yet (waitid with WNOWAIT: nothing is collected); true when
+// it cannot tell.
+func (r *Reaper) zombiePending() bool {
+	r.peeks.Add(1)
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	if errors.Is(err, unix.ECHILD) {
+		return false
+	}
+	return err != nil || info.Signo != 0
 }
 
 // nextScan is the wait before the next scan without a SIGCHLD: orphanAge
@@ -111,6 +147,7 @@ func (r *Reaper) nextScan() time.Duration {
 // ReapOnce scans /proc once and reaps the orphaned zombies that have lingered
 // for orphanAge. It returns how many it reaped.
 func (r *Reaper) ReapOnce(now time.Time) int {
+	r.scans.Add(1)
 	zombies, err := zombieChildren(os.Getpid())
 	if err != nil {
 		r.log.Warn("scanning for zombies", "error", err)

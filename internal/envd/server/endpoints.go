@@ -18,7 +18,9 @@ type initRequest struct {
 	Timestamp      *time.Time        `json:"timestamp"`
 	DefaultUser    *string           `json:"defaultUser"`
 	DefaultWorkdir *string           `json:"defaultWorkdir"`
-	// Accepted and ignored for now: volumeMounts, hyperloopIP, lifecycleID, caBundle.
+	// CABundle (PEM) is installed into the system trust store (cabundle.go).
+	CABundle *string `json:"caBundle"`
+	// Accepted and ignored for now: volumeMounts, hyperloopIP, lifecycleID.
 }
 
 // maxInitBody bounds the /init request body.
@@ -54,6 +56,17 @@ func (h *Handler) init(w http.ResponseWriter, r *http.Request) {
 				h.log.Info("clock set", "to", req.Timestamp.UTC(), "skew", d)
 			}
 		}
+	}
+	if req.CABundle != nil && *req.CABundle != "" {
+		bundle, extra := h.opts.caPaths()
+		if err := installCABundle([]byte(*req.CABundle), bundle, extra); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("installing caBundle: %v", err))
+			return
+		}
+		env := caEnv(bundle, extra)
+		maps.Copy(env, h.st.EnvVars())
+		maps.Copy(env, req.EnvVars)
+		req.EnvVars = env
 	}
 	h.st.Init(req.AccessToken, req.DefaultUser, req.DefaultWorkdir, req.EnvVars)
 	h.log.Info("initialised", "defaultUser", h.st.DefaultUser(), "defaultWorkdir", h.st.DefaultWorkdir(),

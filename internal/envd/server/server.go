@@ -42,6 +42,20 @@ type Options struct {
 	SetClock func(time.Time) error
 	// Version is reported in X-Envd-Version (default state.Version).
 	Version string
+	// CABundlePath and CAExtraPath are where /init's caBundle goes
+	// (default DefaultCABundlePath, DefaultCAExtraPath; cabundle.go).
+	CABundlePath, CAExtraPath string
+}
+
+func (o Options) caPaths() (string, string) {
+	bundle, extra := o.CABundlePath, o.CAExtraPath
+	if bundle == "" {
+		bundle = DefaultCABundlePath
+	}
+	if extra == "" {
+		extra = DefaultCAExtraPath
+	}
+	return bundle, extra
 }
 
 // Handler is the agent's root handler. Close releases background work of the

@@ -34,6 +34,7 @@ func (r *Runtime) runDetached(ctx context.Context, id, dir string, sub ...string
 	if r.debugDir != "" {
 		args = append(args, "--debug", "--debug-log", filepath.Join(r.debugDir, id)+"/")
 	}
+	args = append(args, r.traceArgs(sub[0])...)
 	cmd := helperenv.Command(ctx, r.runsc, append(args, sub...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

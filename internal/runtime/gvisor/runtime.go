@@ -54,6 +54,10 @@ type Config struct {
 	// between them under its id (cluster nodes on one machine): the one
 	// that lets it go would remove the other's cgroup.
 	CgroupParent string
+	// PodInitConfig, when set, is runsc's --pod-init-config for every
+	// sandbox start and restore: the activity feed's trace session
+	// (internal/activity, trace.go).
+	PodInitConfig string
 }
 
 // Runtime is the gVisor implementation of runtime.Runtime. Apart from
@@ -70,6 +74,7 @@ type Runtime struct {
 	diskMB       int
 	mkfsPath     string
 	debugDir     string
+	podInit      string
 	log          *slog.Logger
 
 	// buildOnce guards build, the ImageBuild identity (hashed lazily).
@@ -130,6 +135,7 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 		extra:    append([]string(nil), cfg.ExtraFlags...),
 		diskMB:   cfg.DiskMB,
 		debugDir: cfg.DebugLogDir,
+		podInit:  cfg.PodInitConfig,
 		log:      log.With("runtime", "gvisor"),
 	}
 	if r.diskMB == 0 {

@@ -320,6 +320,11 @@ func (d *DB) ReapLostNodes(ctx context.Context, bound time.Duration) ([]cluster.
 				for i, n := range marked {
 					ids[i] = n.ID
 				}
+				// With an event hook, each running sandbox that goes is
+				// killed (its event in this transaction).
+				if err := d.lostEvents(ctx, tx, ids); err != nil {
+					return fmt.Errorf("recording the lost sandboxes' events: %w", err)
+				}
 				// The lost records, the deletes and the notifications
 				// (delivered at commit) in one statement.
 				if _, err := tx.Exec(ctx, `WITH gone AS (

@@ -164,6 +164,89 @@ CREATE TABLE volumes (
 );
 CREATE INDEX volumes_created_at ON volumes (created_at NULLS FIRST, id);`,
 	},
+	{
+		// Bucket volumes (internal/volume/bucket.go): the bucket's
+		// settings as JSON, its credentials sealed (internal/secretbox);
+		// '' for a volume the nodes' Backing keeps.
+		name: "volume buckets",
+		sql:  `ALTER TABLE volumes ADD COLUMN bucket text NOT NULL DEFAULT '';`,
+	},
+	{
+		// Lifecycle events and webhooks (internal/events, events.go): the
+		// cluster's, no node's. webhook_deliveries is the outbox: a row per
+		// pending delivery, leased by one api instance at a time
+		// (FOR UPDATE SKIP LOCKED, lease_until).
+		name: "lifecycle events and webhooks",
+		sql: `
+CREATE TABLE events (
+	seq          bigserial PRIMARY KEY,
+	id           text NOT NULL UNIQUE,
+	type         text NOT NULL,
+	ts           timestamptz NOT NULL,
+	sandbox_id   text NOT NULL,
+	execution_id text NOT NULL DEFAULT '',
+	template_id  text NOT NULL DEFAULT '',
+	build_id     text NOT NULL DEFAULT '',
+	team_id      text NOT NULL DEFAULT '',
+	data         text NOT NULL DEFAULT ''
+);
+CREATE INDEX events_sandbox ON events (sandbox_id, ts, seq);
+CREATE INDEX events_ts ON events (ts, seq);
+CREATE TABLE webhooks (
+	id         text PRIMARY KEY,
+	name       text NOT NULL DEFAULT '',
+	url        text NOT NULL,
+	events     jsonb NOT NULL DEFAULT '[]',
+	enabled    boolean NOT NULL DEFAULT true,
+	secret     text NOT NULL DEFAULT '',
+	created_at timestamptz
+);
+CREATE TABLE webhook_deliveries (
+	event_id    text NOT NULL,
+	webhook_id  text NOT NULL,
+	attempts    integer NOT NULL DEFAULT 0,
+	next_at     timestamptz NOT NULL DEFAULT now(),
+	lease_owner text NOT NULL DEFAULT '',
+	lease_until timestamptz NOT NULL DEFAULT '-infinity',
+	PRIMARY KEY (event_id, webhook_id)
+);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_at);
+CREATE TABLE webhook_attempts (
+	id               text PRIMARY KEY,
+	webhook_id       text NOT NULL,
+	event_id         text NOT NULL,
+	sandbox_id       text NOT NULL DEFAULT '',
+	event_type       text NOT NULL DEFAULT '',
+	status           text NOT NULL,
+	duration_ms      bigint NOT NULL DEFAULT 0,
+	request_body     text NOT NULL DEFAULT '',
+	request_headers  text NOT NULL DEFAULT '',
+	request_url      text NOT NULL DEFAULT '',
+	response_body    text NOT NULL DEFAULT '',
+	response_headers text NOT NULL DEFAULT '',
+	response_status  integer NOT NULL DEFAULT 0,
+	error_class      text NOT NULL DEFAULT '',
+	error_message    text NOT NULL DEFAULT '',
+	ts               timestamptz NOT NULL
+);
+CREATE INDEX webhook_attempts_webhook ON webhook_attempts (webhook_id, ts);`,
+	},
+	{
+		// E2B egress secrets (issue 29; migration 8): the
+		// cluster's, no node's; the value only sealed (internal/secretbox).
+		name: "secrets",
+		sql: `
+CREATE TABLE secrets (
+	id         text PRIMARY KEY,
+	name       text NOT NULL UNIQUE,
+	version    bigint NOT NULL DEFAULT 1,
+	sealed     bytea NOT NULL,
+	metadata   text NOT NULL DEFAULT '{}',
+	created_at timestamptz,
+	updated_at timestamptz
+);
+CREATE INDEX secrets_created_at ON secrets (created_at NULLS FIRST, id);`,
+	},
 }
 
 // SchemaVersionKey is the settings key mirroring the applied schema

@@ -139,17 +139,19 @@ func (d *DB) SandboxRoute(ctx context.Context, id string) (cluster.Route, error)
 	}
 	if extra != "" {
 		var x struct {
-			Image        string `json:"image"`
-			Evacuated    bool   `json:"evacuated"`
-			Uploading    bool   `json:"uploading"`
-			AutoResume   bool   `json:"autoResume"`
-			BaseTemplate string `json:"baseTemplate"`
+			Image        string            `json:"image"`
+			Evacuated    bool              `json:"evacuated"`
+			Uploading    bool              `json:"uploading"`
+			AutoResume   bool              `json:"autoResume"`
+			BaseTemplate string            `json:"baseTemplate"`
+			Volumes      []json.RawMessage `json:"volumes"`
 		}
 		if json.Unmarshal([]byte(extra), &x) == nil {
 			rt.Movable = rt.State == "paused" && x.Image != ""
 			rt.Evacuated = x.Evacuated
 			rt.Uploading = rt.State == "paused" && x.Uploading
 			rt.AutoResume = x.AutoResume
+			rt.Volumes = len(x.Volumes) > 0
 			if x.BaseTemplate != "" {
 				rt.TemplateID = x.BaseTemplate
 			}

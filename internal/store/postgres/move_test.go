@@ -31,7 +31,7 @@ func TestClaimSandbox(t *testing.T) {
 		}
 	}
 	put("paused1", "paused", `{"image":"paused/paused1"}`)
-	put("paused2", "paused", `{"image":"paused/paused2","evacuated":true,"baseTemplate":"py"}`)
+	put("paused2", "paused", `{"image":"paused/paused2","evacuated":true,"baseTemplate":"py","volumes":[{"volumeID":"v1","name":"data","path":"/mnt/data"}]}`)
 	put("running", "running", `{"image":"paused/running"}`)
 	put("local", "paused", `{"autoResume":true}`)
 
@@ -119,13 +119,13 @@ func TestClaimSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rt.NodeID != winners[0] || !rt.Movable || !rt.Evacuated || rt.TemplateID != "py" || rt.State != "paused" {
+	if rt.NodeID != winners[0] || !rt.Movable || !rt.Evacuated || rt.TemplateID != "py" || rt.State != "paused" || !rt.Volumes {
 		t.Fatalf("route %+v", rt)
 	}
 	if rt, err := all.SandboxRoute(ctx, "running"); err != nil || rt.Movable || rt.NodeID != "a" {
 		t.Fatalf("route of a running sandbox %+v, %v", rt, err)
 	}
-	if rt, err := all.SandboxRoute(ctx, "local"); err != nil || rt.Movable || !rt.AutoResume {
+	if rt, err := all.SandboxRoute(ctx, "local"); err != nil || rt.Movable || !rt.AutoResume || rt.Volumes {
 		t.Fatalf("route of a paused sandbox without image %+v, %v", rt, err)
 	}
 	if _, err := all.SandboxRoute(ctx, "nope"); !errors.Is(err, cluster.ErrNotFound) {

@@ -53,6 +53,9 @@ type DB struct {
 
 	// nodeID scopes the sandbox, snapshot and build rows (Options.NodeID).
 	nodeID string
+
+	// hook records lifecycle events with sandbox changes (events.go).
+	hook atomic.Pointer[store.EventHook]
 }
 
 // Options are a DB's settings beyond the connection string.
@@ -149,7 +152,27 @@ func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: env vars: %w", s.ID, err)
 	}
-	tag, err := d.exec(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`, node_id)
+	if h := d.eventHook(); h != nil {
+		return d.putSandboxEvents(ctx, s, meta, envs, h)
+	}
+	tag, err := d.exec(ctx, putSandboxSQL, d.putSandboxArgs(s, meta, envs)...)
+	if err != nil {
+		return fmt.Errorf("put sandbox %s: %w", s.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("put sandbox %s: another node holds it: %w", s.ID, store.ErrMoved)
+	}
+	return nil
+}
+
+func (d *DB) putSandboxArgs(s *store.Sandbox, meta, envs string) []any {
+	return []any{s.ID, s.TemplateID, s.TemplateHash, s.Alias, s.State, s.Runtime, s.Slot, s.GuestIP,
+		s.AccessToken, s.TrafficToken, meta, envs, s.AllowInternet,
+		s.CPUCount, s.MemoryMB, s.DiskSizeMB, encodeTime(s.StartedAt), encodeTime(s.EndAt), s.OnTimeout, s.Extra,
+		d.nodeID}
+}
+
+const putSandboxSQL = `INSERT INTO sandboxes (` + sandboxColumns + `, node_id)
 	VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21)
 	ON CONFLICT (id) DO UPDATE SET
 		template_id=excluded.template_id, template_hash=excluded.template_hash,
@@ -161,19 +184,7 @@ func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 		memory_mb=excluded.memory_mb, disk_size_mb=excluded.disk_size_mb,
 		started_at=excluded.started_at, end_at=excluded.end_at,
 		on_timeout=excluded.on_timeout, extra=excluded.extra
-	WHERE sandboxes.node_id = excluded.node_id`,
-		s.ID, s.TemplateID, s.TemplateHash, s.Alias, s.State, s.Runtime, s.Slot, s.GuestIP,
-		s.AccessToken, s.TrafficToken, meta, envs, s.AllowInternet,
-		s.CPUCount, s.MemoryMB, s.DiskSizeMB, encodeTime(s.StartedAt), encodeTime(s.EndAt), s.OnTimeout, s.Extra,
-		d.nodeID)
-	if err != nil {
-		return fmt.Errorf("put sandbox %s: %w", s.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("put sandbox %s: another node holds it: %w", s.ID, store.ErrMoved)
-	}
-	return nil
-}
+	WHERE sandboxes.node_id = excluded.node_id`
 
 // scanSandboxNode is scanSandbox of a row selected with node_id last.
 func scanSandboxNode(r pgx.Row, node *string) (*store.Sandbox, error) {
@@ -239,6 +250,9 @@ func (d *DB) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
 // a route cache never outlives the row by more than the notification's
 // trip (and nothing is sent when no row went).
 func (d *DB) DeleteSandbox(ctx context.Context, id string) error {
+	if h := d.eventHook(); h != nil {
+		return d.deleteSandboxEvents(ctx, id, h)
+	}
 	return d.deleteRow(ctx, `WITH gone AS (DELETE FROM sandboxes WHERE id = $1 AND node_id = $2 RETURNING id)
 		SELECT pg_notify($3, id) FROM gone`, "sandbox", id, d.nodeID, RoutesChannel)
 }

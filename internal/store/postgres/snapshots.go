@@ -19,15 +19,19 @@ func (d *DB) PutSnapshot(ctx context.Context, s *store.Snapshot) error {
 	if s == nil || s.ID == "" {
 		return errors.New("put snapshot: empty id")
 	}
-	_, err := d.exec(ctx, `INSERT INTO snapshots (`+snapshotColumns+`, node_id) VALUES ($1,$2,$3,$4,$5,$6,$7)
-		ON CONFLICT (id) DO UPDATE SET node_id=excluded.node_id, name=excluded.name, sandbox_id=excluded.sandbox_id,
-		size_bytes=excluded.size_bytes, created_at=excluded.created_at, spec=excluded.spec`,
-		s.ID, s.Name, s.SandboxID, s.SizeBytes, encodeTime(s.CreatedAt), s.Spec, d.nodeID)
+	if h := d.eventHook(); h != nil {
+		return d.putSnapshotEvents(ctx, s, h)
+	}
+	_, err := d.exec(ctx, putSnapshotSQL, s.ID, s.Name, s.SandboxID, s.SizeBytes, encodeTime(s.CreatedAt), s.Spec, d.nodeID)
 	if err != nil {
 		return fmt.Errorf("put snapshot %s: %w", s.ID, err)
 	}
 	return nil
 }
+
+const putSnapshotSQL = `INSERT INTO snapshots (` + snapshotColumns + `, node_id) VALUES ($1,$2,$3,$4,$5,$6,$7)
+		ON CONFLICT (id) DO UPDATE SET node_id=excluded.node_id, name=excluded.name, sandbox_id=excluded.sandbox_id,
+		size_bytes=excluded.size_bytes, created_at=excluded.created_at, spec=excluded.spec`
 
 func scanSnapshot(r pgx.Row) (*store.Snapshot, error) {
 	var (

@@ -13,7 +13,7 @@ import (
 
 var _ store.VolumeStore = (*DB)(nil)
 
-const volumeColumns = "id, name, size_bytes, created_at"
+const volumeColumns = "id, name, size_bytes, created_at, bucket"
 
 // CreateVolume inserts v; store.ErrNameTaken when its name (or id) is
 // used. Volumes have no node: every node of a cluster sees them all.
@@ -21,8 +21,8 @@ func (d *DB) CreateVolume(ctx context.Context, v *store.Volume) error {
 	if v == nil || v.ID == "" || v.Name == "" {
 		return errors.New("create volume: empty id or name")
 	}
-	tag, err := d.exec(ctx, `INSERT INTO volumes (`+volumeColumns+`) VALUES ($1,$2,$3,$4) ON CONFLICT DO NOTHING`,
-		v.ID, v.Name, v.SizeBytes, encodeTime(v.CreatedAt))
+	tag, err := d.exec(ctx, `INSERT INTO volumes (`+volumeColumns+`) VALUES ($1,$2,$3,$4,$5) ON CONFLICT DO NOTHING`,
+		v.ID, v.Name, v.SizeBytes, encodeTime(v.CreatedAt), v.Bucket)
 	if err != nil {
 		return fmt.Errorf("create volume %s: %w", v.Name, err)
 	}
@@ -49,7 +49,7 @@ func (d *DB) getVolume(ctx context.Context, column, key string) (*store.Volume, 
 		created *time.Time
 	)
 	err := d.queryRow(ctx, func(r pgx.Row) error {
-		return r.Scan(&v.ID, &v.Name, &v.SizeBytes, &created)
+		return r.Scan(&v.ID, &v.Name, &v.SizeBytes, &created, &v.Bucket)
 	}, "SELECT "+volumeColumns+" FROM volumes WHERE "+column+" = $1", key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("volume %s: %w", key, store.ErrNotFound)
@@ -69,7 +69,7 @@ func (d *DB) ListVolumes(ctx context.Context) ([]*store.Volume, error) {
 				v       store.Volume
 				created *time.Time
 			)
-			if err := r.Scan(&v.ID, &v.Name, &v.SizeBytes, &created); err != nil {
+			if err := r.Scan(&v.ID, &v.Name, &v.SizeBytes, &created, &v.Bucket); err != nil {
 				return nil, err
 			}
 			v.CreatedAt = decodeTime(created)

@@ -16,6 +16,10 @@ const maxBatchDelete = 500
 // lock); ids without a row are no error. The sandbox manager deletes the
 // rows of parallel kills this way, in the background.
 func (d *DB) DeleteSandboxes(ctx context.Context, ids []string) error {
+	if h := d.eventHook(); h != nil {
+		_, err := d.deleteSandboxesEvents(ctx, ids, h)
+		return err
+	}
 	for len(ids) > 0 {
 		n := min(len(ids), maxBatchDelete)
 		args := make([]any, n)

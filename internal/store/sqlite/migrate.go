@@ -99,6 +99,86 @@ CREATE TABLE volumes (
 );
 CREATE INDEX volumes_created_at ON volumes (created_at, id);`,
 	},
+	{
+		// Bucket volumes (internal/volume/bucket.go): the bucket's
+		// settings as JSON, its credentials sealed (internal/secretbox);
+		// '' for a volume the node's Backing keeps.
+		name: "volume buckets",
+		sql:  `ALTER TABLE volumes ADD COLUMN bucket TEXT NOT NULL DEFAULT '';`,
+	},
+	{
+		// Lifecycle events and webhooks (internal/events, events.go).
+		name: "lifecycle events and webhooks",
+		sql: `
+CREATE TABLE events (
+	seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+	id           TEXT NOT NULL UNIQUE,
+	type         TEXT NOT NULL,
+	ts           INTEGER NOT NULL, -- unix nanoseconds, UTC
+	sandbox_id   TEXT NOT NULL,
+	execution_id TEXT NOT NULL DEFAULT '',
+	template_id  TEXT NOT NULL DEFAULT '',
+	build_id     TEXT NOT NULL DEFAULT '',
+	team_id      TEXT NOT NULL DEFAULT '',
+	data         TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX events_sandbox ON events (sandbox_id, ts, seq);
+CREATE INDEX events_ts ON events (ts, seq);
+CREATE TABLE webhooks (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL DEFAULT '',
+	url        TEXT NOT NULL,
+	events     TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(events)),
+	enabled    INTEGER NOT NULL DEFAULT 1,
+	secret     TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE webhook_deliveries (
+	event_id    TEXT NOT NULL,
+	webhook_id  TEXT NOT NULL,
+	attempts    INTEGER NOT NULL DEFAULT 0,
+	next_at     INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds
+	lease_owner TEXT NOT NULL DEFAULT '',
+	lease_until INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds
+	PRIMARY KEY (event_id, webhook_id)
+);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_at);
+CREATE TABLE webhook_attempts (
+	id               TEXT PRIMARY KEY,
+	webhook_id       TEXT NOT NULL,
+	event_id         TEXT NOT NULL,
+	sandbox_id       TEXT NOT NULL DEFAULT '',
+	event_type       TEXT NOT NULL DEFAULT '',
+	status           TEXT NOT NULL,
+	duration_ms      INTEGER NOT NULL DEFAULT 0,
+	request_body     TEXT NOT NULL DEFAULT '',
+	request_headers  TEXT NOT NULL DEFAULT '',
+	request_url      TEXT NOT NULL DEFAULT '',
+	response_body    TEXT NOT NULL DEFAULT '',
+	response_headers TEXT NOT NULL DEFAULT '',
+	response_status  INTEGER NOT NULL DEFAULT 0,
+	error_class      TEXT NOT NULL DEFAULT '',
+	error_message    TEXT NOT NULL DEFAULT '',
+	ts               INTEGER NOT NULL -- unix nanoseconds
+);
+CREATE INDEX webhook_attempts_webhook ON webhook_attempts (webhook_id, ts);`,
+	},
+	{
+		// E2B egress secrets (issue 29; migration 8): the
+		// value only sealed (internal/secretbox), names unique per API key.
+		name: "secrets",
+		sql: `
+CREATE TABLE secrets (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL UNIQUE,
+	version    INTEGER NOT NULL DEFAULT 1,
+	sealed     BLOB NOT NULL,
+	metadata   TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+	created_at INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds, UTC
+	updated_at INTEGER NOT NULL DEFAULT 0  -- unix nanoseconds, UTC
+);
+CREATE INDEX secrets_created_at ON secrets (created_at, id);`,
+	},
 }
 
 // migrate applies every migration newer than the recorded schema version,

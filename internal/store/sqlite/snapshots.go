@@ -18,7 +18,14 @@ func (d *DB) PutSnapshot(ctx context.Context, s *store.Snapshot) error {
 	if s == nil || s.ID == "" {
 		return errors.New("put snapshot: empty id")
 	}
-	_, err := d.db.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?,?,?,?,?,?)
+	if h := d.eventHook(); h != nil {
+		return d.putSnapshotEvents(ctx, s, h)
+	}
+	return putSnapshot(ctx, d.db, s)
+}
+
+func putSnapshot(ctx context.Context, db execer, s *store.Snapshot) error {
+	_, err := db.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?,?,?,?,?,?)
 		ON CONFLICT(id) DO UPDATE SET name=excluded.name, sandbox_id=excluded.sandbox_id,
 		size_bytes=excluded.size_bytes, created_at=excluded.created_at, spec=excluded.spec`,
 		s.ID, s.Name, s.SandboxID, s.SizeBytes, encodeTime(s.CreatedAt), s.Spec)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/store"
@@ -28,6 +29,7 @@ const busyTimeout = 10 * time.Second
 type DB struct {
 	db   *sql.DB
 	path string
+	hook atomic.Pointer[store.EventHook] // events.go
 }
 
 var _ store.Store = (*DB)(nil)
@@ -99,11 +101,26 @@ func (d *DB) SchemaVersion(ctx context.Context) (int, error) {
 	return v, nil
 }
 
-// PutSandbox inserts or replaces a sandbox row.
+// PutSandbox inserts or replaces a sandbox row (with an event hook, in a
+// transaction that records its events: events.go).
 func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 	if s == nil || s.ID == "" {
 		return errors.New("put sandbox: empty id")
 	}
+	if h := d.eventHook(); h != nil {
+		return d.putSandboxEvents(ctx, s, h)
+	}
+	return putSandbox(ctx, d.db, s)
+}
+
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func putSandbox(ctx context.Context, db execer, s *store.Sandbox) error {
 	meta, err := encodeMap(s.Metadata)
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: metadata: %w", s.ID, err)
@@ -112,7 +129,7 @@ func (d *DB) PutSandbox(ctx context.Context, s *store.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: env vars: %w", s.ID, err)
 	}
-	_, err = d.db.ExecContext(ctx, `INSERT INTO sandboxes (
+	_, err = db.ExecContext(ctx, `INSERT INTO sandboxes (
 		id, template_id, template_hash, alias, state, runtime, slot, guest_ip,
 		access_token, traffic_token, metadata, env_vars, allow_internet,
 		cpu_count, memory_mb, disk_size_mb, started_at, end_at, on_timeout, extra
@@ -202,6 +219,13 @@ func (d *DB) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
 
 // DeleteSandbox removes a sandbox; store.ErrNotFound if it did not exist.
 func (d *DB) DeleteSandbox(ctx context.Context, id string) error {
+	if h := d.eventHook(); h != nil {
+		n, err := d.deleteSandboxesEvents(ctx, []string{id}, h)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("sandbox %s: %w", id, store.ErrNotFound)
+		}
+		return err
+	}
 	return d.deleteRow(ctx, "DELETE FROM sandboxes WHERE id = ?", "sandbox", id)
 }
 

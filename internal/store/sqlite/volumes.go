@@ -11,15 +11,15 @@ import (
 
 var _ store.VolumeStore = (*DB)(nil)
 
-const volumeColumns = "id, name, size_bytes, created_at"
+const volumeColumns = "id, name, size_bytes, created_at, bucket"
 
 // CreateVolume inserts v; store.ErrNameTaken when its name (or id) is used.
 func (d *DB) CreateVolume(ctx context.Context, v *store.Volume) error {
 	if v == nil || v.ID == "" || v.Name == "" {
 		return errors.New("create volume: empty id or name")
 	}
-	res, err := d.db.ExecContext(ctx, `INSERT INTO volumes (`+volumeColumns+`) VALUES (?,?,?,?) ON CONFLICT DO NOTHING`,
-		v.ID, v.Name, v.SizeBytes, encodeTime(v.CreatedAt))
+	res, err := d.db.ExecContext(ctx, `INSERT INTO volumes (`+volumeColumns+`) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING`,
+		v.ID, v.Name, v.SizeBytes, encodeTime(v.CreatedAt), v.Bucket)
 	if err != nil {
 		return fmt.Errorf("create volume %s: %w", v.Name, err)
 	}
@@ -48,7 +48,7 @@ func (d *DB) getVolume(ctx context.Context, column, key string) (*store.Volume, 
 		created int64
 	)
 	err := d.db.QueryRowContext(ctx, "SELECT "+volumeColumns+" FROM volumes WHERE "+column+" = ?", key).
-		Scan(&v.ID, &v.Name, &v.SizeBytes, &created)
+		Scan(&v.ID, &v.Name, &v.SizeBytes, &created, &v.Bucket)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("volume %s: %w", key, store.ErrNotFound)
 	}
@@ -72,7 +72,7 @@ func (d *DB) ListVolumes(ctx context.Context) ([]*store.Volume, error) {
 			v       store.Volume
 			created int64
 		)
-		if err := rows.Scan(&v.ID, &v.Name, &v.SizeBytes, &created); err != nil {
+		if err := rows.Scan(&v.ID, &v.Name, &v.SizeBytes, &created, &v.Bucket); err != nil {
 			return nil, fmt.Errorf("list volumes: %w", err)
 		}
 		v.CreatedAt = decodeTime(created)

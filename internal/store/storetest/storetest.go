@@ -44,6 +44,10 @@ func Run(t *testing.T, fresh func(t *testing.T) Opener) {
 		{"ListTemplateBuilds", testListTemplateBuilds},
 		{"EmptyKeysRejected", testEmptyKeysRejected},
 		{"Volumes", testVolumes},
+		{"EventsWithSandboxChanges", testEventsWithSandboxChanges},
+		{"WebhookDeliveries", testWebhookDeliveries},
+		{"ConcurrentClaims", testConcurrentClaims},
+		{"Secrets", testSecrets},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -476,7 +480,7 @@ func testVolumes(t *testing.T, open Opener) {
 	t0 := time.Unix(1700000000, 9000).UTC()
 	for _, v := range []*store.Volume{
 		{ID: "v2", Name: "data", SizeBytes: 10 << 30, CreatedAt: t0},
-		{ID: "v1", Name: "Model_cache-2", SizeBytes: 1 << 20, CreatedAt: t0},
+		{ID: "v1", Name: "Model_cache-2", SizeBytes: 1 << 20, CreatedAt: t0, Bucket: `{"bucket":"b","sealed":"AQ=="}`},
 		{ID: "v0", Name: "later", CreatedAt: t0.Add(time.Second)},
 	} {
 		if err := db.CreateVolume(ctx, v); err != nil {
@@ -493,11 +497,11 @@ func testVolumes(t *testing.T, open Opener) {
 	if err != nil || got.ID != "v2" || got.SizeBytes != 10<<30 || !sameInstant(got.CreatedAt, t0) {
 		t.Fatalf("GetVolumeByName(data) = %+v, %v", got, err)
 	}
-	if got, err := db.GetVolume(ctx, "v1"); err != nil || got.Name != "Model_cache-2" {
+	if got, err := db.GetVolume(ctx, "v1"); err != nil || got.Name != "Model_cache-2" || got.Bucket != `{"bucket":"b","sealed":"AQ=="}` {
 		t.Fatalf("GetVolume(v1) = %+v, %v", got, err)
 	}
 	all, err := db.ListVolumes(ctx)
-	if err != nil || len(all) != 3 || all[0].ID != "v1" || all[1].ID != "v2" || all[2].ID != "v0" {
+	if err != nil || len(all) != 3 || all[0].ID != "v1" || all[1].ID != "v2" || all[2].ID != "v0" || all[0].Bucket == "" || all[1].Bucket != "" {
 		t.Fatalf("ListVolumes = %+v, %v; want v1, v2, v0", all, err)
 	}
 	if err := db.DeleteVolume(ctx, "v2"); err != nil {
@@ -517,5 +521,61 @@ func testVolumes(t *testing.T, open Opener) {
 	// The name is free again.
 	if err := db.CreateVolume(ctx, &store.Volume{ID: "v3", Name: "data", CreatedAt: t0}); err != nil {
 		t.Fatalf("reusing a deleted volume's name: %v", err)
+	}
+}
+
+func testSecrets(t *testing.T, open Opener) {
+	ctx := ctxFor(t)
+	db := open(t)
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	a := &store.Secret{ID: "sec_a", Name: "gh-token", Version: 1, Sealed: []byte{1, 0, 255, 7},
+		Metadata: map[string]string{"team": "x"}, CreatedAt: t0, UpdatedAt: t0}
+	b := &store.Secret{ID: "sec_b", Name: "openai", Version: 1, Sealed: []byte{9}, CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0}
+	for _, s := range []*store.Secret{a, b} {
+		if err := db.CreateSecret(ctx, s); err != nil {
+			t.Fatalf("CreateSecret(%s): %v", s.Name, err)
+		}
+	}
+	if err := db.CreateSecret(ctx, &store.Secret{ID: "sec_c", Name: "openai", Version: 1, Sealed: []byte{1}}); !errors.Is(err, store.ErrNameTaken) {
+		t.Fatalf("CreateSecret(duplicate name) = %v, want ErrNameTaken", err)
+	}
+	if err := db.CreateSecret(ctx, &store.Secret{}); err == nil {
+		t.Fatal("CreateSecret with an empty id succeeded")
+	}
+	got, err := db.GetSecretByName(ctx, "gh-token")
+	if err != nil || !reflect.DeepEqual(got, a) {
+		t.Fatalf("GetSecretByName = %+v, %v; want %+v", got, err, a)
+	}
+	if got, err := db.GetSecret(ctx, "sec_b"); err != nil || got.Name != "openai" || got.Metadata != nil {
+		t.Fatalf("GetSecret(sec_b) = %+v, %v", got, err)
+	}
+	all, err := db.ListSecrets(ctx)
+	if err != nil || len(all) != 2 || all[0].ID != "sec_b" || all[1].ID != "sec_a" {
+		t.Fatalf("ListSecrets = %+v, %v; want sec_b, sec_a", all, err)
+	}
+	up := &store.Secret{ID: "sec_a", Version: 2, Sealed: []byte{2}, UpdatedAt: t0.Add(time.Minute)}
+	if err := db.UpdateSecret(ctx, up); err != nil {
+		t.Fatalf("UpdateSecret: %v", err)
+	}
+	if err := db.UpdateSecret(ctx, up); !errors.Is(err, store.ErrVersion) {
+		t.Fatalf("UpdateSecret(same version again) = %v, want ErrVersion", err)
+	}
+	if err := db.UpdateSecret(ctx, &store.Secret{ID: "sec_zz", Version: 2}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("UpdateSecret(missing) = %v, want ErrNotFound", err)
+	}
+	// A second handle (a restarted daemon, another node) sees the update.
+	got, err = open(t).GetSecret(ctx, "sec_a")
+	if err != nil || got.Version != 2 || string(got.Sealed) != "\x02" || got.Metadata != nil ||
+		!got.CreatedAt.Equal(t0) || !got.UpdatedAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("GetSecret after update = %+v, %v", got, err)
+	}
+	if err := db.DeleteSecret(ctx, "sec_a"); err != nil {
+		t.Fatalf("DeleteSecret: %v", err)
+	}
+	if err := db.DeleteSecret(ctx, "sec_a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("DeleteSecret twice = %v, want ErrNotFound", err)
+	}
+	if _, err := db.GetSecretByName(ctx, "gh-token"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetSecretByName(deleted) = %v, want ErrNotFound", err)
 	}
 }

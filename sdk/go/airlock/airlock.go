@@ -32,7 +32,10 @@ const (
 type Client struct {
 	APIURL     string // control plane, e.g. http://127.0.0.1:49982
 	SandboxURL string // sandbox traffic; defaults to APIURL
-	APIKey     string // sent as X-API-Key
+	// VolumeURL is the volume content API; defaults to $E2B_VOLUME_API_URL,
+	// else APIURL.
+	VolumeURL string
+	APIKey    string // sent as X-API-Key
 	// UserAgent is sent with control-plane requests when set.
 	UserAgent string
 	// HTTP is used for every request. Requests carry the caller's context;
@@ -80,6 +83,8 @@ type SandboxOptions struct {
 	// AllowInternet is the sandbox's outbound internet access (nil: the
 	// daemon's default, allowed).
 	AllowInternet *bool
+	// VolumeMounts mounts volumes (by name) into the sandbox.
+	VolumeMounts []VolumeMount
 }
 
 // Sandbox is a handle on a running sandbox.
@@ -106,6 +111,13 @@ func (c *Client) CreateSandbox(ctx context.Context, o SandboxOptions) (*Sandbox,
 	}
 	body := NewSandboxBody{TemplateID: o.Template, Timeout: ptr(int64((o.Timeout + time.Second - 1) / time.Second)),
 		Metadata: o.Metadata, EnvVars: o.Envs, AllowInternetAccess: o.AllowInternet}
+	if len(o.VolumeMounts) > 0 {
+		ms, err := mountsJSON(o.VolumeMounts)
+		if err != nil {
+			return nil, err
+		}
+		body.VolumeMounts = ms
+	}
 	var sb SandboxInfo
 	if _, err := c.doJSON(ctx, http.MethodPost, "/v2/sandboxes", nil, body, &sb); err != nil {
 		return nil, fmt.Errorf("creating sandbox: %w", err)

@@ -14,6 +14,9 @@ import (
 type APIError struct {
 	Status  int    // HTTP status
 	Message string // server message, or the status text when the body had none
+	// Code is the string code of a volume content API error (E2B's
+	// {code: "path_not_found", message}); "" elsewhere.
+	Code string
 }
 
 func (e *APIError) Error() string {
@@ -43,11 +46,15 @@ func checkResponse(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := &APIError{Status: resp.StatusCode}
 	var body struct {
-		Code    json.Number `json:"code"`
-		Message string      `json:"message"`
-		Error   string      `json:"error"`
+		Code    json.RawMessage `json:"code"`
+		Message string          `json:"message"`
+		Error   string          `json:"error"`
 	}
 	if err := json.Unmarshal(b, &body); err == nil {
+		var code string
+		if json.Unmarshal(body.Code, &code) == nil {
+			e.Code = code
+		}
 		e.Message = body.Message
 		if e.Message == "" {
 			e.Message = body.Error

@@ -38,8 +38,8 @@ type ListedSandbox struct {
 	Metadata    map[string]string `json:"metadata"` // {} when none
 	State       string            `json:"state"`
 	EnvdVersion string            `json:"envdVersion"`
-	// VolumeMounts is E2B's list of mounted volumes: [] (Airlock mounts
-	// none).
+	// VolumeMounts is E2B's list of mounted volumes ({name, path}, and
+	// Airlock's readOnly); ParseVolumeMounts reads it.
 	VolumeMounts []json.RawMessage `json:"volumeMounts"`
 	// ClusterNode is the node that runs the sandbox, in a cluster's lists
 	// (an Airlock extension; "" from a single host and in GetSandbox).

@@ -7,6 +7,7 @@ import { SandboxPage } from './SandboxPage.jsx'
 import { Playground } from './Playground.jsx'
 import { Templates } from './Templates.jsx'
 import { Nodes } from './Nodes.jsx'
+import { Volumes } from './Volumes.jsx'
 import './style.css'
 
 function useHash () {
@@ -56,7 +57,8 @@ const NAV = [
   ['#/', 'Overview'],
   ['#/sandboxes', 'Sandboxes'],
   ['#/playground', 'Playground'],
-  ['#/templates', 'Templates']
+  ['#/templates', 'Templates'],
+  ['#/volumes', 'Volumes']
 ]
 
 /** Whether the daemon is a cluster's api tier: GET /airlock/v1/nodes
@@ -99,6 +101,7 @@ function App () {
   else if (path.startsWith('/nodes') && cluster !== false) page = cluster ? <Nodes /> : 'Loading…'
   else if (path.startsWith('/playground')) page = <Playground />
   else if (path.startsWith('/templates')) page = <Templates />
+  else if (path.startsWith('/volumes')) page = <Volumes />
   else page = <Overview />
   const active = (h) => (h === '#/' ? path === '/' || path === '' : ('#' + path).startsWith(h))
   return (

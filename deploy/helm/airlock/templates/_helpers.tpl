@@ -205,3 +205,12 @@ The node pods' TLS volume: every listed node's certificate as
     defaultMode: 0400
 {{- end }}
 {{- end -}}
+
+{{/* The shared volume root's claim (values: volumes): the existing one, else the chart's. */}}
+{{- define "airlock.volumesClaim" -}}
+{{- if .Values.volumes.existingClaim -}}
+{{- .Values.volumes.existingClaim -}}
+{{- else -}}
+{{- include "airlock.fullname" . }}-volumes
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,43 @@
+// Package activity keeps each sandbox's live activity feed (an Airlock
+// extension, issue 28 part 2): typed entries ("egress.connect",
+// "egress.dns", "process.start", …) with an id that grows by one per
+// sandbox, in a bounded in-memory ring, on disk, and fanned out to live
+// subscribers.
+//
+//   - **Ring and retention.** A sandbox keeps its newest Options.MaxEntries
+//     entries (`airlock serve --activity-max-entries`, default 5000; 0 turns
+//     the feed off) no older than Options.MaxAge (`--activity-max-age`,
+//     default 24h; older entries are skipped on read and trimmed on write).
+//   - **Disk.** Every entry is appended to `<data-dir>/activity/<id>.activity`
+//     through a `jsonlog.Store` of its own (batched by one writer goroutine,
+//     the publisher never waits for the disk; files bounded by MaxEntries
+//     lines). The ring of a sandbox is read back from its file the first time
+//     the sandbox is seen after a daemon start, and ids continue from the
+//     last one. Files of sandboxes that are gone are removed by GC after the
+//     re-attach, and a sandbox's file when its network is torn down (Drop).
+//   - **Subscribers.** Subscribe returns the backlog after an id and a channel
+//     of the entries that follow, taken under the feed's lock (no gap, no
+//     duplicate). Publishing never blocks: a subscriber whose buffer
+//     (SubBuffer entries) is full is closed and marked lagged; the API ends
+//     its stream with a "lagged" entry naming the last id it sent.
+//   - **Egress** (Egress, an audit.Observer): every connection attempt the
+//     NFLOG reader sees ("egress.connect": protocol, ip, port, verdict,
+//     rule, and "domain", the name the sandbox's DNS filter last answered
+//     with that address), and every DNS decision ("egress.dns"). Byte
+//     counts are not in it: NFLOG copies only a flow's first packet.
+//   - **Processes** (Tracer, gVisor only): runsc's runtime monitoring. The
+//     daemon listens on <data-dir>/trace/trace.sock (SOCK_SEQPACKET) and
+//     writes trace.json, passed as `runsc --pod-init-config` on run and
+//     restore; runsc connects and the sentry sends `sentry/execve`
+//     ("process.start": pid, ppid, path, argv, uid, cwd) and
+//     `sentry/exit_notify_parent` ("process.exit": pid, argv, exitCode or
+//     signal; only for pids that exec'd). The sandbox id is the point's
+//     container id. No polling; the sink drops rather than waits.
+//   - **Files** (WatchFiles, the hub's onListen): while a sandbox has at
+//     least one subscriber whose types take file entries, the agent's recursive WatchDir on /home/user
+//     and /tmp ("file.create", "file.write", "file.rename" with the old
+//     path, "file.delete"); one file.write per path per WriteWindow, at
+//     most FileRate file entries a second, then one "file.dropped".
+//
+// A nil *Hub is a feed that is off: every method does nothing.
+package activity

@@ -1,0 +1,33 @@
+// Package egressproxy is issue 29's interception proxy: E2B's network
+// rules (spec §11.1-11.2: per-domain header transforms with
+// ${e2b.secrets.<name>} placeholders, plus Airlock's method/path matchers
+// and query transforms) applied on the node, outside the sandbox, so that
+// the sandbox never holds the secret.
+//
+// An intercepted request's flow: the sandbox connects to a ruled domain's
+// address; the node steers the connection to the proxy (HandleConn, with
+// the original destination and the sandbox's rules); the proxy peeks the
+// TLS ClientHello. A connection whose SNI is not a ruled domain, or that is
+// not TLS (plain HTTP: no downgrade), is relayed byte for byte, untouched.
+// For a ruled SNI the proxy first dials the original destination and
+// completes a VERIFIED TLS handshake with it for that same name (system
+// roots, or RootCAs), and only then finishes the sandbox's handshake with a
+// leaf for the name signed by the node CA, offering HTTP/1.1 only (no h2,
+// hence no :authority to disagree). A bad upstream certificate therefore
+// fails the sandbox's own handshake before any request exists. Each
+// request is parsed and re-serialised (no smuggling through framing
+// differences); one whose Host is not the TLS name gets 421 and nothing
+// goes upstream; the matching rules' placeholders are filled from
+// secrets.Service.Resolve in memory, and the request is written upstream.
+// Responses (redirects included: never followed) are relayed as they come,
+// without buffering; a 101 becomes a raw two-way relay (WebSocket). A
+// secret that cannot be resolved fails the request (502) instead of
+// sending it without. Logs and errors name secrets, never values.
+//
+// The CA is per node, made at daemon start and held only in its memory:
+// its key never enters a sandbox, so a per-sandbox CA would add key
+// generation to every create and protect nothing more (a sandbox trusting
+// the node's CA already trusts the node). Rotation is a daemon restart: a
+// new CA (valid CAValidity) is installed into each sandbox at its next
+// start or resume, which is also why the agent installs it then.
+package egressproxy

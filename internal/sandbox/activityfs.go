@@ -1,0 +1,27 @@
+package sandbox
+
+import (
+	"net/http"
+
+	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
+)
+
+// FilesystemClient returns a Filesystem service client of the running
+// sandbox's agent acting as root (the activity feed's file watch,
+// internal/activity).
+func (e *Live) FilesystemClient() (filesystempbconnect.FilesystemClient, error) {
+	e.mu.Lock()
+	state, op, gone := e.rec.State, e.op, e.gone
+	e.mu.Unlock()
+	if gone {
+		return nil, e.m.notFound(e.rec.ID)
+	}
+	if state != StateRunning || op != "" {
+		return nil, userErrorf(http.StatusConflict, "sandbox %s is not running (state %s%s)", e.rec.ID, state, op)
+	}
+	host, token, err := e.agentAddr()
+	if err != nil {
+		return nil, err
+	}
+	return e.m.agent.Filesystem(host, token, "root"), nil
+}
