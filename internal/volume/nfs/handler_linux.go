@@ -81,6 +81,14 @@ func newHandler(exps []Export, uid, gid int) (*handler, error) {
 			h.close()
 			return nil, fmt.Errorf("nfs: export %s: %w", e.Name, err)
 		}
+		// File handles are the kernel's: a file system without them (a
+		// FUSE mount such as a bucket volume's s3fs) cannot be served.
+		if _, _, err := unix.NameToHandleAt(int(hf.Fd()), "", unix.AT_EMPTY_PATH); err != nil {
+			hf.Close()
+			root.Close()
+			h.close()
+			return nil, fmt.Errorf("nfs: export %s: the file system of %s gives no file handles: %w", e.Name, dir, err)
+		}
 		h.exports = append(h.exports, &export{Export: e, dir: dir, handle: hf,
 			fs: &rootFS{root: root, uid: uid, gid: gid, readOnly: e.ReadOnly}})
 	}
