@@ -7,8 +7,9 @@
 # test/e2e/microvm-interpreter.test.mjs with @e2b/code-interpreter, and
 # test/e2e/microvm-review-m6.test.mjs (security review M6: no host mount of a
 # build step's disk), test/e2e/interpreter-r-java.test.mjs (R and Java
-# contexts, issue 26) and test/e2e/events.test.mjs (lifecycle events, issue
-# 28), then a subset of test/python. The root Go tests of
+# contexts, issue 26), test/e2e/events.test.mjs (lifecycle events, issue
+# 28) and test/e2e/microvm-volumes.test.mjs (volumes over NFS, issue 27),
+# then a subset of test/python. The root Go tests of
 # internal/runtime/microvm run in test.sh's `go test ./...` stage.
 #
 # Knobs: AIRLOCK_TEST_DATA_DIR (the main suite's data dir, whose built
@@ -97,7 +98,7 @@ grep -m1 'boot snapshot ready.*template=code-interpreter-v1' "$LOG" || echo "mic
 (cd test/e2e && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund --loglevel=error)
 (cd test/e2e && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
 	AIRLOCK_TEST_VM_DAEMON_LOG=$LOG node --test --test-concurrency=1 --test-reporter=spec \
-	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs interpreter-r-java.test.mjs events.test.mjs})
+	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs interpreter-r-java.test.mjs events.test.mjs microvm-volumes.test.mjs})
 rc=$?
 # Issue 26's cases through E2B's Python SDK (test/python), on this daemon:
 # /proc and pipe reads, watch events, maskRequestHost (pause, resume, fork),

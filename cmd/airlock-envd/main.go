@@ -248,6 +248,11 @@ func withFreeze(fz *freeze.Freezer, h http.Handler) http.Handler {
 					http.Error(w, err.Error(), http.StatusBadRequest)
 					return
 				}
+				// Volumes: drop the NFS connections while the old
+				// address can still close them.
+				if err := vminit.ReconnectVolumes(time.Second); err != nil {
+					slog.Error("reconnecting volumes before re-addressing", "err", err)
+				}
 				go func() {
 					if err := vminit.Readdress(addr, gw, 50*time.Millisecond); err != nil {
 						slog.Error("re-addressing eth0", "addr", addr, "err", err)

@@ -206,6 +206,9 @@ func (f *firewall) install(keep, keepCut []string) error {
 		rule(input, fromUs, dnsAccept(&dns, proto, f.dnsPort))
 		rule(pre, fromUs, dnsRedirect(&dns, proto, f.dnsPort))
 	}
+	// microVM volume servers (volumes_linux.go).
+	rule(pre, fromUs, volumeRedirect())
+	rule(input, fromUs, volumeAccept())
 	logged(input, auditDenied, "host", expr.VerdictDrop, fromUs)
 
 	// forward: never sandbox to sandbox; never to blocked destinations;

@@ -46,6 +46,7 @@ type Config struct {
 	Nameservers  []string `json:"nameservers"`
 	Env          []string `json:"env"`
 	TimeUnixNano int64    `json:"timeUnixNano"`
+	Mounts       []Mount  `json:"mounts"`
 }
 
 // InVM reports whether this process is PID 1 of an Airlock microVM that has
@@ -146,6 +147,9 @@ func boot() error {
 	}
 	setClock(cfg.TimeUnixNano)
 	if err := loopbackUp(); err != nil {
+		return err
+	}
+	if err := mountVolumes(cfg.Mounts); err != nil {
 		return err
 	}
 	applyEnv(cfg.Env)

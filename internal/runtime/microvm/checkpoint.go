@@ -48,6 +48,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir, imageDir string) erro
 		_ = syscall.Kill(rec.PID, syscall.SIGKILL)
 		waitExit(rec, 10*time.Second)
 	}
+	r.stopVolumes(id)
 	_ = removeCgroups(id)
 	if rerr := os.Remove(r.recordPath(id)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
@@ -119,7 +120,13 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 		return fmt.Errorf("opening saved state: %w", err)
 	}
 	defer state.Close()
+	if err := refreshVolumes(&vr, spec.Mounts); err != nil {
+		return err
+	}
 	if err := r.handBackAddress(ctx, spec.NetNSPath); err != nil {
+		return err
+	}
+	if err := r.serveVolumes(spec.ID, vr); err != nil {
 		return err
 	}
 	if vr.Pending != nil {
@@ -135,6 +142,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 	}
 	defer func() {
 		if err != nil {
+			r.stopVolumes(spec.ID)
 			_ = cmd.Process.Kill()
 			_ = os.Remove(r.recordPath(spec.ID))
 			err = fmt.Errorf("restoring sandbox %s: %w", spec.ID, err)

@@ -192,8 +192,10 @@ const (
 	readdressPrepare = `set -e
 tc filter del dev ` + TapName + ` parent ffff:
 ip addr add "$1" dev ` + TapName + `
+ip addr add ` + volumeAddrCIDR + ` dev ` + TapName + `
 `
 	readdressDone = `set -e
+ip addr del ` + volumeAddrCIDR + ` dev ` + TapName + ` 2>/dev/null || true
 ip addr del "$1" dev ` + TapName + `
 tc filter add dev ` + TapName + ` parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev eth0
 `

@@ -42,7 +42,8 @@
 //     `scripts/test.sh` always, and by the daemon when microVMs are chosen and none is cached) builds `vmlinux`
 //     from Debian's `linux-source-6.1`: `make tinyconfig`, `merge_config.sh` with the checked-in
 //     `internal/runtime/microvm/kernel/config.fragment` (virtio-mmio, blk, net, console, rng, ext4,
-//     overlay, 8250, PVH, `IP_PNP`, IPv6, inotify, …; no modules, no PCI, no ACPI), `olddefconfig`,
+//     overlay, 8250, PVH, `IP_PNP`, IPv6, inotify, the NFSv3 client for volumes, …; no modules, no PCI, no
+//     ACPI), `olddefconfig`,
 //     `make vmlinux`. Cached by sha256(fragment + source package version) at
 //     `/var/cache/airlock/kernel/<hash>/{vmlinux,config,release}`; ~4 min once per machine (2 cores),
 //     progress on stderr. The daemon uses the newest cached build unless `--microvm-kernel` says.
@@ -110,6 +111,30 @@
 //     the TAP, cgroups, dir and record. `Stats`: VMM CPU time and RSS from `/proc`, overlay blocks.
 //     The daemon reaps its own children and keeps why they ended (`StopReason`: killed by signal,
 //     guest kernel panic, memory limit).
+//
+//   - **Volumes** (`volumes.go`, `internal/volume/nfs`, `internal/envd/vminit/volumes_linux.go`): a VM
+//     with `volumeMounts` gets its own NFSv3 server on the host side of its veth (the guest's gateway,
+//     port `network.VolumeServerPort`, bound to the veth, socket mark `network.VolumeServerMark`),
+//     exporting only its volumes as `/volume-<i>`. The mounts are in `vm.json` (`Volumes`) and the
+//     config disk (`mounts`); the guest's init mounts each with mount(2) and text options
+//     (`vers=3,proto=tcp,mountproto=tcp,nolock,hard,timeo=30,retrans=2,actimeo=0`, MOUNT and NFS on
+//     one port, no rpcbind, no mount.nfs) from `network.VolumeServerAddr` (169.254.20.49:2049), the
+//     same in every guest: the firewall redirects it to the host address of the veth the packet came
+//     in on, so a fork child or a VM restored elsewhere reaches its own server with the address its
+//     NFS client already holds. The server is started before the VMM runs (Start, Restore, Boot; a
+//     fork child's at its Restore) and stopped when the VMM ends (Checkpoint, Shutdown, Destroy);
+//     `New` starts them again for the VMs a previous daemon left running. File handles are the
+//     kernel's, so the guest's handles stay valid across servers. Connections are reset when closed
+//     (SO_LINGER 0 at accept), so after a resume or a daemon restart the guest's client reconnects at
+//     once (with a FIN, the host's TIME_WAIT kept it out for about a minute). A fork child is
+//     special: its restored connection has the parent's address as its source, which the guest drops
+//     when it moves; TCP then can send nothing on it and never gives up. So, while the child's netns is
+//     in its re-addressing state, it also holds the server address (`readdressPrepare`), and the
+//     agent, before answering the re-addressing `/freeze`, forces the NFS transports to disconnect
+//     (`vminit.ReconnectVolumes`: writing sysfs `dstaddr`); the netns resets them, and the client
+//     reconnects from the child's own address at its next request. Files the guest creates belong to
+//     uid/gid 1000 with the modes go-nfs gives (files 0666, directories 0777, as the content API's).
+//     A full volume answers NFS3ERR_NOSPC: the writer gets ENOSPC.
 //
 //   - **Limits**: `-smp` = CPUs (default 1), `-m` = memory (default 512 MB, at least 128), overlay =
 //     DiskMB (default 1 GiB). Processes and open files are the guest kernel's business.

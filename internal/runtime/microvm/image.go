@@ -125,6 +125,8 @@ type GuestConfig struct {
 	Env         []string `json:"env,omitempty"`
 	// TimeUnixNano is the host's clock when the VM was started.
 	TimeUnixNano int64 `json:"timeUnixNano"`
+	// Mounts are the volumes to mount over NFS (volumes.go).
+	Mounts []GuestMount `json:"mounts,omitempty"`
 }
 
 // writeConfigDisk writes cfg as a small raw disk: ConfigMagic, the JSON,

@@ -47,6 +47,7 @@ func (r *Runtime) Shutdown(ctx context.Context, id, dir string) error {
 			}
 		}
 	}
+	r.stopVolumes(id)
 	var errs []error
 	if err := removeCgroups(id); err != nil {
 		errs = append(errs, fmt.Errorf("removing cgroups: %w", err))
@@ -84,6 +85,9 @@ func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
 	}
 	vr.Cmdline = withIP(vr.Cmdline, guestNet{Addr: netip.PrefixFrom(addr, vr.GuestPrefix), Gateway: gw}.cmdline())
 	vr.Pending = nil
+	if err := refreshVolumes(&vr, spec.Mounts); err != nil {
+		return err
+	}
 	if err := writeJSON(filepath.Join(dir, vmFile), vr); err != nil {
 		return err
 	}
@@ -106,7 +110,11 @@ func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
 	if err := r.handBackAddress(ctx, spec.NetNSPath); err != nil {
 		return err
 	}
+	if err := r.serveVolumes(spec.ID, vr); err != nil {
+		return err
+	}
 	if _, err := r.launch(spec.ID, dir, spec.NetNSPath, vr, false); err != nil {
+		r.stopVolumes(spec.ID)
 		return err
 	}
 	r.log.Debug("microVM booted again from its disk", "id", spec.ID)
