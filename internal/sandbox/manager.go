@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/egressproxy"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
@@ -172,6 +173,9 @@ type CreateRequest struct {
 	// the proxy forwards to the sandbox; "${PORT}" in it stands for the
 	// sandbox port (E2B's network.maskRequestHost, ParseMaskRequestHost).
 	MaskRequestHost string
+	// NetworkRules are E2B's network.rules (egressproxy.ParseRules), kept
+	// with the sandbox (record.go).
+	NetworkRules egressproxy.Rules
 	// VolumeMounts are the volumes mounted into the sandbox (E2B's
 	// volumeMounts, resolved to volume ids by the API).
 	VolumeMounts []volume.Mount
@@ -203,6 +207,8 @@ type Sandbox struct {
 	DenyOut       []string
 	// MaskRequestHost: see CreateRequest.
 	MaskRequestHost string
+	// NetworkRules: see CreateRequest.
+	NetworkRules egressproxy.Rules
 	// VolumeMounts: see CreateRequest.
 	VolumeMounts []volume.Mount
 	CPUCount     int
