@@ -299,7 +299,7 @@ func (m *Manager) wakeChild(ctx context.Context, cp runtime.Checkpointer, k *chi
 func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.Sandbox, timeout time.Duration) (*Sandbox, error) {
 	host := k.ep.GuestIP.String()
 	body := guest.InitRequest{EnvVars: initEnv(k.baseEnv, parent.EnvVars, k.id, parent.TemplateID), Timestamp: time.Now().UTC(), DefaultUser: DefaultUser,
-		DefaultWorkdir: DefaultWorkdir}
+		DefaultWorkdir: DefaultWorkdir, CABundle: m.caBundle(decodeExtra(parent.Extra).NetworkRules)}
 	if k.token != "" {
 		body.AccessToken = &k.token
 	}

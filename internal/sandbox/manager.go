@@ -139,6 +139,10 @@ type Config struct {
 	Volumes volume.Backing
 	// NodeID is this node's id in the cluster ("" on a single host).
 	NodeID string
+	// CABundle returns the PEM of the node's egress proxy CA, which /init
+	// installs into sandboxes with network rules at create and resume
+	// (cabundle.go); nil: no proxy on this node.
+	CABundle func() []byte
 }
 
 // CreateRequest describes a sandbox to create.

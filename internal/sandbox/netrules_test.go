@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
+	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
@@ -103,4 +105,70 @@ func setNetworkRules(m *sandbox.Manager, ctx context.Context, id string, rs egre
 		return err
 	}
 	return e.SetNetwork(ctx, true, network.Egress{}, rs)
+}
+
+const testCAPEM = "-----BEGIN CERTIFICATE-----\ntest\n-----END CERTIFICATE-----\n"
+
+// The node's egress proxy CA goes to sandboxes with rules in /init: at
+// create, to a fork's children and again after a resume (the CA is made
+// anew at each daemon start); never to a sandbox without rules.
+func TestCABundleOnlyWithRules(t *testing.T) {
+	t.Parallel()
+	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) {
+		c.Runtime = &cloneRuntime{CkRuntime: &ckRuntime{Runtime: c.Runtime.(*sandboxtest.Runtime)}}
+		c.CABundle = func() []byte { return []byte(testCAPEM) }
+	})
+	env.Agent.Extra = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/freeze" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	ctx := context.Background()
+	lastCA := func(what string) *string {
+		t.Helper()
+		b, ok := env.Agent.LastInit()
+		if !ok {
+			t.Fatalf("%s: no /init", what)
+		}
+		return b.CABundle
+	}
+	plain := create(t, env, sandbox.CreateRequest{Timeout: time.Hour})
+	if ca := lastCA("create without rules"); ca != nil {
+		t.Fatalf("a sandbox without rules got a caBundle: %q", *ca)
+	}
+	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour, NetworkRules: testRules(t), Secure: true})
+	if ca := lastCA("create with rules"); ca == nil || *ca != testCAPEM {
+		t.Fatalf("create with rules: caBundle %v", ca)
+	}
+	res, err := env.Manager.Fork(ctx, sb.ID, 1, time.Minute)
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("Fork: %v %+v", err, res)
+	}
+	if ca := lastCA("fork child"); ca == nil || *ca != testCAPEM {
+		t.Fatalf("fork child: caBundle %v", ca)
+	}
+	waitIdle(t, env.Manager, sb.ID)
+	if err := pause(env.Manager, ctx, sb.ID); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	n := len(env.Agent.Inits)
+	if _, err := resume(env.Manager, ctx, sb.ID, time.Hour); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	b, _ := env.Agent.LastInit()
+	if len(env.Agent.Inits) != n+1 || b.CABundle == nil || *b.CABundle != testCAPEM || b.AccessToken == nil || *b.AccessToken != sb.AccessToken {
+		t.Fatalf("after resume: %d inits (was %d), last %+v; want one with the CA and the sandbox's token kept", len(env.Agent.Inits), n, b)
+	}
+	if err := pause(env.Manager, ctx, plain.ID); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	n = len(env.Agent.Inits)
+	if _, err := resume(env.Manager, ctx, plain.ID, time.Hour); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if len(env.Agent.Inits) != n {
+		t.Fatal("a sandbox without rules was re-initialised after its resume")
+	}
 }
