@@ -25,6 +25,11 @@ type Config struct {
 	// DNSPort is the port the DNS filter listens on at each sandbox's host
 	// address; default 53.
 	DNSPort uint16
+	// InterceptPort, when not 0, is the port the egress proxy listens on
+	// at each sandbox's host address: connections of sandboxes with network
+	// rules to their ruled domains' addresses are steered there
+	// (intercept_linux.go).
+	InterceptPort uint16
 	// AuditGroup is the NFLOG group the firewall logs new outbound flows
 	// to and the manager reads them from (the egress audit log); 0 turns
 	// connection auditing off. Two daemons on a host need distinct groups.
