@@ -126,3 +126,55 @@ func TestInterceptSteering(t *testing.T) {
 		t.Fatalf("steered addresses after teardown %v, %v", got, err)
 	}
 }
+
+// The DNS filter steers what a ruled domain resolves to, and only that.
+func TestInterceptByDNS(t *testing.T) {
+	needRoot(t)
+	ctx := testCtx(t)
+	proxyPort := proxyStandIn(t)
+	cfg := Config{Subnet: netip.MustParsePrefix("10.96.10.0/24"), NamePrefix: "alid8t", DNSUpstreams: []string{dnExtDNS},
+		InterceptPort: proxyPort, DenyOutExcept: []netip.Prefix{netip.MustParsePrefix("10.96.5.0/29")}}
+	m, err := NewManager(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanupAll(t, m)
+	t.Cleanup(func() {
+		cleanupAll(t, m)
+		if err := m.Close(context.Background(), true); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	ext := makeDNSOutside(t)
+	listenIn(t, ext, dnExtA+":443")
+	listenIn(t, ext, dnExtB+":443")
+	ep, err := m.Setup(ctx, "id-a", 1, Options{AllowInternet: true, Intercept: []string{"allowed.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Teardown(context.Background(), "id-a", 1) })
+	direct := net.JoinHostPort(dnExtDNS, "53")
+	if got := mustReach(t, "A before resolving", ep.NetNSPath, dnExtA+":443"); strings.HasPrefix(got, "proxy") {
+		t.Fatalf("A:443 before resolving the ruled name reached the proxy: %s", got)
+	}
+	if rc, addrs := resolveFrom(t, ep.NetNSPath, direct, "Allowed.Test"); rc != 0 || len(addrs) != 1 || addrs[0] != dnExtA {
+		t.Fatalf("allowed.test: rcode %d, %v", rc, addrs)
+	}
+	want := fmt.Sprintf("proxy %s %s:443 <nil>", ep.GuestIP, dnExtA)
+	if got := mustReach(t, "A after resolving the ruled name", ep.NetNSPath, dnExtA+":443"); got != want {
+		t.Errorf("A:443 after resolving allowed.test: %q, want %q", got, want)
+	}
+	if rc, addrs := resolveFrom(t, ep.NetNSPath, direct, "denied.test"); rc != 0 || len(addrs) != 1 {
+		t.Fatalf("denied.test (internet on, no policy): rcode %d, %v", rc, addrs)
+	}
+	if got := mustReach(t, "B after resolving another name", ep.NetNSPath, dnExtB+":443"); strings.HasPrefix(got, "proxy") {
+		t.Errorf("B:443 (not a ruled name) reached the proxy: %s", got)
+	}
+	// The rules go: the steering goes with them.
+	if err := m.SetPolicy(ctx, "id-a", 1, Options{AllowInternet: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustReach(t, "A after the rules went", ep.NetNSPath, dnExtA+":443"); strings.HasPrefix(got, "proxy") {
+		t.Errorf("A:443 still steered after the rules went: %s", got)
+	}
+}

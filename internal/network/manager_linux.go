@@ -208,7 +208,7 @@ func (m *Manager) Setup(ctx context.Context, id string, slot int, opts Options) 
 		}
 		undo = append(undo, func() error { return m.fw.clearEgress(ep.HostIf) })
 	}
-	if opts.Egress.HasDomains() {
+	if opts.needsDNS() {
 		if err := m.applyDNS(ep, opts); err != nil {
 			return nil, err
 		}

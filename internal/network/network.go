@@ -3,6 +3,7 @@ package network
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/audit"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
@@ -65,6 +66,24 @@ type Options struct {
 	AllowInternet bool
 	// Egress refines AllowInternet with allowOut/denyOut (egress_linux.go).
 	Egress Egress
+	// Intercept are the sandbox's ruled domains (network.rules, lower
+	// case): the DNS filter steers their answers' addresses to the egress
+	// proxy (intercept_linux.go). Needs Config.InterceptPort.
+	Intercept []string
+}
+
+// needsDNS reports whether the sandbox's DNS goes through the filter.
+func (o Options) needsDNS() bool { return o.Egress.HasDomains() || len(o.Intercept) > 0 }
+
+// intercepted reports whether name is one of o's ruled domains.
+func (o Options) intercepted(name string) bool {
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	for _, d := range o.Intercept {
+		if d == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Endpoint is what a sandbox's network looks like once set up.
