@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/egressproxy"
@@ -47,4 +48,22 @@ func (e *Live) reinstallCA(ctx context.Context, x extra) {
 	if err := m.agent.Init(ctx, e.addr().String(), body, tok); err != nil {
 		m.log.Warn("installing the egress proxy CA after a resume", "sandbox", id, "err", err)
 	}
+}
+
+// EgressRules returns the id and network rules of the sandbox at guest
+// address ip, ok only when it has rules (the egress proxy's lookup of a
+// steered connection's source).
+func (m *Manager) EgressRules(ip netip.Addr) (string, egressproxy.Rules, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, e := range m.sandboxes {
+		e.mu.Lock()
+		match, ext := e.guestIP == ip && !e.gone, e.rec.Extra
+		e.mu.Unlock()
+		if match {
+			rules := decodeExtra(ext).NetworkRules
+			return id, rules, len(rules) > 0
+		}
+	}
+	return "", nil, false
 }

@@ -438,7 +438,7 @@ func (e *Live) SetNetwork(ctx context.Context, allowInternet bool, eg network.Eg
 	if e.op != "" {
 		return userErrorf(http.StatusConflict, "sandbox %q is %s; try again", id, e.op)
 	}
-	if err := ps.SetPolicy(ctx, id, e.rec.Slot, network.Options{AllowInternet: allowInternet, Egress: eg}); err != nil {
+	if err := ps.SetPolicy(ctx, id, e.rec.Slot, network.Options{AllowInternet: allowInternet, Egress: eg, Intercept: rules.Domains()}); err != nil {
 		return fmt.Errorf("applying the network policy of %s: %w", id, err)
 	}
 	x := decodeExtra(e.rec.Extra)
