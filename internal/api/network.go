@@ -16,8 +16,12 @@ import (
 
 // toNetworkJSON is SandboxDetail.network (the parts we enforce).
 func toNetworkJSON(sb *sandbox.Sandbox) *airlock.SandboxNetwork {
-	return &airlock.SandboxNetwork{AllowOut: sb.AllowOut, DenyOut: sb.DenyOut, AllowPublicTraffic: sb.TrafficToken == "",
+	n := &airlock.SandboxNetwork{AllowOut: sb.AllowOut, DenyOut: sb.DenyOut, AllowPublicTraffic: sb.TrafficToken == "",
 		MaskRequestHost: sb.MaskRequestHost}
+	if len(sb.NetworkRules) > 0 { // E2B's info echoes rules materialised (spec §11.3)
+		n.Rules, _ = json.Marshal(sb.NetworkRules)
+	}
+	return n
 }
 
 // isSetJSON reports whether an optional JSON value carries something.
@@ -41,7 +45,8 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
-	if a.checkRulesAndProxy(w, r, body.Rules, body.EgressProxy) { // network_rules.go
+	rules, done := a.checkRulesAndProxy(w, r, body.Rules, body.EgressProxy) // network_rules.go
+	if done {
 		return
 	}
 	eg, err := sandbox.ParseEgress(body.AllowOut, body.DenyOut)
@@ -54,7 +59,7 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := sb.SetNetwork(r.Context(), allow, eg); err != nil {
+	if err := sb.SetNetwork(r.Context(), allow, eg, rules); err != nil {
 		a.fail(w, r, err)
 		return
 	}

@@ -16,39 +16,51 @@ import (
 // yet (issue 29), and accepting rules that are not applied would mislead.
 const msgRulesNotEnforced = "network rules are not supported yet: they are checked, but this node does not enforce them"
 
-// checkRulesAndProxy answers a body whose network has rules or an
-// egressProxy and reports whether it did: bad rules and unknown secret
-// names 400 (as E2B answers at create), then 501.
-func (a *api) checkRulesAndProxy(w http.ResponseWriter, r *http.Request, rules, egressProxy json.RawMessage) bool {
+// rulesEnforced turns valid network.rules from a 501 into rules kept with
+// the sandbox (CreateRequest.NetworkRules, Live.SetNetwork). It stays off
+// until a node steers ruled traffic to the egress proxy and installs its CA
+// (issue 29, second part), so that rules are never accepted unapplied.
+const rulesEnforced = false
+
+// checkRulesAndProxy parses a body's network rules; it answers the request
+// (and reports done) when they are refused: bad rules and unknown secret
+// names 400 (as E2B answers at create), rules 501 while not enforced, an
+// egressProxy 501.
+func (a *api) checkRulesAndProxy(w http.ResponseWriter, r *http.Request, rules, egressProxy json.RawMessage) (rs egressproxy.Rules, done bool) {
 	if isSetJSON(rules) {
-		rs, err := egressproxy.ParseRules(rules)
+		var err error
+		rs, err = egressproxy.ParseRules(rules)
 		var be *egressproxy.BadRulesError
 		if errors.As(err, &be) {
 			middleware.WriteError(w, http.StatusBadRequest, be.Msg)
-			return true
+			return nil, true
 		} else if err != nil {
 			a.fail(w, r, err)
-			return true
+			return nil, true
 		}
 		if names := rs.SecretNames(); len(names) > 0 && a.opts.Secrets != nil {
 			missing, err := a.opts.Secrets.Missing(r.Context(), names)
 			if err != nil {
 				a.fail(w, r, err)
-				return true
+				return nil, true
 			}
 			if len(missing) > 0 {
 				middleware.WriteError(w, http.StatusBadRequest, fmt.Sprintf("Network transform rules reference unknown secrets: %s", strings.Join(missing, ", ")))
-				return true
+				return nil, true
 			}
 		}
 	}
-	if isSetJSON(rules) || isSetJSON(egressProxy) {
-		msg := msgRulesNotEnforced
-		if !isSetJSON(rules) {
-			msg = "network rules and egress proxies are not supported yet"
+	if isSetJSON(egressProxy) {
+		msg := "network rules and egress proxies are not supported yet"
+		if isSetJSON(rules) && !rulesEnforced {
+			msg = msgRulesNotEnforced
 		}
 		middleware.WriteError(w, http.StatusNotImplemented, msg)
-		return true
+		return nil, true
 	}
-	return false
+	if isSetJSON(rules) && !rulesEnforced {
+		middleware.WriteError(w, http.StatusNotImplemented, msgRulesNotEnforced)
+		return nil, true
+	}
+	return rs, false
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/egressproxy"
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
@@ -91,8 +92,12 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
-	if body.Network != nil && a.checkRulesAndProxy(w, r, body.Network.Rules, body.Network.EgressProxy) { // network_rules.go
-		return
+	var rules egressproxy.Rules
+	if body.Network != nil {
+		var done bool
+		if rules, done = a.checkRulesAndProxy(w, r, body.Network.Rules, body.Network.EgressProxy); done { // network_rules.go
+			return
+		}
 	}
 	for field, m := range map[string]map[string]string{"metadata": body.Metadata, "envVars": body.EnvVars} {
 		if msg := nulIn(field, m); msg != "" {
@@ -111,6 +116,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		AutoPauseDiskOnly: body.AutoPauseMemory != nil && !*body.AutoPauseMemory,
 		AutoResume:        body.AutoResume != nil && body.AutoResume.Enabled,
 		Limits:            toLimits(body.Limits),
+		NetworkRules:      rules,
 	}
 	if body.Network != nil {
 		req.AllowPublicTraffic = body.Network.AllowPublicTraffic

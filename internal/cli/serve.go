@@ -136,6 +136,8 @@ func addEgressFlags(f *pflag.FlagSet, e *daemon.Egress) {
 		"IPv4 ranges carved out of --deny-out for every sandbox (e.g. an internal package mirror); each sandbox's own network policy still applies there")
 	f.StringSliceVar(&e.DNSUpstreams, "dns-upstream", dnsfilter.HostResolvers("/etc/resolv.conf"),
 		"resolvers (ip or ip:port) that the DNS filter of sandboxes with domain rules forwards allowed queries to (default: the host's /etc/resolv.conf)")
+	f.StringVar(&e.ProxyUpstreamCA, "egress-proxy-upstream-ca", "",
+		"PEM file of CAs the egress proxy (network.rules) trusts for upstream servers, besides the system roots")
 	f.IntVar(&e.AuditGroup, "audit-nflog-group", 0,
 		"NFLOG group for the egress audit log of connections (1-65535; default derived from --net-prefix, -1 turns it off; two daemons on a host need different groups)")
 	f.IntVar(&e.ActivityMaxEntries, "activity-max-entries", activity.DefaultMaxEntries,

@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/cluster/node"
 	"github.com/airlock-sandbox/airlock/internal/console"
 	"github.com/airlock-sandbox/airlock/internal/daemonlock"
+	"github.com/airlock-sandbox/airlock/internal/egressproxy"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/helperenv"
@@ -234,6 +235,8 @@ type daemon struct {
 	secretBox *secretbox.Box
 	// secrets keeps E2B's egress secrets (/secrets; secrets.go).
 	secrets *secrets.Service
+	// egressCA is the egress proxy's CA (nil: no proxy; egressproxy.go).
+	egressCA *egressproxy.CA
 
 	// infraBlocked are the store's and the artifact store's addresses,
 	// which no sandbox reaches (blocked.go).
@@ -342,7 +345,8 @@ func (d *daemon) open(ctx context.Context) error {
 		}
 	}
 	d.nameservers = sandbox.HostNameservers("/etc/resolv.conf")
-	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix,
+	proxyPort := d.startEgressProxy() // egressproxy.go
+	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix, InterceptPort: proxyPort,
 		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs, AuditObserver: auditObs,
 		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers),
 		BlockedAddrs: d.infraBlocked}, d.log)
@@ -460,6 +464,9 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 		AgentPath:   d.envdPath,
 		MaxSlots:    1 << (32 - d.subnet.Bits() - 2),
 		NetNSPrefix: d.cfg.NetPrefix + "-",
+	}
+	if d.egressCA != nil { // egressproxy.go
+		mgrCfg.CABundle = d.egressCA.CertPEM
 	}
 	d.cfg.Limits.apply(&mgrCfg)
 	vols, err := d.openVolumes()

@@ -50,6 +50,10 @@ type Egress struct {
 	DenyOutExcept []string
 	// DNSUpstreams are the resolvers allowed queries go to (--dns-upstream).
 	DNSUpstreams []string
+	// ProxyUpstreamCA is --egress-proxy-upstream-ca: a PEM file of CAs the
+	// egress proxy trusts for upstream servers besides the system roots
+	// (tests: their own HTTPS server; an operator's internal CA).
+	ProxyUpstreamCA string
 	// AuditGroup is --audit-nflog-group: 0 derives it from the net prefix,
 	// -1 turns the connection audit off.
 	AuditGroup int

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"path"
 	"sort"
@@ -287,3 +288,22 @@ func Expand(ctx context.Context, v string, resolve func(context.Context, string)
 
 // canonicalHeader is the header's canonical form, for Header.Set.
 func canonicalHeader(k string) string { return http.CanonicalHeaderKey(k) }
+
+// Clone returns a deep copy of rs (nil for none).
+func (rs Rules) Clone() Rules {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make(Rules, len(rs))
+	for d, rules := range rs {
+		cp := make([]Rule, len(rules))
+		for i, r := range rules {
+			cp[i] = r
+			cp[i].Methods = append([]string(nil), r.Methods...)
+			cp[i].Transform.Headers = maps.Clone(r.Transform.Headers)
+			cp[i].Transform.Query = maps.Clone(r.Transform.Query)
+		}
+		out[d] = cp
+	}
+	return out
+}

@@ -95,6 +95,9 @@ type InitRequest struct {
 	Timestamp      time.Time         `json:"timestamp"`
 	DefaultUser    string            `json:"defaultUser,omitempty"`
 	DefaultWorkdir string            `json:"defaultWorkdir,omitempty"`
+	// CABundle (PEM) is installed into the guest's trust stores (E2B's
+	// caBundle: the node's egress proxy CA, for sandboxes with rules).
+	CABundle *string `json:"caBundle,omitempty"`
 }
 
 // Init sends POST /init to the agent at host. authToken, when not empty,

@@ -188,7 +188,13 @@ func (f *firewall) learnedAddrs(ifname string) ([]netip.Addr, error) {
 // policy opts. With domain rules the resolver runs first and the redirect
 // is switched on after, so DNS never points at nothing.
 func (m *Manager) applyDNS(ep *Endpoint, opts Options) error {
-	if !opts.Egress.HasDomains() {
+	if len(opts.Intercept) > 0 && m.fw.intercepts == nil {
+		return fmt.Errorf("%w: network rules need the egress proxy, which this node does not run", ErrInvalid)
+	}
+	if err := m.fw.clearIntercept(ep.HostIf); err != nil { // the rules may have changed
+		return err
+	}
+	if !opts.needsDNS() {
 		if err := m.fw.setDNS(ep.HostIf, false); err != nil {
 			return err
 		}
@@ -198,7 +204,7 @@ func (m *Manager) applyDNS(ep *Endpoint, opts Options) error {
 		return nil
 	}
 	if m.dns == nil {
-		return fmt.Errorf("%w: domain rules need the DNS filter (no --dns-upstream)", ErrInvalid)
+		return fmt.Errorf("%w: domain rules and network rules need the DNS filter (no --dns-upstream)", ErrInvalid)
 	}
 	eg, internet, ifname, id := opts.Egress, opts.AllowInternet, ep.HostIf, ep.ID
 	err := m.dns.Start(dnsfilter.Sandbox{
@@ -207,9 +213,20 @@ func (m *Manager) applyDNS(ep *Endpoint, opts Options) error {
 		Client: ep.GuestIP,
 		Decide: func(name string) dnsfilter.Decision {
 			v := eg.DecideName(name, internet)
-			return dnsfilter.Decision{Allow: v.Allow, Learn: v.Learn, Rule: v.Rule}
+			// A ruled domain's answers are learned for the steering
+			// (if the policy lets the name resolve at all).
+			return dnsfilter.Decision{Allow: v.Allow, Learn: v.Learn || (v.Allow && opts.intercepted(name)), Rule: v.Rule}
 		},
 		Learn: func(name string, addrs []netip.Addr, ttl time.Duration) error {
+			if opts.intercepted(name) {
+				// Steered before the answer reaches the sandbox.
+				if err := m.fw.intercept(ifname, addrs, ttl); err != nil {
+					return err
+				}
+			}
+			if !eg.DecideName(name, internet).Learn {
+				return nil
+			}
 			m.noteLearned(ifname, name, addrs)
 			return m.fw.learn(ifname, addrs, ttl)
 		},

@@ -53,6 +53,19 @@
 //     Under gVisor the guest loopback is gVisor's own netstack loopback, so `127.0.0.1` inside
 //     a sandbox is never the host's.
 //
+// # Steering to the egress proxy (network.rules, issue 29; intercept_linux.go)
+//
+// With Config.InterceptPort (the daemon's egress proxy port) the table has the set `intercept_addrs`
+// (`ifname . ipv4_addr`, flags timeout). A sandbox with rules (Options.Intercept: its ruled domains)
+// has its DNS filtered; the A answers of a ruled name are added as `<host veth> . <address>` for
+// max(TTL, MinLearnedTimeout) before the answer is sent. Prerouting DNATs the sandbox's TCP to such an
+// address on 443 or 80 to the host side of its /30, port InterceptPort; `input` accepts TCP to that
+// port only when conntrack says it was DNATed and the address is the incoming veth's. A policy change
+// clears and relearns; teardown deletes the sandbox's elements. Tests: root `intercept_linux_test.go`
+// (steering by address, by DNS, the port closed to direct dials) and `intercept_proxy_linux_test.go`
+// (with the real proxy: the secret injected for the ruled name, none for another Host, plain HTTP
+// untouched).
+//
 // # Egress policy (allowOut / denyOut)
 //
 // `network.allowOut` / `network.denyOut` on create (v1 and v2 bodies) and `PUT /sandboxes/{id}/network`

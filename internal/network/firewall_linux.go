@@ -28,15 +28,19 @@ const (
 
 // firewall owns the nftables table "inet <NamePrefix>".
 type firewall struct {
-	table    *nftables.Table
-	set      *nftables.Set
-	egress   *nftables.Set // verdict map, see egress_linux.go
-	dns      *nftables.Set // DNS redirect, see dns_linux.go
-	cut      *nftables.Set // cut-off sandboxes, see cut_linux.go
-	dnsPort  uint16
-	logGroup uint16 // NFLOG group of the audit rules, 0 = none (audit_linux.go)
-	ifPrefix string
-	subnet   netip.Prefix
+	table  *nftables.Table
+	set    *nftables.Set
+	egress *nftables.Set // verdict map, see egress_linux.go
+	dns    *nftables.Set // DNS redirect, see dns_linux.go
+	cut    *nftables.Set // cut-off sandboxes, see cut_linux.go
+	// intercepts: steering to the egress proxy (intercept_linux.go), nil
+	// without an InterceptPort.
+	intercepts    *nftables.Set
+	interceptPort uint16
+	dnsPort       uint16
+	logGroup      uint16 // NFLOG group of the audit rules, 0 = none (audit_linux.go)
+	ifPrefix      string
+	subnet        netip.Prefix
 	// The operator deny list, its exceptions and the sandboxes' resolvers
 	// (denyout_linux.go).
 	denyOut, denyOutExcept []netip.Prefix
@@ -50,7 +54,12 @@ type firewall struct {
 
 func newFirewall(cfg Config) *firewall {
 	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: cfg.NamePrefix}
+	var intercepts *nftables.Set
+	if cfg.InterceptPort != 0 {
+		intercepts = newInterceptSet(t)
+	}
 	return &firewall{
+		intercepts: intercepts, interceptPort: cfg.InterceptPort,
 		table:    t,
 		set:      &nftables.Set{Table: t, Name: InternetSetName, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian},
 		egress:   newEgressMap(t),
@@ -209,6 +218,9 @@ func (f *firewall) install(keep, keepCut []string) error {
 	// microVM volume servers (volumes_linux.go).
 	rule(pre, fromUs, volumeRedirect())
 	rule(input, fromUs, volumeAccept())
+	if err := f.installIntercept(c, input, pre, fromUs); err != nil { // intercept_linux.go
+		return err
+	}
 	logged(input, auditDenied, "host", expr.VerdictDrop, fromUs)
 
 	// forward: never sandbox to sandbox; never to blocked destinations;

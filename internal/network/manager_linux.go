@@ -208,7 +208,7 @@ func (m *Manager) Setup(ctx context.Context, id string, slot int, opts Options) 
 		}
 		undo = append(undo, func() error { return m.fw.clearEgress(ep.HostIf) })
 	}
-	if opts.Egress.HasDomains() {
+	if opts.needsDNS() {
 		if err := m.applyDNS(ep, opts); err != nil {
 			return nil, err
 		}
@@ -355,6 +355,9 @@ func (m *Manager) Teardown(ctx context.Context, id string, slot int) error {
 	}
 	m.audit.Drop(id)
 	m.forget(ep.HostIf)
+	if err := m.fw.clearIntercept(ep.HostIf); err != nil { // intercept_linux.go
+		errs = append(errs, err)
+	}
 	vethGone := true
 	if link, err := netlink.LinkByName(ep.HostIf); err == nil {
 		if err := checkPeerNS(link, ep); err != nil {

@@ -3,6 +3,7 @@ package network
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/audit"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
@@ -25,6 +26,11 @@ type Config struct {
 	// DNSPort is the port the DNS filter listens on at each sandbox's host
 	// address; default 53.
 	DNSPort uint16
+	// InterceptPort, when not 0, is the port the egress proxy listens on
+	// at each sandbox's host address: connections of sandboxes with network
+	// rules to their ruled domains' addresses are steered there
+	// (intercept_linux.go).
+	InterceptPort uint16
 	// AuditGroup is the NFLOG group the firewall logs new outbound flows
 	// to and the manager reads them from (the egress audit log); 0 turns
 	// connection auditing off. Two daemons on a host need distinct groups.
@@ -60,6 +66,24 @@ type Options struct {
 	AllowInternet bool
 	// Egress refines AllowInternet with allowOut/denyOut (egress_linux.go).
 	Egress Egress
+	// Intercept are the sandbox's ruled domains (network.rules, lower
+	// case): the DNS filter steers their answers' addresses to the egress
+	// proxy (intercept_linux.go). Needs Config.InterceptPort.
+	Intercept []string
+}
+
+// needsDNS reports whether the sandbox's DNS goes through the filter.
+func (o Options) needsDNS() bool { return o.Egress.HasDomains() || len(o.Intercept) > 0 }
+
+// intercepted reports whether name is one of o's ruled domains.
+func (o Options) intercepted(name string) bool {
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	for _, d := range o.Intercept {
+		if d == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Endpoint is what a sandbox's network looks like once set up.

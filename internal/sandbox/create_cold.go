@@ -67,7 +67,7 @@ func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, id string, slo
 	err := r.run(ctx, nil,
 		step{stepNetwork, func(ctx context.Context) error {
 			var err error
-			ep, err = m.cfg.Network.Setup(ctx, id, slot, network.Options{AllowInternet: allowInternet, Egress: req.Egress})
+			ep, err = m.cfg.Network.Setup(ctx, id, slot, network.Options{AllowInternet: allowInternet, Egress: req.Egress, Intercept: req.NetworkRules.Domains()})
 			if err != nil {
 				return fmt.Errorf("setting up network: %w", err)
 			}
@@ -110,7 +110,9 @@ func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, id string, slo
 		}},
 		// /init and the template's start command.
 		step{stepInit, func(ctx context.Context) error {
-			if err := m.agent.Init(ctx, host, newInitRequest(tpl, req.EnvVars, id, req.TemplateID, token), ""); err != nil {
+			body := newInitRequest(tpl, req.EnvVars, id, req.TemplateID, token)
+			body.CABundle = m.caBundle(req.NetworkRules)
+			if err := m.agent.Init(ctx, host, body, ""); err != nil {
 				return fmt.Errorf("initialising agent: %w", err)
 			}
 			return m.startTemplateCommand(ctx, log, host, token, tpl)

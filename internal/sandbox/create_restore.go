@@ -206,7 +206,8 @@ func (m *Manager) prepareIn(ctx context.Context, k *child, parent *store.Sandbox
 	return k.steps.run(ctx, func(ctx context.Context) { m.releaseChild(ctx, k) },
 		step{stepNetwork, func(ctx context.Context) error {
 			var err error
-			k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent)})
+			k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent),
+				Intercept: decodeExtra(parent.Extra).NetworkRules.Domains()})
 			if err != nil {
 				return fmt.Errorf("setting up network: %w", err)
 			}
@@ -299,7 +300,7 @@ func (m *Manager) wakeChild(ctx context.Context, cp runtime.Checkpointer, k *chi
 func (m *Manager) registerChild(ctx context.Context, k *child, parent *store.Sandbox, timeout time.Duration) (*Sandbox, error) {
 	host := k.ep.GuestIP.String()
 	body := guest.InitRequest{EnvVars: initEnv(k.baseEnv, parent.EnvVars, k.id, parent.TemplateID), Timestamp: time.Now().UTC(), DefaultUser: DefaultUser,
-		DefaultWorkdir: DefaultWorkdir}
+		DefaultWorkdir: DefaultWorkdir, CABundle: m.caBundle(decodeExtra(parent.Extra).NetworkRules)}
 	if k.token != "" {
 		body.AccessToken = &k.token
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/audit"
+	"github.com/airlock-sandbox/airlock/internal/egressproxy"
 	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/store"
@@ -128,6 +129,7 @@ func (e *Live) view() *Sandbox {
 		AllowOut:        x.AllowOut,
 		DenyOut:         x.DenyOut,
 		MaskRequestHost: x.MaskRequestHost,
+		NetworkRules:    x.NetworkRules,
 		Transition:      e.op,
 	}
 }
@@ -419,7 +421,10 @@ func (e *Live) Stats(ctx context.Context) (runtime.Stats, error) {
 // SetNetwork replaces the sandbox's egress policy live: internet access plus
 // allowOut/denyOut (omitted lists are cleared). The policy is persisted so
 // a daemon restart re-applies it.
-func (e *Live) SetNetwork(ctx context.Context, allowInternet bool, eg network.Egress) error {
+//
+// rules replace the sandbox's network.rules (nil clears them: E2B's update
+// replaces the whole network object).
+func (e *Live) SetNetwork(ctx context.Context, allowInternet bool, eg network.Egress, rules egressproxy.Rules) error {
 	m, id := e.m, e.rec.ID
 	ps, ok := m.cfg.Network.(PolicySetter)
 	if !ok {
@@ -433,11 +438,12 @@ func (e *Live) SetNetwork(ctx context.Context, allowInternet bool, eg network.Eg
 	if e.op != "" {
 		return userErrorf(http.StatusConflict, "sandbox %q is %s; try again", id, e.op)
 	}
-	if err := ps.SetPolicy(ctx, id, e.rec.Slot, network.Options{AllowInternet: allowInternet, Egress: eg}); err != nil {
+	if err := ps.SetPolicy(ctx, id, e.rec.Slot, network.Options{AllowInternet: allowInternet, Egress: eg, Intercept: rules.Domains()}); err != nil {
 		return fmt.Errorf("applying the network policy of %s: %w", id, err)
 	}
 	x := decodeExtra(e.rec.Extra)
 	x.AllowOut, x.DenyOut = eg.Strings()
+	x.NetworkRules = rules.Clone()
 	e.rec.Extra = encodeExtra(x)
 	e.rec.AllowInternet = allowInternet
 	rec := e.rec

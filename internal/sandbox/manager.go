@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/egressproxy"
 	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/guestconn"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
@@ -138,6 +139,10 @@ type Config struct {
 	Volumes volume.Backing
 	// NodeID is this node's id in the cluster ("" on a single host).
 	NodeID string
+	// CABundle returns the PEM of the node's egress proxy CA, which /init
+	// installs into sandboxes with network rules at create and resume
+	// (cabundle.go); nil: no proxy on this node.
+	CABundle func() []byte
 }
 
 // CreateRequest describes a sandbox to create.
@@ -172,6 +177,9 @@ type CreateRequest struct {
 	// the proxy forwards to the sandbox; "${PORT}" in it stands for the
 	// sandbox port (E2B's network.maskRequestHost, ParseMaskRequestHost).
 	MaskRequestHost string
+	// NetworkRules are E2B's network.rules (egressproxy.ParseRules), kept
+	// with the sandbox (record.go).
+	NetworkRules egressproxy.Rules
 	// VolumeMounts are the volumes mounted into the sandbox (E2B's
 	// volumeMounts, resolved to volume ids by the API).
 	VolumeMounts []volume.Mount
@@ -203,6 +211,8 @@ type Sandbox struct {
 	DenyOut       []string
 	// MaskRequestHost: see CreateRequest.
 	MaskRequestHost string
+	// NetworkRules: see CreateRequest.
+	NetworkRules egressproxy.Rules
 	// VolumeMounts: see CreateRequest.
 	VolumeMounts []volume.Mount
 	CPUCount     int

@@ -616,7 +616,8 @@ func (e *Live) resumeImported(ctx context.Context, timeout time.Duration) (*Sand
 	}
 	woken := time.Since(wakeStart)
 	host := k.ep.GuestIP.String()
-	body := guest.InitRequest{EnvVars: initEnv(tpl.Env, rec.EnvVars, id, rec.TemplateID), Timestamp: time.Now().UTC(), DefaultUser: DefaultUser, DefaultWorkdir: DefaultWorkdir}
+	body := guest.InitRequest{EnvVars: initEnv(tpl.Env, rec.EnvVars, id, rec.TemplateID), Timestamp: time.Now().UTC(), DefaultUser: DefaultUser, DefaultWorkdir: DefaultWorkdir,
+		CABundle: m.caBundle(decodeExtra(rec.Extra).NetworkRules)}
 	if rec.AccessToken != "" {
 		body.AccessToken = &rec.AccessToken
 	}

@@ -35,15 +35,16 @@ func egressOf(x extra) network.Egress {
 // reapplyPolicy restores a re-attached sandbox's egress policy after a
 // daemon restart (NewManager rebuilt the firewall without it).
 func (m *Manager) reapplyPolicy(ctx context.Context, rec *store.Sandbox) {
-	eg := egressOf(decodeExtra(rec.Extra))
-	if eg.Empty() {
+	x := decodeExtra(rec.Extra)
+	eg := egressOf(x)
+	if eg.Empty() && len(x.NetworkRules) == 0 {
 		return
 	}
 	ps, ok := m.cfg.Network.(PolicySetter)
 	if !ok {
 		return
 	}
-	if err := ps.SetPolicy(ctx, rec.ID, rec.Slot, network.Options{AllowInternet: rec.AllowInternet, Egress: eg}); err != nil {
+	if err := ps.SetPolicy(ctx, rec.ID, rec.Slot, network.Options{AllowInternet: rec.AllowInternet, Egress: eg, Intercept: x.NetworkRules.Domains()}); err != nil {
 		m.log.Error("re-applying the network policy", "sandbox", rec.ID, "err", err)
 	}
 }

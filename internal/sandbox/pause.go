@@ -273,6 +273,7 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 		}
 		return nil, err
 	}
+	e.reinstallCA(ctx, x) // cabundle.go
 	var sb *Sandbox
 	if err := r.run(ctx, nil, step{stepCommit, func(ctx context.Context) error {
 		if err := os.RemoveAll(m.imageDir(id)); err != nil {

@@ -122,7 +122,9 @@ func (e *Live) resumeDisk(ctx context.Context, timeout time.Duration) (*Sandbox,
 		m.log.Warn("template of a sandbox resumed from its disk not found; its defaults do not apply", "sandbox", id, "template", name, "err", terr)
 		tpl = &Template{Name: name}
 	}
-	if err := m.agent.Init(ctx, ip.String(), newInitRequest(tpl, rec.EnvVars, id, rec.TemplateID, rec.AccessToken), ""); err != nil {
+	body := newInitRequest(tpl, rec.EnvVars, id, rec.TemplateID, rec.AccessToken)
+	body.CABundle = m.caBundle(decodeExtra(rec.Extra).NetworkRules)
+	if err := m.agent.Init(ctx, ip.String(), body, ""); err != nil {
 		return fail(fmt.Errorf("initialising the agent of %s after a boot from its disk: %w", id, err))
 	}
 	if err := m.startTemplateCommand(ctx, m.log.With("sandbox", id), ip.String(), rec.AccessToken, tpl); err != nil {

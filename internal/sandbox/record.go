@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/airlock-sandbox/airlock/internal/egressproxy"
 	"github.com/airlock-sandbox/airlock/internal/volume"
 )
 
@@ -33,6 +34,11 @@ type extra struct {
 	// MaskRequestHost is the Host header the proxy gives inbound requests
 	// (E2B's network.maskRequestHost; "${PORT}" is the sandbox port).
 	MaskRequestHost string `json:"maskRequestHost,omitempty"`
+	// NetworkRules are E2B's network.rules (issue 29: header and query
+	// transforms applied by the node's egress proxy), kept with the
+	// sandbox so a pause/resume, a fork and a daemon restart keep them.
+	// Secret values are never here, only ${e2b.secrets.<name>} placeholders.
+	NetworkRules egressproxy.Rules `json:"networkRules,omitempty"`
 	// BaseTemplate is the template under a sandbox created from a named
 	// snapshot (TemplateID is then the snapshot's id).
 	BaseTemplate string `json:"baseTemplate,omitempty"`
@@ -75,7 +81,7 @@ type extra struct {
 
 func encodeExtra(x extra) string {
 	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" && !x.DiskOnly && !x.PauseDiskOnly &&
-		x.Image == "" && !x.Evacuated && x.MaskRequestHost == "" && !x.Uploading && len(x.Volumes) == 0 {
+		x.Image == "" && !x.Evacuated && x.MaskRequestHost == "" && !x.Uploading && len(x.Volumes) == 0 && len(x.NetworkRules) == 0 {
 		return ""
 	}
 	b, _ := json.Marshal(x)
@@ -93,7 +99,7 @@ func decodeExtra(s string) extra {
 // newExtra is the record extra of a sandbox created by req.
 func newExtra(req CreateRequest) extra {
 	x := extra{AutoResume: req.AutoResume, PauseDiskOnly: req.AutoPause && req.AutoPauseDiskOnly, MaskRequestHost: req.MaskRequestHost,
-		Volumes: slices.Clone(req.VolumeMounts)}
+		Volumes: slices.Clone(req.VolumeMounts), NetworkRules: req.NetworkRules.Clone()}
 	x.AllowOut, x.DenyOut = req.Egress.Strings()
 	return x
 }

@@ -497,6 +497,7 @@ type InitBody struct {
 	Timestamp      time.Time         `json:"timestamp"`
 	DefaultUser    string            `json:"defaultUser"`
 	DefaultWorkdir string            `json:"defaultWorkdir"`
+	CABundle       *string           `json:"caBundle"`
 }
 
 // Agent is a fake envd answering /health and /init; other paths are served by

@@ -59,6 +59,8 @@ type SandboxNetwork struct {
 	DenyOut            []string `json:"denyOut,omitempty"`
 	AllowPublicTraffic bool     `json:"allowPublicTraffic"`
 	MaskRequestHost    string   `json:"maskRequestHost,omitempty"`
+	// Rules are network.rules as stored (placeholders, never secret values).
+	Rules json.RawMessage `json:"rules,omitempty"`
 }
 
 // SandboxDetail is GET /sandboxes/{id} (E2B's SandboxDetail). The daemon

@@ -1,0 +1,107 @@
+package daemon
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"github.com/airlock-sandbox/airlock/internal/egressproxy"
+)
+
+// startEgressProxy starts the node's egress proxy (issue 29,
+// internal/egressproxy): its CA, a listener whose port the firewall steers
+// ruled connections to (network.Config.InterceptPort), and the accept
+// loop. It returns the port, 0 when the proxy could not start: network
+// rules are then refused at create (network.Manager), never applied
+// without it.
+func (d *daemon) startEgressProxy() uint16 {
+	port, err := d.startEgressProxyErr()
+	if err != nil {
+		d.log.Error("egress proxy not started: creates with network rules will fail", "err", err)
+		return 0
+	}
+	d.log.Info("egress proxy listening", "port", port)
+	return port
+}
+
+func (d *daemon) startEgressProxyErr() (uint16, error) {
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if f := d.cfg.Egress.ProxyUpstreamCA; f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return 0, fmt.Errorf("reading --egress-proxy-upstream-ca: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return 0, fmt.Errorf("--egress-proxy-upstream-ca %s: no PEM certificate", f)
+		}
+	}
+	ca, err := egressproxy.NewCA(d.cfg.NetPrefix)
+	if err != nil {
+		return 0, fmt.Errorf("making the egress proxy CA: %w", err)
+	}
+	// Every address: the firewall's input chain admits only connections it
+	// DNATed from a sandbox with rules, to its own veth's host address.
+	l, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		return 0, fmt.Errorf("listening for the egress proxy: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.defer_(func() { cancel(); _ = l.Close() })
+	p := &egressproxy.Proxy{CA: ca, RootCAs: roots, Log: d.log.With("component", "egressproxy"),
+		Resolve: func(ctx context.Context, name string) ([]byte, error) {
+			if d.secrets == nil {
+				return nil, errors.New("no secrets service")
+			}
+			return d.secrets.Resolve(ctx, name)
+		}}
+	go d.serveEgressProxy(ctx, l, p)
+	d.egressCA = ca
+	return uint16(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// serveEgressProxy hands each steered connection to p with the rules of
+// the sandbox it comes from (by its source address) and the address it
+// was opened to (SO_ORIGINAL_DST). Anything else is closed unread.
+func (d *daemon) serveEgressProxy(ctx context.Context, l net.Listener, p *egressproxy.Proxy) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				d.log.Error("egress proxy stopped", "err", err)
+			}
+			return
+		}
+		go func() {
+			t, ok := d.egressTarget(c)
+			if !ok {
+				_ = c.Close()
+				return
+			}
+			p.HandleConn(ctx, c, t)
+		}()
+	}
+}
+
+func (d *daemon) egressTarget(c net.Conn) (egressproxy.Target, bool) {
+	src, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil || d.mgr == nil {
+		return egressproxy.Target{}, false
+	}
+	dst, err := egressproxy.OriginalDst(c)
+	if err != nil || dst.String() == c.LocalAddr().String() {
+		return egressproxy.Target{}, false // not steered
+	}
+	id, rules, ok := d.mgr.EgressRules(src.Addr().Unmap())
+	if !ok {
+		d.log.Warn("egress proxy: connection from no sandbox with rules", "from", src.Addr())
+		return egressproxy.Target{}, false
+	}
+	return egressproxy.Target{Sandbox: id, Addr: dst.String(), Rules: rules}, true
+}

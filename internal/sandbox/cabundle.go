@@ -1,0 +1,69 @@
+package sandbox
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/egressproxy"
+	"github.com/airlock-sandbox/airlock/internal/guest"
+)
+
+// The egress proxy's CA in sandboxes with network rules (issue 29): /init
+// carries it (caBundle) at every create, fork, boot from disk and move,
+// and a memory resume sends it again, since its image holds the CA of the
+// daemon that paused it and the CA is made anew at each daemon start
+// (internal/egressproxy/doc.go). Sandboxes without rules never get it.
+
+// caBundle is the /init caBundle of a sandbox with rules: nil without
+// rules or without a proxy CA on this node.
+func (m *Manager) caBundle(rules egressproxy.Rules) *string {
+	if len(rules) == 0 || m.cfg.CABundle == nil {
+		return nil
+	}
+	pem := m.cfg.CABundle()
+	if len(pem) == 0 {
+		return nil
+	}
+	s := string(pem)
+	return &s
+}
+
+// reinstallCA sends the node's CA to e's agent after a memory resume when
+// x has rules. A failure is logged, not fatal: without the CA the
+// sandbox's TLS to ruled domains fails, nothing goes out unprotected.
+func (e *Live) reinstallCA(ctx context.Context, x extra) {
+	m := e.m
+	ca := m.caBundle(x.NetworkRules)
+	if ca == nil {
+		return
+	}
+	e.mu.Lock()
+	id, tok := e.rec.ID, e.rec.AccessToken
+	e.mu.Unlock()
+	body := guest.InitRequest{Timestamp: time.Now().UTC(), CABundle: ca}
+	if tok != "" {
+		body.AccessToken = &tok // a re-init without it would clear the agent's token
+	}
+	if err := m.agent.Init(ctx, e.addr().String(), body, tok); err != nil {
+		m.log.Warn("installing the egress proxy CA after a resume", "sandbox", id, "err", err)
+	}
+}
+
+// EgressRules returns the id and network rules of the sandbox at guest
+// address ip, ok only when it has rules (the egress proxy's lookup of a
+// steered connection's source).
+func (m *Manager) EgressRules(ip netip.Addr) (string, egressproxy.Rules, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, e := range m.sandboxes {
+		e.mu.Lock()
+		match, ext := e.guestIP == ip && !e.gone, e.rec.Extra
+		e.mu.Unlock()
+		if match {
+			rules := decodeExtra(ext).NetworkRules
+			return id, rules, len(rules) > 0
+		}
+	}
+	return "", nil, false
+}
