@@ -282,6 +282,14 @@ up() {
 		(umask 077 && rand_hex 32 >"$secret_file")
 	fi
 	chmod 0600 "$secret_file"
+	# One --secrets-key-file for every daemon: the nodes seal credentials
+	# (webhook secrets, bucket credentials, /secrets) that the api tier and
+	# the other nodes open.
+	local secrets_key="$STATE/secrets.key"
+	if [ ! -s "$secrets_key" ]; then
+		(umask 077 && rand_hex 32 >"$secrets_key")
+	fi
+	chmod 0600 "$secrets_key"
 	if [ ! -s "$key_file" ]; then
 		(umask 077 && echo "e2b_$(rand_hex 20)" >"$key_file")
 	fi
@@ -407,14 +415,14 @@ EOF
 			"$BIN" serve --role node --node-id "$n" \
 			--listen "127.0.0.1:${node_ports[$i]}" --advertise-addr "127.0.0.1:${node_ports[$i]}" \
 			--data-dir "$STATE/nodes/$n" --net-prefix "${PREFIXES[$i]}" --subnet "${SUBNETS[$i]}" \
-			--cluster-secret-file "$secret_file" --cluster-tls-dir "$tls/$n" --kill-on-exit "${node_extra[@]}"
+			--cluster-secret-file "$secret_file" --secrets-key-file "$secrets_key" --cluster-tls-dir "$tls/$n" --kill-on-exit "${node_extra[@]}"
 	done
 	for i in "${!APIS[@]}"; do
 		n=${APIS[$i]}
 		mkdir -p "$STATE/api/$n"
 		write_cmd "$n" "$STATE/logs/$n.log" "AIRLOCK_STORE=$store" "AIRLOCK_API_KEY=$api_key" "${s3_env[@]}" -- \
 			"$BIN" serve --role api --listen "127.0.0.1:${api_ports[$i]}" --data-dir "$STATE/api/$n" \
-			--net-prefix "${API_PREFIXES[$i]}" --cluster-secret-file "$secret_file" --cluster-tls-dir "$tls/api" "${api_extra[@]}"
+			--net-prefix "${API_PREFIXES[$i]}" --cluster-secret-file "$secret_file" --secrets-key-file "$secrets_key" --cluster-tls-dir "$tls/api" "${api_extra[@]}"
 	done
 
 	# haproxy: round robin over the api tier; a dead instance is out within

@@ -27,6 +27,31 @@ type Events struct {
 	// CheckURL validates a webhook URL (webhooks.Deliverer.CheckURL); its
 	// error is the caller's (400).
 	CheckURL func(ctx context.Context, url string) error
+	// Secrets seals signing secrets before they are stored
+	// (webhooks.Secrets); nil stores them as given.
+	Secrets WebhookSecrets
+}
+
+// WebhookSecrets seals webhook signing secrets for the store: Seal a new
+// secret, Reseal a stored value (sealing a legacy clear one).
+type WebhookSecrets interface {
+	Seal(id, secret string) (string, error)
+	Reseal(id, stored string) (string, error)
+}
+
+// sealSecret seals wh.Secret before it is written: fresh (a secret the
+// caller just gave) or, else, the stored value re-sealed if it was clear.
+func (ev *Events) sealSecret(wh *store.Webhook, fresh bool) error {
+	if ev.Secrets == nil {
+		return nil
+	}
+	var err error
+	if fresh {
+		wh.Secret, err = ev.Secrets.Seal(wh.ID, wh.Secret)
+	} else {
+		wh.Secret, err = ev.Secrets.Reseal(wh.ID, wh.Secret)
+	}
+	return err
 }
 
 // maxWebhooks is the per-team webhook limit (429 beyond it).
@@ -242,6 +267,10 @@ func (a *api) createWebhook(w http.ResponseWriter, r *http.Request, ev *Events) 
 		middleware.WriteError(w, http.StatusBadRequest, msg)
 		return
 	}
+	if err := ev.sealSecret(wh, true); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	all, err := ev.Store.ListWebhooks(r.Context())
 	if err != nil {
 		a.fail(w, r, err)
@@ -302,6 +331,10 @@ func (a *api) updateWebhook(w http.ResponseWriter, r *http.Request, ev *Events) 
 	}
 	if msg := a.applyConfig(r.Context(), ev, c, wh, false); msg != "" {
 		middleware.WriteError(w, http.StatusBadRequest, msg)
+		return
+	}
+	if err := ev.sealSecret(wh, c.SignatureSecret != nil); err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	err := ev.Store.UpdateWebhook(r.Context(), wh)

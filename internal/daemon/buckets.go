@@ -23,15 +23,25 @@ func (d *daemon) openSecrets() (*secretbox.Box, error) {
 	if d.secretBox != nil {
 		return d.secretBox, nil
 	}
-	path, create := d.cfg.SecretsKeyFile, false
+	box, err := loadSecretsKey(d.cfg.SecretsKeyFile, d.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	d.secretBox = box
+	return box, nil
+}
+
+// loadSecretsKey opens --secrets-key-file (flag), else the default one
+// under dataDir, generated when missing.
+func loadSecretsKey(flag, dataDir string) (*secretbox.Box, error) {
+	path, create := flag, false
 	if path == "" {
-		path, create = filepath.Join(d.dataDir, DefaultSecretsKeyFile), true
+		path, create = filepath.Join(dataDir, DefaultSecretsKeyFile), true
 	}
 	box, err := secretbox.LoadOrCreate(path, create)
 	if err != nil {
 		return nil, fmt.Errorf("--secrets-key-file: %w", err)
 	}
-	d.secretBox = box
 	return box, nil
 }
 

@@ -40,14 +40,26 @@ func (d *daemon) openEvents(ctx context.Context, st store.Full) error {
 	if d.cfg.Events.Retention < 0 {
 		return fmt.Errorf("invalid --events-retention %s: want a positive duration", d.cfg.Events.Retention)
 	}
+	// Webhook signing secrets are sealed at rest with the secrets key;
+	// those a daemon older than that stored in the clear are sealed now.
+	box, err := d.openSecrets()
+	if err != nil {
+		return err
+	}
+	secrets := &webhooks.Secrets{Box: box}
+	if n, err := secrets.SealLegacy(ctx, st); err != nil {
+		return err
+	} else if n > 0 {
+		d.log.Info("sealed webhook secrets stored in the clear", "webhooks", n)
+	}
 	nc := network.Config{Subnet: d.subnet, DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept}
 	d.deliverer = webhooks.New(webhooks.Config{Store: st, Denies: nc.Denies, AllowPrivate: d.cfg.Events.WebhookAllowPrivate,
-		RetryInterval: d.cfg.Events.WebhookRetryInterval, Log: d.log.With("component", "webhooks")})
+		Secrets: secrets, RetryInterval: d.cfg.Events.WebhookRetryInterval, Log: d.log.With("component", "webhooks")})
 	// The hook runs inside the transaction: the deliverer looks a moment
 	// later, once it committed (and polls every second anyway).
 	rec := &events.Recorder{TeamID: team, Recorded: func() { time.AfterFunc(20*time.Millisecond, d.deliverer.Wake) }}
 	st.SetEventHook(rec.Hook)
-	d.events = &api.Events{Store: st, TeamID: team, CheckURL: d.deliverer.CheckURL}
+	d.events = &api.Events{Store: st, TeamID: team, CheckURL: d.deliverer.CheckURL, Secrets: secrets}
 	return nil
 }
 

@@ -43,7 +43,8 @@
 //
 // **Events and webhooks** (migration 7). `events` (`seq` for a stable order among equal times, uuid `id`, type, `ts`, sandbox,
 // execution, template, build, team, `data` = eventData JSON), `webhooks` (events as a JSON list,
-// secret), `webhook_deliveries` (the outbox: one row per pending delivery, `attempts`, `next_at`,
+// secret: sealed by internal/webhooks, "sealed:v1:…", or a legacy clear value),
+// `webhook_deliveries` (the outbox: one row per pending delivery, `attempts`, `next_at`,
 // `lease_owner`, `lease_until`) and `webhook_attempts` (one row per attempt, E2B's
 // WebhookDelivery). None belongs to a node. With an event hook (`SetEventHook`) sandbox and snapshot
 // writes run in a transaction that also inserts the hook's events and their deliveries

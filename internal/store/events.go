@@ -52,6 +52,8 @@ type EventQuery struct {
 }
 
 // Webhook is one registered webhook (E2B's WebhookDetail plus its secret).
+// The store keeps Secret as it is given: internal/webhooks seals it
+// (Secrets) before it is written.
 type Webhook struct {
 	ID        string
 	Name      string
@@ -118,6 +120,10 @@ type EventStore interface {
 	// (ErrNotFound when none).
 	CreateWebhook(ctx context.Context, w *Webhook) error
 	UpdateWebhook(ctx context.Context, w *Webhook) error
+	// ReplaceWebhookSecret stores secret as webhook id's secret when its
+	// stored one is still old, and reports whether it did (false: the
+	// webhook is gone or its secret changed meanwhile).
+	ReplaceWebhookSecret(ctx context.Context, id, old, secret string) (bool, error)
 	GetWebhook(ctx context.Context, id string) (*Webhook, error)
 	// ListWebhooks returns every webhook, oldest first.
 	ListWebhooks(ctx context.Context) ([]*Webhook, error)

@@ -22,5 +22,19 @@
 // (--webhook-allow-private). The check runs at registration on what the
 // name resolves to, and again on the address every delivery connects to
 // (net.Dialer.Control), so a name that resolves elsewhere later (DNS
-// rebinding) is refused too.
+// rebinding) is refused too. The api tier of a cluster links no network
+// code: it gets the operator's list as prefixes (Config.DenyOut,
+// DenyOutExcept) and applies it to IPv4, refusing private IPv6.
+//
+// Signing secrets are sealed at rest (Secrets, secrets.go): the stored
+// value is "sealed:v1:" and the standard base64 of a secretbox value
+// under --secrets-key-file with the webhook id as associated data; the
+// API seals on create and update, the Deliverer opens at each attempt. A
+// value without the prefix is a legacy clear secret (stored before
+// sealing, no migration needed): it still signs, the next update of the
+// webhook seals it, and every daemon seals the remaining ones at start
+// (SealLegacy, a compare-and-swap per row). A secret that does not open
+// (another key) fails the attempt without contacting the receiver. Every
+// daemon that writes or delivers webhooks needs the same key: in a
+// cluster, the same --secrets-key-file on every node and api instance.
 package webhooks

@@ -38,6 +38,15 @@ type Config struct {
 	// host's own addresses are refused besides. AllowPrivate lifts both.
 	Denies       func(netip.Addr) (netip.Prefix, bool)
 	AllowPrivate bool
+	// DenyOut and DenyOutExcept are the operator's --deny-out list (less
+	// its exceptions) for a deliverer without Denies (the api tier of a
+	// cluster, which links no network code): an IPv4 destination in
+	// DenyOut and in no DenyOutExcept entry is refused. Without them
+	// (and without Denies) every private address is.
+	DenyOut, DenyOutExcept []netip.Prefix
+	// Secrets opens the stored signing secrets (nil: only legacy clear
+	// ones can be used).
+	Secrets *Secrets
 	// RetryInterval, MaxAttempts, Timeout (one attempt) and Poll (how
 	// often due deliveries are looked for); zero: the defaults.
 	RetryInterval time.Duration
@@ -159,11 +168,17 @@ func (d *Deliverer) deliver(ctx context.Context, dv *store.Delivery) {
 	hdr.Set("e2b-signature-version", "v1")
 	shown := hdr.Clone()
 	shown.Set("e2b-signature", "[redacted]")
-	hdr.Set("e2b-signature", Sign(dv.Secret, body))
 	a.RequestHeaders = headerJSON(shown)
 
 	t0 := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dv.URL, bytes.NewReader(body))
+	secret, err := d.cfg.Secrets.Open(dv.WebhookID, dv.Secret)
+	var req *http.Request
+	if err == nil {
+		hdr.Set("e2b-signature", Sign(secret, body))
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, dv.URL, bytes.NewReader(body))
+	} else {
+		d.cfg.Log.Error("webhook delivery without its secret", "webhook", dv.WebhookID, "err", err)
+	}
 	if err == nil {
 		req.Header = hdr
 		var resp *http.Response
@@ -247,11 +262,16 @@ func (d *Deliverer) denied(a netip.Addr) string {
 	if a.IsLoopback() || a.IsUnspecified() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsMulticast() {
 		return "a loopback, link-local or multicast address"
 	}
-	if d.cfg.Denies != nil {
+	switch {
+	case d.cfg.Denies != nil:
 		if p, ok := d.cfg.Denies(a); ok {
 			return fmt.Sprintf("in %s, a private or denied range", p)
 		}
-	} else if a.IsPrivate() {
+	case a.Is4() && d.cfg.DenyOut != nil:
+		if p, ok := denyOut(a, d.cfg.DenyOut, d.cfg.DenyOutExcept); ok {
+			return fmt.Sprintf("in %s, a private or denied range", p)
+		}
+	case a.IsPrivate():
 		return "a private address"
 	}
 	if addrs, err := net.InterfaceAddrs(); err == nil {
@@ -264,6 +284,22 @@ func (d *Deliverer) denied(a netip.Addr) string {
 		}
 	}
 	return ""
+}
+
+// denyOut is the range of deny that holds a, unless an entry of except
+// at least as long holds it (network.Config.Denies' rule).
+func denyOut(a netip.Addr, deny, except []netip.Prefix) (netip.Prefix, bool) {
+	for _, e := range except {
+		if e.Bits() <= a.BitLen() && e.Contains(a) {
+			return netip.Prefix{}, false
+		}
+	}
+	for _, p := range deny {
+		if p.Contains(a) {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
 }
 
 // control checks the address a delivery is about to connect to, after

@@ -315,6 +315,7 @@ func TestWebhooks(t *testing.T) {
 	if r.status != http.StatusOK || strings.Contains(string(r.body), "rotated") {
 		t.Fatalf("PATCH secret: %d %s", r.status, r.body)
 	}
+	assertWebhookSecretSealed(t, whID, "rotated")
 	r = e.api(t, http.MethodPatch, "/events/webhooks/"+whID, map[string]any{"enabled": false, "name": "renamed"})
 	r.json(t, &wh)
 	if r.status != http.StatusOK || wh["enabled"] != false || wh["name"] != "renamed" || len(wh["events"].([]any)) != 2 {

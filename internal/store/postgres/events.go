@@ -253,6 +253,15 @@ func (d *DB) UpdateWebhook(ctx context.Context, w *store.Webhook) error {
 	return nil
 }
 
+// ReplaceWebhookSecret sets id's secret when it is still old.
+func (d *DB) ReplaceWebhookSecret(ctx context.Context, id, old, secret string) (bool, error) {
+	tag, err := d.exec(ctx, "UPDATE webhooks SET secret = $3 WHERE id = $1 AND secret = $2", id, old, secret)
+	if err != nil {
+		return false, fmt.Errorf("replace webhook %s secret: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // GetWebhook returns one webhook or store.ErrNotFound.
 func (d *DB) GetWebhook(ctx context.Context, id string) (*store.Webhook, error) {
 	var w *store.Webhook

@@ -301,6 +301,16 @@ func (d *DB) UpdateWebhook(ctx context.Context, w *store.Webhook) error {
 	return nil
 }
 
+// ReplaceWebhookSecret sets id's secret when it is still old.
+func (d *DB) ReplaceWebhookSecret(ctx context.Context, id, old, secret string) (bool, error) {
+	res, err := d.db.ExecContext(ctx, "UPDATE webhooks SET secret = ? WHERE id = ? AND secret = ?", secret, id, old)
+	if err != nil {
+		return false, fmt.Errorf("replace webhook %s secret: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
 // GetWebhook returns one webhook or store.ErrNotFound.
 func (d *DB) GetWebhook(ctx context.Context, id string) (*store.Webhook, error) {
 	w, err := scanWebhook(d.db.QueryRowContext(ctx, "SELECT "+webhookColumns+" FROM webhooks WHERE id = ?", id))

@@ -166,6 +166,20 @@ func testWebhookDeliveries(t *testing.T, open Opener) {
 	if len(list) != 2 || list[0].Name != "renamed" {
 		t.Fatalf("ListWebhooks = %+v", list)
 	}
+	// ReplaceWebhookSecret is a compare-and-swap (re-sealing a legacy
+	// secret at start races with a user's update).
+	if ok, err := st.ReplaceWebhookSecret(ctx, "w2", "wrong", "x"); ok || err != nil {
+		t.Fatalf("ReplaceWebhookSecret(stale old) = %v, %v; want false, nil", ok, err)
+	}
+	if ok, err := st.ReplaceWebhookSecret(ctx, "nope", "s2", "x"); ok || err != nil {
+		t.Fatalf("ReplaceWebhookSecret(unknown) = %v, %v; want false, nil", ok, err)
+	}
+	if ok, err := st.ReplaceWebhookSecret(ctx, "w2", "s2", "s2b"); !ok || err != nil {
+		t.Fatalf("ReplaceWebhookSecret = %v, %v; want true, nil", ok, err)
+	}
+	if got, err := st.GetWebhook(ctx, "w2"); err != nil || got.Secret != "s2b" || got.Name != "two" {
+		t.Fatalf("after ReplaceWebhookSecret: %+v, %v", got, err)
+	}
 
 	// One event, one delivery (the disabled webhook gets none).
 	if err := st.PutSandbox(ctx, SampleSandbox("s", now)); err != nil {
