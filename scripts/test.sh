@@ -317,6 +317,20 @@ LISTEN="127.0.0.1:$PORT"
 IMAGE_DIR=$WORK/images
 mkdir -p "$IMAGE_DIR"
 SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16} --dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.12 --deny-out-except ${AIRLOCK_E2E_EXT_NET:-10.78.255}.0/27 --warm-pool code-interpreter-v1=0 --registry-allow 127.0.0.1 --image-dir $IMAGE_DIR --volume-bucket-allow-private"
+# The egress proxy's stand-in upstream CA (issue 29): a throwaway CA and a
+# leaf for the proof test's names (secrets-a.test, secrets-b.test), which the
+# daemon's proxy trusts besides the system roots; test/gohttp's
+# TestSecretsProxy serves them from the stand-in internet.
+UPSTREAM_CA_DIR=$WORK/upstream-ca
+mkdir -p "$UPSTREAM_CA_DIR"
+(cd "$UPSTREAM_CA_DIR" &&
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=airlock-e2e-upstream-ca 2>/dev/null &&
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout leaf.key -out leaf.csr -subj /CN=secrets-a.test 2>/dev/null &&
+	printf 'subjectAltName=DNS:secrets-a.test,DNS:secrets-b.test\n' >leaf.ext &&
+	openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile leaf.ext -out leaf.pem 2>/dev/null) ||
+	{ echo "generating the upstream test CA failed"; FAILED+=(setup); exit 1; }
+SERVE_CMD+=" --egress-proxy-upstream-ca $UPSTREAM_CA_DIR/ca.pem"
+export AIRLOCK_E2E_UPSTREAM_CA_DIR=$UPSTREAM_CA_DIR
 export AIRLOCK_E2E_NETNS_PREFIX=${AIRLOCK_TEST_NET_PREFIX:-ale2e}-
 # Stand-in credentials in the daemon's environment (this set-up reads none of
 # them: no --artifacts, --api-key given): test/gohttp's TestReviewSandbox

@@ -253,7 +253,7 @@ func TestCreateErrors(t *testing.T) {
 	assertError(t, st, body, 400, "denyOut entry")
 	st, _, body = h.do(t, "POST", "/sandboxes", `{"network":{"allowOut":["10.0.0.0/40"]}}`)
 	assertError(t, st, body, 400, "allowOut entry")
-	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"rules":{"x.com":[{}]}}}`)
+	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"egressProxy":{"address":"p:1080"}}}`)
 	assertError(t, st, body, 501, "not supported")
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"metadata":{"k":"a\u0000b"}}`)
 	assertError(t, st, body, 400, "metadata: key \"k\": keys and values must not contain a NUL character")

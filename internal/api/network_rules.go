@@ -11,21 +11,11 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/middleware"
 )
 
-// msgRulesNotEnforced answers valid network.rules: they are checked as E2B
-// checks them (400s first), but no node steers traffic to the egress proxy
-// yet (issue 29), and accepting rules that are not applied would mislead.
-const msgRulesNotEnforced = "network rules are not supported yet: they are checked, but this node does not enforce them"
-
-// rulesEnforced turns valid network.rules from a 501 into rules kept with
-// the sandbox (CreateRequest.NetworkRules, Live.SetNetwork). It stays off
-// until a node steers ruled traffic to the egress proxy and installs its CA
-// (issue 29, second part), so that rules are never accepted unapplied.
-const rulesEnforced = false
-
 // checkRulesAndProxy parses a body's network rules; it answers the request
 // (and reports done) when they are refused: bad rules and unknown secret
-// names 400 (as E2B answers at create), rules 501 while not enforced, an
-// egressProxy 501.
+// names 400 (as E2B answers at create), an egressProxy 501. Valid rules are
+// kept with the sandbox (CreateRequest.NetworkRules, Live.SetNetwork) and
+// enforced by the node's egress proxy (test/gohttp/secrets_proxy_test.go).
 func (a *api) checkRulesAndProxy(w http.ResponseWriter, r *http.Request, rules, egressProxy json.RawMessage) (rs egressproxy.Rules, done bool) {
 	if isSetJSON(rules) {
 		var err error
@@ -51,15 +41,7 @@ func (a *api) checkRulesAndProxy(w http.ResponseWriter, r *http.Request, rules, 
 		}
 	}
 	if isSetJSON(egressProxy) {
-		msg := "network rules and egress proxies are not supported yet"
-		if isSetJSON(rules) && !rulesEnforced {
-			msg = msgRulesNotEnforced
-		}
-		middleware.WriteError(w, http.StatusNotImplemented, msg)
-		return nil, true
-	}
-	if isSetJSON(rules) && !rulesEnforced {
-		middleware.WriteError(w, http.StatusNotImplemented, msgRulesNotEnforced)
+		middleware.WriteError(w, http.StatusNotImplemented, "egress proxies (network.egressProxy) are not supported yet")
 		return nil, true
 	}
 	return rs, false

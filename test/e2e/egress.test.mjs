@@ -62,6 +62,9 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
   const urlLAN = `http://${ipLAN}:8080/`
   const urlA = `http://${ipA}:8080/`
   const urlB = `http://${ipB}:8080/`
+  // The egress proxy's stand-in upstream CA and a leaf for secrets-a.test
+  // (scripts/test.sh; the daemon trusts it with --egress-proxy-upstream-ca).
+  const caDir = process.env.AIRLOCK_E2E_UPSTREAM_CA_DIR
   let server
   const run = (...args) => execFileSync('ip', args, { stdio: 'pipe' })
 
@@ -91,8 +94,10 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
       http.createServer((q, s) => s.end('A')).listen(8080, '${ipA}')
       http.createServer((q, s) => s.end('B')).listen(8080, '${ipB}')
       http.createServer((q, s) => s.end('LAN')).listen(8080, '${ipLAN}')
+      ${caDir ? `require('https').createServer({ cert: require('fs').readFileSync('${caDir}/leaf.pem'), key: require('fs').readFileSync('${caDir}/leaf.key') },
+        (q, s) => s.end(JSON.stringify({ host: q.headers.host, authorization: q.headers.authorization ?? null }))).listen(443, '${ipA}')` : ''}
       ${dnsServer.toString()}
-      dnsServer('${ipDNS}', { 'allowed.test': '${ipA}', 'denied.test': '${ipB}', '*.x.test': '${ipB}', 'lan.test': '${ipLAN}' })`], { stdio: 'ignore' })
+      dnsServer('${ipDNS}', { 'allowed.test': '${ipA}', 'denied.test': '${ipB}', '*.x.test': '${ipB}', 'lan.test': '${ipLAN}', 'secrets-a.test': '${ipA}' })`], { stdio: 'ignore' })
     const up = await waitUntil(async () => {
       try {
         return (await (await fetch(urlA)).text()) === 'A' && (await (await fetch(urlB)).text()) === 'B' &&
@@ -322,6 +327,42 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
     assert.equal(r.ok, false, 'a domain rule opened an operator-denied address')
     assert.doesNotMatch(r.stderr, /resolve/i, 'lan.test should resolve; the firewall drops the connection')
     await logHas(byName.sandboxId, denyRule)
+  })
+
+  // Issue 29 from the SDK side (the Go proof is test/gohttp's
+  // TestSecretsProxy): rules by raw REST (this SDK version has no `rules`),
+  // then Sandbox.connect and curl; the server sees the secret, the sandbox
+  // does not hold it.
+  it('network.rules: a secret header added outside the sandbox (REST create, SDK connect)', { timeout: TEST_TIMEOUT }, async () => {
+    assert.ok(caDir, 'AIRLOCK_E2E_UPSTREAM_CA_DIR is not set (scripts/test.sh makes the upstream CA)')
+    const api = async (method, path, body) => {
+      const res = await fetch(`${process.env.E2B_API_URL}${path}`, {
+        method, headers: { 'X-API-Key': process.env.E2B_API_KEY, 'Content-Type': 'application/json' }, body: body && JSON.stringify(body)
+      })
+      return { status: res.status, body: await res.text() }
+    }
+    const name = `js-${id}-${uniq()}`
+    const value = `js-secret-${uniq()}-VALUE`
+    const made = await api('POST', '/secrets', { name, value })
+    assert.equal(made.status, 201, made.body)
+    let sandboxId
+    try {
+      const r = await api('POST', '/sandboxes', {
+        templateID: 'base', timeout: 300, metadata: t.metadata,
+        network: { rules: { 'secrets-a.test': [{ transform: { headers: { Authorization: `Bearer \${e2b.secrets.${name}}` } } }] } }
+      })
+      assert.equal(r.status, 201, r.body)
+      sandboxId = JSON.parse(r.body).sandboxID
+      const sbx = await Sandbox.connect(sandboxId)
+      const got = await sh(sbx, 'curl -sS -m 20 https://secrets-a.test/headers', { timeoutMs: 60_000 })
+      assert.equal(got.exitCode, 0, got.stderr)
+      assert.deepEqual(JSON.parse(got.stdout), { host: 'secrets-a.test', authorization: `Bearer ${value}` })
+      const env = await sh(sbx, "env; cat /proc/[0-9]*/environ | tr '\\0' '\\n'", { user: 'root', timeoutMs: 60_000 })
+      assert.ok(env.stdout.includes('PATH=') && !env.stdout.includes(value), 'the sandbox environment holds the secret')
+    } finally {
+      if (sandboxId) await Sandbox.kill(sandboxId).catch(() => {})
+      await api('DELETE', `/secrets/${name}`)
+    }
   })
 
   it('rejects junk names and bad CIDRs with 400', { timeout: TEST_TIMEOUT }, async () => {
