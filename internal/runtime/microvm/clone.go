@@ -130,6 +130,9 @@ func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec
 	if err := copyFiles(ctx, parentDir, dir, []string{overlayFile, memoryFile, configFile}); err != nil {
 		return fmt.Errorf("cloning %s: %w", parentDir, err)
 	}
+	if err := copyHandleTables(ctx, parentDir, dir); err != nil {
+		return fmt.Errorf("cloning %s: %w", parentDir, err)
+	}
 	if err := os.Mkdir(filepath.Join(dir, jailDir), 0o700); err != nil {
 		return fmt.Errorf("creating jail dir: %w", err)
 	}

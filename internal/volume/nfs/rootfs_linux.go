@@ -26,6 +26,9 @@ type rootFS struct {
 	root     *os.Root
 	uid, gid int
 	readOnly bool
+	// table holds the export's handles when its file system has none of
+	// its own (pathtable_linux.go); nil otherwise.
+	table *pathTable
 }
 
 var (
@@ -91,14 +94,26 @@ func (r *rootFS) Rename(from, to string) error {
 	if r.readOnly {
 		return errReadOnly
 	}
-	return r.root.Rename(rel(from), rel(to))
+	if err := r.root.Rename(rel(from), rel(to)); err != nil {
+		return err
+	}
+	if r.table != nil {
+		r.table.renamed(from, to)
+	}
+	return nil
 }
 
 func (r *rootFS) Remove(name string) error {
 	if r.readOnly {
 		return errReadOnly
 	}
-	return r.root.Remove(rel(name))
+	if err := r.root.Remove(rel(name)); err != nil {
+		return err
+	}
+	if r.table != nil {
+		r.table.removed(name)
+	}
+	return nil
 }
 
 func (r *rootFS) Join(elem ...string) string { return path.Join(elem...) }
