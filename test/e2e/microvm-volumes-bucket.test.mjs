@@ -11,7 +11,7 @@
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, mkdirSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, mkdirSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, dirname } from 'node:path'
 import { createServer } from 'node:net'
@@ -133,6 +133,10 @@ describe('bucket volumes on microVMs', { concurrency: false, timeout: T * 3 }, (
     assert.equal(await sbx.betaPause(), true)
     assert.equal(s3curl('PUT', 'vm/moved/while-paused.txt', 'put while paused').status, 200)
     sbx = await Sandbox.connect(sbx.sandboxId)
+    // The host forgets the s3fs inodes nothing holds (as memory pressure
+    // would): a FUSE handle naming one would be stale now; a path-table
+    // handle is not.
+    writeFileSync('/proc/sys/vm/drop_caches', '2')
     const after = await ok(sbx, 'cat /mnt/b/hello.txt; cat /mnt/b/moved/n.txt; cd /proc/$(pgrep -x sleep | head -1)/cwd && ls', { timeoutMs: 120_000 })
     assert.match(after, /^from the vm\nnested\n/)
     assert.match(after, /while-paused\.txt/)

@@ -100,11 +100,11 @@ func newHandler(exps []Export, uid, gid int, stateDir string) (*handler, error) 
 			return nil, &ExportError{Index: i, Name: e.Name, Err: err}
 		}
 		fs := &rootFS{root: root, uid: uid, gid: gid, readOnly: e.ReadOnly}
-		// File handles are the kernel's where the file system has them;
-		// a FUSE mount such as a bucket volume's s3fs has none, and gets a
-		// path table (pathtable_linux.go).
+		// File handles are the kernel's where the file system has durable
+		// ones; a FUSE mount such as a bucket volume's s3fs does not, and
+		// gets a path table (pathtable_linux.go).
 		if err := kernelHandles(hf); err != nil {
-			if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EOVERFLOW) {
+			if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EOVERFLOW) && !errors.Is(err, errFUSE) {
 				hf.Close()
 				root.Close()
 				h.close()
@@ -127,9 +127,22 @@ func newHandler(exps []Export, uid, gid int, stateDir string) (*handler, error) 
 	return h, nil
 }
 
-// kernelHandles says whether f's file system gives file handles (a
-// variable for the tests, which have no FUSE mount).
+// errFUSE: a FUSE file system's handles are not durable.
+var errFUSE = errors.New("a FUSE file system's handles do not outlive its inodes")
+
+// kernelHandles says whether f's file system gives durable file handles (a
+// variable for the tests, which have no FUSE mount). A FUSE mount (a bucket
+// volume's s3fs) encodes handles, but they name the daemon's node ids: one
+// whose inode the host kernel has evicted is stale (s3fs does not offer
+// FUSE's export support), and a remounted s3fs has new ids.
 var kernelHandles = func(f *os.File) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	if st.Type == unix.FUSE_SUPER_MAGIC {
+		return errFUSE
+	}
 	_, _, err := unix.NameToHandleAt(int(f.Fd()), "", unix.AT_EMPTY_PATH)
 	return err
 }
