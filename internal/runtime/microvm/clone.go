@@ -48,7 +48,10 @@ func (r *Runtime) SaveLayer(ctx context.Context, dir, dst string) error {
 	if dst == dir || strings.HasPrefix(dst, dir+"/") {
 		return fmt.Errorf("%w: snapshot dir %s is inside the sandbox dir", ErrInvalidSpec, dst)
 	}
-	return copyFiles(ctx, dir, dst, []string{overlayFile, memoryFile, configFile, vmFile})
+	if err := copyFiles(ctx, dir, dst, []string{overlayFile, memoryFile, configFile, vmFile}); err != nil {
+		return err
+	}
+	return copyHandleTables(ctx, dir, dst) // a sandbox made from the snapshot keeps its guest's handles
 }
 
 func readVMRecord(dir string) (vmRecord, error) {

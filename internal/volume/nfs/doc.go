@@ -18,8 +18,9 @@
 //     (open_by_handle_at, then the descriptor's path), which must be the
 //     export or below it; a forged handle naming another file of the same
 //     file system is stale.
-//   - A file system without kernel handles (a bucket volume's s3fs FUSE
-//     mount answers EOPNOTSUPP) gets a path table instead
+//   - A FUSE file system (a bucket volume's s3fs: its handles name node ids
+//     that go stale once the host evicts the inode) or one without kernel
+//     handles (EOPNOTSUPP, EOVERFLOW) gets a path table instead
 //     (pathtable_linux.go): a random 16-byte id per path relative to the
 //     export, resolved only through the export's os.Root (an id whose path
 //     is gone, or unknown, is stale), followed through renames and removes
