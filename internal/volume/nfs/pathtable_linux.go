@@ -5,6 +5,7 @@ package nfs
 import (
 	"bufio"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // idLen is the length of a path-table handle's id.
@@ -230,4 +232,35 @@ func (t *pathTable) close() error {
 	err := t.log.Close()
 	t.log = nil
 	return err
+}
+
+// stableInfo is a FileInfo whose inode number (the NFS fileid) is the
+// path table's id of its path.
+type stableInfo struct {
+	os.FileInfo
+	sys *syscall.Stat_t
+}
+
+func (s stableInfo) Sys() any { return s.sys }
+
+// stable gives fi, the attributes of name, a fileid that lasts as long as
+// the path's handle when the export has a path table. The guest's NFS
+// client takes a changed fileid behind a handle for a stale file, and a
+// FUSE file system's inode numbers (s3fs's are node ids) change once the
+// host evicts the inode.
+func (r *rootFS) stable(name string, fi os.FileInfo) os.FileInfo {
+	if r.table == nil || fi == nil {
+		return fi
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fi
+	}
+	id, err := r.table.id(name)
+	if err != nil {
+		return fi
+	}
+	c := *st
+	c.Ino = binary.LittleEndian.Uint64(id[:8])
+	return stableInfo{FileInfo: fi, sys: &c}
 }

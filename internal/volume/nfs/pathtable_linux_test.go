@@ -3,11 +3,13 @@
 package nfs
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	gonfs "github.com/willscott/go-nfs"
@@ -73,6 +75,17 @@ func TestPathTableHandles(t *testing.T) {
 		t.Errorf("file handle: %v %v", p, err)
 	}
 
+	// The fileid (inode number) is the handle's: it lasts while the path
+	// keeps its handle, whatever the file system's inode numbers do.
+	st, err := fs.Stat("d/e/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := st.Sys().(*syscall.Stat_t).Ino
+	if want := binary.LittleEndian.Uint64(fh[4:12]); ino != want {
+		t.Errorf("fileid %x, want %x (from the handle)", ino, want)
+	}
+
 	// Forged and stale handles.
 	forged := append([]byte(nil), fh...)
 	forged[10] ^= 0xff
@@ -100,6 +113,9 @@ func TestPathTableHandles(t *testing.T) {
 	}
 	if _, p, err := h.FromHandle(fh); err != nil || !reflect.DeepEqual(p, []string{"g", "e", "f"}) {
 		t.Errorf("after rename: %v %v", p, err)
+	}
+	if fis, err := fs.ReadDir("g/e"); err != nil || len(fis) != 1 || fis[0].Sys().(*syscall.Stat_t).Ino != ino {
+		t.Errorf("renamed file's fileid changed: %v %v", fis, err)
 	}
 	if _, p, err := h.FromHandle(dh); err != nil || !reflect.DeepEqual(p, []string{"g"}) {
 		t.Errorf("renamed dir: %v %v", p, err)

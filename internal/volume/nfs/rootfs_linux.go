@@ -87,8 +87,15 @@ func (r *rootFS) OpenFile(name string, flag int, perm os.FileMode) (billy.File, 
 	return &file{File: f, name: name}, nil
 }
 
-func (r *rootFS) Stat(name string) (os.FileInfo, error)  { return r.root.Stat(rel(name)) }
-func (r *rootFS) Lstat(name string) (os.FileInfo, error) { return r.root.Lstat(rel(name)) }
+func (r *rootFS) Stat(name string) (os.FileInfo, error) {
+	fi, err := r.root.Stat(rel(name))
+	return r.stable(name, fi), err
+}
+
+func (r *rootFS) Lstat(name string) (os.FileInfo, error) {
+	fi, err := r.root.Lstat(rel(name))
+	return r.stable(name, fi), err
+}
 
 func (r *rootFS) Rename(from, to string) error {
 	if r.readOnly {
@@ -138,7 +145,11 @@ func (r *rootFS) ReadDir(name string) ([]os.FileInfo, error) {
 		return nil, err
 	}
 	defer d.Close()
-	return d.Readdir(-1)
+	fis, err := d.Readdir(-1)
+	for i, fi := range fis {
+		fis[i] = r.stable(path.Join(name, fi.Name()), fi)
+	}
+	return fis, err
 }
 
 func (r *rootFS) MkdirAll(name string, perm os.FileMode) error {
