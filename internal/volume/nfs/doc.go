@@ -26,7 +26,9 @@
 //     is gone, or unknown, is stale), followed through renames and removes
 //     made by this server, and logged in Config.StateDir
 //     ("nfs-handles-<index>", the VM's dir; a fork child gets a copy) so a
-//     later server answers the handles the guest holds.
+//     later server answers the handles the guest holds. The fileids it
+//     reports are the ids too (the guest takes a changed fileid behind a
+//     handle for a stale file).
 //   - An export the server cannot open is an *ExportError with its index,
 //     which the microVM runtime reports as a runtime.MountError (a 4xx
 //     naming the volume).
