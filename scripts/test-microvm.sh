@@ -8,7 +8,9 @@
 # test/e2e/microvm-review-m6.test.mjs (security review M6: no host mount of a
 # build step's disk), test/e2e/interpreter-r-java.test.mjs (R and Java
 # contexts, issue 26), test/e2e/events.test.mjs (lifecycle events, issue
-# 28) and test/e2e/microvm-volumes.test.mjs (volumes over NFS, issue 27),
+# 28), test/e2e/microvm-volumes.test.mjs (volumes over NFS, issue 27) and
+# test/e2e/microvm-volumes-bucket.test.mjs (bucket volumes over NFS; the
+# daemon gets --volume-bucket-allow-private for its loopback S3 server),
 # then a subset of test/python. The root Go tests of
 # internal/runtime/microvm run in test.sh's `go test ./...` stage.
 #
@@ -54,7 +56,7 @@ API_KEY="e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
 	--warm-pool code-interpreter-v1=1 --listen "$LISTEN" \
 	--data-dir "$VM_DATA" --api-key "$API_KEY" --net-prefix "$VM_PREFIX" --subnet "$VM_SUBNET" \
 	--deny-out-except "${AIRLOCK_E2E_EXT_NET:-10.78.255}.16/29" \
-	--kill-on-exit </dev/null >"$LOG" 2>&1 &
+	--volume-bucket-allow-private --kill-on-exit </dev/null >"$LOG" 2>&1 &
 PID=$!
 stop() {
 	if kill -0 "$PID" 2>/dev/null; then
@@ -98,7 +100,7 @@ grep -m1 'boot snapshot ready.*template=code-interpreter-v1' "$LOG" || echo "mic
 (cd test/e2e && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund --loglevel=error)
 (cd test/e2e && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
 	AIRLOCK_TEST_VM_DAEMON_LOG=$LOG node --test --test-concurrency=1 --test-reporter=spec \
-	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs interpreter-r-java.test.mjs events.test.mjs microvm-volumes.test.mjs})
+	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs interpreter-r-java.test.mjs events.test.mjs microvm-volumes.test.mjs microvm-volumes-bucket.test.mjs})
 rc=$?
 # Issue 26's cases through E2B's Python SDK (test/python), on this daemon:
 # /proc and pipe reads, watch events, maskRequestHost (pause, resume, fork),

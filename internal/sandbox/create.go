@@ -28,6 +28,7 @@ import (
 // Any failure undoes everything already set up.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, err error) {
 	defer func(begin time.Time) { m.observeCreate(begin, sb, err) }(time.Now())
+	defer func() { err = mountUserError(err, req.VolumeMounts) }()
 	m.creates.add(1) // teardowns yield to creates (teardown.go)
 	defer m.creates.add(-1)
 	if req.TemplateID == "" {

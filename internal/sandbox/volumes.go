@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"syscall"
 
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/volume"
@@ -50,4 +51,24 @@ func (m *Manager) runtimeMounts(ctx context.Context, vols []volume.Mount) ([]run
 		return nil, userErrorf(http.StatusBadRequest, "invalid volume mounts: %v", err)
 	}
 	return out, nil
+}
+
+// mountUserError turns a runtime's refusal of one of vols
+// (runtime.MountError, e.g. a microVM's NFS server refusing a volume's
+// file system) into a 400 naming the volume; other errors pass.
+func mountUserError(err error, vols []volume.Mount) error {
+	var me *runtime.MountError
+	if err == nil || !errors.As(err, &me) {
+		return err
+	}
+	name := "?"
+	if me.Index >= 0 && me.Index < len(vols) {
+		name = vols[me.Index].Name
+	}
+	reason := "its file system cannot be served" // no host path in a user message
+	var errno syscall.Errno
+	if errors.As(me.Err, &errno) {
+		reason += ": " + errno.Error()
+	}
+	return userErrorf(http.StatusBadRequest, "volume '%s' cannot be mounted in this sandbox: %s", name, reason)
 }

@@ -126,7 +126,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, imageDir strin
 	if err := r.handBackAddress(ctx, spec.NetNSPath); err != nil {
 		return err
 	}
-	if err := r.serveVolumes(spec.ID, vr); err != nil {
+	if err := r.serveVolumes(spec.ID, dir, vr); err != nil {
 		return err
 	}
 	if vr.Pending != nil {

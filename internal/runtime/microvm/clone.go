@@ -48,7 +48,10 @@ func (r *Runtime) SaveLayer(ctx context.Context, dir, dst string) error {
 	if dst == dir || strings.HasPrefix(dst, dir+"/") {
 		return fmt.Errorf("%w: snapshot dir %s is inside the sandbox dir", ErrInvalidSpec, dst)
 	}
-	return copyFiles(ctx, dir, dst, []string{overlayFile, memoryFile, configFile, vmFile})
+	if err := copyFiles(ctx, dir, dst, []string{overlayFile, memoryFile, configFile, vmFile}); err != nil {
+		return err
+	}
+	return copyHandleTables(ctx, dir, dst) // a sandbox made from the snapshot keeps its guest's handles
 }
 
 func readVMRecord(dir string) (vmRecord, error) {
@@ -128,6 +131,9 @@ func (r *Runtime) Clone(ctx context.Context, parentDir string, spec runtime.Spec
 	defer undo.Unwind(ctx, &err)
 	undo.Push(r.destroyStep("clone", spec.ID, dir, spec.NetNSPath))
 	if err := copyFiles(ctx, parentDir, dir, []string{overlayFile, memoryFile, configFile}); err != nil {
+		return fmt.Errorf("cloning %s: %w", parentDir, err)
+	}
+	if err := copyHandleTables(ctx, parentDir, dir); err != nil {
 		return fmt.Errorf("cloning %s: %w", parentDir, err)
 	}
 	if err := os.Mkdir(filepath.Join(dir, jailDir), 0o700); err != nil {

@@ -304,7 +304,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 	if err := writeJSON(filepath.Join(dir, vmFile), vr); err != nil {
 		return err
 	}
-	if err := r.serveVolumes(spec.ID, vr); err != nil {
+	if err := r.serveVolumes(spec.ID, dir, vr); err != nil {
 		return err
 	}
 	prepared := time.Since(t0)

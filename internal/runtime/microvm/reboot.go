@@ -110,7 +110,7 @@ func (r *Runtime) Boot(ctx context.Context, spec runtime.Spec) error {
 	if err := r.handBackAddress(ctx, spec.NetNSPath); err != nil {
 		return err
 	}
-	if err := r.serveVolumes(spec.ID, vr); err != nil {
+	if err := r.serveVolumes(spec.ID, dir, vr); err != nil {
 		return err
 	}
 	if _, err := r.launch(spec.ID, dir, spec.NetNSPath, vr, false); err != nil {

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/airlock-sandbox/airlock/internal/network"
@@ -26,7 +28,9 @@ import (
 // server is started before the VMM runs (start, restore, fork child,
 // reboot) and stopped when it ends (checkpoint, shutdown, destroy); a
 // restarted daemon starts them again for the VMs it finds running (New).
-// File handles are the kernel's, so they outlive any one server.
+// File handles are the kernel's, or for a file system without them (a
+// bucket volume's s3fs) ids kept in the VM's dir ("nfs-handles-<i>",
+// copied to a fork child), so they outlive any one server.
 
 // vmVolume is one mount of a VM (in vm.json, so a restore, a fork child
 // and a restarted daemon serve the same volumes).
@@ -98,7 +102,10 @@ type volumeServers struct {
 
 // serveVolumes (re)starts the NFS server of sandbox id for vr's volumes on
 // the host side of its veth (the guest's gateway).
-func (r *Runtime) serveVolumes(id string, vr vmRecord) error {
+// dir is the VM's runtime dir, which keeps the handle tables of exports
+// without kernel file handles (a bucket volume's s3fs mount). An export the
+// server refuses is a runtime.MountError (the volume's fault, a 4xx).
+func (r *Runtime) serveVolumes(id, dir string, vr vmRecord) error {
 	r.stopVolumes(id)
 	if len(vr.Volumes) == 0 {
 		return nil
@@ -117,8 +124,12 @@ func (r *Runtime) serveVolumes(id string, vr vmRecord) error {
 	}
 	s, err := nfs.Listen(nfs.Config{
 		Iface: iface, Addr: gw, Port: network.VolumeServerPort, Mark: network.VolumeServerMark,
-		UID: volume.DefaultUID, GID: volume.DefaultGID,
+		UID: volume.DefaultUID, GID: volume.DefaultGID, StateDir: dir,
 	}, exps)
+	var ee *nfs.ExportError
+	if errors.As(err, &ee) {
+		return fmt.Errorf("volumes of %s: %w", id, &runtime.MountError{Index: ee.Index, Err: ee.Err})
+	}
 	if err != nil {
 		return fmt.Errorf("volumes of %s: %w", id, err)
 	}
@@ -159,7 +170,7 @@ func (r *Runtime) reattachVolumes() {
 		if err != nil || len(vr.Volumes) == 0 {
 			continue
 		}
-		if err := r.serveVolumes(id, vr); err != nil {
+		if err := r.serveVolumes(id, rec.Dir, vr); err != nil {
 			r.log.Error("restarting the volume server of a running microVM", "id", id, "err", err)
 		}
 	}
@@ -185,4 +196,23 @@ func ifaceWithAddr(a netip.Addr) (string, error) {
 		}
 	}
 	return "", errors.New("no host interface has the address " + a.String())
+}
+
+// copyHandleTables gives a fork child a copy of its parent's NFS handle
+// tables (exports without kernel file handles), so the handles its guest
+// holds keep working.
+func copyHandleTables(ctx context.Context, src, dst string) error {
+	names, err := filepath.Glob(filepath.Join(src, "nfs-handles-*"))
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, ".tmp") {
+			continue
+		}
+		if err := copyFile(ctx, n, filepath.Join(dst, filepath.Base(n))); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -18,6 +18,20 @@
 //     (open_by_handle_at, then the descriptor's path), which must be the
 //     export or below it; a forged handle naming another file of the same
 //     file system is stale.
+//   - A FUSE file system (a bucket volume's s3fs: its handles name node ids
+//     that go stale once the host evicts the inode) or one without kernel
+//     handles (EOPNOTSUPP, EOVERFLOW) gets a path table instead
+//     (pathtable_linux.go): a random 16-byte id per path relative to the
+//     export, resolved only through the export's os.Root (an id whose path
+//     is gone, or unknown, is stale), followed through renames and removes
+//     made by this server, and logged in Config.StateDir
+//     ("nfs-handles-<index>", the VM's dir; a fork child gets a copy) so a
+//     later server answers the handles the guest holds. The fileids it
+//     reports are the ids too (the guest takes a changed fileid behind a
+//     handle for a stale file).
+//   - An export the server cannot open is an *ExportError with its index,
+//     which the microVM runtime reports as a runtime.MountError (a 4xx
+//     naming the volume).
 //   - Errors: a write into a full volume (the loop backing's ext4) answers
 //     NFS3ERR_NOSPC, which the guest sees as ENOSPC.
 //   - Reachability: the listener is bound to the veth (SO_BINDTODEVICE) and

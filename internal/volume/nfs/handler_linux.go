@@ -30,6 +30,19 @@ type Export struct {
 	ReadOnly bool
 }
 
+// ExportError is an export the server cannot serve (its directory is
+// missing, or its file system refuses what the server needs): a fault of
+// the volume. Index is the export's index in Listen's exps.
+type ExportError struct {
+	Index int
+	Name  string
+	Err   error
+}
+
+func (e *ExportError) Error() string { return fmt.Sprintf("nfs: export %s: %v", e.Name, e.Err) }
+
+func (e *ExportError) Unwrap() error { return e.Err }
+
 // export is an Export opened for serving.
 type export struct {
 	Export
@@ -55,50 +68,92 @@ type handler struct {
 
 const (
 	handleVersion = 1
-	handleHeader  = 8
-	maxVerifiers  = 1024
+	// A path-table handle: [version, export index, 0, 0, id].
+	tableHandleVersion = 2
+	tableHandleLen     = 4 + idLen
+	handleHeader       = 8
+	maxVerifiers       = 1024
 )
 
-func newHandler(exps []Export, uid, gid int) (*handler, error) {
+// newHandler opens exps. stateDir, if set, keeps the path tables of the
+// exports whose file system has no handles ("nfs-handles-<index>").
+func newHandler(exps []Export, uid, gid int, stateDir string) (*handler, error) {
 	if len(exps) > 255 {
 		return nil, errors.New("nfs: at most 255 exports")
 	}
 	h := &handler{verifiers: map[uint64][]fs.FileInfo{}}
-	for _, e := range exps {
+	for i, e := range exps {
 		dir, err := filepath.EvalSymlinks(e.Dir)
 		if err != nil {
 			h.close()
-			return nil, fmt.Errorf("nfs: export %s: %w", e.Name, err)
+			return nil, &ExportError{Index: i, Name: e.Name, Err: err}
 		}
 		root, err := os.OpenRoot(dir)
 		if err != nil {
 			h.close()
-			return nil, fmt.Errorf("nfs: export %s: %w", e.Name, err)
+			return nil, &ExportError{Index: i, Name: e.Name, Err: err}
 		}
 		hf, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
 		if err != nil {
 			root.Close()
 			h.close()
-			return nil, fmt.Errorf("nfs: export %s: %w", e.Name, err)
+			return nil, &ExportError{Index: i, Name: e.Name, Err: err}
 		}
-		// File handles are the kernel's: a file system without them (a
-		// FUSE mount such as a bucket volume's s3fs) cannot be served.
-		if _, _, err := unix.NameToHandleAt(int(hf.Fd()), "", unix.AT_EMPTY_PATH); err != nil {
-			hf.Close()
-			root.Close()
-			h.close()
-			return nil, fmt.Errorf("nfs: export %s: the file system of %s gives no file handles: %w", e.Name, dir, err)
+		fs := &rootFS{root: root, uid: uid, gid: gid, readOnly: e.ReadOnly}
+		// File handles are the kernel's where the file system has durable
+		// ones; a FUSE mount such as a bucket volume's s3fs does not, and
+		// gets a path table (pathtable_linux.go).
+		if err := kernelHandles(hf); err != nil {
+			if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EOVERFLOW) && !errors.Is(err, errFUSE) {
+				hf.Close()
+				root.Close()
+				h.close()
+				return nil, &ExportError{Index: i, Name: e.Name, Err: fmt.Errorf("file handles of %s: %w", dir, err)}
+			}
+			file := ""
+			if stateDir != "" {
+				file = filepath.Join(stateDir, "nfs-handles-"+strconv.Itoa(i))
+			}
+			fs.table, err = openPathTable(file)
+			if err != nil {
+				hf.Close()
+				root.Close()
+				h.close()
+				return nil, &ExportError{Index: i, Name: e.Name, Err: err}
+			}
 		}
-		h.exports = append(h.exports, &export{Export: e, dir: dir, handle: hf,
-			fs: &rootFS{root: root, uid: uid, gid: gid, readOnly: e.ReadOnly}})
+		h.exports = append(h.exports, &export{Export: e, dir: dir, handle: hf, fs: fs})
 	}
 	return h, nil
+}
+
+// errFUSE: a FUSE file system's handles are not durable.
+var errFUSE = errors.New("a FUSE file system's handles do not outlive its inodes")
+
+// kernelHandles says whether f's file system gives durable file handles (a
+// variable for the tests, which have no FUSE mount). A FUSE mount (a bucket
+// volume's s3fs) encodes handles, but they name the daemon's node ids: one
+// whose inode the host kernel has evicted is stale (s3fs does not offer
+// FUSE's export support), and a remounted s3fs has new ids.
+var kernelHandles = func(f *os.File) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	if st.Type == unix.FUSE_SUPER_MAGIC {
+		return errFUSE
+	}
+	_, _, err := unix.NameToHandleAt(int(f.Fd()), "", unix.AT_EMPTY_PATH)
+	return err
 }
 
 func (h *handler) close() {
 	for _, e := range h.exports {
 		e.fs.root.Close()
 		e.handle.Close()
+		if e.fs.table != nil {
+			_ = e.fs.table.close()
+		}
 	}
 }
 
@@ -160,6 +215,16 @@ func (h *handler) ToHandle(f billy.Filesystem, p []string) []byte {
 		return nil
 	}
 	e := h.exports[idx]
+	if e.fs.table != nil {
+		id, err := e.fs.table.id(strings.Join(p, "/"))
+		if err != nil {
+			return nil
+		}
+		b := make([]byte, tableHandleLen)
+		b[0], b[1] = tableHandleVersion, byte(idx)
+		copy(b[4:], id[:])
+		return b
+	}
 	var fh unix.FileHandle
 	var err error
 	if len(p) == 0 {
@@ -195,6 +260,9 @@ var errStale = &gonfs.NFSStatusError{NFSStatus: gonfs.NFSStatusStale}
 // the export's directory or below it (a forged handle naming another file
 // of the same file system is stale).
 func (h *handler) FromHandle(b []byte) (billy.Filesystem, []string, error) {
+	if len(b) == tableHandleLen && b[0] == tableHandleVersion {
+		return h.fromTableHandle(b)
+	}
 	if len(b) < handleHeader || b[0] != handleVersion || int(b[1]) >= len(h.exports) ||
 		handleHeader+int(b[2]) > len(b) {
 		return nil, nil, errStale
@@ -220,6 +288,35 @@ func (h *handler) FromHandle(b []byte) (billy.Filesystem, []string, error) {
 	return e.fs, strings.Split(r, "/"), nil
 }
 
+// fromTableHandle finds the path of a path-table handle: an id the
+// export's table holds, for a path that exists (looked up through the
+// export's os.Root, as every later operation on it).
+func (h *handler) fromTableHandle(b []byte) (billy.Filesystem, []string, error) {
+	if int(b[1]) >= len(h.exports) || b[2] != 0 || b[3] != 0 {
+		return nil, nil, errStale
+	}
+	e := h.exports[b[1]]
+	if e.fs.table == nil {
+		return nil, nil, errStale
+	}
+	var id handleID
+	copy(id[:], b[4:])
+	p, ok := e.fs.table.path(id)
+	if !ok || !localPath(p) {
+		return nil, nil, errStale
+	}
+	if _, err := e.fs.root.Lstat(p); err != nil {
+		return nil, nil, errStale
+	}
+	if p == "." {
+		return e.fs, []string{}, nil
+	}
+	return e.fs, strings.Split(p, "/"), nil
+}
+
+// InvalidateHandle does nothing: go-nfs calls it after a rename and a
+// remove, which the export's path table (if any) has followed already
+// (rootFS.Rename, rootFS.Remove), keeping a renamed file's handle.
 func (h *handler) InvalidateHandle(billy.Filesystem, []byte) error { return nil }
 
 func (h *handler) HandleLimit() int { return 1 << 30 }

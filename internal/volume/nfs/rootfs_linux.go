@@ -26,6 +26,9 @@ type rootFS struct {
 	root     *os.Root
 	uid, gid int
 	readOnly bool
+	// table holds the export's handles when its file system has none of
+	// its own (pathtable_linux.go); nil otherwise.
+	table *pathTable
 }
 
 var (
@@ -84,21 +87,40 @@ func (r *rootFS) OpenFile(name string, flag int, perm os.FileMode) (billy.File, 
 	return &file{File: f, name: name}, nil
 }
 
-func (r *rootFS) Stat(name string) (os.FileInfo, error)  { return r.root.Stat(rel(name)) }
-func (r *rootFS) Lstat(name string) (os.FileInfo, error) { return r.root.Lstat(rel(name)) }
+func (r *rootFS) Stat(name string) (os.FileInfo, error) {
+	fi, err := r.root.Stat(rel(name))
+	return r.stable(name, fi), err
+}
+
+func (r *rootFS) Lstat(name string) (os.FileInfo, error) {
+	fi, err := r.root.Lstat(rel(name))
+	return r.stable(name, fi), err
+}
 
 func (r *rootFS) Rename(from, to string) error {
 	if r.readOnly {
 		return errReadOnly
 	}
-	return r.root.Rename(rel(from), rel(to))
+	if err := r.root.Rename(rel(from), rel(to)); err != nil {
+		return err
+	}
+	if r.table != nil {
+		r.table.renamed(from, to)
+	}
+	return nil
 }
 
 func (r *rootFS) Remove(name string) error {
 	if r.readOnly {
 		return errReadOnly
 	}
-	return r.root.Remove(rel(name))
+	if err := r.root.Remove(rel(name)); err != nil {
+		return err
+	}
+	if r.table != nil {
+		r.table.removed(name)
+	}
+	return nil
 }
 
 func (r *rootFS) Join(elem ...string) string { return path.Join(elem...) }
@@ -123,7 +145,11 @@ func (r *rootFS) ReadDir(name string) ([]os.FileInfo, error) {
 		return nil, err
 	}
 	defer d.Close()
-	return d.Readdir(-1)
+	fis, err := d.Readdir(-1)
+	for i, fi := range fis {
+		fis[i] = r.stable(path.Join(name, fi.Name()), fi)
+	}
+	return fis, err
 }
 
 func (r *rootFS) MkdirAll(name string, perm os.FileMode) error {

@@ -37,6 +37,11 @@ type Config struct {
 	Mark uint32
 	// UID and GID own what the guest creates.
 	UID, GID int
+	// StateDir keeps the handle tables of exports whose file system gives
+	// no file handles (a bucket volume), so a later server for the same
+	// sandbox (a restored VM, a restarted daemon; a fork child given a
+	// copy) answers the handles its guest holds. "" keeps them in memory.
+	StateDir string
 }
 
 // Server is one sandbox's NFSv3 server (MOUNT and NFS on one TCP port).
@@ -52,7 +57,7 @@ type Server struct {
 
 // Listen opens the listener and serves exps until Close.
 func Listen(cfg Config, exps []Export) (*Server, error) {
-	h, err := newHandler(exps, cfg.UID, cfg.GID)
+	h, err := newHandler(exps, cfg.UID, cfg.GID, cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
