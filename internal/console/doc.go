@@ -59,7 +59,16 @@
 //     the sandbox's life from `GET /sandboxes/{id}/metrics?start=<startedAt>`, a terminal, a
 //     file browser through the SDK (`Sandbox.connect`, `files.list/read/write`: download as a
 //     blob, upload by file picker or drag and drop), logs from `GET /sandboxes/{id}/logs` or
-//     "no logs" when that endpoint does not answer); Playground (template picker,
+//     "no logs" when that endpoint does not answer; an Activity tab (`Activity.jsx`) that
+//     follows `GET /sandboxes/{id}/activity` as server-sent events: `fetch` with a streamed
+//     body, since EventSource cannot send `X-API-Key` (the key is never put in a URL), a small
+//     SSE parser, and on a dropped stream or a "lagged" entry a reconnect with `Last-Event-ID`
+//     = the last id seen (backoff 0.5 s doubling to 10 s; 404/501 stop it); process, file and
+//     egress entries with one-line summaries (denied egress highlighted), filters by group on
+//     the view, pause (entries held and counted) and resume, the newest 2000 kept; the stream
+//     is open only while the tab is shown, so the agent watches files only then; an Events tab
+//     with the sandbox's E2B lifecycle events from `GET /events/sandboxes/{id}?orderAsc=true`,
+//     every 5 s); Playground (template picker,
 //     `Sandbox.create` of `@e2b/code-interpreter`, cells in Python/JavaScript/Bash run with
 //     `runCode` and its `onStdout`/`onStderr`/`onResult` callbacks, so output streams; errors
 //     show name, value and the traceback without ANSI colours); Templates (`GET /templates`
@@ -134,5 +143,12 @@
 //     page go to `$AIRLOCK_TEST_ARTIFACTS` (default `<test log dir>/console`; `cluster-*.png`).
 //     `test/console/volumes.test.mjs` (same stage) drives the Volumes page: create with a size
 //     limit, a bad name's 400, use and a mounting sandbox shown, upload, download, a new folder,
-//     deletes reaching the volume, and deleting the volume.
+//     deletes reaching the volume, and deleting the volume. `test/console/activity.test.mjs`
+//     (same stage): a sandbox with a deny-all egress policy; its Activity tab's first stream is
+//     answered by `page.route` with one canned entry, id 1, and the reopened request must carry
+//     `Last-Event-ID: 1` (and the key only in `X-API-Key`); then `sh -c 'echo hi >
+//     /home/user/f'` and a `curl` to a denied address run through the `e2b` SDK show as
+//     process.start, file and a denied egress.connect row live; the filters hide and show each
+//     group; entries that arrive while paused are counted, not shown, until resume; no id twice;
+//     the Events tab lists `sandbox.lifecycle.created`.
 package console

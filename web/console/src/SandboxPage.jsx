@@ -5,6 +5,7 @@ import { SandboxActions } from './actions.jsx'
 import { Chart } from './Chart.jsx'
 import { Terminal } from './Terminal.jsx'
 import { Files } from './Files.jsx'
+import { ActivityPanel, LifecycleEvents } from './Activity.jsx'
 
 const enc = encodeURIComponent
 
@@ -75,10 +76,12 @@ export function SandboxPage ({ id }) {
         <Chart title="Memory used" data={[xs, samples.map((s) => s.memUsed)]} series={[{ label: 'memory', stroke: '#8b5cf6' }]} fmt={fmtBytes} />
       </div>
       <div class="tabs">
-        {['terminal', 'files', 'logs'].map((t) => <button id={'tab-' + t} class={tab === t ? 'active' : ''} onClick={() => setTab(t)}>{t}</button>)}
+        {['terminal', 'files', 'activity', 'events', 'logs'].map((t) => <button id={'tab-' + t} class={tab === t ? 'active' : ''} onClick={() => setTab(t)}>{t}</button>)}
       </div>
       {tab === 'terminal' && (running ? <Terminal id={id} /> : <p class="muted">The terminal needs a running sandbox.</p>)}
       {tab === 'files' && (running ? (sbx ? <Files sbx={sbx} /> : 'Connecting…') : <p class="muted">Files need a running sandbox.</p>)}
+      {tab === 'activity' && <ActivityPanel id={id} />}
+      {tab === 'events' && <LifecycleEvents id={id} />}
       {tab === 'logs' && (
         !logs || logs.length === 0
           ? <p class="muted" id="logs">no logs</p>
