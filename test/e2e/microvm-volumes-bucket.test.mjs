@@ -10,56 +10,21 @@
 // versitygw on loopback (the daemon runs with --volume-bucket-allow-private).
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn, execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, mkdirSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join, dirname } from 'node:path'
-import { createServer } from 'node:net'
-import { fileURLToPath } from 'node:url'
-import { createHash } from 'node:crypto'
+import { writeFileSync } from 'node:fs'
+import { newS3Server } from './s3server.mjs'
 
 process.env.E2B_VOLUME_API_URL ??= process.env.E2B_API_URL
 
 const { Sandbox } = await import('e2b')
-const { tracker, uniq, sh, waitUntil, sleep } = await import('./helpers.mjs')
+const { tracker, uniq, sh, waitUntil } = await import('./helpers.mjs')
 
 const T = 600_000
-const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const version = readFileSync(join(repo, 'internal/artifacts/s3test/versitygw.version'), 'utf8').trim()
-const gwBin = process.env.AIRLOCK_S3_SERVER ||
-  join(process.env.AIRLOCK_S3_SERVER_CACHE || '/var/cache/airlock/versitygw', version, 'versitygw')
-
 const t = tracker('microvm-volbucket')
 const made = []
 const api = process.env.E2B_API_URL
 const headers = { 'X-API-Key': process.env.E2B_API_KEY, 'Content-Type': 'application/json' }
 
-const s3 = {
-  dir: mkdtempSync(join(tmpdir(), 'airlock-vmbucket-')),
-  key: `vbkey${uniq()}`,
-  secret: `vbSECRET${uniq()}${uniq()}`, // unique: found nowhere else
-  bucket: `vb-${uniq()}`,
-  port: 0,
-  proc: null
-}
-
-async function freePort () {
-  return new Promise((resolve) => {
-    const srv = createServer()
-    srv.listen(0, '127.0.0.1', () => { const p = srv.address().port; srv.close(() => resolve(p)) })
-  })
-}
-
-/** A SigV4-signed S3 request with curl. */
-function s3curl (method, key, data) {
-  const sha = createHash('sha256').update(data ?? '').digest('hex')
-  const args = ['-sS', '-o', '-', '-w', '\n%{http_code}', '-X', method, '--aws-sigv4', 'aws:amz:us-east-1:s3', '-H', `x-amz-content-sha256: ${sha}`,
-    '--user', `${s3.key}:${s3.secret}`, `http://127.0.0.1:${s3.port}/${s3.bucket}${key ? '/' + key : ''}`]
-  if (data !== undefined) args.push('--data-binary', data)
-  const out = execFileSync('curl', args, { encoding: 'utf8' })
-  const i = out.lastIndexOf('\n')
-  return { status: Number(out.slice(i + 1)), body: out.slice(0, i) }
-}
+const s3 = newS3Server('vb')
 
 async function ok (sbx, cmd, opts) {
   const r = await sh(sbx, cmd, opts)
@@ -68,29 +33,14 @@ async function ok (sbx, cmd, opts) {
 }
 
 before(async () => {
-  s3.port = await freePort()
-  mkdirSync(join(s3.dir, 'root'), { recursive: true })
-  s3.proc = spawn(gwBin, ['--port', `127.0.0.1:${s3.port}`, '--region', 'us-east-1', '--quiet', 'posix', join(s3.dir, 'root')], {
-    env: { ...process.env, ROOT_ACCESS_KEY_ID: s3.key, ROOT_SECRET_ACCESS_KEY: s3.secret },
-    stdio: 'ignore'
-  })
-  const up = await waitUntil(async () => {
-    try { await fetch(`http://127.0.0.1:${s3.port}/`); return true } catch { return false }
-  }, 15_000)
-  assert.ok(up, `versitygw (${gwBin}) did not start`)
-  assert.equal(s3curl('PUT', '').status, 200, 'making the bucket')
+  await s3.start()
+  assert.equal(s3.curl('PUT', '').status, 200, 'making the bucket')
 })
 
 after(async () => {
   await t.killAll()
   await Promise.allSettled(made.map((id) => fetch(`${api}/volumes/${id}`, { method: 'DELETE', headers })))
-  if (s3.proc) {
-    const exited = new Promise((resolve) => s3.proc.once('exit', resolve))
-    s3.proc.kill('SIGTERM')
-    await Promise.race([exited, sleep(10_000)])
-    s3.proc.kill('SIGKILL')
-  }
-  rmSync(s3.dir, { recursive: true, force: true })
+  await s3.remove()
 })
 
 describe('bucket volumes on microVMs', { concurrency: false, timeout: T * 3 }, () => {
@@ -103,7 +53,7 @@ describe('bucket volumes on microVMs', { concurrency: false, timeout: T * 3 }, (
       headers,
       body: JSON.stringify({
         name: `vmbkt-${uniq()}`,
-        bucket: { endpoint: `http://127.0.0.1:${s3.port}`, bucket: s3.bucket, prefix: 'vm/', region: 'us-east-1', accessKeyId: s3.key, secretAccessKey: s3.secret, pathStyle: true }
+        bucket: { endpoint: s3.endpoint, bucket: s3.bucket, prefix: 'vm/', region: 'us-east-1', accessKeyId: s3.key, secretAccessKey: s3.secret, pathStyle: true }
       })
     })
     const text = await res.text()
@@ -113,10 +63,10 @@ describe('bucket volumes on microVMs', { concurrency: false, timeout: T * 3 }, (
 
     sbx = await t.create({ volumeMounts: { '/mnt/b': vol.name } })
     await ok(sbx, 'echo "from the vm" > /mnt/b/hello.txt && mkdir -p /mnt/b/dir && echo nested > /mnt/b/dir/n.txt && sync')
-    assert.equal(s3curl('GET', 'vm/hello.txt').body, 'from the vm\n')
-    assert.equal(s3curl('GET', 'vm/dir/n.txt').body, 'nested\n')
+    assert.equal(s3.curl('GET', 'vm/hello.txt').body, 'from the vm\n')
+    assert.equal(s3.curl('GET', 'vm/dir/n.txt').body, 'nested\n')
 
-    assert.equal(s3curl('PUT', 'vm/put.txt', 'from s3').status, 200)
+    assert.equal(s3.curl('PUT', 'vm/put.txt', 'from s3').status, 200)
     const seen = await waitUntil(async () => (await sh(sbx, 'cat /mnt/b/put.txt')).stdout === 'from s3', 60_000, 1000)
     assert.ok(seen, 'the object put in the bucket did not show in the VM')
 
@@ -124,14 +74,14 @@ describe('bucket volumes on microVMs', { concurrency: false, timeout: T * 3 }, (
     // NFS handle) still reads the file.
     const mv = await ok(sbx, 'exec 3</mnt/b/dir/n.txt && mv /mnt/b/dir /mnt/b/moved && cat <&3 && cat /mnt/b/moved/n.txt && sync')
     assert.equal(mv, 'nested\nnested\n')
-    assert.equal(s3curl('GET', 'vm/moved/n.txt').body, 'nested\n')
-    assert.equal(s3curl('GET', 'vm/dir/n.txt').status, 404)
+    assert.equal(s3.curl('GET', 'vm/moved/n.txt').body, 'nested\n')
+    assert.equal(s3.curl('GET', 'vm/dir/n.txt').status, 404)
 
     // Pause/resume: the restored guest's client keeps its handles, which
     // the new server finds in the table it left in the VM's dir.
     await ok(sbx, "(cd /mnt/b/moved && setsid sleep 100000 </dev/null >/dev/null 2>&1 &)")
     assert.equal(await sbx.betaPause(), true)
-    assert.equal(s3curl('PUT', 'vm/moved/while-paused.txt', 'put while paused').status, 200)
+    assert.equal(s3.curl('PUT', 'vm/moved/while-paused.txt', 'put while paused').status, 200)
     sbx = await Sandbox.connect(sbx.sandboxId)
     // The host forgets the s3fs inodes nothing holds (as memory pressure
     // would): a FUSE handle naming one would be stale now; a path-table
@@ -141,7 +91,7 @@ describe('bucket volumes on microVMs', { concurrency: false, timeout: T * 3 }, (
     assert.match(after, /^from the vm\nnested\n/)
     assert.match(after, /while-paused\.txt/)
     await ok(sbx, 'echo -n after > /mnt/b/after.txt && sync')
-    assert.equal(s3curl('GET', 'vm/after.txt').body, 'after')
+    assert.equal(s3.curl('GET', 'vm/after.txt').body, 'after')
   })
 
   it('a fork child keeps the mount: it reads the handles its parent held and writes objects', { timeout: T }, async () => {
@@ -153,7 +103,7 @@ describe('bucket volumes on microVMs', { concurrency: false, timeout: T * 3 }, (
       assert.match(got, /^nested\n/)
       assert.match(got, /while-paused\.txt/)
       await ok(kid, 'echo -n from-child > /mnt/b/child.txt && sync')
-      assert.equal(s3curl('GET', 'vm/child.txt').body, 'from-child')
+      assert.equal(s3.curl('GET', 'vm/child.txt').body, 'from-child')
       assert.equal(await ok(sbx, 'cat /mnt/b/child.txt'), 'from-child')
     } finally {
       await Sandbox.kill(kid.sandboxId).catch(() => {})

@@ -8,82 +8,25 @@
 // stopped, a mounted volume deleted) come last, in order.
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn, execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, mkdirSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join, dirname } from 'node:path'
-import { createServer } from 'node:net'
-import { fileURLToPath } from 'node:url'
-import { createHash } from 'node:crypto'
+import { newS3Server } from './s3server.mjs'
 
 process.env.E2B_VOLUME_API_URL ??= process.env.E2B_API_URL
 
 const { Volume } = await import('e2b')
 const { tracker, uniq, sh, waitUntil, sleep, TEST_TIMEOUT } = await import('./helpers.mjs')
 
-const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const version = readFileSync(join(repo, 'internal/artifacts/s3test/versitygw.version'), 'utf8').trim()
-const gwBin = process.env.AIRLOCK_S3_SERVER ||
-  join(process.env.AIRLOCK_S3_SERVER_CACHE || '/var/cache/airlock/versitygw', version, 'versitygw')
-
 const t = tracker('volbucket')
 const made = []
 const api = process.env.E2B_API_URL
 const headers = { 'X-API-Key': process.env.E2B_API_KEY, 'Content-Type': 'application/json' }
 
-// The S3 server: its own port, data dir and credentials.
-const s3 = {
-  dir: mkdtempSync(join(tmpdir(), 'airlock-volbucket-')),
-  key: `bvkey${uniq()}`,
-  // The secret the search looks for: unique, and found nowhere else.
-  secret: `bvSECRET${uniq()}${uniq()}`,
-  bucket: `bv-${uniq()}`,
-  port: 0,
-  proc: null
-}
-
-async function freePort () {
-  return new Promise((resolve) => {
-    const srv = createServer()
-    srv.listen(0, '127.0.0.1', () => { const p = srv.address().port; srv.close(() => resolve(p)) })
-  })
-}
-
-async function startS3 () {
-  mkdirSync(join(s3.dir, 'root'), { recursive: true })
-  s3.proc = spawn(gwBin, ['--port', `127.0.0.1:${s3.port}`, '--region', 'us-east-1', '--quiet', 'posix', join(s3.dir, 'root')], {
-    env: { ...process.env, ROOT_ACCESS_KEY_ID: s3.key, ROOT_SECRET_ACCESS_KEY: s3.secret },
-    stdio: 'ignore'
-  })
-  const ok = await waitUntil(async () => {
-    try { await fetch(`http://127.0.0.1:${s3.port}/`); return true } catch { return false }
-  }, 15_000)
-  assert.ok(ok, `versitygw (${gwBin}) did not start`)
-}
-
-async function stopS3 () {
-  if (!s3.proc) return
-  const exited = new Promise((resolve) => s3.proc.once('exit', resolve))
-  s3.proc.kill('SIGTERM')
-  await Promise.race([exited, sleep(10_000)])
-  s3.proc.kill('SIGKILL')
-  s3.proc = null
-}
-
-/** A SigV4-signed S3 request with curl (the test's own S3 client). */
-function s3curl (method, key, data) {
-  const sha = createHash('sha256').update(data ?? '').digest('hex') // versitygw wants the payload hash
-  const args = ['-sS', '-o', '-', '-w', '\n%{http_code}', '-X', method, '--aws-sigv4', 'aws:amz:us-east-1:s3', '-H', `x-amz-content-sha256: ${sha}`,
-    '--user', `${s3.key}:${s3.secret}`, `http://127.0.0.1:${s3.port}/${s3.bucket}${key ? '/' + key : ''}`]
-  if (data !== undefined) args.push('--data-binary', data)
-  const out = execFileSync('curl', args, { encoding: 'utf8' })
-  const i = out.lastIndexOf('\n')
-  return { status: Number(out.slice(i + 1)), body: out.slice(0, i) }
-}
+// The S3 server: its own port, data dir and credentials; the secret the
+// search looks for is unique, and found nowhere else.
+const s3 = newS3Server('bv')
 
 function bucketSpec (over = {}) {
   return {
-    endpoint: `http://127.0.0.1:${s3.port}`,
+    endpoint: s3.endpoint,
     bucket: s3.bucket,
     prefix: 'data/',
     region: 'us-east-1',
@@ -104,17 +47,15 @@ async function createBucketVolume (name, bucket, extra = {}) {
 }
 
 before(async () => {
-  s3.port = await freePort()
-  await startS3()
-  const r = s3curl('PUT', '')
+  await s3.start()
+  const r = s3.curl('PUT', '')
   assert.equal(r.status, 200, `making the bucket: ${r.body}`)
 })
 
 after(async () => {
   await t.killAll()
   await Promise.allSettled(made.map((id) => fetch(`${api}/volumes/${id}`, { method: 'DELETE', headers })))
-  await stopS3()
-  rmSync(s3.dir, { recursive: true, force: true })
+  await s3.remove()
 })
 
 describe('bucket volumes', { concurrency: false }, () => {
@@ -129,7 +70,7 @@ describe('bucket volumes', { concurrency: false }, () => {
     assert.equal(vol.sizeMB, 0)
     assert.equal(vol.bucket.bucket, s3.bucket)
     assert.equal(vol.bucket.prefix, 'data/')
-    assert.equal(vol.bucket.endpoint, `http://127.0.0.1:${s3.port}`)
+    assert.equal(vol.bucket.endpoint, s3.endpoint)
     assert.equal(vol.bucket.secretAccessKey, undefined)
     assert.match(vol.bucket.accessKeyId, /^\*+.{4}$/)
     assert.ok(!r.text.includes(s3.secret) && !r.text.includes(s3.key), r.text)
@@ -167,11 +108,11 @@ describe('bucket volumes', { concurrency: false }, () => {
     const sbx = await t.create({ volumeMounts: { '/mnt/b': vol.name } })
     const w = await sh(sbx, 'echo "from the sandbox" > /mnt/b/hello.txt && mkdir -p /mnt/b/dir && echo nested > /mnt/b/dir/n.txt && sync')
     assert.equal(w.exitCode, 0, w.stderr)
-    const obj = s3curl('GET', 'data/hello.txt')
+    const obj = s3.curl('GET', 'data/hello.txt')
     assert.equal(obj.status, 200, obj.body)
     assert.equal(obj.body, 'from the sandbox\n')
-    assert.equal(s3curl('GET', 'data/dir/n.txt').body, 'nested\n')
-    assert.equal(s3curl('PUT', 'data/put.txt', 'from s3').status, 200)
+    assert.equal(s3.curl('GET', 'data/dir/n.txt').body, 'nested\n')
+    assert.equal(s3.curl('PUT', 'data/put.txt', 'from s3').status, 200)
     const seen = await waitUntil(async () => (await sh(sbx, 'cat /mnt/b/put.txt')).stdout === 'from s3', 20_000)
     assert.ok(seen, 'the object put in the bucket did not show in the sandbox')
     // A second sandbox on the node shares the one s3fs mount.
@@ -184,7 +125,7 @@ describe('bucket volumes', { concurrency: false }, () => {
     const v = await Volume.connect(vol.volumeID)
     assert.equal(await v.readFile('/hello.txt'), 'from the sandbox\n')
     await v.writeFile('/sdk.txt', 'from the sdk')
-    assert.equal(s3curl('GET', 'data/sdk.txt').body, 'from the sdk')
+    assert.equal(s3.curl('GET', 'data/sdk.txt').body, 'from the sdk')
     await Promise.all([sbx.kill(), other.kill()])
   })
 
@@ -197,7 +138,7 @@ describe('bucket volumes', { concurrency: false }, () => {
     const w = await sh(sbx, 'echo x > /mnt/ro/new.txt', { user: 'root' })
     assert.notEqual(w.exitCode, 0)
     assert.match(w.stderr, /Read-only file system/)
-    assert.equal(s3curl('GET', 'data/new.txt').status, 404)
+    assert.equal(s3.curl('GET', 'data/new.txt').status, 404)
     await sbx.kill()
   })
 
@@ -244,7 +185,7 @@ echo "found=$found"
     const after = await sh(sbx, 'cat /mnt/d/keep.txt; ls /mnt/d')
     assert.notEqual(after.exitCode, 0, after.stdout)
     assert.match(after.stderr, /not connected|Input\/output error|No such file/)
-    assert.equal(s3curl('GET', 'del/keep.txt').body, 'keep\n', 'the bucket lost its object')
+    assert.equal(s3.curl('GET', 'del/keep.txt').body, 'keep\n', 'the bucket lost its object')
     assert.equal((await sh(sbx, 'echo alive')).stdout, 'alive\n')
     await sbx.kill()
   })
@@ -255,7 +196,7 @@ echo "found=$found"
     const b0 = Date.now() // the baseline: a read of a file not read before, the server up
     assert.equal((await sh(sbx, 'cat /mnt/b/two.txt')).stdout, 'two\n')
     const upMs = Date.now() - b0
-    await stopS3()
+    await s3.stop()
     const start = Date.now()
     const read = sbx.commands.run('cat /mnt/b/dir/n.txt', { timeoutMs: 300_000 }).then(
       (r) => ({ exitCode: r.exitCode, stderr: r.stderr }), (e) => ({ exitCode: e.exitCode, stderr: e.stderr ?? String(e) }))
