@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/filefeed"
 	"github.com/airlock-sandbox/airlock/internal/jsonlog"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
@@ -72,12 +73,8 @@ type feed struct {
 	procs map[int32][]string
 	// stopListen ends the onListen run (nil when none runs).
 	stopListen context.CancelFunc
-	// File entries: when each path's last file.write was published, and
-	// the current rate window (start, entries, dropped).
-	lastWrite   map[string]time.Time
-	fileWindow  time.Time
-	fileCount   int
-	fileDropped int
+	// files limits file entries (write coalescing, rate cap).
+	files filefeed.Limiter
 }
 
 // unsubscribed ends the onListen run once f has no subscriber that wants

@@ -38,6 +38,14 @@
 //     and /tmp ("file.create", "file.write", "file.rename" with the old
 //     path, "file.delete"); one file.write per path per WriteWindow, at
 //     most FileRate file entries a second, then one "file.dropped".
+//     These limits (internal/filefeed) are applied in the agent: the feed's
+//     WatchDir carries the filefeed.Header request header, the agent echoes
+//     it and sends only the events the limits keep (no CHMOD), with the
+//     count its cap left out as an empty-named EVENT_TYPE_UNSPECIFIED event
+//     (entry.size) before the next one. The host then applies only the
+//     sandbox-wide rate cap (the two paths' watches share it) as a second
+//     guard; behind an older agent (no echo) it applies all the limits
+//     itself. SDK watches (no header) still get every event.
 //
 // A nil *Hub is a feed that is off: every method does nothing.
 package activity

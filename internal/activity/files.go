@@ -1,19 +1,18 @@
 package activity
 
 import (
-	"time"
+	"github.com/airlock-sandbox/airlock/internal/filefeed"
 )
 
-// File entry limits.
+// File entry limits (internal/filefeed; the agent applies the same ones
+// to the feed's watch).
 const (
 	// WriteWindow coalesces writes: one file.write per path per window.
-	WriteWindow = time.Second
+	WriteWindow = filefeed.Window
 	// FileRate is how many file entries a sandbox may add per second;
 	// beyond it they are counted, and one "file.dropped" entry with the
 	// count comes before the next one that is kept.
-	FileRate = 200
-	// maxWriteTimes bounds the per-path write times a feed remembers.
-	maxWriteTimes = 4096
+	FileRate = filefeed.Rate
 )
 
 // File entry types by the agent's event names.
@@ -26,39 +25,35 @@ const (
 	FileDropped = "file.dropped"
 )
 
+var fileKinds = map[string]filefeed.Kind{
+	FileCreate: filefeed.Create,
+	FileWrite:  filefeed.Write,
+	FileRename: filefeed.Rename,
+	FileDelete: filefeed.Delete,
+}
+
 // File adds a file entry (typ one of the File* types) for path in sandbox
 // id, coalescing writes (WriteWindow) and capping the rate (FileRate).
 func (h *Hub) File(id, typ, path string) {
+	h.file(id, typ, path, false, 0)
+}
+
+// file adds a file entry. coalesced: the agent coalesced writes already
+// (only the sandbox-wide rate cap applies here); dropped: entries the
+// agent's own cap left out before this one.
+func (h *Hub) file(id, typ, path string, coalesced bool, dropped int) {
 	if h == nil {
 		return
 	}
 	now := h.opts.Now()
 	f := h.feed(id)
 	f.mu.Lock()
-	if typ == FileWrite {
-		if t, ok := f.lastWrite[path]; ok && now.Sub(t) < WriteWindow {
-			f.mu.Unlock()
-			return
-		}
-		if f.lastWrite == nil || len(f.lastWrite) >= maxWriteTimes {
-			f.lastWrite = map[string]time.Time{}
-		}
-		f.lastWrite[path] = now
-	} else if typ == FileDelete || typ == FileRename {
-		delete(f.lastWrite, path)
-	}
-	if now.Sub(f.fileWindow) >= time.Second {
-		f.fileWindow, f.fileCount = now, 0
-	}
-	if f.fileCount >= FileRate {
-		f.fileDropped++
-		f.mu.Unlock()
+	f.files.NoCoalesce = coalesced
+	keep, dropped := f.files.Add(now, fileKinds[typ], path, dropped)
+	f.mu.Unlock()
+	if !keep {
 		return
 	}
-	f.fileCount++
-	dropped := f.fileDropped
-	f.fileDropped = 0
-	f.mu.Unlock()
 	if dropped > 0 {
 		h.PublishAt(id, now, FileDropped, map[string]any{"count": dropped})
 	}

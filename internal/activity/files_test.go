@@ -96,3 +96,17 @@ func TestOnListenRunsWhileSubscribed(t *testing.T) {
 	}
 	h.Unsubscribe(c)
 }
+
+// Behind an agent that coalesced, the host keeps every write it is sent
+// and adds the agent's dropped count to the file.dropped entry.
+func TestFileFromCoalescingAgent(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	h := New(nil, Options{Now: func() time.Time { return now }})
+	h.file("s", FileWrite, "/home/user/f", true, 0)
+	h.file("s", FileWrite, "/home/user/f", true, 0)
+	h.file("s", FileCreate, "/home/user/g", true, 7)
+	es := h.Query("s", 0, nil, 0)
+	if len(es) != 4 || es[1].Type != FileWrite || es[2].Type != FileDropped || es[2].Data["count"] != 7 {
+		t.Fatalf("entries %+v", es)
+	}
+}

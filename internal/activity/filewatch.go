@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/airlock-sandbox/airlock/internal/filefeed"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
 )
@@ -22,7 +23,10 @@ type FSClient func(id string) (filesystempbconnect.FilesystemClient, error)
 const watchRetry = time.Second
 
 // WatchFiles adds file entries for sandbox id from the agent's recursive
-// inotify watch (WatchDir) on each of paths until ctx ends. Run it as the
+// inotify watch (WatchDir) on each of paths until ctx ends. The watch asks
+// the agent to coalesce and cap (filefeed.Header); the host keeps the
+// sandbox-wide cap over the paths' watches, and applies all of filefeed's
+// limits itself behind an older agent. Run it as the
 // hub's onListen: it runs only while someone listens.
 func (h *Hub) WatchFiles(ctx context.Context, id string, client FSClient, paths []string) {
 	done := make(chan struct{})
@@ -48,18 +52,33 @@ func (h *Hub) watchOnce(ctx context.Context, id string, client FSClient, root st
 	if err != nil {
 		return
 	}
-	stream, err := c.WatchDir(ctx, connect.NewRequest(&filesystempb.WatchDirRequest{Path: root, Recursive: true}))
+	req := connect.NewRequest(&filesystempb.WatchDirRequest{Path: root, Recursive: true})
+	req.Header().Set(filefeed.Header, "1")
+	stream, err := c.WatchDir(ctx, req)
 	if err != nil {
 		return
 	}
 	defer stream.Close()
+	// coalesced: the agent applied filefeed's limits (an older one did
+	// not: the host applies them, as a second guard it keeps only the
+	// sandbox-wide rate cap). Known after the first message (start).
+	coalesced, known := false, false
+	dropped := 0
 	for stream.Receive() {
+		if !known {
+			coalesced, known = stream.ResponseHeader().Get(filefeed.Header) != "", true
+		}
 		ev := stream.Msg().GetFilesystem()
 		if ev == nil {
 			continue
 		}
 		var typ string
 		switch ev.GetType() {
+		case filesystempb.EventType_EVENT_TYPE_UNSPECIFIED:
+			if coalesced && ev.GetName() == "" {
+				dropped += int(ev.GetEntry().GetSize())
+			}
+			continue
 		case filesystempb.EventType_EVENT_TYPE_CREATE:
 			typ = FileCreate
 		case filesystempb.EventType_EVENT_TYPE_WRITE:
@@ -75,7 +94,8 @@ func (h *Hub) watchOnce(ctx context.Context, id string, client FSClient, root st
 		if !path.IsAbs(name) {
 			name = path.Join(root, name)
 		}
-		h.File(id, typ, name)
+		h.file(id, typ, name, coalesced, dropped)
+		dropped = 0
 	}
 	if err := stream.Err(); err != nil && ctx.Err() == nil {
 		h.opts.Log.Debug("activity file watch ended", "sandbox", id, "path", root, "err", err)

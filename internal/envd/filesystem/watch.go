@@ -24,6 +24,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
+	"github.com/airlock-sandbox/airlock/internal/filefeed"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
 )
 
@@ -221,8 +222,18 @@ func (d *dirWatch) translate(ev fsnotify.Event) []*filesystempb.FilesystemEvent 
 	return out
 }
 
+// feedKinds are the event types the activity feed reports (not CHMOD).
+var feedKinds = map[filesystempb.EventType]filefeed.Kind{
+	filesystempb.EventType_EVENT_TYPE_CREATE: filefeed.Create,
+	filesystempb.EventType_EVENT_TYPE_WRITE:  filefeed.Write,
+	filesystempb.EventType_EVENT_TYPE_RENAME: filefeed.Rename,
+	filesystempb.EventType_EVENT_TYPE_REMOVE: filefeed.Delete,
+}
+
 // WatchDir streams filesystem events: start{} first, then events and
-// keepalives, until the client goes away.
+// keepalives, until the client goes away. With the filefeed.Header request
+// header (the activity feed's watch, never the SDKs') the events pass
+// filefeed's limits first and CHMOD is left out.
 func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystempb.WatchDirRequest], stream *connect.ServerStream[filesystempb.WatchDirResponse]) error {
 	u, err := s.userFor(req.Header())
 	if err != nil {
@@ -234,6 +245,16 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 	}
 	defer d.close()
 
+	// The activity feed's watch asks for its limits to be applied here, so
+	// that only what the feed keeps leaves the sandbox.
+	var feed *filefeed.Limiter
+	if req.Header().Get(filefeed.Header) != "" {
+		feed = &filefeed.Limiter{}
+		stream.ResponseHeader().Set(filefeed.Header, "1")
+	}
+	send := func(fe *filesystempb.FilesystemEvent) error {
+		return stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Filesystem{Filesystem: fe}})
+	}
 	if err := stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Start{Start: &filesystempb.WatchDirResponse_StartEvent{}}}); err != nil {
 		return fmt.Errorf("sending start event: %w", err)
 	}
@@ -259,7 +280,22 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 				return nil
 			}
 			for _, fe := range d.translate(ev) {
-				if err := stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Filesystem{Filesystem: fe}}); err != nil {
+				if feed != nil {
+					k, ok := feedKinds[fe.GetType()]
+					if !ok {
+						continue
+					}
+					keep, dropped := feed.Add(time.Now(), k, fe.GetName(), 0)
+					if !keep {
+						continue
+					}
+					if dropped > 0 {
+						if err := send(&filesystempb.FilesystemEvent{Entry: &filesystempb.EntryInfo{Size: int64(dropped)}}); err != nil {
+							return fmt.Errorf("sending event: %w", err)
+						}
+					}
+				}
+				if err := send(fe); err != nil {
 					return fmt.Errorf("sending event: %w", err)
 				}
 			}
