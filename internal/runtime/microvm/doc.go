@@ -67,7 +67,11 @@
 //     agent ends it syncs and reboots; `-no-reboot` turns that into QEMU exiting. `panic=-1` does the
 //     same for a guest kernel panic: the sandbox is reported stopped, the daemon never waits on it.
 //     `no_timer_check`: emulated on a busy host, the kernel's IO-APIC timer check at boot sometimes
-//     missed its window and panicked ("IO-APIC + timer doesn't work!").
+//     missed its window and panicked ("IO-APIC + timer doesn't work!"). `random.trust_cpu=on`: the
+//     RNG becomes ready from RDRAND while only the boot CPU runs, so its static key is patched
+//     before other vCPUs and interrupts call into it. Patched later under TCG, its call site in
+//     `crng_make_state` faulted once in a full run ("Fatal exception in interrupt", during a cold
+//     boot's NFS mount).
 //
 //   - **Network**: internal/network is unchanged. In the sandbox's netns the runtime reads eth0's
 //     address, MAC and gateway, creates `tap0` (owned by the VMM's uid), joins eth0 and tap0 with two
