@@ -17,6 +17,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/airlock-sandbox/airlock/internal/hostaddr"
 	"github.com/airlock-sandbox/airlock/internal/secretbox"
 )
 
@@ -246,18 +247,8 @@ func (d *BucketDialer) Denied(a netip.Addr) string {
 	case cgnat.Contains(a):
 		return fmt.Sprintf("%s is a shared (carrier-grade NAT) address", a)
 	}
-	addrs := d.HostAddrs
-	if addrs == nil {
-		addrs = net.InterfaceAddrs
-	}
-	if list, err := addrs(); err == nil {
-		for _, ha := range list {
-			if n, ok := ha.(*net.IPNet); ok {
-				if h, ok := netip.AddrFromSlice(n.IP); ok && h.Unmap() == a {
-					return fmt.Sprintf("%s is an address of this host", a)
-				}
-			}
-		}
+	if hostaddr.Own(a, d.HostAddrs) {
+		return fmt.Sprintf("%s is an address of this host", a)
 	}
 	return ""
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/events"
+	"github.com/airlock-sandbox/airlock/internal/hostaddr"
 	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
@@ -274,14 +275,8 @@ func (d *Deliverer) denied(a netip.Addr) string {
 	case a.IsPrivate():
 		return "a private address"
 	}
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		for _, ha := range addrs {
-			if n, ok := ha.(*net.IPNet); ok {
-				if h, ok := netip.AddrFromSlice(n.IP); ok && h.Unmap() == a {
-					return "an address of this host"
-				}
-			}
-		}
+	if hostaddr.Own(a, nil) {
+		return "an address of this host"
 	}
 	return ""
 }
