@@ -277,6 +277,20 @@ func TestSecretsProxyAttacks(t *testing.T) {
 		holds("smuggling")
 	})
 
+	t.Run("upload", func(t *testing.T) {
+		// A 3 MiB POST: curl sends Expect: 100-continue for a body over
+		// 1 MiB and waits for the 100 (a proxy that only relays the final
+		// answer hung here); the body arrives whole, with the secret.
+		n := len(w.log.all())
+		res := sh("head -c 3145728 /dev/zero >/tmp/up.bin && curl -sS -m 20 --expect100-timeout 15 -w '\\n%{http_code} %{time_total}' --data-binary @/tmp/up.bin https://" + nameA + "/upload")
+		got := w.since(n)
+		if res.exitCode != 0 || len(got) != 1 || !legit(got[0]) || !carries(got[0]) || got[0].bodyLen != 3<<20 {
+			t.Errorf("3 MiB upload to %s = %d %q %q; server saw %+v; want the whole body with the secret", nameA, res.exitCode, res.stdout, res.stderr, got)
+		}
+		t.Logf("upload: %s", strings.TrimSpace(res.stdout[max(0, len(res.stdout)-40):]))
+		holds("upload")
+	})
+
 	t.Run("websocket", func(t *testing.T) {
 		// To A: the upgrade request carries the secret, and frames flow
 		// both ways through the proxy (A speaks first).

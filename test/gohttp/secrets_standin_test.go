@@ -54,6 +54,8 @@ type seen struct {
 	path   string
 	proto  string
 	header http.Header
+	// bodyLen is how many body bytes it read.
+	bodyLen int64
 	// wsFrames are the WebSocket frames a /ws request received.
 	wsFrames []string
 }
@@ -280,8 +282,8 @@ func newStandIn(t *testing.T) *standIn {
 // anything else with a JSON echo of what it received.
 func (s *standIn) handler(server string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-		i := s.log.add(seen{server: server, host: r.Host, path: r.URL.Path, proto: r.Proto, header: r.Header.Clone()})
+		n, _ := io.Copy(io.Discard, r.Body)
+		i := s.log.add(seen{server: server, host: r.Host, path: r.URL.Path, proto: r.Proto, header: r.Header.Clone(), bodyLen: n})
 		switch r.URL.Path {
 		case "/redirect":
 			http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
