@@ -11,7 +11,8 @@
 # 28), test/e2e/microvm-volumes.test.mjs (volumes over NFS, issue 27) and
 # test/e2e/microvm-volumes-bucket.test.mjs (bucket volumes over NFS; the
 # daemon gets --volume-bucket-allow-private for its loopback S3 server),
-# then a subset of test/python. The root Go tests of
+# test/e2e/microvm-secrets.test.mjs (network.rules secrets through the egress
+# proxy, issue 29), then a subset of test/python. The root Go tests of
 # internal/runtime/microvm run in test.sh's `go test ./...` stage.
 #
 # Knobs: AIRLOCK_TEST_DATA_DIR (the main suite's data dir, whose built
@@ -44,18 +45,36 @@ for d in "$SRC_DATA"/templates/*/; do
 	[ -e "$VM_DATA/templates/$n" ] || cp -al "$d" "$VM_DATA/templates/$n"
 done
 
+# The egress proxy's stand-in upstream CA (issue 29), as scripts/test.sh
+# makes it: a throwaway CA and a leaf for secrets-a.test and secrets-b.test,
+# which microvm-secrets.test.mjs serves from <ext>.24/29 (its DNS server on
+# <ext>.28 is the daemon's --dns-upstream, asked only for sandboxes with
+# domain rules) and the daemon's egress proxy trusts.
+UPSTREAM_CA_DIR=$WORK/upstream-ca
+mkdir -p "$UPSTREAM_CA_DIR"
+(cd "$UPSTREAM_CA_DIR" &&
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=airlock-e2e-upstream-ca 2>/dev/null &&
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout leaf.key -out leaf.csr -subj /CN=secrets-a.test 2>/dev/null &&
+	printf 'subjectAltName=DNS:secrets-a.test,DNS:secrets-b.test\n' >leaf.ext &&
+	openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile leaf.ext -out leaf.pem 2>/dev/null) ||
+	{ echo "generating the upstream test CA failed"; exit 1; }
+export AIRLOCK_E2E_UPSTREAM_CA_DIR=$UPSTREAM_CA_DIR
+EXT=${AIRLOCK_E2E_EXT_NET:-10.78.255}
+
 PORT=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 LISTEN=127.0.0.1:$PORT
 API_KEY="e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
 # --deny-out-except <ext>.16/29: microvm.test.mjs serves the open half of its
-# network test there (private, so closed by the default --deny-out otherwise).
+# network test there (private, so closed by the default --deny-out otherwise);
+# <ext>.24/29: microvm-secrets.test.mjs's stand-in internet.
 # code-interpreter-v1 gets its boot snapshot (default on) and a warm pool of
 # one: microvm-interpreter.test.mjs covers the cold, boot-snapshot and pool
 # paths of the interpreter.
 "${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock}" serve --runtime microvm --templates base,code-interpreter-v1 \
 	--warm-pool code-interpreter-v1=1 --listen "$LISTEN" \
 	--data-dir "$VM_DATA" --api-key "$API_KEY" --net-prefix "$VM_PREFIX" --subnet "$VM_SUBNET" \
-	--deny-out-except "${AIRLOCK_E2E_EXT_NET:-10.78.255}.16/29" \
+	--deny-out-except "$EXT.16/29,$EXT.24/29" --dns-upstream "$EXT.28" \
+	--egress-proxy-upstream-ca "$UPSTREAM_CA_DIR/ca.pem" \
 	--volume-bucket-allow-private --kill-on-exit </dev/null >"$LOG" 2>&1 &
 PID=$!
 stop() {
@@ -100,7 +119,7 @@ grep -m1 'boot snapshot ready.*template=code-interpreter-v1' "$LOG" || echo "mic
 (cd test/e2e && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund --loglevel=error)
 (cd test/e2e && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
 	AIRLOCK_TEST_VM_DAEMON_LOG=$LOG node --test --test-concurrency=1 --test-reporter=spec \
-	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs interpreter-r-java.test.mjs events.test.mjs microvm-volumes.test.mjs microvm-volumes-bucket.test.mjs})
+	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs interpreter-r-java.test.mjs events.test.mjs microvm-volumes.test.mjs microvm-volumes-bucket.test.mjs microvm-secrets.test.mjs})
 rc=$?
 # Issue 26's cases through E2B's Python SDK (test/python), on this daemon:
 # /proc and pipe reads, watch events, maskRequestHost (pause, resume, fork),

@@ -61,7 +61,11 @@
 // max(TTL, MinLearnedTimeout) before the answer is sent. Prerouting DNATs the sandbox's TCP to such an
 // address on 443 or 80 to the host side of its /30, port InterceptPort; `input` accepts TCP to that
 // port only when conntrack says it was DNATed and the address is the incoming veth's. A policy change
-// clears and relearns; teardown deletes the sandbox's elements. Tests: root `intercept_linux_test.go`
+// clears and relearns; teardown deletes the sandbox's elements. A microVM needs nothing more: its TAP is
+// joined to the netns's eth0 by tc mirred (internal/runtime/microvm), so the guest's frames leave eth0 and
+// enter the host at the veth like gVisor's, before prerouting and conntrack (DNAT, SO_ORIGINAL_DST and the
+// DNATed-only input accept hold as they are); the proxy's replies come back through eth0's ingress redirect
+// to the TAP. Tests: root `intercept_linux_test.go`
 // (steering by address, by DNS, the port closed to direct dials) and `intercept_proxy_linux_test.go`
 // (with the real proxy: the secret injected for the ruled name, none for another Host, plain HTTP
 // untouched).

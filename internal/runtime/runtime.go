@@ -227,8 +227,16 @@ type CheckpointWatcher interface {
 }
 
 // Caps are a runtime's optional abilities, as its Caps method states them:
-// each field is the runtime itself when it has that ability, else nil.
+// each field is the runtime itself when it has that ability, else nil
+// (EgressSteering: true when it has it).
 type Caps struct {
+	// EgressSteering: every packet of a guest leaves through the sandbox's
+	// host veth and its network namespace's conntrack (gVisor's netstack;
+	// a microVM's TAP redirected into eth0), where internal/network steers
+	// the ruled domains' connections to the node's egress proxy. Without
+	// it a create or network update with network.rules is refused (issue
+	// 29): rules are never kept where nothing enforces them.
+	EgressSteering    bool
 	Checkpointer      Checkpointer
 	Cloner            Cloner
 	LayerSaver        LayerSaver

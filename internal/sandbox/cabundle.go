@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -66,4 +67,15 @@ func (m *Manager) EgressRules(ip netip.Addr) (string, egressproxy.Rules, bool) {
 		}
 	}
 	return "", nil, false
+}
+
+// checkRulesRuntime refuses network rules (501, naming the runtime) on a
+// runtime whose guests' traffic the firewall cannot steer to the egress
+// proxy: such rules would be kept and shown, and enforced nowhere.
+func (m *Manager) checkRulesRuntime(rules egressproxy.Rules) error {
+	if len(rules) == 0 || m.cfg.Runtime.Caps().EgressSteering {
+		return nil
+	}
+	return userErrorf(http.StatusNotImplemented,
+		"network rules (network.rules) are not supported by the %q runtime: its sandboxes' traffic cannot be steered to the egress proxy", m.cfg.Runtime.Name())
 }

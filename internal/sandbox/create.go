@@ -49,6 +49,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sb *Sandbox, e
 			return nil, err
 		}
 	}
+	if err := m.checkRulesRuntime(req.NetworkRules); err != nil { // cabundle.go
+		return nil, err
+	}
 	allowInternet := true
 	if req.AllowInternet != nil {
 		allowInternet = *req.AllowInternet

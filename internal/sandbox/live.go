@@ -430,6 +430,9 @@ func (e *Live) SetNetwork(ctx context.Context, allowInternet bool, eg network.Eg
 	if !ok {
 		return userErrorf(http.StatusNotImplemented, "this network cannot change egress policies")
 	}
+	if err := m.checkRulesRuntime(rules); err != nil { // cabundle.go
+		return err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.gone {

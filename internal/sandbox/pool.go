@@ -330,9 +330,10 @@ func (m *Manager) trimPool(ctx context.Context, name string) {
 
 // claimPooled serves a create from the warm pool; ok is false when there is
 // no fitting pooled sandbox (pooled ones have the default network: internet
-// allowed, no egress rules) or its /init failed.
+// allowed, no egress rules, no network.rules steered to the egress proxy)
+// or its /init failed.
 func (m *Manager) claimPooled(ctx context.Context, tpl *Template, req CreateRequest, allowInternet bool) (*Sandbox, bool) {
-	if !m.pooled(req.TemplateID) || !allowInternet || !req.Egress.Empty() {
+	if !m.pooled(req.TemplateID) || !allowInternet || !req.Egress.Empty() || len(req.NetworkRules) > 0 {
 		return nil, false
 	}
 	m.pool.noteCreate(req.TemplateID, time.Now())

@@ -412,7 +412,7 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 // checkpoints left by a previous daemon.
 func (r *Runtime) Caps() runtime.Caps {
 	return runtime.Caps{Checkpointer: r, Cloner: r, LayerSaver: r, StateLister: r, AgentLogger: r,
-		Rebooter: r, StopReasoner: r, ImageBuilder: r, CheckpointWatcher: r, Stopper: r}
+		Rebooter: r, StopReasoner: r, ImageBuilder: r, CheckpointWatcher: r, Stopper: r, EgressSteering: true}
 }
 
 // List implements runtime.Runtime.

@@ -78,7 +78,10 @@
 //     tc `mirred` redirects (ingress of one → egress of the other), and flushes eth0's address. The
 //     guest's virtio-net uses eth0's MAC and address, so the host side (veth, nftables rules, egress
 //     policy, proxy, agent client) sees exactly what it sees with gVisor. ~10 ms per HTTP request
-//     under TCG.
+//     under TCG. network.rules work unchanged for the same reason (Caps.EgressSteering; the host's
+//     prerouting DNATs the guest's ruled connections to the egress proxy, the guest's agent installs
+//     the CA from `/init` in the guest's own `/etc/ssl/certs/ca-certificates.crt`; e2e:
+//     `test/e2e/microvm-secrets.test.mjs`).
 //
 //   - **Jail** (`jail.go`): the VMM is started by `nsenter --net=<netns>` with new pid, mount, IPC and UTS
 //     namespaces; a shell as PID 1 of the new pid namespace joins the VMM's cgroups, builds a tmpfs

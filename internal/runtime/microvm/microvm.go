@@ -558,7 +558,11 @@ func (r *Runtime) State(_ context.Context, id string) (runtime.State, error) {
 // layers, keeps the agent's (console) log, reboots from the disk and says
 // why a VM stopped; its images do not depend on a runtime build.
 func (r *Runtime) Caps() runtime.Caps {
-	return runtime.Caps{Checkpointer: r, Cloner: r, LayerSaver: r, AgentLogger: r, Rebooter: r, StopReasoner: r, Stopper: r}
+	// EgressSteering: the guest's frames reach the host through tap0 →
+	// (tc mirred) → eth0 → the host veth, so the host's prerouting and
+	// conntrack see them as they see gVisor's (doc.go, "Network").
+	return runtime.Caps{Checkpointer: r, Cloner: r, LayerSaver: r, AgentLogger: r, Rebooter: r, StopReasoner: r, Stopper: r,
+		EgressSteering: true}
 }
 
 // List implements runtime.Runtime.

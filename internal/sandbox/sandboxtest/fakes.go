@@ -45,6 +45,9 @@ type Runtime struct {
 	reasons    map[string]string
 	// DestroyDelay makes Destroy slow (to test shutdown ordering).
 	DestroyDelay time.Duration
+	// NoEgressSteering makes Caps say the runtime's guest traffic cannot
+	// be steered to the egress proxy (network.rules are refused).
+	NoEgressSteering bool
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -128,7 +131,9 @@ func (r *Runtime) Stats(ctx context.Context, id, dir string) (runtime.Stats, err
 
 // Caps implements runtime.Runtime: the fake only says why a sandbox
 // stopped; tests wrap it to add abilities (each wrapper states its own).
-func (r *Runtime) Caps() runtime.Caps { return runtime.Caps{StopReasoner: r} }
+func (r *Runtime) Caps() runtime.Caps {
+	return runtime.Caps{StopReasoner: r, EgressSteering: !r.NoEgressSteering}
+}
 
 // List implements runtime.Runtime.
 func (r *Runtime) List(ctx context.Context) ([]string, error) {
