@@ -244,7 +244,7 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 	k.count = 0
 	if k.warmup != "" {
 		if _, err := k.send(k.shell, "execute_request", map[string]any{
-			"code": k.warmup, "silent": true, "store_history": false, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
+			"code": k.warmup + "\n" + trimCode, "silent": true, "store_history": false, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
 		}); err != nil {
 			k.log.Warn("kernel warmup", "err", err)
 		}
@@ -556,6 +556,17 @@ func (k *jupyterKernel) Close() error {
 // failure there is logged to the kernel log and the kernel runs without
 // them. Last it installs the direct channel (fastpath.py) on fds 3 and 4;
 // when that fails it closes both and the agent uses ZeroMQ only.
+// trimCode ends the warm-up: it frees the cyclic garbage the imports left
+// (gc.collect) and hands glibc's free heap pages back (malloc_trim(0) in every
+// arena, madvise(MADV_DONTNEED) on free pages inside the heaps too), so a
+// boot snapshot taken after the warm-up neither saves nor restores them. It
+// binds no name in the user's namespace; ctypes is already loaded by numpy.
+const trimCode = `try:
+    __import__("gc").collect()
+    __import__("ctypes").CDLL(None).malloc_trim(0)
+except Exception:
+    pass`
+
 const kernelLauncher = `import ipykernel.iostream as _io
 _init = _io.IOPubThread.__init__
 def _no_pipe(self, socket, pipe=False):
