@@ -80,3 +80,36 @@ func TestCloseUnusedLazyContext(t *testing.T) {
 		t.Fatalf("wait after Close: %v, want %v", err, errContextClosed)
 	}
 }
+
+// No cell runs before the kernel's warm-up has: a cell written to the fast
+// channel right after the start used to be picked by the kernel's event loop
+// ahead of the warm-up request queued on ZeroMQ (a boot snapshot then caught
+// the imports half done).
+func TestFirstCellRunsAfterWarmup(t *testing.T) {
+	needTool(t, "/usr/bin/python3", "-c", "import ipykernel")
+	st := state.New("root")
+	s, err := New(st, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{StateDir: t.TempDir(),
+		Warmup: "import time\ntime.sleep(1.5)\nwarm_done = 'yes'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { ts.Close(); s.Close() })
+	for _, silent := range []bool{true, false} {
+		id := createContext(t, ts.URL, `{"language":"python"}`)
+		if silent {
+			// The daemon's check before a boot snapshot: a silent cell
+			// that fails when the warm-up has not run.
+			out := run(t, ts.URL, rec{"code": "assert warm_done == 'yes'", "context_id": id, "silent": true})
+			for _, r := range out {
+				if r["type"] == "error" {
+					t.Fatalf("silent cell ran before the warm-up: %v", out)
+				}
+			}
+			continue
+		}
+		if got := mainText(run(t, ts.URL, rec{"code": "warm_done", "context_id": id})); got != "'yes'" && got != "yes" {
+			t.Fatalf("first cell: %q, want 'yes' (the warm-up ran first)", got)
+		}
+	}
+}
