@@ -45,13 +45,13 @@ type jheader struct {
 // jupyterKernel talks the Jupyter messaging protocol over ZeroMQ straight to
 // an ipykernel process; no Jupyter server in between.
 type jupyterKernel struct {
-	log      *slog.Logger
-	ra       runAs
-	python   string
-	warmup   string // code run silently after start (pre-imports)
+	log    *slog.Logger
+	ra     runAs
+	python string
+	warmup string // code run silently after start (pre-imports)
 	// warmID is the warm-up's execute_request id until its reply has been
 	// read (awaitWarm); "" when there is none pending.
-	warmID string
+	warmID   string
 	stateDir string
 	flavor   *kernelFlavor // a kernel other than ipykernel (lang_r.go); nil: ipykernel
 
