@@ -170,7 +170,8 @@ func interpreterWanted(mode string) bool {
 }
 
 // startInterpreter serves the stateful code interpreter (spec §4) and warms
-// the default Python and JavaScript contexts in the background.
+// the default Python context in the background (the JavaScript one starts on
+// its first use).
 func startInterpreter(ctx context.Context, st *state.State, log *slog.Logger, fz *freeze.Freezer, addr string) (io.Closer, error) {
 	isvc, err := interpreter.New(st, log.With("component", "interpreter"), interpreter.Options{
 		StateDir: "/run/airlock-interpreter", Warmup: interpreter.DefaultWarmup,

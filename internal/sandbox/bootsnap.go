@@ -269,8 +269,10 @@ func hasInterpreter(rootfs string) bool {
 }
 
 // waitWarm waits until a code-interpreter sandbox's default Python context
-// (kernel started, warm-up imports done) and JavaScript context answer an
-// execution; warm reports whether there is an interpreter.
+// (kernel started, warm-up imports done) answers an execution; warm reports
+// whether there is an interpreter. The JavaScript context is not touched:
+// its node starts on its first use (internal/envd/interpreter), so the
+// snapshot, and every sandbox restored from it, does not carry it.
 func (m *Manager) waitWarm(ctx context.Context, sb *Sandbox) (warm bool, err error) {
 	host := sb.GuestIP.String()
 	if m.agent.InterpreterHealth(ctx, host) != nil {
@@ -278,16 +280,7 @@ func (m *Manager) waitWarm(ctx context.Context, sb *Sandbox) (warm bool, err err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	for _, lang := range []string{"python", "javascript"} {
-		if err := m.executeOnce(wctx, host, sb.AccessToken, lang); err != nil {
-			if lang == "javascript" {
-				m.log.Info("no warm JavaScript context in the boot snapshot", "err", err)
-				continue
-			}
-			return true, err
-		}
-	}
-	return true, nil
+	return true, m.executeOnce(wctx, host, sb.AccessToken, "python")
 }
 
 // executeOnce runs a trivial silent execution in the default context of

@@ -284,8 +284,9 @@
 // checkpoint and save layers): once the daemon is ready, each `--templates` entry is
 // booted (a hidden sandbox: not listed, never re-attached after a crash), its agent is
 // healthy and — when port 49999 answers — one execution in the default Python context
-// (kernel started, warm-up imports done) and one in the JavaScript context have
-// completed; then it is captured into `snapshots/boot-<template hash>/`. A template
+// (kernel started, warm-up imports done, then its free heap handed back) has completed;
+// then it is captured into `snapshots/boot-<template hash>/`. The JavaScript context is
+// not run: its node starts on its first use, so the snapshot does not carry it. A template
 // without an interpreter (no warm state, e.g. `base`) gets a boot snapshot only when
 // it has a warm pool: restoring it is not faster than its ~0.2–0.3 s cold boot and a
 // restored sandbox uses about twice the memory (below); such a template is recognised
@@ -306,7 +307,7 @@
 // execution, and when `E2B_SANDBOX_ID` changed it reseeds Python's `random` and, if
 // imported, NumPy's global generator from the kernel's entropy (tested: two sandboxes
 // from one snapshot print different `random.random()`). Still shared with the source:
-// JavaScript's `Math.random` state in a warm Node context, any other in-process seeds
+// JavaScript's `Math.random` state in a Node context started before a pause or snapshot, any other in-process seeds
 // or secrets, the kernel hostname (`uname -n` and `/proc/sys/kernel/hostname` show the
 // source's id; `/etc/hostname` and `/etc/hosts` are the new sandbox's), `/proc`
 // uptime, and file contents (e.g. files under /tmp) — as with fork.

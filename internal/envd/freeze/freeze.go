@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,6 +210,11 @@ func (f *Freezer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status, msg = http.StatusConflict, err.Error()
 	} else {
 		f.drain(r.Context())
+		// The checkpoint saves every page the agent holds: hand the Go
+		// heap's free pages back first (a GC, then madvise on the free
+		// spans; a few milliseconds), so they are neither written to the
+		// image nor restored into every sandbox made from it.
+		debug.FreeOSMemory()
 	}
 	var body []byte
 	if msg != "" {

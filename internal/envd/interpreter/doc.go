@@ -54,12 +54,17 @@
 // sandbox whose contexts must stay private is created with `allowPublicTraffic: false` (its traffic
 // token is then required on 49999, and the SDK sends it).
 // The default Python and JavaScript contexts are registered (listed, with their ids) before port 49999
-// accepts a request, and their kernels start in the background: an execution in one waits for its
-// kernel, and a kernel that fails to start is unlisted (the next use of the language tries again). So
+// accepts a request. The Python kernel starts in the background; node, for the JavaScript context,
+// starts on that context's first use (an execution or a restart; ~0.3 s, with the sandbox env vars
+// of that moment), so a sandbox that never runs JavaScript carries no node (issue 24, ~13 MiB). An
+// execution waits for its kernel, and a kernel that fails to start is unlisted (the next use of the
+// language tries again). The warm-up ends with `gc.collect()` and glibc's `malloc_trim(0)` in the
+// kernel (`trimCode`), and the agent hands its free Go heap back before a checkpoint
+// (internal/envd/freeze), so a boot snapshot neither saves nor restores those free pages. So
 // `GET /contexts` right after create lists both, whatever the create's options (a cold boot too).
 // `GET /contexts` lists contexts in creation order: the default
 // Python and JavaScript contexts first, then the user's (each context carries a sequence number). The
-// daemon warms a template's default contexts before its boot snapshot with `"silent": true`
+// daemon warms a template's default Python context before its boot snapshot with `"silent": true`
 // executions (an Airlock extension of `/execute`: Jupyter's silent `execute_request`, no results, the
 // execution count does not advance), so the user's first cell reports `execution_count` 1 whether the
 // sandbox came from the snapshot, the pool or a cold boot. Sandbox env vars set by `/init` after a context started are

@@ -45,10 +45,13 @@ type jheader struct {
 // jupyterKernel talks the Jupyter messaging protocol over ZeroMQ straight to
 // an ipykernel process; no Jupyter server in between.
 type jupyterKernel struct {
-	log      *slog.Logger
-	ra       runAs
-	python   string
-	warmup   string // code run silently after start (pre-imports)
+	log    *slog.Logger
+	ra     runAs
+	python string
+	warmup string // code run silently after start (pre-imports)
+	// warmID is the warm-up's execute_request id until its reply has been
+	// read (awaitWarm); "" when there is none pending.
+	warmID   string
 	stateDir string
 	flavor   *kernelFlavor // a kernel other than ipykernel (lang_r.go); nil: ipykernel
 
@@ -242,10 +245,12 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 		}
 	}
 	k.count = 0
+	k.warmID = ""
 	if k.warmup != "" {
-		if _, err := k.send(k.shell, "execute_request", map[string]any{
-			"code": k.warmup, "silent": true, "store_history": false, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
+		if k.warmID, err = k.send(k.shell, "execute_request", map[string]any{
+			"code": k.warmup + "\n" + trimCode, "silent": true, "store_history": false, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
 		}); err != nil {
+			k.warmID = ""
 			k.log.Warn("kernel warmup", "err", err)
 		}
 	}
@@ -348,8 +353,34 @@ func pyEnvCode(env map[string]string) (set, restore string) {
 	return set, restore
 }
 
+// awaitWarm waits for the warm-up's reply, so that no cell runs before it:
+// the fast channel is served by the kernel's event loop, which can pick a
+// cell written there ahead of the warm-up request queued on ZeroMQ, and a
+// boot snapshot taken after such a cell caught the imports half done (they
+// then ran again in every restored sandbox: a slow first cell, more memory).
+// k.mu must be held.
+func (k *jupyterKernel) awaitWarm(ctx context.Context) error {
+	for k.warmID != "" {
+		select {
+		case m := <-k.shellCh:
+			if m.ParentHeader.MsgID == k.warmID {
+				k.warmID = ""
+			}
+		case <-k.iopubCh:
+		case <-k.exited:
+			k.warmID = "" // the caller finds the kernel dead
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the kernel's warm-up: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
 // runSilent executes code without output and waits for its reply.
 func (k *jupyterKernel) runSilent(ctx context.Context, code string) error {
+	if err := k.awaitWarm(ctx); err != nil {
+		return err
+	}
 	if handled, err := k.executeFast(ctx, code, nil, true, func(Output) {}); handled {
 		return err
 	}
@@ -385,6 +416,9 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string
 			return err
 		}
 	default:
+	}
+	if err := k.awaitWarm(ctx); err != nil {
+		return err
 	}
 	if k.flavor == nil {
 		if handled, err := k.executeFast(ctx, code, env, false, emit); handled {
@@ -556,6 +590,17 @@ func (k *jupyterKernel) Close() error {
 // failure there is logged to the kernel log and the kernel runs without
 // them. Last it installs the direct channel (fastpath.py) on fds 3 and 4;
 // when that fails it closes both and the agent uses ZeroMQ only.
+// trimCode ends the warm-up: it frees the cyclic garbage the imports left
+// (gc.collect) and hands glibc's free heap pages back (malloc_trim(0) in every
+// arena, madvise(MADV_DONTNEED) on free pages inside the heaps too), so a
+// boot snapshot taken after the warm-up neither saves nor restores them. It
+// binds no name in the user's namespace; ctypes is already loaded by numpy.
+const trimCode = `try:
+    __import__("gc").collect()
+    __import__("ctypes").CDLL(None).malloc_trim(0)
+except Exception:
+    pass`
+
 const kernelLauncher = `import ipykernel.iostream as _io
 _init = _io.IOPubThread.__init__
 def _no_pipe(self, socket, pipe=False):

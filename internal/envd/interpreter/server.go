@@ -78,10 +78,38 @@ type entry struct {
 	// mu serializes executions in this context and guards envApplied.
 	mu         sync.Mutex
 	envApplied map[string]string
+	// lazy, when set, starts the kernel (and closes ready); it runs once,
+	// on the first wait (the default JavaScript context: see
+	// StartDefaults), or never if cancelLazy comes first.
+	lazy     func()
+	lazyOnce sync.Once
+}
+
+// errContextClosed is the start error of a lazy context closed before its
+// first use.
+var errContextClosed = errors.New("context closed before it started")
+
+// kick starts a lazy kernel (once); it does nothing for the others.
+func (e *entry) kick() {
+	if e.lazy != nil {
+		e.lazyOnce.Do(func() { go e.lazy() })
+	}
+}
+
+// cancelLazy marks a lazy kernel that never started as closed, so that no
+// later wait starts it and ready is closed.
+func (e *entry) cancelLazy() {
+	if e.lazy != nil {
+		e.lazyOnce.Do(func() {
+			e.startErr = errContextClosed
+			close(e.ready)
+		})
+	}
 }
 
 // wait blocks until e's kernel has started and returns why it did not.
 func (e *entry) wait(ctx context.Context) error {
+	e.kick()
 	select {
 	case <-e.ready:
 		return e.startErr
@@ -106,16 +134,21 @@ func New(st *state.State, log *slog.Logger, opts Options) (*Server, error) {
 
 // StartDefaults registers the default Python and JavaScript contexts, in
 // that order, before it returns (so GET /contexts lists them from the first
-// request on), and starts their kernels in the background; executions in
-// them wait for the start. A language whose runtime is missing (a template
-// without node) has no default; a kernel that fails to start is logged
-// and unlisted.
+// request on). The Python kernel starts in the background; the JavaScript
+// one (node, ~13 MiB that every sandbox would carry, and the boot snapshot
+// with it) starts on the context's first use: an execution, a restart.
+// Executions wait for the start. A language whose runtime is missing (a
+// template without node) has no default; a kernel that fails to start is
+// logged and unlisted.
 func (s *Server) StartDefaults(ctx context.Context) {
 	for _, lang := range []string{"python", "javascript"} {
 		start := time.Now()
-		e, err := s.registerDefault(lang)
+		e, err := s.registerDefault(lang, lang == "javascript")
 		if err != nil {
 			s.log.Warn("default context", "language", lang, "err", err)
+			continue
+		}
+		if e.lazy != nil {
 			continue
 		}
 		go func() {
@@ -145,6 +178,7 @@ func (s *Server) Close() {
 	// descriptors).
 	deadline := time.After(closeWait)
 	for _, e := range all {
+		e.cancelLazy()
 		select {
 		case <-e.ready:
 			if e.kernel != nil {
@@ -161,6 +195,7 @@ const closeWait = 30 * time.Second
 
 // closeWhenStarted stops e's kernel once its start finished.
 func closeWhenStarted(e *entry) {
+	e.cancelLazy()
 	<-e.ready
 	if e.kernel != nil {
 		_ = e.kernel.Close()
@@ -324,8 +359,9 @@ func (s *Server) addLocked(e *entry) {
 
 // registerDefault returns the default context of a language, registering
 // it (listed at once) and starting its kernel in the background when there
-// is none.
-func (s *Server) registerDefault(language string) (*entry, error) {
+// is none; with lazy, the kernel starts on the context's first wait instead,
+// with the sandbox env vars of that moment.
+func (s *Server) registerDefault(language string, lazy bool) (*entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.defaults[language]; ok {
@@ -337,7 +373,16 @@ func (s *Server) registerDefault(language string) (*entry, error) {
 	}
 	s.defaults[language] = e
 	s.addLocked(e)
-	go func() {
+	run := func() {
+		if lazy {
+			// The env vars may have changed since the registration (a
+			// restored sandbox's /init): start with the current ones.
+			global := s.st.EnvVars()
+			ra.env = s.baseEnv(ra.user, global)
+			e.mu.Lock()
+			e.envApplied = global
+			e.mu.Unlock()
+		}
 		if err := s.start(context.Background(), e, ra); err != nil {
 			// Unlist it; the next use of the language tries again.
 			s.mu.Lock()
@@ -349,14 +394,19 @@ func (s *Server) registerDefault(language string) (*entry, error) {
 			}
 			s.mu.Unlock()
 		}
-	}()
+	}
+	if lazy {
+		e.lazy = run
+	} else {
+		go run()
+	}
 	return e, nil
 }
 
 // defaultContext returns the default context of a language once its kernel
 // runs (creating it if there is none).
 func (s *Server) defaultContext(ctx context.Context, language string) (*entry, error) {
-	e, err := s.registerDefault(language)
+	e, err := s.registerDefault(language, false)
 	if err != nil {
 		return nil, err
 	}
