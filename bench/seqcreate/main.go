@@ -76,6 +76,7 @@ type phase struct {
 	alive   int
 	its     []iteration
 	fails   []string
+	start   time.Time
 	elapsed time.Duration // the whole loop, kills included
 	load    [2]string     // load average before and after
 }
@@ -135,8 +136,8 @@ func run(c config) error {
 
 // sequence runs c.m iterations.
 func sequence(ctx context.Context, cl *airlock.Client, c config, name string, alive int) *phase {
-	p := &phase{name: name, alive: alive, load: [2]string{loadAvg(), ""}}
 	start := time.Now()
+	p := &phase{name: name, alive: alive, start: start, load: [2]string{loadAvg(), ""}}
 	for i := 0; i < c.m; i++ {
 		var it iteration
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -198,7 +199,7 @@ func report(w io.Writer, p *phase, logs map[string]*logInfo) {
 		kill = append(kill, it.kill)
 		sumTotal += it.create + it.first
 	}
-	fmt.Fprintf(w, "\n%s (%s): %d iterations, %d failed; load average %s → %s\n", p.name, time.Now().UTC().Format(time.RFC3339), len(p.its), len(p.fails), p.load[0], p.load[1])
+	fmt.Fprintf(w, "\n%s (%s): %d iterations, %d failed; load average %s → %s\n", p.name, p.start.UTC().Format(time.RFC3339), len(p.its), len(p.fails), p.load[0], p.load[1])
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "what\tp50 ms\tp99 ms\tmean ms")
 	for _, r := range []struct {
