@@ -31,7 +31,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -46,6 +48,7 @@ type config struct {
 	settle    time.Duration
 	daemonLog string
 	floor     bool
+	cgroup    string
 }
 
 func main() {
@@ -57,6 +60,7 @@ func main() {
 	flag.DurationVar(&c.settle, "settle", 15*time.Second, "pause after the N creates before the loaded phase (the warm pool refills)")
 	flag.StringVar(&c.daemonLog, "daemon-log", "", "the daemon's debug log: pool hits and the creates' step times")
 	flag.BoolVar(&c.floor, "floor", true, "run the phase with none alive first")
+	flag.StringVar(&c.cgroup, "cgroup-parent", "/sys/fs/cgroup/cpuacct/airlock", "the sandboxes' parent CPU cgroup (cgroup v1 cpuacct): each new sandbox's CPU so far is read right after its create (\"\": not read)")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "seqcreate:", err)
@@ -68,6 +72,10 @@ func main() {
 type iteration struct {
 	id                          string
 	create, first, second, kill time.Duration
+	// cpu is the sandbox's host CPU (its cgroup) read right after the
+	// create: its restore, wake and warm-up, and its idle time since (0:
+	// not read).
+	cpu time.Duration
 }
 
 // phase is one sequence of iterations.
@@ -146,6 +154,7 @@ func sequence(ctx context.Context, cl *airlock.Client, c config, name string, al
 		it.create = time.Since(t0)
 		if err == nil {
 			it.id = s.ID
+			it.cpu = cgroupCPU(c.cgroup, s.ID)
 			t1 := time.Now()
 			if err = cell(cctx, s, c.cell); err == nil {
 				it.first = time.Since(t1)
@@ -189,7 +198,7 @@ func cell(ctx context.Context, s *airlock.Sandbox, code string) error {
 
 // report prints one phase.
 func report(w io.Writer, p *phase, logs map[string]*logInfo) {
-	var create, first, total, second, kill []time.Duration
+	var create, first, total, second, kill, cpu []time.Duration
 	var sumTotal time.Duration
 	for _, it := range p.its {
 		create = append(create, it.create)
@@ -197,6 +206,9 @@ func report(w io.Writer, p *phase, logs map[string]*logInfo) {
 		total = append(total, it.create+it.first)
 		second = append(second, it.second)
 		kill = append(kill, it.kill)
+		if it.cpu > 0 {
+			cpu = append(cpu, it.cpu)
+		}
 		sumTotal += it.create + it.first
 	}
 	fmt.Fprintf(w, "\n%s (%s): %d iterations, %d failed; load average %s → %s\n", p.name, p.start.UTC().Format(time.RFC3339), len(p.its), len(p.fails), p.load[0], p.load[1])
@@ -206,7 +218,8 @@ func report(w io.Writer, p *phase, logs map[string]*logInfo) {
 		name string
 		ds   []time.Duration
 	}{{"create → first cell result", total}, {"  of which create", create}, {"  of which first cell", first},
-		{"floor: second cell, same sandbox", second}, {"kill (not in the rate)", kill}} {
+		{"floor: second cell, same sandbox", second}, {"kill (not in the rate)", kill},
+		{"the new sandbox's host CPU at its create (restore, warm-up, idle since; cgroup)", cpu}} {
 		p50, p99, mean := pcts(r.ds)
 		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\n", r.name, p50, p99, mean)
 	}
@@ -351,6 +364,23 @@ func pcts(ds []time.Duration) (p50, p99, mean float64) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// cgroupCPU reads the CPU time of sandbox id's cgroup under parent (0 when
+// unreadable).
+func cgroupCPU(parent, id string) time.Duration {
+	if parent == "" {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(parent, id, "cpuacct.usage"))
+	if err != nil {
+		return 0
+	}
+	ns, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(ns)
+}
 
 // loadAvg is /proc/loadavg's first three fields.
 func loadAvg() string {
