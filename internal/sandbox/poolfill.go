@@ -55,6 +55,9 @@ type poolFill struct {
 // a loaded 2-core host a fill took 11.6 s.
 const fillWait = 30 * time.Second
 
+// fillBound bounds one fill (it is not cancelled by the daemon's context).
+const fillBound = 2 * time.Minute
+
 // startFill records a fill of template name from hash; it returns the
 // function that ends it.
 func (p *poolState) startFill(name, hash string) func() {
@@ -208,7 +211,16 @@ func (m *Manager) prepareFill(ctx context.Context, name string) func(context.Con
 
 // runFill restores one pooled sandbox of template name from its boot
 // snapshot be, warms it and adds it to the idle list.
+//
+// The fill runs to its end when ctx (the daemon's) ends: a `runsc restore`
+// killed half-way at a shutdown left its sandbox and gofer processes behind
+// (seen with bench/seqcreate and the automatic-pool e2e daemon). The pool
+// is closed by then, so the restored sandbox is given back at once, and
+// DrainWarmPool waits for that (bounded by its own deadline); fillBound
+// bounds a fill that hangs.
 func (m *Manager) runFill(ctx context.Context, name string, tpl *Template, be *bootEntry, cp runtime.Checkpointer, ls runtime.LayerSaver) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fillBound)
+	defer cancel()
 	m.log.Info("warm pool: filling", "template", name)
 	start := time.Now()
 	parent := store.Sandbox{AccessToken: be.spec.AccessToken, AllowInternet: true,

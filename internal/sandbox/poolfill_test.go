@@ -68,3 +68,64 @@ func TestWarmPoolFillsInParallel(t *testing.T) {
 		t.Fatalf("%d restores for a pool of 3: fills under way must count toward the target", n)
 	}
 }
+
+// A shutdown (the pool's context cancelled, then DrainWarmPool) does not
+// cancel a fill's restore half-way: a `runsc restore` killed that way left
+// its sandbox's processes behind. The fill ends and its sandbox is given
+// back before DrainWarmPool returns.
+func TestWarmPoolShutdownLetsRestoreFinish(t *testing.T) {
+	t.Parallel()
+	env, rt := snapEnvWith(t, func(c *sandbox.Config) {
+		c.BootSnapshots = true
+		c.WarmPool = map[string]int{"base": 1}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := env.Manager.PrepareBootSnapshot(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var restoreErr error
+	rt.Mu.Lock()
+	rt.RestoreCtxHook = func(ctx context.Context, id string) error {
+		entered <- struct{}{}
+		<-release
+		restoreErr = ctx.Err()
+		return restoreErr
+	}
+	rt.Mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		env.Manager.RunWarmPool(ctx)
+		close(done)
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fill's restore did not start")
+	}
+	cancel()
+	drained := make(chan struct{})
+	go func() {
+		env.Manager.DrainWarmPool(context.Background())
+		close(drained)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("DrainWarmPool did not return after the fill ended")
+	}
+	<-done
+	if restoreErr != nil {
+		t.Fatalf("the shutdown cancelled the restore half-way: %v", restoreErr)
+	}
+	ids, _ := env.Runtime.List(context.Background())
+	for _, id := range ids {
+		if env.Runtime.Running(id) {
+			t.Errorf("sandbox %s still runs after the drain", id)
+		}
+	}
+}
