@@ -322,7 +322,7 @@
 // allowed, no allowOut/denyOut — the pool's network setup) pops one under the pool
 // mutex (never handed out twice), sends `/init` and registers it; the filler restores a
 // replacement after the claim (up to two restores at once per template: `poolfill.go`). SIGTERM drains the pool
-// (destroys them); after a crash the next start destroys them as leaked (no row).
+// (destroys them; a fill under way finishes its restore first and gives the sandbox back); after a crash the next start destroys them as leaked (no row).
 // Before a restored sandbox is offered, it runs one silent Python cell that also calls
 // IPython's display formatters (`poolwarm.go`): the first request into a restored gVisor
 // sandbox is the slow one, whatever it is, and this moves it off the claim (issue 24:
