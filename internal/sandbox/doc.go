@@ -322,8 +322,8 @@
 // listed and count against nobody. A create of that template (default limits, internet
 // allowed, no allowOut/denyOut — the pool's network setup) pops one under the pool
 // mutex (never handed out twice), sends `/init` and registers it; the filler restores a
-// replacement after the claim (one restore at a time). SIGTERM drains the pool
-// (destroys them); after a crash the next start destroys them as leaked (no row).
+// replacement after the claim (up to two restores at once per template: `poolfill.go`). SIGTERM drains the pool
+// (destroys them; a fill under way finishes its restore first and gives the sandbox back); after a crash the next start destroys them as leaked (no row).
 // Before a restored sandbox is offered, it runs one silent Python cell that also calls
 // IPython's display formatters (`poolwarm.go`): the first request into a restored gVisor
 // sandbox is the slow one, whatever it is, and this moves it off the claim (issue 24:
@@ -341,7 +341,8 @@
 // by `test/gohttp/warmpool_test.go` on a daemon of its own).
 //
 // **A create that finds the pool empty while a refill runs waits for that refill** (`awaitFill`, at
-// most 10 s; one create per refill, others restore their own from the boot snapshot) instead of
+// most 30 s; one create per refill, the oldest refill that no other create waits for; others
+// restore their own from the boot snapshot) instead of
 // starting a second restore beside it: on a small host two restores at once take about as long as
 // both in a row, so the waiting create is served sooner and the refill is not slowed. The claim log
 // line says `waited_for_fill=true`. `bench/burst.mjs` (default flags, create → first `runCode` result,

@@ -115,6 +115,9 @@ type Config struct {
 	// template it names.
 	AutoWarmPool    []string
 	AutoWarmPoolMax int
+	// PoolFills is how many restores of one template's pool run at once
+	// (poolfill.go; 0: 2).
+	PoolFills int
 	// PoolMemoryReserve is host memory (HostMemAvailable) a warm pool
 	// never fills into; below it the pool gives sandboxes back.
 	PoolMemoryReserve uint64

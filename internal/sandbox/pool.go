@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/airlock-sandbox/airlock/internal/runtime"
-	"github.com/airlock-sandbox/airlock/internal/store"
 )
 
 // Warm pool: for templates with a boot snapshot, Config.WarmPool[name]
@@ -38,66 +34,9 @@ type poolState struct {
 	// creates are the recent creates served (or wanted) from a pooled
 	// template, by name: the demand an automatic pool is sized from.
 	creates map[string][]time.Time
-	// filling is the restore under way for a template's pool, by name.
-	filling map[string]*poolFill
-}
-
-// poolFill is one pool restore under way. A create that finds the pool
-// empty waits for it rather than start a second restore beside it: on a
-// small host two restores at once take about as long as both in a row,
-// so the waiter gets its sandbox sooner and the fill is not slowed.
-type poolFill struct {
-	hash   string
-	done   chan struct{} // closed when the fill ends (added to idle or failed)
-	waiter bool          // a create waits for this fill; others restore their own
-}
-
-// fillWait bounds how long a create waits for a fill under way. Starting
-// a restore of its own beside a slow fill would not be quicker (the two
-// share the cores), so the bound is only there for a fill that hangs; on
-// a loaded 2-core host a fill took 11.6 s.
-const fillWait = 30 * time.Second
-
-// startFill records a fill of template name from hash; it returns the
-// function that ends it.
-func (p *poolState) startFill(name, hash string) func() {
-	f := &poolFill{hash: hash, done: make(chan struct{})}
-	p.mu.Lock()
-	if p.filling == nil {
-		p.filling = map[string]*poolFill{}
-	}
-	p.filling[name] = f
-	p.mu.Unlock()
-	return func() {
-		p.mu.Lock()
-		if p.filling[name] == f {
-			delete(p.filling, name)
-		}
-		p.mu.Unlock()
-		close(f.done)
-	}
-}
-
-// awaitFill waits for the fill of template name under way, if it restores
-// hash and no other create waits for it, and then pops what it added.
-func (p *poolState) awaitFill(ctx context.Context, name, hash string) *pooled {
-	p.mu.Lock()
-	f := p.filling[name]
-	if f == nil || f.hash != hash || f.waiter {
-		p.mu.Unlock()
-		return nil
-	}
-	f.waiter = true
-	p.mu.Unlock()
-	t := time.NewTimer(fillWait)
-	defer t.Stop()
-	select {
-	case <-f.done:
-		return p.pop(name, hash)
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return nil
+	// filling are the restores under way for a template's pool, by name,
+	// oldest first (at most poolFills at once: poolfill.go).
+	filling map[string][]*poolFill
 }
 
 // demandWindow is how far back an automatic pool looks at demand.
@@ -205,9 +144,9 @@ func (m *Manager) WarmPoolSizes() map[string]int {
 }
 
 // RunWarmPool keeps the configured number of pooled sandboxes per template
-// until ctx ends (one restore at a time, so a refill does not starve
-// creates on a small host). Templates without a boot snapshot are skipped
-// until they have one.
+// until ctx ends (at most poolFills restores at a time per template:
+// poolfill.go). Templates without a boot snapshot are skipped until they
+// have one.
 func (m *Manager) RunWarmPool(ctx context.Context) {
 	var names []string
 	for name := range m.cfg.WarmPool {
@@ -228,10 +167,11 @@ func (m *Manager) RunWarmPool(ctx context.Context) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	sort.Strings(names)
+	var fills sync.WaitGroup
+	defer fills.Wait()
 	for {
 		for _, name := range names {
-			for ctx.Err() == nil && m.fillOne(ctx, name) {
-			}
+			m.startFills(ctx, name, &fills)
 			m.trimPool(ctx, name)
 		}
 		select {
@@ -241,70 +181,6 @@ func (m *Manager) RunWarmPool(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-// fillOne adds one pooled sandbox to template name if it is below its
-// size; false when nothing was (or could be) added.
-func (m *Manager) fillOne(ctx context.Context, name string) bool {
-	target := m.poolTarget(name) // takes pool.mu itself
-	m.pool.mu.Lock()
-	full := m.pool.closed || len(m.pool.idle[name]) >= target
-	m.pool.mu.Unlock()
-	if full {
-		return false
-	}
-	tpl, err := m.cfg.Templates.Resolve(ctx, name)
-	if err != nil {
-		return false
-	}
-	be := m.boot.get(tpl.Hash)
-	if be == nil {
-		return false
-	}
-	// Never fill into the memory the sandboxes in use may need.
-	if need := uint64(max(be.spec.MemoryMB, 0))<<20 + poolSandboxOverhead; !m.memoryFor(need) {
-		return false
-	}
-	cp, err := m.checkpointer()
-	if err != nil {
-		return false
-	}
-	ls := m.caps.LayerSaver
-	if ls == nil {
-		return false
-	}
-	defer m.pool.startFill(name, tpl.Hash)()
-	m.log.Info("warm pool: filling", "template", name)
-	start := time.Now()
-	parent := store.Sandbox{AccessToken: be.spec.AccessToken, AllowInternet: true,
-		CPUCount: be.spec.CPUCount, MemoryMB: be.spec.MemoryMB, DiskSizeMB: be.spec.DiskSizeMB}
-	k, err := m.prepareChild(ctx, m.newSteps(opPoolFill, kindFill, ""), &parent, tpl, childTokens{access: true}, func(ctx context.Context, spec runtime.Spec) error {
-		return ls.CloneSaved(ctx, be.dir, spec)
-	})
-	if err != nil {
-		m.log.Warn("warm pool: preparing a sandbox", "template", name, "err", err)
-		return false
-	}
-	if err := m.wakeChild(ctx, cp, k, filepath.Join(be.dir, snapshotCheckpoint)); err != nil {
-		m.releaseChild(ctx, k)
-		m.log.Warn("warm pool: restoring a sandbox", "template", name, "err", err)
-		return false
-	}
-	m.warmPooled(ctx, k, be.spec.AccessToken)
-	m.pool.mu.Lock()
-	if m.pool.closed {
-		m.pool.mu.Unlock()
-		m.releaseChild(ctx, k)
-		return false
-	}
-	if m.pool.idle == nil {
-		m.pool.idle = map[string][]*pooled{}
-	}
-	m.pool.idle[name] = append(m.pool.idle[name], &pooled{k: k, hash: tpl.Hash, boot: be})
-	size := len(m.pool.idle[name])
-	m.pool.mu.Unlock()
-	m.log.Info("warm pool: sandbox ready", "template", name, "sandbox", k.id, "idle", size, "elapsed", time.Since(start))
-	return true
 }
 
 // poolSandboxOverhead is what a pooled sandbox costs beyond its memory
@@ -383,8 +259,10 @@ func (m *Manager) DrainWarmPool(ctx context.Context) {
 	}
 	m.pool.idle = nil
 	var fills []chan struct{}
-	for _, f := range m.pool.filling {
-		fills = append(fills, f.done)
+	for _, list := range m.pool.filling {
+		for _, f := range list {
+			fills = append(fills, f.done)
+		}
 	}
 	m.pool.mu.Unlock()
 	for _, p := range all {

@@ -94,7 +94,7 @@ func TestPoolAwaitFill(t *testing.T) {
 	// Wait until the first create is registered as the fill's waiter.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		p.mu.Lock()
-		w := p.filling["tpl"].waiter
+		w := p.filling["tpl"][0].waiter
 		p.mu.Unlock()
 		if w {
 			break
@@ -139,5 +139,75 @@ func TestPoolAwaitFill(t *testing.T) {
 	defer cancel()
 	if p.awaitFill(cctx, "tpl", "h1") != nil {
 		t.Fatal("a cancelled create got a sandbox")
+	}
+}
+
+// With two fills under way, a second create waits for the second fill
+// (the first is taken by another create); a third restores its own.
+func TestPoolAwaitSecondFill(t *testing.T) {
+	var p poolState
+	ctx := context.Background()
+	end1 := p.startFill("tpl", "h1")
+	end2 := p.startFill("tpl", "h1")
+	waiting := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			p.mu.Lock()
+			w := 0
+			for _, f := range p.filling["tpl"] {
+				if f.waiter {
+					w++
+				}
+			}
+			p.mu.Unlock()
+			if w == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d creates wait; want %d", w, n)
+			}
+		}
+	}
+	got := make(chan *pooled, 2)
+	go func() { got <- p.awaitFill(ctx, "tpl", "h1") }()
+	waiting(1)
+	go func() { got <- p.awaitFill(ctx, "tpl", "h1") }()
+	waiting(2)
+	if p.awaitFill(ctx, "tpl", "h1") != nil {
+		t.Fatal("a third create must not wait: both fills have a waiter")
+	}
+	a, b := &pooled{hash: "h1"}, &pooled{hash: "h1"}
+	p.mu.Lock()
+	p.idle = map[string][]*pooled{"tpl": {a}}
+	p.mu.Unlock()
+	end1()
+	first := <-got
+	p.mu.Lock()
+	p.idle["tpl"] = append(p.idle["tpl"], b)
+	p.mu.Unlock()
+	end2()
+	second := <-got
+	if first == nil || second == nil || first == second {
+		t.Fatalf("the waiters got %p and %p; want one sandbox each", first, second)
+	}
+	end1() // ending twice is harmless
+	if end, _ := p.reserveFill("tpl", "h1", 3, 2); end == nil {
+		t.Fatal("no fill under way, none idle: a fill is needed")
+	} else {
+		if end2, n := p.reserveFill("tpl", "h1", 3, 2); end2 == nil || n != 2 {
+			t.Fatalf("a second fill at once: %v, %d running", end2 != nil, n)
+		} else {
+			if end3, n := p.reserveFill("tpl", "h1", 3, 2); end3 != nil || n != 2 {
+				t.Fatal("a third fill beyond the limit of 2")
+			}
+			end2()
+		}
+		p.mu.Lock()
+		p.idle["tpl"] = []*pooled{a, b}
+		p.mu.Unlock()
+		if end3, _ := p.reserveFill("tpl", "h1", 3, 2); end3 != nil {
+			t.Fatal("two idle and one fill under way make the target of 3")
+		}
+		end()
 	}
 }

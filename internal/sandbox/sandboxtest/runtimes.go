@@ -32,6 +32,9 @@ type CkRuntime struct {
 	// RestoreHook, when set, runs at the start of Restore (without Mu);
 	// its error is Restore's.
 	RestoreHook func(id string) error
+	// RestoreCtxHook, when set, runs at the start of Restore (without Mu)
+	// with Restore's context; its error is Restore's.
+	RestoreCtxHook func(ctx context.Context, id string) error
 }
 
 // Caps states what CkRuntime adds to the fake runtime.
@@ -62,10 +65,15 @@ func (r *CkRuntime) Checkpoint(ctx context.Context, id, dir, imageDir string) er
 
 func (r *CkRuntime) Restore(ctx context.Context, spec runtime.Spec, imageDir string) error {
 	r.Mu.Lock()
-	hook := r.RestoreHook
+	hook, ctxHook := r.RestoreHook, r.RestoreCtxHook
 	r.Mu.Unlock()
 	if hook != nil {
 		if err := hook(spec.ID); err != nil {
+			return err
+		}
+	}
+	if ctxHook != nil {
+		if err := ctxHook(ctx, spec.ID); err != nil {
 			return err
 		}
 	}
