@@ -23,6 +23,10 @@ type Upstream struct {
 	// Name returns the name the sandbox resolved to a ("" when unknown);
 	// nil: always the address.
 	Name func(a netip.Addr) string
+	// Refuse, when set, says which addresses of the SOCKS server itself
+	// the relay will not dial (a name checked at create may resolve
+	// elsewhere later).
+	Refuse func(a netip.Addr) bool
 }
 
 // DialTimeout bounds reaching the SOCKS server and its CONNECT.
@@ -45,7 +49,7 @@ func (u Upstream) Dial(ctx context.Context, dst netip.AddrPort) (net.Conn, error
 	ctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
 	target := u.target(dst)
-	c, err := socksConnect(ctx, u.Address, u.Username, u.Password, target)
+	c, err := socksConnect(ctx, u.Address, u.Username, u.Password, target, u.Refuse)
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy %s: CONNECT %s: %w", u.Address, target, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -53,7 +54,7 @@ func replyText(rep byte) string {
 
 // socksConnect opens target (host:port; host a name or an IP) through the
 // SOCKS5 server at server.
-func socksConnect(ctx context.Context, server, user, pass, target string) (net.Conn, error) {
+func socksConnect(ctx context.Context, server, user, pass, target string, refuse func(netip.Addr) bool) (net.Conn, error) {
 	host, portStr, err := net.SplitHostPort(target)
 	if err != nil {
 		return nil, fmt.Errorf("target %q: %w", target, err)
@@ -66,6 +67,14 @@ func socksConnect(ctx context.Context, server, user, pass, target string) (net.C
 		return nil, errors.New("socks5: username, password and host name are at most 255 bytes")
 	}
 	var d net.Dialer
+	if refuse != nil {
+		d.Control = func(_, address string, _ syscall.RawConn) error {
+			if ap, err := netip.ParseAddrPort(address); err != nil || refuse(ap.Addr()) {
+				return fmt.Errorf("socks5 server %s at %s: a private or internal address", server, address)
+			}
+			return nil
+		}
+	}
 	c, err := d.DialContext(ctx, "tcp", server)
 	if err != nil {
 		return nil, err
