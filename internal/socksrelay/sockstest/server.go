@@ -16,6 +16,9 @@ type Server struct {
 	// Dialer opens the targets (nil: a plain net.Dialer); set its
 	// LocalAddr to make the server's own address the peer targets see.
 	Dialer *net.Dialer
+	// Hosts resolves CONNECT names the server's own resolver does not
+	// know (name → IP); others go to the resolver.
+	Hosts map[string]string
 
 	mu      sync.Mutex
 	targets []string // CONNECT targets, host:port as asked
@@ -141,7 +144,11 @@ func (s *Server) handle(c net.Conn) {
 	if d == nil {
 		d = &net.Dialer{}
 	}
-	up, err := d.Dial("tcp", target)
+	dial := target
+	if ip, ok := s.Hosts[host]; ok {
+		dial = net.JoinHostPort(ip, strconv.Itoa(int(b[0])<<8|int(b[1])))
+	}
+	up, err := d.Dial("tcp", dial)
 	if err != nil {
 		_, _ = c.Write([]byte{5, 5, 0, 1, 0, 0, 0, 0, 0, 0})
 		return
