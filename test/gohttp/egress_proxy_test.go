@@ -132,7 +132,11 @@ func TestEgressProxy(t *testing.T) {
 	// the node's masquerade).
 	user, pass := "airlock", "socks-pass-"+tag
 	socks := &sockstest.Server{User: user, Password: pass, Hosts: map[string]string{name: webIP, ruledName: webIP},
-		Dialer: &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(socksIP)}, Timeout: 10 * time.Second}}
+		Dial: func(network, addr string) (c net.Conn, err error) {
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(socksIP)}, Timeout: 10 * time.Second}
+			err = inNetNS(ns, func() (err error) { c, err = d.Dial(network, addr); return err })
+			return c, err
+		}}
 	go func() { _ = socks.Serve(listen("tcp4", socksIP+":1080")) }()
 	var pc net.PacketConn
 	if err := inNetNS(ns, func() (err error) { pc, err = net.ListenPacket("udp4", dnsIP+":53"); return err }); err != nil {

@@ -13,9 +13,9 @@ import (
 // Server is a SOCKS5 server requiring User/Password (both empty: no auth).
 type Server struct {
 	User, Password string
-	// Dialer opens the targets (nil: a plain net.Dialer); set its
-	// LocalAddr to make the server's own address the peer targets see.
-	Dialer *net.Dialer
+	// Dial opens the targets (nil: a plain net.Dialer's); a test dials
+	// from its server's namespace and address with it.
+	Dial func(network, addr string) (net.Conn, error)
 	// Hosts resolves CONNECT names the server's own resolver does not
 	// know (name → IP); others go to the resolver.
 	Hosts map[string]string
@@ -140,15 +140,15 @@ func (s *Server) handle(c net.Conn) {
 	s.mu.Lock()
 	s.targets = append(s.targets, target)
 	s.mu.Unlock()
-	d := s.Dialer
-	if d == nil {
-		d = &net.Dialer{}
+	dialFn := s.Dial
+	if dialFn == nil {
+		dialFn = (&net.Dialer{}).Dial
 	}
 	dial := target
 	if ip, ok := s.Hosts[host]; ok {
 		dial = net.JoinHostPort(ip, strconv.Itoa(int(b[0])<<8|int(b[1])))
 	}
-	up, err := d.Dial("tcp", dial)
+	up, err := dialFn("tcp", dial)
 	if err != nil {
 		_, _ = c.Write([]byte{5, 5, 0, 1, 0, 0, 0, 0, 0, 0})
 		return
