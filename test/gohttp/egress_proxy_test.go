@@ -48,6 +48,7 @@ func TestEgressProxy(t *testing.T) {
 	// <ext>.0/29, which no other suite uses; the resolver the test daemon
 	// forwards to is <ext>.12 (as TestSecretsProxy's, which runs apart).
 	hostIP, socksIP, webIP, dnsIP := ext+".1", ext+".2", ext+".3", ext+".12"
+	webIP2 := ext + ".4" // a web server no name resolves to
 	const name, ruledName = "socks-a.test", "secrets-a.test" // ruledName: the upstream leaf's
 	tag := uniqueTag(t)
 	ns := "e2e-socks-" + tag
@@ -68,7 +69,7 @@ func TestEgressProxy(t *testing.T) {
 	ip("addr", "add", hostIP+"/29", "dev", hostIf)
 	ip("link", "set", hostIf, "up")
 	ip("route", "add", dnsIP+"/32", "dev", hostIf)
-	for _, a := range []string{socksIP + "/29", webIP + "/29", dnsIP + "/32"} {
+	for _, a := range []string{socksIP + "/29", webIP + "/29", webIP2 + "/29", dnsIP + "/32"} {
 		ip("-n", ns, "addr", "add", a, "dev", nsIf)
 	}
 	ip("-n", ns, "link", "set", nsIf, "up")
@@ -99,7 +100,7 @@ func TestEgressProxy(t *testing.T) {
 	for _, tl := range []struct {
 		addr string
 		tls  bool
-	}{{webIP + ":80", false}, {webIP + ":443", true}} {
+	}{{webIP + ":80", false}, {webIP + ":443", true}, {webIP2 + ":80", false}} {
 		srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: handler}
 		l := listen("tcp4", tl.addr)
 		if tl.tls {
@@ -235,7 +236,9 @@ func TestEgressProxy(t *testing.T) {
 		}
 	}
 	via("by name", "http://"+name+"/", socksIP, name+":80")
-	via("by address", "http://"+webIP+"/", socksIP, webIP+":80")
+	// An address the sandbox resolved from no name goes by address (one it
+	// did resolve keeps its name, whatever the sandbox dials it by).
+	via("by address", "http://"+webIP2+"/", socksIP, webIP2+":80")
 
 	// Nothing leaves directly: UDP and ICMP are dropped.
 	e.run(t, s, "root", "for i in 1 2 3; do echo bypass >/dev/udp/"+webIP+"/9999; sleep 0.2; done; ping -c1 -W2 "+webIP+" >/dev/null 2>&1; true", time.Minute)
