@@ -14,7 +14,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/socksrelay/sockstest"
 )
 
-func listen(t *testing.T) net.Listener {
+func listen(t testing.TB) net.Listener {
 	t.Helper()
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -44,7 +44,11 @@ func echoServer(t *testing.T) netip.AddrPort {
 	return netip.MustParseAddrPort(l.Addr().String())
 }
 
-func socksServer(t *testing.T, user, pass string) (*sockstest.Server, string) {
+func socksServerB(b *testing.B) (*sockstest.Server, string) { return socksServer(b, "u", "p") }
+
+func relayB(b *testing.B, up Upstream, dst netip.AddrPort) string { return relay(b, up, dst) }
+
+func socksServer(t testing.TB, user, pass string) (*sockstest.Server, string) {
 	s := &sockstest.Server{User: user, Password: pass}
 	l := listen(t)
 	go func() { _ = s.Serve(l) }()
@@ -53,7 +57,7 @@ func socksServer(t *testing.T, user, pass string) (*sockstest.Server, string) {
 
 // relay starts a Relay whose every connection "was steered" to dst from a
 // sandbox with up.
-func relay(t *testing.T, up Upstream, dst netip.AddrPort) string {
+func relay(t testing.TB, up Upstream, dst netip.AddrPort) string {
 	l := listen(t)
 	r := &Relay{
 		Lookup:      func(netip.Addr) (Upstream, bool) { return up, up.Address != "" },

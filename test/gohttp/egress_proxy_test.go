@@ -285,8 +285,9 @@ func TestEgressProxy(t *testing.T) {
 	}
 	via("after PUT {}", "http://"+webIP+"/", hostIP, "")
 
-	// Rules and egressProxy: the intercepted request goes upstream through
-	// the proxy, with the injected header.
+	// Rules and egressProxy (at create: the node's CA is installed with
+	// rules given then): the intercepted request goes upstream through the
+	// proxy, with the injected header.
 	secretName := "e2e-socks-" + tag
 	value := "airlock-socks-" + tag + "-SECRETVALUE"
 	if r := e.api(t, http.MethodPost, "/secrets", map[string]any{"name": secretName, "value": value}); r.status != http.StatusCreated {
@@ -294,9 +295,18 @@ func TestEgressProxy(t *testing.T) {
 	}
 	t.Cleanup(func() { e.api(t, http.MethodDelete, "/secrets/"+secretName, nil) })
 	inject := []map[string]any{{"transform": map[string]any{"headers": map[string]string{"Authorization": "Bearer ${e2b.secrets." + secretName + "}"}}}}
-	put(map[string]any{"rules": map[string]any{ruledName: inject}, "egressProxy": good})
+	r = e.api(t, http.MethodPost, "/sandboxes", map[string]any{
+		"templateID": "base", "timeout": 300, "secure": true, "allow_internet_access": true,
+		"network": map[string]any{"rules": map[string]any{ruledName: inject}, "egressProxy": good},
+	})
+	if r.status != http.StatusCreated {
+		t.Fatalf("POST /sandboxes with rules and egressProxy = %d %s", r.status, r.body)
+	}
+	var s2 sandboxInfo
+	r.json(t, &s2)
+	t.Cleanup(func() { e.kill(s2.SandboxID) })
 	nh, nt := len(seenHits()), len(socks.Targets())
-	res := curl("https://" + ruledName + "/headers")
+	res := e.run(t, s2, "user", "curl -sS -m 15 https://"+ruledName+"/headers", 2*time.Minute)
 	h, ts := seenHits()[nh:], socks.Targets()[nt:]
 	if res.exitCode != 0 || len(h) != 1 || h[0].peer != socksIP || h[0].auth != "Bearer "+value {
 		t.Fatalf("rules + egressProxy: curl = %d %q %q; web saw %+v, want one request from %s with the secret", res.exitCode, res.stdout, res.stderr, h, socksIP)
