@@ -230,7 +230,7 @@ func (f *firewall) install(keep, keepCut []string) error {
 	if err := f.installIntercept(c, input, pre, fromUs); err != nil { // intercept_linux.go
 		return err
 	}
-	socksOut, err := f.installSocks(c, input, pre, fromUs) // socks_linux.go
+	socksOut, socksSet, err := f.installSocks(c, input, pre, fromUs) // socks_linux.go
 	if err != nil {
 		return err
 	}
@@ -239,9 +239,8 @@ func (f *firewall) install(keep, keepCut []string) error {
 	// forward: never sandbox to sandbox; never to blocked destinations;
 	// outside only when allowed; inbound only as replies.
 	logged(forward, auditDenied, "other sandbox", expr.VerdictDrop, fromUs, toUs)
-	if f.socks != nil { // a sandbox with egressProxy sends nothing directly
-		s := *f.socks
-		logged(forward, auditDenied, socksBypassRule, expr.VerdictDrop, fromUs, inSet(&s))
+	if socksSet != nil { // a sandbox with egressProxy sends nothing directly
+		logged(forward, auditDenied, socksBypassRule, expr.VerdictDrop, fromUs, inSet(socksSet))
 	}
 	denyOutJump := f.installDenyOut(c)
 	// The sandbox's outbound policy, in forward and (for connections

@@ -85,15 +85,15 @@ func socksRedirect(s *nftables.Set, to uint16) []expr.Any {
 
 // installSocks adds the set, the socks_pre and socks_out chains and the
 // redirect and accept rules to the table being installed; it returns
-// socks_out for the caller to fill with the outbound policy (nil without
-// a SocksPort).
-func (f *firewall) installSocks(c *nftables.Conn, input, pre *nftables.Chain, fromUs []expr.Any) (*nftables.Chain, error) {
+// socks_out for the caller to fill with the outbound policy, and the set
+// as added to the batch (both nil without a SocksPort).
+func (f *firewall) installSocks(c *nftables.Conn, input, pre *nftables.Chain, fromUs []expr.Any) (*nftables.Chain, *nftables.Set, error) {
 	if f.socks == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	s := *f.socks
 	if err := c.AddSet(&s, nil); err != nil {
-		return nil, fmt.Errorf("adding set %s: %w", SocksSetName, err)
+		return nil, nil, fmt.Errorf("adding set %s: %w", SocksSetName, err)
 	}
 	accept := nftables.ChainPolicyAccept
 	socksPre := c.AddChain(&nftables.Chain{
@@ -120,7 +120,7 @@ func (f *firewall) installSocks(c *nftables.Conn, input, pre *nftables.Chain, fr
 	// interception proxy, whose upstream dial is the relay's SOCKS dial.
 	add(pre, socksRedirect(&s, f.socksPort))
 	add(input, inSet(&s), interceptAccept(f.socksPort))
-	return out, nil
+	return out, &s, nil
 }
 
 // setSocks adds or removes ifname in socks_ifaces. Removing a missing
