@@ -260,6 +260,11 @@ func TestEgressProxy(t *testing.T) {
 	}
 	via("after pause and resume", "http://"+name+"/", socksIP, name+":80")
 
+	// A daemon restart: the record brings the proxy (and its sealed
+	// password) back to the new firewall and relay.
+	restartDaemon(t, e, func() {})
+	via("after a daemon restart", "http://"+name+"/", socksIP, name+":80")
+
 	put := func(body map[string]any) {
 		t.Helper()
 		if r := e.api(t, http.MethodPut, "/sandboxes/"+s.SandboxID+"/network", body); r.status != http.StatusNoContent {
