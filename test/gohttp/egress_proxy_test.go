@@ -9,7 +9,8 @@ package gohttp
 // as its peer, the proxy sees the name the sandbox resolved), a wrong
 // password fails the connection, UDP and ICMP do not leave, a PUT without
 // egressProxy sends traffic direct again, and with network.rules too the
-// intercepted request goes upstream through the proxy. scripts/test.sh
+// intercepted request goes upstream through the proxy; pause/resume and a
+// daemon restart keep the proxy. scripts/test.sh
 // runs the daemon with --egress-proxy-allow-private (the stand-in internet
 // is a private range) and resolving names through <ext>.12.
 
