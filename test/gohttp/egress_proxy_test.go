@@ -46,8 +46,10 @@ func TestEgressProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// <ext>.0/29, which no other suite uses; the resolver the test daemon
-	// forwards to is <ext>.12 (as TestSecretsProxy's, which runs apart).
+	// <ext>.0/29, which no other Go e2e test uses (isolation.test.mjs's
+	// /30 is in it, but the JS stage runs after this one); the resolver
+	// the test daemon forwards to is <ext>.12 (as TestSecretsProxy's, which
+	// runs apart).
 	hostIP, socksIP, webIP, dnsIP := ext+".1", ext+".2", ext+".3", ext+".12"
 	webIP2 := ext + ".4"                                     // a web server no name resolves to
 	const name, ruledName = "socks-a.test", "secrets-a.test" // ruledName: the upstream leaf's
