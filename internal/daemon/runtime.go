@@ -18,8 +18,18 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/runtime/microvm"
 )
 
-// DefaultKernelCache is where scripts/build-kernel.sh puts guest kernels.
+// DefaultKernelCache is where scripts/build-kernel.sh puts guest kernels
+// unless $AIRLOCK_KERNEL_CACHE names another directory.
 const DefaultKernelCache = "/var/cache/airlock/kernel"
+
+// kernelCache is the directory scripts/build-kernel.sh writes to: the
+// same $AIRLOCK_KERNEL_CACHE it reads, else DefaultKernelCache.
+func kernelCache() string {
+	if d := os.Getenv("AIRLOCK_KERNEL_CACHE"); d != "" {
+		return d
+	}
+	return DefaultKernelCache
+}
 
 // kvmProbeTimeout bounds the KVM boot probe (a guest on real KVM reaches
 // its init in well under a second).
@@ -34,7 +44,8 @@ func findKernel(flag string) (string, error) {
 		}
 		return flag, nil
 	}
-	paths, _ := filepath.Glob(filepath.Join(DefaultKernelCache, "*", "vmlinux"))
+	cache := kernelCache()
+	paths, _ := filepath.Glob(filepath.Join(cache, "*", "vmlinux"))
 	var best string
 	var bestT time.Time
 	for _, p := range paths {
@@ -43,7 +54,7 @@ func findKernel(flag string) (string, error) {
 		}
 	}
 	if best == "" {
-		return "", fmt.Errorf("no guest kernel in %s (run scripts/build-kernel.sh)", DefaultKernelCache)
+		return "", fmt.Errorf("no guest kernel in %s (run scripts/build-kernel.sh)", cache)
 	}
 	return best, nil
 }
@@ -163,11 +174,11 @@ func hardwareVirt() bool {
 func buildKernel(ctx context.Context, log *slog.Logger) (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return "", fmt.Errorf("no guest kernel in %s, and this executable cannot be located to build one: %w", DefaultKernelCache, err)
+		return "", fmt.Errorf("no guest kernel in %s, and this executable cannot be located to build one: %w", kernelCache(), err)
 	}
 	script := filepath.Join(filepath.Dir(filepath.Dir(exe)), "scripts", "build-kernel.sh")
 	if _, err := os.Stat(script); err != nil {
-		return "", fmt.Errorf("no guest kernel in %s (build one with scripts/build-kernel.sh from the source tree, or pass --microvm-kernel)", DefaultKernelCache)
+		return "", fmt.Errorf("no guest kernel in %s (build one with scripts/build-kernel.sh from the source tree, or pass --microvm-kernel)", kernelCache())
 	}
 	log.Info("building the microVM guest kernel (once per host; a few minutes, progress below)", "script", script)
 	t0 := time.Now()

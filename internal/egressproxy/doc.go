@@ -19,10 +19,13 @@
 // differences); one whose Host is not the TLS name gets 421 and nothing
 // goes upstream; the matching rules' placeholders are filled from
 // secrets.Service.Resolve in memory, and the request is written upstream.
-// Responses (redirects included: never followed) are relayed as they come,
-// without buffering; a 101 becomes a raw two-way relay (WebSocket). A
-// secret that cannot be resolved fails the request (502) instead of
-// sending it without. Logs and errors name secrets, never values.
+// An Expect: 100-continue is answered by the proxy (the body is then
+// read and sent upstream without it), and 1xx answers are passed on until
+// the final one. Responses (redirects included: never followed) are
+// relayed as they come, without buffering; a 101 becomes a raw two-way
+// relay (WebSocket). A secret that cannot be resolved fails the request
+// (502) instead of sending it without. Logs and errors name secrets,
+// never values.
 //
 // The CA is per node, made at daemon start and held only in its memory:
 // its key never enters a sandbox, so a per-sandbox CA would add key

@@ -173,10 +173,20 @@ func (p *Proxy) serveHTTP(ctx context.Context, log *slog.Logger, client, up net.
 			return
 		}
 		req.RequestURI = ""
+		// Expect: 100-continue is answered here: the sandbox's client
+		// would wait for a 100 before sending the body that req.Write
+		// reads (curl sends it for bodies over 1 MiB), so the body is
+		// asked for at once and sent upstream without the expectation.
+		if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+			req.Header.Del("Expect")
+			if _, err := cw.WriteString("HTTP/1.1 100 Continue\r\n\r\n"); err != nil || cw.Flush() != nil {
+				return
+			}
+		}
 		if err := req.Write(up); err != nil {
 			return
 		}
-		resp, err := http.ReadResponse(ur, req)
+		resp, err := readFinalResponse(ur, req, cw)
 		if err != nil {
 			writeStatus(client, http.StatusBadGateway, "egress proxy: bad upstream response")
 			return
@@ -199,6 +209,35 @@ func (p *Proxy) serveHTTP(ctx context.Context, log *slog.Logger, client, up net.
 		body.Close()
 		if err != nil || resp.Close || req.Close {
 			return
+		}
+	}
+}
+
+// readFinalResponse reads req's response from ur, passing informational
+// ones (100 Continue, 103 Early Hints) on to w as they come: the final
+// response (or a 101) is returned, never a 1xx that would leave the final
+// one unread.
+func readFinalResponse(ur *bufio.Reader, req *http.Request, w *bufio.Writer) (*http.Response, error) {
+	for {
+		resp, err := http.ReadResponse(ur, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode < 100 || resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+		// A 1xx has no body; its head goes on as it is.
+		if _, err := fmt.Fprintf(w, "HTTP/1.1 %s\r\n", resp.Status); err != nil {
+			return nil, err
+		}
+		if err := resp.Header.Write(w); err != nil {
+			return nil, err
+		}
+		if _, err := w.WriteString("\r\n"); err != nil {
+			return nil, err
+		}
+		if err := w.Flush(); err != nil {
+			return nil, err
 		}
 	}
 }

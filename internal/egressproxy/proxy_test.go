@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -46,6 +47,18 @@ func newUpstream(t *testing.T, hosts ...string) *upstream {
 		u.seen.Store(string(b))
 		if r.URL.Path == "/redirect" {
 			http.Redirect(w, r, "https://other.test/headers", http.StatusFound)
+			return
+		}
+		if r.URL.Path == "/upload" { // reading the body sends 100 Continue
+			n, _ := io.Copy(io.Discard, r.Body)
+			fmt.Fprintf(w, "got %d bytes, auth %q", n, r.Header.Get("Authorization"))
+			return
+		}
+		if r.URL.Path == "/early" {
+			w.Header().Set("Link", "</style.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Del("Link")
+			w.Write([]byte("final"))
 			return
 		}
 		if r.URL.Path == "/stream" {
@@ -300,5 +313,46 @@ func TestUnknownSecretFailsClosed(t *testing.T) {
 	resp, _ := get(t, h.client(h.sandboxRoots()), "https://api.test/headers", nil)
 	if resp.StatusCode != http.StatusBadGateway || up.hits.Load() != 0 {
 		t.Fatalf("missing secret = %d, upstream hits %d", resp.StatusCode, up.hits.Load())
+	}
+}
+
+// A request with Expect: 100-continue (curl sends it for bodies over
+// 1 MiB) completes: the sandbox gets its 100 Continue, the body goes
+// upstream with the secret, and the final answer comes back, not held
+// behind the 1xx.
+func TestExpectContinueUpload(t *testing.T) {
+	up := newUpstream(t, "api.test")
+	h := newHarness(t, ghRule, up.srv.Listener.Addr().String(), up, up.pool())
+	c := h.client(h.sandboxRoots())
+	c.Transport.(*http.Transport).ExpectContinueTimeout = 5 * time.Second
+	body := bytes.Repeat([]byte("x"), 3<<20)
+	req, _ := http.NewRequest("POST", "https://api.test/upload", bytes.NewReader(body))
+	req.Header.Set("Expect", "100-continue")
+	start := time.Now()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("POST with Expect: 100-continue: %v (after %s)", err, time.Since(start))
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != fmt.Sprintf("got %d bytes, auth %q", len(body), "Bearer "+secretValue) {
+		t.Fatalf("upload = %d %q", resp.StatusCode, b)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("upload took %s: the sandbox waited out its Expect timeout", d)
+	}
+}
+
+// An informational answer (103 Early Hints) is passed on, and the final
+// answer after it reaches the sandbox.
+func TestInformationalResponseRelayed(t *testing.T) {
+	up := newUpstream(t, "api.test")
+	h := newHarness(t, ghRule, up.srv.Listener.Addr().String(), up, up.pool())
+	c := h.client(h.sandboxRoots())
+	for i := range 2 { // the connection stays usable after it
+		resp, body := get(t, c, "https://api.test/early", nil)
+		if resp.StatusCode != 200 || body != "final" {
+			t.Fatalf("request %d: GET /early = %d %q; want the final 200", i, resp.StatusCode, body)
+		}
 	}
 }

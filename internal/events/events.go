@@ -208,13 +208,10 @@ func TeamID(ctx context.Context, st store.Store) (string, error) {
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return "", fmt.Errorf("reading the team id: %w", err)
 	}
-	if err := st.PutSetting(ctx, teamIDKey, NewID()); err != nil {
+	// Of daemons starting at once on one database (cluster nodes) the
+	// first write wins, and every one reads it back.
+	if id, err = st.InitSetting(ctx, teamIDKey, NewID()); err != nil {
 		return "", fmt.Errorf("saving the team id: %w", err)
-	}
-	// Of daemons starting at once on one database (cluster nodes) the last
-	// write wins; read it back to narrow the window in which two disagree.
-	if id, err = st.GetSetting(ctx, teamIDKey); err != nil {
-		return "", fmt.Errorf("reading the team id: %w", err)
 	}
 	return id, nil
 }

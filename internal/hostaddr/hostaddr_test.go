@@ -27,3 +27,31 @@ func TestOwn(t *testing.T) {
 		t.Error("127.0.0.1 is on lo")
 	}
 }
+
+func TestSpecialAndPrivate(t *testing.T) {
+	for _, c := range []struct {
+		addr             string
+		special, private bool
+	}{
+		{"127.0.0.1", true, false},
+		{"::ffff:127.0.0.1", true, false},
+		{"0.0.0.0", true, false},
+		{"169.254.169.254", true, false},
+		{"fe80::1", true, false},
+		{"224.0.0.1", true, false},
+		{"10.1.2.3", false, true},
+		{"192.168.1.1", false, true},
+		{"fd00::1", false, true},
+		{"100.64.0.1", false, true},
+		{"8.8.8.8", false, false},
+		{"2001:4860:4860::8888", false, false},
+	} {
+		a := netip.MustParseAddr(c.addr)
+		if got := Special(a) != ""; got != c.special {
+			t.Errorf("Special(%s) = %q, want refused=%v", c.addr, Special(a), c.special)
+		}
+		if got := Private(a) != ""; got != c.private {
+			t.Errorf("Private(%s) = %q, want refused=%v", c.addr, Private(a), c.private)
+		}
+	}
+}

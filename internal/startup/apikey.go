@@ -31,6 +31,7 @@ func APIKey(ctx context.Context, flag, dataDir string, st store.Store) (string, 
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return "", fmt.Errorf("reading API key setting: %w", err)
 	}
+	stored := key != ""
 	if key == "" {
 		if b, err := os.ReadFile(path); err == nil {
 			key = strings.TrimSpace(string(b))
@@ -45,8 +46,19 @@ func APIKey(ctx context.Context, flag, dataDir string, st store.Store) (string, 
 		}
 		key = "e2b_" + hex.EncodeToString(b)
 	}
-	if err := st.PutSetting(ctx, APIKeySetting, key); err != nil {
-		return "", fmt.Errorf("saving API key setting: %w", err)
+	switch {
+	case stored:
+	case err == nil:
+		// A stored but empty key: replace it.
+		if err := st.PutSetting(ctx, APIKeySetting, key); err != nil {
+			return "", fmt.Errorf("saving API key setting: %w", err)
+		}
+	default:
+		// Of daemons starting at once on one database (a cluster's first
+		// start), the first key stored is every one's.
+		if key, err = st.InitSetting(ctx, APIKeySetting, key); err != nil {
+			return "", fmt.Errorf("saving API key setting: %w", err)
+		}
 	}
 	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("writing %s: %w", path, err)

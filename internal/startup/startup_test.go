@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/internal/startup"
@@ -69,6 +71,42 @@ func TestDisplayURL(t *testing.T) {
 		addr, _ := net.ResolveTCPAddr("tcp", in)
 		if got := startup.DisplayURL(addr); got != want {
 			t.Errorf("%s: got %s want %s", in, got, want)
+		}
+	}
+}
+
+// TestAPIKeyConcurrentFirstStart: daemons that start at once on one empty
+// database (a cluster's first start) all end up with the same key, the
+// one stored, and each writes that key to its own data dir.
+func TestAPIKeyConcurrentFirstStart(t *testing.T) {
+	t.Setenv("AIRLOCK_API_KEY", "")
+	ctx := context.Background()
+	st := openStore(t)
+	const n = 6
+	keys := make([]string, n)
+	dirs := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		dirs[i] = t.TempDir()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keys[i], errs[i] = startup.APIKey(ctx, "", dirs[i], st)
+		}()
+	}
+	wg.Wait()
+	stored, err := st.GetSetting(ctx, startup.APIKeySetting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if errs[i] != nil || keys[i] != stored {
+			t.Fatalf("daemon %d: key %q (%v), stored %q", i, keys[i], errs[i], stored)
+		}
+		b, _ := os.ReadFile(filepath.Join(dirs[i], "api-key"))
+		if strings.TrimSpace(string(b)) != stored {
+			t.Fatalf("daemon %d wrote %q to its api-key file, stored %q", i, b, stored)
 		}
 	}
 }

@@ -70,6 +70,10 @@ type Store interface {
 	// Settings is a small key/value table (API key, schema version …).
 	GetSetting(ctx context.Context, key string) (string, error)
 	PutSetting(ctx context.Context, key, value string) error
+	// InitSetting stores value under key unless the key has one, and
+	// returns the value stored: of daemons starting at once on one
+	// database, the first writer's value is every daemon's.
+	InitSetting(ctx context.Context, key, value string) (string, error)
 
 	Close() error
 }

@@ -61,6 +61,9 @@ func (f *fakeStore) DeleteTemplate(_ context.Context, name string) error {
 
 func (f *fakeStore) GetSetting(context.Context, string) (string, error) { return "", store.ErrNotFound }
 func (f *fakeStore) PutSetting(context.Context, string, string) error   { return nil }
-func (f *fakeStore) Close() error                                       { return nil }
+func (f *fakeStore) InitSetting(_ context.Context, _, v string) (string, error) {
+	return v, nil
+}
+func (f *fakeStore) Close() error { return nil }
 
 var _ store.Store = (*fakeStore)(nil)

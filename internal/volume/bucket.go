@@ -234,26 +234,17 @@ func (d *BucketDialer) Denied(a netip.Addr) string {
 	if d.AllowPrivate {
 		return ""
 	}
-	a = a.Unmap()
-	switch {
-	case a.IsLoopback(), a.IsUnspecified():
-		return fmt.Sprintf("%s is a loopback address", a)
-	case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
-		return fmt.Sprintf("%s is a link-local address", a)
-	case a.IsPrivate():
-		return fmt.Sprintf("%s is a private address", a)
-	case a.IsMulticast(), a.IsInterfaceLocalMulticast():
-		return fmt.Sprintf("%s is a multicast address", a)
-	case cgnat.Contains(a):
-		return fmt.Sprintf("%s is a shared (carrier-grade NAT) address", a)
+	if why := hostaddr.Special(a); why != "" {
+		return why
+	}
+	if why := hostaddr.Private(a); why != "" {
+		return why
 	}
 	if hostaddr.Own(a, d.HostAddrs) {
-		return fmt.Sprintf("%s is an address of this host", a)
+		return fmt.Sprintf("%s is an address of this host", a.Unmap())
 	}
 	return ""
 }
-
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
 // Resolve returns host's addresses, refusing any Denied one.
 func (d *BucketDialer) Resolve(ctx context.Context, host string) ([]netip.Addr, error) {

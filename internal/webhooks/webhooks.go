@@ -260,8 +260,8 @@ func (d *Deliverer) denied(a netip.Addr) string {
 		return ""
 	}
 	a = a.Unmap()
-	if a.IsLoopback() || a.IsUnspecified() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsMulticast() {
-		return "a loopback, link-local or multicast address"
+	if why := hostaddr.Special(a); why != "" {
+		return why
 	}
 	switch {
 	case d.cfg.Denies != nil:
@@ -272,8 +272,10 @@ func (d *Deliverer) denied(a netip.Addr) string {
 		if p, ok := denyOut(a, d.cfg.DenyOut, d.cfg.DenyOutExcept); ok {
 			return fmt.Sprintf("in %s, a private or denied range", p)
 		}
-	case a.IsPrivate():
-		return "a private address"
+	default:
+		if why := hostaddr.Private(a); why != "" {
+			return why
+		}
 	}
 	if hostaddr.Own(a, nil) {
 		return "an address of this host"

@@ -13,180 +13,19 @@ package gohttp
 // --egress-proxy-upstream-ca, resolving names through <ext>.12.
 
 import (
-	"crypto/tls"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/miekg/dns"
-	"github.com/vishvananda/netns"
-
-	"github.com/airlock-sandbox/airlock/internal/egressproxy"
 )
-
-// seen is what one stand-in server received.
-type seen struct {
-	server string
-	host   string
-	header http.Header
-}
-
-type seenLog struct {
-	mu   sync.Mutex
-	reqs []seen
-}
-
-func (l *seenLog) add(s seen) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.reqs = append(l.reqs, s)
-}
-
-func (l *seenLog) all() []seen {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]seen(nil), l.reqs...)
-}
-
-// inNetNS runs fn on a thread in the named network namespace (sockets made
-// there stay in it).
-func inNetNS(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return // the thread stays locked and is discarded
-		}
-		target, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			errc <- err
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- err
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
 
 func TestSecretsProxy(t *testing.T) {
 	e := loadEnv(t)
-	caDir := os.Getenv("AIRLOCK_E2E_UPSTREAM_CA_DIR")
-	if caDir == "" {
-		t.Fatal("AIRLOCK_E2E_UPSTREAM_CA_DIR must be set (scripts/test.sh makes the upstream CA)")
-	}
-	leaf, err := tls.LoadX509KeyPair(filepath.Join(caDir, "leaf.pem"), filepath.Join(caDir, "leaf.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Another CA, which the node does not trust, for the bad upstream.
-	otherCA, err := egressproxy.NewCA("airlock-e2e-untrusted")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ext := os.Getenv("AIRLOCK_E2E_EXT_NET")
-	if ext == "" {
-		ext = "10.78.255"
-	}
-	// egress.test.mjs's /29 (<ext>.8-.15, resolver on .12, which the test
-	// daemon forwards to); the Go e2e stage runs before the node one.
-	hostIP, ipA, ipB, ipDNS, ipC := ext+".9", ext+".10", ext+".11", ext+".12", ext+".13"
-	const nameA, nameB, nameC = "secrets-a.test", "secrets-b.test", "secrets-c.test"
+	w := newStandIn(t)
+	log := &w.log
+	ipA := w.ipA
 	tag := uniqueTag(t)
-	ns := "e2e-secrets-" + tag
-	hostIf, nsIf := "e2sx"+tag[:6], "e2sy"+tag[:6]
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", hostIf).Run()
-		_ = exec.Command("ip", "netns", "del", ns).Run()
-	})
-	ip("link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
-	ip("link", "set", nsIf, "netns", ns)
-	ip("addr", "add", hostIP+"/29", "dev", hostIf)
-	ip("link", "set", hostIf, "up")
-	for _, a := range []string{ipA, ipB, ipDNS, ipC} {
-		ip("-n", ns, "addr", "add", a+"/29", "dev", nsIf)
-	}
-	ip("-n", ns, "link", "set", nsIf, "up")
-	ip("-n", ns, "link", "set", "lo", "up")
-	ip("-n", ns, "route", "add", "default", "via", hostIP)
-
-	var log seenLog
-	listen := func(network, addr string) net.Listener {
-		t.Helper()
-		var l net.Listener
-		if err := inNetNS(ns, func() (err error) { l, err = net.Listen(network, addr); return err }); err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	serve := func(server, addr string, cert *tls.Certificate) {
-		t.Helper()
-		l := listen("tcp4", addr)
-		srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			log.add(seen{server: server, host: r.Host, header: r.Header.Clone()})
-			b, _ := json.Marshal(map[string]any{"server": server, "host": r.Host, "headers": r.Header})
-			_, _ = w.Write(b)
-		})}
-		if cert != nil {
-			srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}}
-			go func() { _ = srv.ServeTLS(l, "", "") }()
-		} else {
-			go func() { _ = srv.Serve(l) }()
-		}
-		t.Cleanup(func() { _ = srv.Close() })
-	}
-	serve("A", ipA+":443", &leaf)
-	serve("A-plain", ipA+":80", nil)
-	serve("B", ipB+":443", &leaf)
-	bad, err := otherCA.Leaf(nameC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve("C", ipC+":443", bad)
-	var pc net.PacketConn
-	if err := inNetNS(ns, func() (err error) { pc, err = net.ListenPacket("udp4", ipDNS+":53"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	answers := map[string]string{nameA + ".": ipA, nameB + ".": ipB, nameC + ".": ipC}
-	dnsSrv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg).SetReply(r)
-		if a, ok := answers[strings.ToLower(r.Question[0].Name)]; ok && r.Question[0].Qtype == dns.TypeA {
-			rr, _ := dns.NewRR(r.Question[0].Name + " 60 IN A " + a)
-			m.Answer = append(m.Answer, rr)
-		} else if !ok {
-			m.Rcode = dns.RcodeNameError
-		}
-		_ = w.WriteMsg(m)
-	})}
-	go func() { _ = dnsSrv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = dnsSrv.Shutdown() })
 
 	// The secret, and a sandbox whose rules name it for A and C (E2B's shape).
 	secretName := "e2e-proxy-" + tag

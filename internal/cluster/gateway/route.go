@@ -85,6 +85,9 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) {
 	case len(seg) == 4 && seg[0] == "airlock" && seg[1] == "v1" && seg[2] == "templates":
 		g.serveTemplate(w, r, seg[3])
 
+	// Everything else (/secrets, /events, …): any live node. They share
+	// the store, and every daemon has the same --secrets-key-file key, so
+	// any node opens the secrets another sealed.
 	default:
 		g.serveAnyNode(w, r)
 	}

@@ -48,6 +48,10 @@ func TestRouting(t *testing.T) {
 		{name: "pty", method: "GET", path: "/console/api/sandboxes/sb1/pty", key: true, node: "n2"},
 		{name: "anything else", method: "GET", path: "/airlock/v1/anything", key: true, node: "n1"},
 		{name: "console overview", method: "GET", path: "/console/api/overview", key: true, node: "n1"},
+		// Egress secrets (issue 29): any live node; they share the store and
+		// the --secrets-key-file key (test/cluster/16-secrets.test.mjs).
+		{name: "secrets", method: "GET", path: "/secrets", key: true, node: "n1"},
+		{name: "one secret", method: "POST", path: "/secrets/openai", key: true, node: "n1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -434,6 +434,17 @@ func (s *Store) PutSetting(ctx context.Context, key, value string) error {
 	return nil
 }
 
+// InitSetting implements store.Store.
+func (s *Store) InitSetting(ctx context.Context, key, value string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.settings[key]; ok {
+		return v, nil
+	}
+	s.settings[key] = value
+	return value, nil
+}
+
 // PutSnapshot implements store.SnapshotStore.
 func (s *Store) PutSnapshot(ctx context.Context, sn *store.Snapshot) error {
 	s.mu.Lock()

@@ -341,6 +341,19 @@ func (d *DB) PutSetting(ctx context.Context, key, value string) error {
 	return nil
 }
 
+// InitSetting stores value under key unless it has one, and returns the
+// stored value.
+func (d *DB) InitSetting(ctx context.Context, key, value string) (string, error) {
+	if key == "" {
+		return "", errors.New("init setting: empty key")
+	}
+	if _, err := d.exec(ctx, `INSERT INTO settings (key, value) VALUES ($1, $2)
+		ON CONFLICT (key) DO NOTHING`, key, value); err != nil {
+		return "", fmt.Errorf("init setting %s: %w", key, err)
+	}
+	return d.GetSetting(ctx, key)
+}
+
 // list runs query and scans every row with scan.
 func list[T any](ctx context.Context, d *DB, what, query string, scan func(pgx.Row) (*T, error), args ...any) ([]*T, error) {
 	var out []*T

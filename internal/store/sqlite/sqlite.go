@@ -325,6 +325,19 @@ func (d *DB) PutSetting(ctx context.Context, key, value string) error {
 	return nil
 }
 
+// InitSetting stores value under key unless it has one, and returns the
+// stored value.
+func (d *DB) InitSetting(ctx context.Context, key, value string) (string, error) {
+	if key == "" {
+		return "", errors.New("init setting: empty key")
+	}
+	if _, err := d.db.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES (?, ?)
+		ON CONFLICT(key) DO NOTHING`, key, value); err != nil {
+		return "", fmt.Errorf("init setting %s: %w", key, err)
+	}
+	return d.GetSetting(ctx, key)
+}
+
 func (d *DB) deleteRow(ctx context.Context, query, kind, key string) error {
 	res, err := d.db.ExecContext(ctx, query, key)
 	if err != nil {

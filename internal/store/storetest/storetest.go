@@ -286,6 +286,26 @@ func testSettings(t *testing.T, open Opener) {
 			t.Fatalf("GetSetting = %q, %v; want %q", got, err, v)
 		}
 	}
+	// InitSetting: the first value stays; racing writers all read it.
+	first, err := db.InitSetting(ctx, "team_id", "t1")
+	if err != nil || first != "t1" {
+		t.Fatalf("InitSetting(new) = %q, %v; want t1", first, err)
+	}
+	var wg sync.WaitGroup
+	got := make([]string, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], _ = db.InitSetting(ctx, "team_id", fmt.Sprintf("t%d", i+2))
+		}()
+	}
+	wg.Wait()
+	for i, g := range got {
+		if g != "t1" {
+			t.Fatalf("InitSetting(taken) #%d = %q, want the first value t1", i, g)
+		}
+	}
 	v, err := db.GetSetting(ctx, SchemaVersionKey)
 	if n, perr := strconv.Atoi(v); err != nil || perr != nil || n < 1 {
 		t.Fatalf("%s setting = %q, %v; want the applied schema version", SchemaVersionKey, v, err)
