@@ -314,9 +314,11 @@ LISTEN="127.0.0.1:$PORT"
 # closed); --image-dir: where they write FROM oci-layout:// images.
 # --volume-bucket-allow-private: volumes-bucket.test.mjs's S3 server (versitygw)
 # is on loopback, which bucket endpoints may not name otherwise.
+# --egress-proxy-allow-private: egress_proxy_test.go's SOCKS5 server is in the
+# stand-in internet, a private range, which egressProxy may not name otherwise.
 IMAGE_DIR=$WORK/images
 mkdir -p "$IMAGE_DIR"
-SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16} --dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.12 --deny-out-except ${AIRLOCK_E2E_EXT_NET:-10.78.255}.0/27 --warm-pool code-interpreter-v1=0 --registry-allow 127.0.0.1 --image-dir $IMAGE_DIR --volume-bucket-allow-private"
+SERVE_CMD="${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock} serve --listen $LISTEN --data-dir $DATA_DIR --api-key $API_KEY --net-prefix ${AIRLOCK_TEST_NET_PREFIX:-ale2e} --subnet ${AIRLOCK_TEST_SUBNET:-10.79.0.0/16} --dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.12 --deny-out-except ${AIRLOCK_E2E_EXT_NET:-10.78.255}.0/27 --warm-pool code-interpreter-v1=0 --registry-allow 127.0.0.1 --image-dir $IMAGE_DIR --volume-bucket-allow-private --egress-proxy-allow-private"
 # The egress proxy's stand-in upstream CA (issue 29): a throwaway CA and a
 # leaf for the proof test's names (secrets-a.test, secrets-b.test), which the
 # daemon's proxy trusts besides the system roots; test/gohttp's

@@ -68,6 +68,9 @@ type Options struct {
 	Activity *activity.Hub
 	// Secrets serves E2B's /secrets (secrets.go); nil: 403.
 	Secrets *secrets.Service
+	// EgressProxy enables network.egressProxy (egress_proxy.go); nil:
+	// refused with a 400.
+	EgressProxy *EgressProxyOptions
 }
 
 // api holds the handler state.

@@ -254,7 +254,7 @@ func TestCreateErrors(t *testing.T) {
 	st, _, body = h.do(t, "POST", "/sandboxes", `{"network":{"allowOut":["10.0.0.0/40"]}}`)
 	assertError(t, st, body, 400, "allowOut entry")
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"egressProxy":{"address":"p:1080"}}}`)
-	assertError(t, st, body, 501, "not supported")
+	assertError(t, st, body, 400, "Invalid egress proxy config: egress proxies are not enabled on this node")
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"metadata":{"k":"a\u0000b"}}`)
 	assertError(t, st, body, 400, "metadata: key \"k\": keys and values must not contain a NUL character")
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"envVars":{"A\u0000":"b"}}`)

@@ -21,6 +21,9 @@ func toNetworkJSON(sb *sandbox.Sandbox) *airlock.SandboxNetwork {
 	if len(sb.NetworkRules) > 0 { // E2B's info echoes rules materialised (spec §11.3)
 		n.Rules, _ = json.Marshal(sb.NetworkRules)
 	}
+	if p := sb.EgressProxy; p != nil { // never the password (spec §11.3)
+		n.EgressProxy = &airlock.EgressProxyInfo{Address: p.Address, Username: p.Username}
+	}
 	return n
 }
 
@@ -45,7 +48,7 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
-	rules, done := a.checkRulesAndProxy(w, r, body.Rules, body.EgressProxy) // network_rules.go
+	rules, proxy, done := a.checkRulesAndProxy(w, r, body.Rules, body.EgressProxy) // network_rules.go
 	if done {
 		return
 	}
@@ -59,7 +62,7 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := sb.SetNetwork(r.Context(), allow, eg, rules); err != nil {
+	if err := sb.SetNetworkProxy(r.Context(), allow, eg, rules, proxy); err != nil {
 		a.fail(w, r, err)
 		return
 	}

@@ -93,9 +93,10 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		return
 	}
 	var rules egressproxy.Rules
+	var proxy *sandbox.EgressProxy
 	if body.Network != nil {
 		var done bool
-		if rules, done = a.checkRulesAndProxy(w, r, body.Network.Rules, body.Network.EgressProxy); done { // network_rules.go
+		if rules, proxy, done = a.checkRulesAndProxy(w, r, body.Network.Rules, body.Network.EgressProxy); done { // network_rules.go
 			return
 		}
 	}
@@ -117,6 +118,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		AutoResume:        body.AutoResume != nil && body.AutoResume.Enabled,
 		Limits:            toLimits(body.Limits),
 		NetworkRules:      rules,
+		EgressProxy:       proxy,
 	}
 	if body.Network != nil {
 		req.AllowPublicTraffic = body.Network.AllowPublicTraffic

@@ -229,7 +229,7 @@ func TestNetworkRulesChecked(t *testing.T) {
 		t.Fatalf("valid rules = %d %s", st, body)
 	}
 	st, _, body = h.do(t, "POST", "/v2/sandboxes", `{"network":{"egressProxy":{"address":"p:1080"}}}`)
-	assertError(t, st, body, 501, "not supported yet")
+	assertError(t, st, body, 400, "Invalid egress proxy config: ")
 	// updateNetwork checks them the same way.
 	st, _, body = h.do(t, "PUT", "/sandboxes/any/network", `{"rules":{"api.github.com":[{"transform":{"headers":{"X":"${e2b.secrets.nope}"}}}]}}`)
 	assertError(t, st, body, 400, "unknown secrets: nope")

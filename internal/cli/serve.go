@@ -138,6 +138,8 @@ func addEgressFlags(f *pflag.FlagSet, e *daemon.Egress) {
 		"resolvers (ip or ip:port) that the DNS filter of sandboxes with domain rules forwards allowed queries to (default: the host's /etc/resolv.conf)")
 	f.StringVar(&e.ProxyUpstreamCA, "egress-proxy-upstream-ca", "",
 		"PEM file of CAs the egress proxy (network.rules) trusts for upstream servers, besides the system roots")
+	f.BoolVar(&e.ProxyAllowPrivate, "egress-proxy-allow-private", false,
+		"accept a sandbox's network.egressProxy (SOCKS5 upstream) at a private or internal address, which is refused by default")
 	f.IntVar(&e.AuditGroup, "audit-nflog-group", 0,
 		"NFLOG group for the egress audit log of connections (1-65535; default derived from --net-prefix, -1 turns it off; two daemons on a host need different groups)")
 	f.IntVar(&e.ActivityMaxEntries, "activity-max-entries", activity.DefaultMaxEntries,

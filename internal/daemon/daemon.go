@@ -346,7 +346,8 @@ func (d *daemon) open(ctx context.Context) error {
 	}
 	d.nameservers = sandbox.HostNameservers("/etc/resolv.conf")
 	proxyPort := d.startEgressProxy() // egressproxy.go
-	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix, InterceptPort: proxyPort,
+	socksPort := d.startSocksRelay()  // socksrelay.go
+	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix, InterceptPort: proxyPort, SocksPort: socksPort,
 		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs, AuditObserver: auditObs,
 		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers),
 		BlockedAddrs: d.infraBlocked}, d.log)
@@ -549,7 +550,8 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
 		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
-		NoVolumes: d.noVolumes(), Events: d.events, Activity: d.activity, Secrets: d.secrets})
+		NoVolumes: d.noVolumes(), Events: d.events, Activity: d.activity, Secrets: d.secrets,
+		EgressProxy: &api.EgressProxyOptions{Box: d.secretBox, AllowPrivate: d.cfg.Egress.ProxyAllowPrivate}})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)

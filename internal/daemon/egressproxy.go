@@ -55,6 +55,7 @@ func (d *daemon) startEgressProxyErr() (uint16, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.defer_(func() { cancel(); _ = l.Close() })
 	p := &egressproxy.Proxy{CA: ca, RootCAs: roots, Log: d.log.With("component", "egressproxy"),
+		Dial: socksDial, // through the sandbox's egressProxy when it has one (socksrelay.go)
 		Resolve: func(ctx context.Context, name string) ([]byte, error) {
 			if d.secrets == nil {
 				return nil, errors.New("no secrets service")
@@ -84,24 +85,30 @@ func (d *daemon) serveEgressProxy(ctx context.Context, l net.Listener, p *egress
 				_ = c.Close()
 				return
 			}
-			p.HandleConn(ctx, c, t)
+			p.HandleConn(d.withSocksUpstream(ctx, t.src), c, t.Target)
 		}()
 	}
 }
 
-func (d *daemon) egressTarget(c net.Conn) (egressproxy.Target, bool) {
+// steered is a steered connection's target and source.
+type steered struct {
+	egressproxy.Target
+	src netip.Addr
+}
+
+func (d *daemon) egressTarget(c net.Conn) (steered, bool) {
 	src, err := netip.ParseAddrPort(c.RemoteAddr().String())
 	if err != nil || d.mgr == nil {
-		return egressproxy.Target{}, false
+		return steered{}, false
 	}
 	dst, err := egressproxy.OriginalDst(c)
 	if err != nil || dst.String() == c.LocalAddr().String() {
-		return egressproxy.Target{}, false // not steered
+		return steered{}, false // not steered
 	}
 	id, rules, ok := d.mgr.EgressRules(src.Addr().Unmap())
 	if !ok {
 		d.log.Warn("egress proxy: connection from no sandbox with rules", "from", src.Addr())
-		return egressproxy.Target{}, false
+		return steered{}, false
 	}
-	return egressproxy.Target{Sandbox: id, Addr: dst.String(), Rules: rules}, true
+	return steered{egressproxy.Target{Sandbox: id, Addr: dst.String(), Rules: rules}, src.Addr().Unmap()}, true
 }

@@ -54,6 +54,10 @@ type Egress struct {
 	// egress proxy trusts for upstream servers besides the system roots
 	// (tests: their own HTTPS server; an operator's internal CA).
 	ProxyUpstreamCA string
+	// ProxyAllowPrivate is --egress-proxy-allow-private: a sandbox's
+	// network.egressProxy may be a private or internal address (E2B
+	// refuses those; tests and an operator's own proxy need them).
+	ProxyAllowPrivate bool
 	// AuditGroup is --audit-nflog-group: 0 derives it from the net prefix,
 	// -1 turns the connection audit off.
 	AuditGroup int

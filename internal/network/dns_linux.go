@@ -215,9 +215,12 @@ func (m *Manager) applyDNS(ep *Endpoint, opts Options) error {
 			v := eg.DecideName(name, internet)
 			// A ruled domain's answers are learned for the steering
 			// (if the policy lets the name resolve at all).
-			return dnsfilter.Decision{Allow: v.Allow, Learn: v.Learn || (v.Allow && opts.intercepted(name)), Rule: v.Rule}
+			return dnsfilter.Decision{Allow: v.Allow, Learn: v.Learn || (v.Allow && (opts.intercepted(name) || opts.EgressProxy)), Rule: v.Rule}
 		},
 		Learn: func(name string, addrs []netip.Addr, ttl time.Duration) error {
+			if opts.EgressProxy { // the names the SOCKS relay asks for (socks_linux.go)
+				m.names.note(id, name, addrs)
+			}
 			if opts.intercepted(name) {
 				// Steered before the answer reaches the sandbox.
 				if err := m.fw.intercept(ifname, addrs, ttl); err != nil {

@@ -70,6 +70,24 @@
 // (with the real proxy: the secret injected for the ruled name, none for another Host, plain HTTP
 // untouched).
 //
+// # Tunnelling through network.egressProxy (SOCKS5, issue 29; socks_linux.go)
+//
+// With Config.SocksPort (the daemon's SOCKS relay, internal/socksrelay) the table has the set
+// `socks_ifaces` (host veths of sandboxes with an egressProxy, Options.EgressProxy). Such a sandbox's
+// DNS always goes through the filter, which records what each address was resolved from (the relay
+// asks the SOCKS server for that name, Manager.ProxyName). Its TCP: the filter chain `socks_pre`
+// (prerouting, priority -150, original direction only, DNS and the microVM volume server excepted)
+// jumps to `socks_out`, which holds the same rules `forward` applies to a sandbox's outbound packets,
+// so its policy still decides on the original destination; then prerouting NAT (after the DNS and
+// interception redirects: a ruled connection goes to the interception proxy, whose upstream dial
+// is the same SOCKS dial) DNATs it to the host side of its /30, port SocksPort; `input` accepts
+// exactly that (DNATed, to the incoming veth's address). `forward` drops everything else from it
+// (UDP but DNS, ICMP, anything that missed the redirect), logged as "egressProxy: direct traffic".
+// A microVM's packets reach the host on the same veth, so the same rules apply to it. Tests: root
+// `socks_linux_test.go` (relayed with the resolved name, any port; denied destinations and internet
+// off dropped before the relay; its port closed to direct dials; direct again without the proxy),
+// `test/gohttp/egress_proxy_test.go` and `test/e2e/egress.test.mjs` (a real SOCKS5 server).
+//
 // # Egress policy (allowOut / denyOut)
 //
 // `network.allowOut` / `network.denyOut` on create (v1 and v2 bodies) and `PUT /sandboxes/{id}/network`
@@ -79,8 +97,7 @@
 // entries): `example.com` (that name only) and `*.example.com` (every name below it, not `example.com`
 // itself), normalized to lower case without a trailing dot (`internal/network/domain.go`: LDH labels of
 // 1–63 characters not starting or ending with `-`, at least two labels, a non-numeric last label, `*` only
-// as the whole first label). IPv6, bad CIDRs and junk names answer 400 naming the entry; `rules` and
-// `egressProxy` stay 501.
+// as the whole first label). IPv6, bad CIDRs and junk names answer 400 naming the entry.
 //
 // Semantics are E2B's: denyOut blocks its destinations; allowOut takes precedence over denyOut (`denyOut:
 // ["0.0.0.0/0"], allowOut: [X]` = only X); `allow_internet_access: false` denies everything except allowOut.

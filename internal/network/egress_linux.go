@@ -204,5 +204,8 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, slot int, opts Optio
 	if err := m.applyDNS(ep, opts); err != nil {
 		return err
 	}
+	if err := m.applySocks(ep, opts.EgressProxy); err != nil { // socks_linux.go
+		return err
+	}
 	return m.SetInternet(ctx, id, slot, opts.AllowInternet)
 }

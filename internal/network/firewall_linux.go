@@ -37,10 +37,14 @@ type firewall struct {
 	// without an InterceptPort.
 	intercepts    *nftables.Set
 	interceptPort uint16
-	dnsPort       uint16
-	logGroup      uint16 // NFLOG group of the audit rules, 0 = none (audit_linux.go)
-	ifPrefix      string
-	subnet        netip.Prefix
+	// socks: sandboxes with an egressProxy, relayed to socksPort
+	// (socks_linux.go); nil without a SocksPort.
+	socks     *nftables.Set
+	socksPort uint16
+	dnsPort   uint16
+	logGroup  uint16 // NFLOG group of the audit rules, 0 = none (audit_linux.go)
+	ifPrefix  string
+	subnet    netip.Prefix
 	// The operator deny list, its exceptions and the sandboxes' resolvers
 	// (denyout_linux.go).
 	denyOut, denyOutExcept []netip.Prefix
@@ -58,8 +62,13 @@ func newFirewall(cfg Config) *firewall {
 	if cfg.InterceptPort != 0 {
 		intercepts = newInterceptSet(t)
 	}
+	var socks *nftables.Set
+	if cfg.SocksPort != 0 {
+		socks = newSocksSet(t)
+	}
 	return &firewall{
 		intercepts: intercepts, interceptPort: cfg.InterceptPort,
+		socks: socks, socksPort: cfg.SocksPort,
 		table:    t,
 		set:      &nftables.Set{Table: t, Name: InternetSetName, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian},
 		egress:   newEgressMap(t),
@@ -221,31 +230,47 @@ func (f *firewall) install(keep, keepCut []string) error {
 	if err := f.installIntercept(c, input, pre, fromUs); err != nil { // intercept_linux.go
 		return err
 	}
+	socksOut, socksSet, err := f.installSocks(c, input, pre, fromUs) // socks_linux.go
+	if err != nil {
+		return err
+	}
 	logged(input, auditDenied, "host", expr.VerdictDrop, fromUs)
 
 	// forward: never sandbox to sandbox; never to blocked destinations;
 	// outside only when allowed; inbound only as replies.
 	logged(forward, auditDenied, "other sandbox", expr.VerdictDrop, fromUs, toUs)
-	logged(forward, auditDenied, "sandbox pool "+f.subnet.String(), expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, f.subnet))
-	for _, p := range blockedDestinations {
-		logged(forward, auditDenied, "blocked range "+p.String(), expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p))
+	if socksSet != nil { // a sandbox with egressProxy sends nothing directly
+		logged(forward, auditDenied, socksBypassRule, expr.VerdictDrop, fromUs, inSet(socksSet))
 	}
-	// Always blocked but for DNS (Azure's WireServer is also its resolver):
-	// everything but UDP and TCP, then everything but port 53.
-	for _, p := range blockedButDNS {
-		why := "blocked range " + p.String()
-		logged(forward, auditDenied, why, expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p), notTCPOrUDP())
-		logged(forward, auditDenied, why, expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p), dportNot(53))
+	denyOutJump := f.installDenyOut(c)
+	// The sandbox's outbound policy, in forward and (for connections
+	// relayed to its egressProxy, socks_linux.go) in socksOut.
+	outbound := func(forward *nftables.Chain) {
+		logged(forward, auditDenied, "sandbox pool "+f.subnet.String(), expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, f.subnet))
+		for _, p := range blockedDestinations {
+			logged(forward, auditDenied, "blocked range "+p.String(), expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p))
+		}
+		// Always blocked but for DNS (Azure's WireServer is also its resolver):
+		// everything but UDP and TCP, then everything but port 53.
+		for _, p := range blockedButDNS {
+			why := "blocked range " + p.String()
+			logged(forward, auditDenied, why, expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p), notTCPOrUDP())
+			logged(forward, auditDenied, why, expr.VerdictDrop, fromUs, ipv4(), ipInPrefix(16, p), dportNot(53))
+		}
+		// The cluster's own addresses (blocked_linux.go).
+		logged(forward, auditDenied, blockedRule, expr.VerdictDrop, fromUs, daddrInSet(&blocked))
+		// The operator's deny list: no per-sandbox rule can open it.
+		if denyOutJump != nil {
+			rule(forward, fromUs, ipv4(), denyOutJump)
+		}
+		rule(forward, fromUs, egressLookup(&egress))
+		logged(forward, auditAllowed, "internet", expr.VerdictAccept, fromUs, ipv4(), inInternetSet(&set))
+		logged(forward, auditDenied, "no internet", expr.VerdictDrop, fromUs)
 	}
-	// The cluster's own addresses (blocked_linux.go).
-	logged(forward, auditDenied, blockedRule, expr.VerdictDrop, fromUs, daddrInSet(&blocked))
-	// The operator's deny list: no per-sandbox rule can open it.
-	if jump := f.installDenyOut(c); jump != nil {
-		rule(forward, fromUs, ipv4(), jump)
+	outbound(forward)
+	if socksOut != nil {
+		outbound(socksOut)
 	}
-	rule(forward, fromUs, egressLookup(&egress))
-	logged(forward, auditAllowed, "internet", expr.VerdictAccept, fromUs, ipv4(), inInternetSet(&set))
-	logged(forward, auditDenied, "no internet", expr.VerdictDrop, fromUs)
 	rule(forward, toUs, ctEstablished(), verdict(expr.VerdictAccept))
 	rule(forward, toUs, verdict(expr.VerdictDrop))
 

@@ -45,6 +45,8 @@ type Manager struct {
 	// learned addresses to the rule that opened them (audit_linux.go).
 	ifaces  map[string]string
 	learned map[string]map[netip.Addr]string
+	// names: what sandboxes with an egressProxy resolved (socks_linux.go).
+	names proxyNames
 
 	// failAfterHostSide, when set (tests only), makes Setup fail after the
 	// host side is configured, to exercise the undo path.
@@ -214,6 +216,12 @@ func (m *Manager) Setup(ctx context.Context, id string, slot int, opts Options) 
 		}
 		undo = append(undo, func() error { return m.stopDNS(ep) })
 	}
+	if opts.EgressProxy {
+		if err := m.applySocks(ep, true); err != nil { // socks_linux.go
+			return nil, err
+		}
+		undo = append(undo, func() error { return m.applySocks(ep, false) })
+	}
 	m.noteDenyOutConflicts(id, opts.Egress)
 	m.log.Debug("sandbox network up", "sandbox", id, "slot", slot, "iface", ep.HostIf,
 		"guest", ep.GuestIP, "internet", opts.AllowInternet)
@@ -350,6 +358,9 @@ func (m *Manager) Teardown(ctx context.Context, id string, slot int) error {
 		return err
 	}
 	var errs []error
+	if err := m.applySocks(ep, false); err != nil { // socks_linux.go
+		errs = append(errs, err)
+	}
 	if err := m.stopDNS(ep); err != nil {
 		errs = append(errs, err)
 	}

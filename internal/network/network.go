@@ -31,6 +31,10 @@ type Config struct {
 	// rules to their ruled domains' addresses are steered there
 	// (intercept_linux.go).
 	InterceptPort uint16
+	// SocksPort, when not 0, is the port the SOCKS relay listens on at
+	// each sandbox's host address: the TCP of sandboxes with an
+	// egressProxy is steered there (socks_linux.go).
+	SocksPort uint16
 	// AuditGroup is the NFLOG group the firewall logs new outbound flows
 	// to and the manager reads them from (the egress audit log); 0 turns
 	// connection auditing off. Two daemons on a host need distinct groups.
@@ -70,10 +74,16 @@ type Options struct {
 	// case): the DNS filter steers their answers' addresses to the egress
 	// proxy (intercept_linux.go). Needs Config.InterceptPort.
 	Intercept []string
+	// EgressProxy: the sandbox's TCP goes through its SOCKS5 egressProxy
+	// (socks_linux.go), nothing else leaves. Needs Config.SocksPort and
+	// the DNS filter.
+	EgressProxy bool
 }
 
 // needsDNS reports whether the sandbox's DNS goes through the filter.
-func (o Options) needsDNS() bool { return o.Egress.HasDomains() || len(o.Intercept) > 0 }
+func (o Options) needsDNS() bool {
+	return o.Egress.HasDomains() || len(o.Intercept) > 0 || o.EgressProxy
+}
 
 // intercepted reports whether name is one of o's ruled domains.
 func (o Options) intercepted(name string) bool {

@@ -67,7 +67,7 @@ func (m *Manager) bootCold(ctx context.Context, log *slog.Logger, id string, slo
 	err := r.run(ctx, nil,
 		step{stepNetwork, func(ctx context.Context) error {
 			var err error
-			ep, err = m.cfg.Network.Setup(ctx, id, slot, network.Options{AllowInternet: allowInternet, Egress: req.Egress, Intercept: req.NetworkRules.Domains()})
+			ep, err = m.cfg.Network.Setup(ctx, id, slot, netOptions(allowInternet, req.Egress, req.NetworkRules, req.EgressProxy))
 			if err != nil {
 				return fmt.Errorf("setting up network: %w", err)
 			}

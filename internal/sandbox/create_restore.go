@@ -206,8 +206,8 @@ func (m *Manager) prepareIn(ctx context.Context, k *child, parent *store.Sandbox
 	return k.steps.run(ctx, func(ctx context.Context) { m.releaseChild(ctx, k) },
 		step{stepNetwork, func(ctx context.Context) error {
 			var err error
-			k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, network.Options{AllowInternet: parent.AllowInternet, Egress: parentEgress(parent),
-				Intercept: decodeExtra(parent.Extra).NetworkRules.Domains()})
+			k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, netOptions(parent.AllowInternet, parentEgress(parent),
+				decodeExtra(parent.Extra).NetworkRules, decodeExtra(parent.Extra).EgressProxy))
 			if err != nil {
 				return fmt.Errorf("setting up network: %w", err)
 			}

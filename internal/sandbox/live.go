@@ -130,6 +130,7 @@ func (e *Live) view() *Sandbox {
 		DenyOut:         x.DenyOut,
 		MaskRequestHost: x.MaskRequestHost,
 		NetworkRules:    x.NetworkRules,
+		EgressProxy:     x.EgressProxy,
 		Transition:      e.op,
 	}
 }
@@ -425,6 +426,10 @@ func (e *Live) Stats(ctx context.Context) (runtime.Stats, error) {
 // rules replace the sandbox's network.rules (nil clears them: E2B's update
 // replaces the whole network object).
 func (e *Live) SetNetwork(ctx context.Context, allowInternet bool, eg network.Egress, rules egressproxy.Rules) error {
+	return e.setNetwork(ctx, allowInternet, eg, rules, nil)
+}
+
+func (e *Live) setNetwork(ctx context.Context, allowInternet bool, eg network.Egress, rules egressproxy.Rules, proxy *EgressProxy) error {
 	m, id := e.m, e.rec.ID
 	ps, ok := m.cfg.Network.(PolicySetter)
 	if !ok {
@@ -441,12 +446,13 @@ func (e *Live) SetNetwork(ctx context.Context, allowInternet bool, eg network.Eg
 	if e.op != "" {
 		return userErrorf(http.StatusConflict, "sandbox %q is %s; try again", id, e.op)
 	}
-	if err := ps.SetPolicy(ctx, id, e.rec.Slot, network.Options{AllowInternet: allowInternet, Egress: eg, Intercept: rules.Domains()}); err != nil {
+	if err := ps.SetPolicy(ctx, id, e.rec.Slot, netOptions(allowInternet, eg, rules, proxy)); err != nil {
 		return fmt.Errorf("applying the network policy of %s: %w", id, err)
 	}
 	x := decodeExtra(e.rec.Extra)
 	x.AllowOut, x.DenyOut = eg.Strings()
 	x.NetworkRules = rules.Clone()
+	x.EgressProxy = proxy.Clone()
 	e.rec.Extra = encodeExtra(x)
 	e.rec.AllowInternet = allowInternet
 	rec := e.rec

@@ -183,6 +183,9 @@ type CreateRequest struct {
 	// NetworkRules are E2B's network.rules (egressproxy.ParseRules), kept
 	// with the sandbox (record.go).
 	NetworkRules egressproxy.Rules
+	// EgressProxy is E2B's network.egressProxy, its password sealed
+	// (egressproxy.go); nil: none.
+	EgressProxy *EgressProxy
 	// VolumeMounts are the volumes mounted into the sandbox (E2B's
 	// volumeMounts, resolved to volume ids by the API).
 	VolumeMounts []volume.Mount
@@ -216,6 +219,8 @@ type Sandbox struct {
 	MaskRequestHost string
 	// NetworkRules: see CreateRequest.
 	NetworkRules egressproxy.Rules
+	// EgressProxy: see CreateRequest.
+	EgressProxy *EgressProxy
 	// VolumeMounts: see CreateRequest.
 	VolumeMounts []volume.Mount
 	CPUCount     int

@@ -37,14 +37,14 @@ func egressOf(x extra) network.Egress {
 func (m *Manager) reapplyPolicy(ctx context.Context, rec *store.Sandbox) {
 	x := decodeExtra(rec.Extra)
 	eg := egressOf(x)
-	if eg.Empty() && len(x.NetworkRules) == 0 {
+	if eg.Empty() && len(x.NetworkRules) == 0 && x.EgressProxy == nil {
 		return
 	}
 	ps, ok := m.cfg.Network.(PolicySetter)
 	if !ok {
 		return
 	}
-	if err := ps.SetPolicy(ctx, rec.ID, rec.Slot, network.Options{AllowInternet: rec.AllowInternet, Egress: eg, Intercept: x.NetworkRules.Domains()}); err != nil {
+	if err := ps.SetPolicy(ctx, rec.ID, rec.Slot, netOptions(rec.AllowInternet, eg, x.NetworkRules, x.EgressProxy)); err != nil {
 		m.log.Error("re-applying the network policy", "sandbox", rec.ID, "err", err)
 	}
 }

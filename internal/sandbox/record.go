@@ -39,6 +39,9 @@ type extra struct {
 	// sandbox so a pause/resume, a fork and a daemon restart keep them.
 	// Secret values are never here, only ${e2b.secrets.<name>} placeholders.
 	NetworkRules egressproxy.Rules `json:"networkRules,omitempty"`
+	// EgressProxy is E2B's network.egressProxy (egressproxy.go in this
+	// package), its password sealed.
+	EgressProxy *EgressProxy `json:"egressProxy,omitempty"`
 	// BaseTemplate is the template under a sandbox created from a named
 	// snapshot (TemplateID is then the snapshot's id).
 	BaseTemplate string `json:"baseTemplate,omitempty"`
@@ -81,7 +84,8 @@ type extra struct {
 
 func encodeExtra(x extra) string {
 	if !x.AutoResume && len(x.AllowOut) == 0 && len(x.DenyOut) == 0 && x.BaseTemplate == "" && x.Agent == "" && !x.DiskOnly && !x.PauseDiskOnly &&
-		x.Image == "" && !x.Evacuated && x.MaskRequestHost == "" && !x.Uploading && len(x.Volumes) == 0 && len(x.NetworkRules) == 0 {
+		x.Image == "" && !x.Evacuated && x.MaskRequestHost == "" && !x.Uploading && len(x.Volumes) == 0 && len(x.NetworkRules) == 0 &&
+		x.EgressProxy == nil {
 		return ""
 	}
 	b, _ := json.Marshal(x)
@@ -99,7 +103,8 @@ func decodeExtra(s string) extra {
 // newExtra is the record extra of a sandbox created by req.
 func newExtra(req CreateRequest) extra {
 	x := extra{AutoResume: req.AutoResume, PauseDiskOnly: req.AutoPause && req.AutoPauseDiskOnly, MaskRequestHost: req.MaskRequestHost,
-		Volumes: slices.Clone(req.VolumeMounts), NetworkRules: req.NetworkRules.Clone()}
+		Volumes: slices.Clone(req.VolumeMounts), NetworkRules: req.NetworkRules.Clone(),
+		EgressProxy: req.EgressProxy.Clone()}
 	x.AllowOut, x.DenyOut = req.Egress.Strings()
 	return x
 }

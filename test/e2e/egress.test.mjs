@@ -67,6 +67,11 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
   const caDir = process.env.AIRLOCK_E2E_UPSTREAM_CA_DIR
   let server
   const run = (...args) => execFileSync('ip', args, { stdio: 'pipe' })
+  // The SOCKS5 server (network.egressProxy) on B: 1080, its CONNECT
+  // targets on B:1081/targets; it dials from B, so a proxied request's
+  // peer is B and a direct one's is the node (hostIP).
+  const socksUser = 'airlock'
+  const socksPass = `socks-${id}`
 
   const reaches = async (sbx, url, name) => {
     const r = await curl(sbx, url)
@@ -94,6 +99,9 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
       http.createServer((q, s) => s.end('A')).listen(8080, '${ipA}')
       http.createServer((q, s) => s.end('B')).listen(8080, '${ipB}')
       http.createServer((q, s) => s.end('LAN')).listen(8080, '${ipLAN}')
+      http.createServer((q, s) => s.end('peer ' + q.socket.remoteAddress)).listen(8081, '${ipA}')
+      ${socksServer.toString()}
+      socksServer('${ipB}', '${socksUser}', '${socksPass}', { 'allowed.test': '${ipA}' })
       ${caDir ? `require('https').createServer({ cert: require('fs').readFileSync('${caDir}/leaf.pem'), key: require('fs').readFileSync('${caDir}/leaf.key') },
         (q, s) => s.end(JSON.stringify({ host: q.headers.host, authorization: q.headers.authorization ?? null }))).listen(443, '${ipA}')` : ''}
       ${dnsServer.toString()}
@@ -365,6 +373,28 @@ describe('egress policy', { timeout: TEST_TIMEOUT * 6 }, () => {
     }
   })
 
+  it('network.egressProxy: TCP goes through the SOCKS5 server by name, with auth; updateNetwork without it goes direct', { timeout: TEST_TIMEOUT }, async () => {
+    const targets = async () => (await (await fetch(`http://${ipB}:1081/targets`)).json())
+    const sbx = await t.create({ network: { egressProxy: { address: `${ipB}:1080`, username: socksUser, password: socksPass } } })
+    const before = (await targets()).length
+    const r = await curl(sbx, 'http://allowed.test:8081/', 15)
+    assert.ok(r.ok, r.stderr)
+    assert.equal(r.body, `peer ${ipB}`, 'the server did not see the proxy as its peer')
+    assert.deepEqual((await targets()).slice(before), ['allowed.test:8081'], 'the proxy was not asked for the name')
+    // GET shows it without the password.
+    const res = await fetch(`${process.env.E2B_API_URL}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })
+    const info = await res.json()
+    assert.deepEqual(info.network.egressProxy, { address: `${ipB}:1080`, username: socksUser })
+    assert.equal(JSON.stringify(info).includes(socksPass), false, 'GET shows the proxy password')
+    // A wrong password: the connection fails, nothing goes direct.
+    await sbx.updateNetwork({ egressProxy: { address: `${ipB}:1080`, username: socksUser, password: 'wrong' } })
+    assert.equal((await curl(sbx, 'http://allowed.test:8081/', 10)).ok, false, 'a wrong proxy password still connected')
+    // updateNetwork without egressProxy: direct again.
+    await sbx.updateNetwork({})
+    const direct = await curl(sbx, `http://${ipA}:8081/`, 10)
+    assert.equal(direct.body, `peer ${hostIP}`, `after updateNetwork({}): ${direct.stderr}`)
+  })
+
   it('rejects junk names and bad CIDRs with 400', { timeout: TEST_TIMEOUT }, async () => {
     await assert.rejects(t.create({ network: { allowOut: ['exa_mple.com'] } }), /allowOut entry/)
     await assert.rejects(t.create({ network: { denyOut: ['*.*.example.com'] } }), /denyOut entry/)
@@ -421,6 +451,63 @@ function dnsServer (addr, names) {
     sock.send(Buffer.concat(parts), rinfo.port, rinfo.address)
   })
   sock.bind(53, addr)
+}
+
+/**
+ * A SOCKS5 server (RFC 1928 CONNECT, RFC 1929 auth) on addr:1080 that
+ * dials from addr, resolving names through hosts, and lists the CONNECT
+ * targets it was asked for at http://addr:1081/targets. Runs in the test
+ * namespace (stringified into the server process).
+ */
+function socksServer (addr, user, pass, hosts) {
+  const net = require('net')
+  const targets = []
+  require('http').createServer((q, s) => s.end(JSON.stringify(targets))).listen(1081, addr)
+  net.createServer((c) => {
+    let buf = Buffer.alloc(0)
+    let step = 'greet'
+    c.on('error', () => {})
+    const onData = (d) => {
+      buf = Buffer.concat([buf, d])
+      if (step === 'greet') {
+        if (buf.length < 2 || buf.length < 2 + buf[1]) return
+        const methods = [...buf.subarray(2, 2 + buf[1])]
+        buf = buf.subarray(2 + buf[1])
+        if (!methods.includes(2)) { c.end(Buffer.from([5, 0xff])); return }
+        c.write(Buffer.from([5, 2]))
+        step = 'auth'
+      }
+      if (step === 'auth') {
+        if (buf.length < 2 || buf.length < 3 + buf[1] || buf.length < 3 + buf[1] + buf[2 + buf[1]]) return
+        const u = buf.subarray(2, 2 + buf[1]).toString()
+        const p = buf.subarray(3 + buf[1], 3 + buf[1] + buf[2 + buf[1]]).toString()
+        buf = buf.subarray(3 + buf[1] + buf[2 + buf[1]])
+        if (u !== user || p !== pass) { c.end(Buffer.from([1, 1])); return }
+        c.write(Buffer.from([1, 0]))
+        step = 'connect'
+      }
+      if (step === 'connect') {
+        if (buf.length < 5) return
+        let host, off
+        if (buf[3] === 1) { if (buf.length < 10) return; host = [...buf.subarray(4, 8)].join('.'); off = 8 }
+        else if (buf[3] === 3) { if (buf.length < 7 + buf[4]) return; host = buf.subarray(5, 5 + buf[4]).toString(); off = 5 + buf[4] }
+        else { c.end(Buffer.from([5, 8, 0, 1, 0, 0, 0, 0, 0, 0])); return }
+        const port = buf.readUInt16BE(off)
+        const rest = buf.subarray(off + 2)
+        step = 'relay'
+        c.off('data', onData)
+        targets.push(`${host}:${port}`)
+        const up = net.connect({ host: hosts[host] ?? host, port, localAddress: addr }, () => {
+          c.write(Buffer.from([5, 0, 0, 1, 0, 0, 0, 0, 0, 0]))
+          if (rest.length) up.write(rest)
+          c.pipe(up)
+          up.pipe(c)
+        })
+        up.on('error', () => c.end(Buffer.from([5, 5, 0, 1, 0, 0, 0, 0, 0, 0])))
+      }
+    }
+    c.on('data', onData)
+  }).listen(1080, addr)
 }
 
 /** Asks server (UDP 53) for name's A record from the host; the address or undefined. */

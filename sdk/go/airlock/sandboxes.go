@@ -61,6 +61,15 @@ type SandboxNetwork struct {
 	MaskRequestHost    string   `json:"maskRequestHost,omitempty"`
 	// Rules are network.rules as stored (placeholders, never secret values).
 	Rules json.RawMessage `json:"rules,omitempty"`
+	// EgressProxy is network.egressProxy without its password.
+	EgressProxy *EgressProxyInfo `json:"egressProxy,omitempty"`
+}
+
+// EgressProxyInfo is a sandbox's SOCKS5 egressProxy as GET shows it: never
+// the password.
+type EgressProxyInfo struct {
+	Address  string `json:"address"`
+	Username string `json:"username,omitempty"`
 }
 
 // SandboxDetail is GET /sandboxes/{id} (E2B's SandboxDetail). The daemon
