@@ -319,18 +319,27 @@ func (m *Manager) stopAndCut(ctx context.Context, r *steps, id string, slot int,
 	cutter, canCut := m.cfg.Network.(netCutter)
 	if st != nil && (canCut || slot < 0) { // slot < 0: no network to cut
 
-		var cutErr error
-		var cutTook time.Duration
-		cutDone := make(chan struct{})
+		// Each on a thread of its own at a higher priority (urgentThread):
+		// under load their system calls otherwise wait for a core behind
+		// the sandboxes'.
+		var cutErr, stopErr error
+		var cutTook, stopTook time.Duration
+		cutDone, stopDone := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(cutDone)
+			urgentThread()
 			if slot >= 0 {
 				cutErr = cutter.Cut(ctx, id, slot)
 			}
 			cutTook = time.Since(t0)
 		}()
-		stopErr := st.Stop(ctx, id, dir)
-		stopTook := time.Since(t0)
+		go func() {
+			defer close(stopDone)
+			urgentThread()
+			stopErr = st.Stop(ctx, id, dir)
+			stopTook = time.Since(t0)
+		}()
+		<-stopDone
 		if stopErr != nil {
 			m.log.Warn("fast stop failed; destroying now", "sandbox", id, "err", stopErr)
 			stopErr = m.cfg.Runtime.Destroy(ctx, id, dir)
