@@ -9,6 +9,12 @@ package main
 //     total, the whole kill inside the daemon), and kind=teardown, the
 //     background teardown (exit, runtime, network, row), printed as
 //     "kill step: <step>" and "kill teardown: <step>";
+//   - "kill client: connect" and "kill client: answer": the client's side
+//     of the same DELETE (net/http/httptrace): from asking the transport for
+//     a connection until it has one (a dial when no idle connection is
+//     left: http.DefaultTransport keeps 2 per host for the soak's 40
+//     clients), and from the request written until the first byte of the
+//     answer (the daemon's whole handling, its scheduling included);
 //   - the lines of builds before those steps ("stop and cut" with stop= and
 //     cut=, "sandbox stopped and cut off" with journal= and total=, "teardown
 //     finished" with exit=, runtime=, network=), mapped to the same rows, so
@@ -16,31 +22,66 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
+	"net/http/httptrace"
 	"os"
 	"strings"
+	"sync"
 	"time"
 )
 
 const (
 	killStepPrefix     = "kill step: "
 	killTeardownPrefix = "kill teardown: "
+	killClientPrefix   = "kill client: "
+	killConnect        = killClientPrefix + "connect"
+	killAnswer         = killClientPrefix + "answer"
 )
 
 // killStepOrder is the order of the kill step rows in the table.
 var killStepOrder = []string{
+	killConnect, killAnswer,
 	killStepPrefix + "index", killStepPrefix + "journal", killStepPrefix + "stop", killStepPrefix + "cut",
 	killStepPrefix + "row", killStepPrefix + "log", killStepPrefix + "total",
 	killTeardownPrefix + "exit", killTeardownPrefix + "runtime", killTeardownPrefix + "network", killTeardownPrefix + "row",
 }
 
 // killStepNote is printed under the table.
-const killStepNote = "kill step rows (daemon debug log): stop and cut run at once; total is the kill inside the daemon, index to answer"
+const killStepNote = "kill client rows: the DELETE's connection and its answer's first byte after the request was written; kill step rows (daemon debug log): total is the kill inside the daemon, index to answer"
 
 // isKillStep reports whether op is a kill step row.
 func isKillStep(op string) bool {
-	return strings.HasPrefix(op, killStepPrefix) || strings.HasPrefix(op, killTeardownPrefix)
+	return strings.HasPrefix(op, killStepPrefix) || strings.HasPrefix(op, killTeardownPrefix) ||
+		strings.HasPrefix(op, killClientPrefix)
+}
+
+// traceKill returns ctx traced for the kill's client rows, and the function
+// that records them once the kill returned (nothing when it failed).
+func traceKill(ctx context.Context, rec *recorder) (context.Context, func(error)) {
+	var mu sync.Mutex
+	var getConn, gotConn, wrote, first time.Time
+	at := func(p *time.Time) {
+		mu.Lock()
+		*p = time.Now()
+		mu.Unlock()
+	}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GetConn:              func(string) { at(&getConn) },
+		GotConn:              func(httptrace.GotConnInfo) { at(&gotConn) },
+		WroteRequest:         func(httptrace.WroteRequestInfo) { at(&wrote) },
+		GotFirstResponseByte: func() { at(&first) },
+	})
+	return ctx, func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil || getConn.IsZero() || gotConn.IsZero() || wrote.IsZero() || first.IsZero() {
+			return
+		}
+		rec.add(killConnect, gotConn.Sub(getConn))
+		rec.add(killAnswer, first.Sub(wrote))
+	}
 }
 
 // killSteps reads the daemon's debug log and returns the kill step times of

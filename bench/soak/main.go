@@ -296,7 +296,10 @@ func oneRound(ctx context.Context, c config, sdk *airlock.Client, cl *airlock.Cl
 		_ = rec.do("kill", func() error {
 			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opDeadline)
 			defer cancel()
-			return sb.Kill(kctx)
+			kctx, done := traceKill(kctx, rec)
+			err := sb.Kill(kctx)
+			done(err)
+			return err
 		})
 	}()
 	proc := cl.Process(sb.ID, sb.AccessToken)

@@ -59,11 +59,10 @@ const (
 	stepReaddress  = "readdress"  // the guest address back into its namespace
 	stepCommit     = "commit"     // the store row says the new state
 
-	// A kill's steps (teardown.go). kill/answer: index, journal, then stop
-	// and cut at once (each timed from their common start), row (only when
-	// the row goes before the answer), log; total is the whole kill inside
-	// the daemon. kill/teardown: exit, runtime, network, row.
-
+	// A kill's steps (teardown.go). kill/answer: index, journal, stop, cut,
+	// row (only when the row goes before the answer; it runs beside stop
+	// and cut), log; total is the whole kill inside the daemon.
+	// kill/teardown: exit, runtime, network, row.
 	stepIndex   = "index"   // out of the index (404 from here on)
 	stepJournal = "journal" // the teardown journal's entry
 	stepStop    = "stop"    // SIGKILL sent to every process (runtime.Stopper.Stop)
