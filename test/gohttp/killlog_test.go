@@ -44,24 +44,25 @@ func TestKillAnswersWhileTheLogIsStuck(t *testing.T) {
 
 	// Fill the pipe: from now on every write of the daemon to its log
 	// blocks until someone reads, which nobody does.
-	filler, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	// A raw descriptor: an *os.File would wait in the poller on EAGAIN.
+	filler, err := syscall.Open(fifo, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer filler.Close()
+	defer syscall.Close(filler)
 	chunk := make([]byte, 4096)
 	for i := range chunk {
 		chunk[i] = '.'
 	}
 	for {
-		if _, err := filler.Write(chunk); err != nil {
+		if _, err := syscall.Write(filler, chunk); err != nil {
 			if !errors.Is(err, syscall.EAGAIN) {
 				t.Fatalf("filling the log pipe: %v", err)
 			}
 			break
 		}
 	}
-	if _, err := filler.Write([]byte{'\n'}); !errors.Is(err, syscall.EAGAIN) {
+	if _, err := syscall.Write(filler, []byte{'\n'}); !errors.Is(err, syscall.EAGAIN) {
 		t.Fatalf("the log pipe is not full: %v", err)
 	}
 
