@@ -8,7 +8,8 @@
 # The daemon is the test suite's (scripts/test.sh): warm pool off, so every
 # create restores the template's boot snapshot. Its log is $DATA_DIR.soak.log,
 # at debug level: bench/soak reads the creates' restore and wait steps from it
-# (the "floor: create ..." rows).
+# (the "floor: create ..." rows), and the kills' steps (the "kill step: ..." and
+# "kill teardown: ..." rows).
 # Knobs: BIN, DATA_DIR, NET_PREFIX, SUBNET, LISTEN (default 127.0.0.1:49990),
 # SERVE_ARGS (extra serve flags). Other arguments go to bench/soak.
 set -euo pipefail

@@ -66,7 +66,9 @@ type Summary struct {
 	Ops          map[string]OpStats `json:"ops"`
 	// Floors are the same-run floor rows (floor.go); their errors count
 	// in Errors, their requests not in Requests.
-	Floors       map[string]OpStats `json:"floors,omitempty"`
+	Floors map[string]OpStats `json:"floors,omitempty"`
+	// KillSteps are the kills' steps inside the daemon (killsteps.go).
+	KillSteps    map[string]OpStats `json:"kill_steps,omitempty"`
 	RSSBeforeKiB int64              `json:"daemon_rss_before_kib"`
 	RSSAfterKiB  int64              `json:"daemon_rss_after_kib"`
 }
@@ -233,10 +235,17 @@ func run(ctx context.Context, c config) Summary {
 		for op, ds := range steps {
 			rec.add(op, ds...)
 		}
+		ks, err := killSteps(c.daemonLog, rec.ids)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "soak:", err)
+		}
+		for op, ds := range ks {
+			rec.add(op, ds...)
+		}
 	}
 	sum := Summary{
 		Profile: c.profile, Clients: c.clients, Rounds: rounds, Elapsed: time.Since(start).Seconds(),
-		Ops: map[string]OpStats{}, Floors: map[string]OpStats{}, RSSBeforeKiB: before, RSSAfterKiB: rssKiB(c.pid), ErrorSamples: rec.samples,
+		Ops: map[string]OpStats{}, Floors: map[string]OpStats{}, KillSteps: map[string]OpStats{}, RSSBeforeKiB: before, RSSAfterKiB: rssKiB(c.pid), ErrorSamples: rec.samples,
 	}
 	ops := map[string]bool{}
 	for op := range rec.lat {
@@ -255,6 +264,10 @@ func run(ctx context.Context, c config) Summary {
 			st.MaxMs = ms(l[len(l)-1])
 		}
 		sum.Errors += st.Errors
+		if isKillStep(op) {
+			sum.KillSteps[op] = st
+			continue
+		}
 		if isFloor(op) {
 			sum.Floors[op] = st
 			continue
@@ -283,7 +296,10 @@ func oneRound(ctx context.Context, c config, sdk *airlock.Client, cl *airlock.Cl
 		_ = rec.do("kill", func() error {
 			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opDeadline)
 			defer cancel()
-			return sb.Kill(kctx)
+			kctx, done := traceKill(kctx, rec)
+			err := sb.Kill(kctx)
+			done(err)
+			return err
 		})
 	}()
 	proc := cl.Process(sb.ID, sb.AccessToken)
@@ -416,9 +432,17 @@ func printSummary(w io.Writer, s Summary) {
 			row(tw, op, o)
 		}
 	}
+	for _, op := range killStepOrder {
+		if o, ok := s.KillSteps[op]; ok {
+			row(tw, op, o)
+		}
+	}
 	_ = tw.Flush()
 	if len(s.Floors) > 0 {
 		fmt.Fprintln(w, floorNote)
+	}
+	if len(s.KillSteps) > 0 {
+		fmt.Fprintln(w, killStepNote)
 	}
 	if s.RSSBeforeKiB > 0 {
 		fmt.Fprintf(w, "daemon RSS: %d KiB before, %d KiB after\n", s.RSSBeforeKiB, s.RSSAfterKiB)

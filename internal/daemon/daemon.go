@@ -132,7 +132,9 @@ type Config struct {
 // Run starts the daemon and serves until ctx ends (a clean shutdown) or
 // serving fails.
 func Run(ctx context.Context, cfg Config) error {
-	log, err := newLogger(cfg.LogLevel, cfg.LogFormat)
+	out := newLogWriter(os.Stderr)
+	defer out.Close()
+	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, out)
 	if err != nil {
 		return err
 	}
@@ -770,7 +772,8 @@ func (d *daemon) shutdown(ctx context.Context, srv *http.Server) error {
 	return errors.Join(errs...)
 }
 
-func newLogger(level, format string) (*slog.Logger, error) {
+// newLogger returns the daemon's logger, writing to out.
+func newLogger(level, format string, out io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("invalid --log-level %q: %w", level, err)
@@ -778,9 +781,9 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	hopts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, hopts)), nil
+		return slog.New(slog.NewTextHandler(out, hopts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, hopts)), nil
+		return slog.New(slog.NewJSONHandler(out, hopts)), nil
 	}
 	return nil, fmt.Errorf("invalid --log-format %q: want text or json", format)
 }

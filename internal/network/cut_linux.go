@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -50,26 +51,48 @@ func (m *Manager) Cut(ctx context.Context, id string, slot int) error {
 	return m.fw.setCut(ep.HostIf, true)
 }
 
+// cutConn is the netlink connection the cut set's updates go through,
+// opened once and kept (a connection per update cost a socket, its bind
+// and its close: system calls that under load each wait for a core, on
+// the kill's answer path). mu serialises the updates: nftables batches
+// them one at a time per namespace anyway.
+type cutConn struct {
+	mu sync.Mutex
+	c  *nftables.Conn // nil until the first update, and after one failed
+}
+
 // setCut adds ifname to the cut set or removes it. Removing a missing
 // element is not an error.
 func (f *firewall) setCut(ifname string, cut bool) error {
-	c, err := nftables.New()
-	if err != nil {
-		return fmt.Errorf("opening nftables: %w", err)
+	cc := &f.cutc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.c == nil {
+		c, err := nftables.New(nftables.AsLasting())
+		if err != nil {
+			return fmt.Errorf("opening nftables: %w", err)
+		}
+		cc.c = c
 	}
+	c := cc.c
 	elems := []nftables.SetElement{{Key: ifnameKey(ifname)}}
+	var err error
 	if cut {
 		err = c.SetAddElements(f.cut, elems)
 	} else {
 		err = c.SetDeleteElements(f.cut, elems)
 	}
-	if err != nil {
-		return fmt.Errorf("updating set %s: %w", CutSetName, err)
-	}
-	if err := c.Flush(); err != nil {
+	if err == nil {
+		err = c.Flush()
 		if !cut && errors.Is(err, unix.ENOENT) {
 			return nil
 		}
+	}
+	if err != nil {
+		// Replies of a failed batch may still be queued on the socket:
+		// the next update opens a new one.
+		_ = c.CloseLasting()
+		cc.c = nil
 		return fmt.Errorf("updating set %s (%s cut=%v): %w", CutSetName, ifname, cut, err)
 	}
 	return nil

@@ -208,3 +208,53 @@ table inet ` + testPrefix + ` {
 		t.Errorf("cut set after the upgrade = %v, want empty", got)
 	}
 }
+
+// The cut's updates share one netlink connection, and a connection whose
+// update failed is replaced: the next cut still takes.
+func TestCutConnectionKeptAndReplacedAfterAFailure(t *testing.T) {
+	m := newTestManager(t)
+	ctx := testCtx(t)
+	a := setup(t, m, "cut-f", 15, false)
+	aL := listenIn(t, a.NetNSPath, net.JoinHostPort(a.GuestIP.String(), "0"))
+	aAddr := net.JoinHostPort(a.GuestIP.String(), port(aL))
+	mustReach(t, "host to A", "", aAddr)
+
+	// Removing a name that is not in the set is no error, and keeps the
+	// connection.
+	if err := m.fw.setCut(HostIfName(testPrefix, 16), false); err != nil {
+		t.Fatalf("uncutting a name that is not cut: %v", err)
+	}
+	first := m.fw.cutc.c
+	if first == nil {
+		t.Fatal("no connection kept after an update")
+	}
+	if err := m.fw.setCut(HostIfName(testPrefix, 16), false); err != nil {
+		t.Fatal(err)
+	}
+	if m.fw.cutc.c != first {
+		t.Error("a second update opened a new connection")
+	}
+
+	// An update that fails (a set of a table that does not exist) drops
+	// the connection.
+	cutSet := m.fw.cut
+	bogus := *cutSet
+	bogus.Table = &nftables.Table{Family: nftables.TableFamilyINet, Name: testPrefix + "-none"}
+	m.fw.cut = &bogus
+	err := m.fw.setCut(a.HostIf, true)
+	m.fw.cut = cutSet
+	if err == nil {
+		t.Fatal("cutting through a set of a missing table succeeded")
+	}
+	if m.fw.cutc.c != nil {
+		t.Error("the connection of a failed update was kept")
+	}
+
+	if err := m.Cut(ctx, "cut-f", 15); err != nil {
+		t.Fatalf("Cut after a failed update: %v", err)
+	}
+	if !slices.Contains(cutSetMembers(t), a.HostIf) {
+		t.Errorf("%s not in the cut set", a.HostIf)
+	}
+	mustFail(t, "host to A after the cut", "", aAddr)
+}

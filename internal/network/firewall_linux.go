@@ -33,6 +33,7 @@ type firewall struct {
 	egress *nftables.Set // verdict map, see egress_linux.go
 	dns    *nftables.Set // DNS redirect, see dns_linux.go
 	cut    *nftables.Set // cut-off sandboxes, see cut_linux.go
+	cutc   cutConn       // the cut set's updates (cut_linux.go)
 	// intercepts: steering to the egress proxy (intercept_linux.go), nil
 	// without an InterceptPort.
 	intercepts    *nftables.Set

@@ -68,6 +68,12 @@
 //	| `resume` | `imported` | `network`, `clone`, `restore`, `wake`, `wait` (a cluster node resuming an image another node made) |
 //	| `fork`, `snapshot` | `parent` | `clear`, `freeze`, `checkpoint` (the source's checkpoint; its restore in the background is not timed) |
 //
+// A kill is timed the same way, with `op=kill` (`teardown.go`): kind `answer` has the steps before
+// the kill answers, `index`, `journal`, `stop` (SIGKILL sent), `cut` (the nftables cut), `row` (only
+// when the row goes before the answer), `log`, and `total` (the whole kill inside the daemon); kind `teardown` has the background
+// teardown's `exit`, `runtime`, `network` and `row`. `bench/soak` prints them as its `kill step:` and
+// `kill teardown:` rows.
+//
 // What lies between the steps is not timed: the request's checks, id and token generation and the
 // slot (microseconds), a named snapshot's download on a cluster node, and a cluster pause's upload.
 // Filesystem-only pauses and resumes (`pausedisk.go`) are not steps yet. So the create steps' sum

@@ -226,7 +226,7 @@ func (e *Live) expire(gen uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	m.log.Info("sandbox timed out", "sandbox", id)
-	if err := e.kill(ctx); err != nil {
+	if err := e.kill(ctx, m.newSteps(opKill, kindAnswer, id)); err != nil {
 		m.log.Error("killing timed-out sandbox", "sandbox", id, "err", err)
 	}
 }
@@ -240,9 +240,9 @@ func (e *Live) release(ctx context.Context) error {
 	return e.m.releaseImage(ctx, e.rec.ID, slot, e.Dir(), image)
 }
 
-// kill stops e and queues the rest of its teardown (Manager.killNow). Only
-// the one that removed e from the index calls it.
-func (e *Live) kill(ctx context.Context) error {
+// kill stops e and queues the rest of its teardown (Manager.killNow), timing
+// its steps with r. Only the one that removed e from the index calls it.
+func (e *Live) kill(ctx context.Context, r *steps) error {
 	e.mu.Lock()
 	slot, image := e.rec.Slot, decodeExtra(e.rec.Extra).Image
 	// A paused sandbox's row on a cluster node could be claimed by another
@@ -250,7 +250,7 @@ func (e *Live) kill(ctx context.Context) error {
 	// once the row is.
 	rowFirst := image != "" || (e.rec.State == StatePaused && e.m.cfg.Node != nil)
 	e.mu.Unlock()
-	return e.m.killNow(ctx, e.rec.ID, slot, e.Dir(), image, rowFirst)
+	return e.m.killNow(ctx, r, e.rec.ID, slot, e.Dir(), image, rowFirst)
 }
 
 // Kill makes the sandbox unreachable (its processes stopped, its network
@@ -259,13 +259,19 @@ func (e *Live) kill(ctx context.Context) error {
 // error.
 func (e *Live) Kill(ctx context.Context) error {
 	m, id := e.m, e.rec.ID
+	r := m.newSteps(opKill, kindAnswer, id)
+	t0 := time.Now()
 	if !m.unindex(e) {
 		return m.notFound(id)
 	}
-	if err := e.kill(ctx); err != nil {
+	r.done(stepIndex, time.Since(t0), nil)
+	if err := e.kill(ctx, r); err != nil {
 		return fmt.Errorf("killing sandbox %s: %w", id, err)
 	}
+	tl := time.Now()
 	m.log.Info("sandbox killed", "sandbox", id)
+	r.done(stepLog, time.Since(tl), nil)
+	r.done(stepTotal, time.Since(t0), nil)
 	return nil
 }
 

@@ -24,6 +24,7 @@ const (
 	opPoolFill = "pool"     // a warm-pool sandbox restored ahead of its create (pool.go)
 	opFork     = "fork"     // the parent's checkpoint of a fork
 	opSnapshot = "snapshot" // the source's checkpoint of a named snapshot
+	opKill     = "kill"     // a kill: what it answers after, and its background teardown (teardown.go)
 )
 
 // Kinds (label "kind").
@@ -37,6 +38,8 @@ const (
 	kindImported = "imported" // resume from an image another node made (move.go)
 	kindFill     = "fill"     // pool: one sandbox filled
 	kindParent   = "parent"   // fork/snapshot: the source's checkpoint
+	kindAnswer   = "answer"   // kill: the steps before it answers
+	kindTeardown = "teardown" // kill: the background teardown
 )
 
 // Forward step names (label "step"); stepNetwork (cleanup.go) is shared.
@@ -55,6 +58,20 @@ const (
 	stepCheckpoint = "checkpoint" // the runtime writes the memory image
 	stepReaddress  = "readdress"  // the guest address back into its namespace
 	stepCommit     = "commit"     // the store row says the new state
+
+	// A kill's steps (teardown.go). kill/answer: index, journal, stop, cut,
+	// row (only when the row goes before the answer; it runs beside stop
+	// and cut), log; total is the whole kill inside the daemon.
+	// kill/teardown: exit, runtime, network, row.
+	stepIndex   = "index"   // out of the index (404 from here on)
+	stepJournal = "journal" // the teardown journal's entry
+	stepStop    = "stop"    // SIGKILL sent to every process (runtime.Stopper.Stop)
+	stepCut     = "cut"     // the network cut (network.Manager.Cut)
+	stepRow     = "row"     // the store row deleted
+	stepLog     = "log"     // the "sandbox killed" record (lifecycle events)
+	stepTotal   = "total"   // the whole kill, index to answer
+	stepExit    = "exit"    // the processes have exited (runtime.Stopper.WaitStopped)
+	// kill/teardown also has stepRuntime and stepNetwork (cleanup.go).
 )
 
 // StepObserver is an Observer that is also told each forward step's time

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 
@@ -35,10 +36,34 @@ func (r *Runtime) runDetached(ctx context.Context, id, dir string, sub ...string
 		args = append(args, "--debug", "--debug-log", filepath.Join(r.debugDir, id)+"/")
 	}
 	args = append(args, r.traceArgs(sub[0])...)
-	cmd := helperenv.Command(ctx, r.runsc, append(args, sub...)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Run(); err != nil {
+	command := func(group *os.File) *exec.Cmd {
+		cmd := helperenv.Command(ctx, r.runsc, append(args, sub...)...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if group != nil { // the kill group (killgroup_linux.go)
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(group.Fd())
+		}
+		return cmd
+	}
+	cmd := command(nil)
+	if group := r.openKillGroup(id); group != nil {
+		cmd = command(group)
+		err := cmd.Start()
+		group.Close()
+		r.startedInKillGroup(id, err == nil)
+		if err != nil {
+			r.log.Warn("starting runsc in the sandbox's kill group failed; starting it without", "id", id, "err", err)
+			cmd = command(nil)
+		}
+	}
+	err = nil
+	if cmd.Process == nil {
+		err = cmd.Start()
+	}
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		if tail := runtime.LogTail(AgentLogPath(dir), 1024); tail != "" {
 			err = fmt.Errorf("%w\nagent.log: %s", err, tail)
 		}

@@ -52,6 +52,16 @@
 //     cgroup, which may be the sentry (the whole sandbox). The agent runs an OOM killer instead (`internal/envd/oomguard`, see Limits); the abuse test reads the bomb's
 //     own exit status and accepts a kill inside or a stopped sandbox.
 //
+//   - **Stopping for a kill** (`stop.go`, `killgroup_linux.go`). `Stop` sends SIGKILL to every host
+//     process of the sandbox and does not wait for the exit (`WaitStopped` does, in the background
+//     teardown). On a hybrid cgroup host (v1 controllers at `/sys/fs/cgroup`, v2 without controllers
+//     at `/sys/fs/cgroup/unified`: this project's hosts) `runsc run` and `runsc restore` start inside
+//     a v2 cgroup of the sandbox's own, `unified/<cgroup parent>/<id>` (clone3 `CLONE_INTO_CGROUP`),
+//     which every process runsc starts for it inherits, so `Stop` is one write to its `cgroup.kill`
+//     instead of a pidfd, a `/proc/<pid>/cgroup` check and a signal for each of ~16 processes. The
+//     group has no controllers (it limits nothing); `Destroy` removes it. On a pure v2 host runsc's own
+//     cgroup has `cgroup.kill`; without either, `Stop` signals pid by pid as before.
+//
 //   - **Waking the agent** (`wake.go`). `Signal(SIGUSR1)` (listen again after a restore) and the
 //     memory watcher's OOM guard wake-up (SIGUSR2) send a datagram to the agent's wake port, UDP
 //     49982 on the sandbox's address (`Spec.GuestAddr`, remembered from `Start`/`Restore`/`Boot`, and

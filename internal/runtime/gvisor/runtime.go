@@ -92,6 +92,9 @@ type Runtime struct {
 	// (stats_memo.go).
 	memo statsMemos
 
+	// groups: the sandboxes started in their kill group (killgroup_linux.go).
+	groups killGroups
+
 	// addrs and wakes: where the agents are woken, and how (wake.go).
 	addrs guestAddrs
 	wakes wakeCounts
@@ -352,6 +355,7 @@ func (r *Runtime) Destroy(ctx context.Context, id, dir string) error {
 	}
 	r.log.Debug("runsc kill+delete", "id", id, "took", time.Since(t0))
 	r.removeCgroups(id)
+	r.forgetKillGroup(id)
 	if dir != "" {
 		dir = filepath.Clean(dir)
 		if !filepath.IsAbs(dir) || dir == "/" {

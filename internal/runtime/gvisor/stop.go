@@ -31,8 +31,10 @@ const stopRounds = 50
 // cgroup (not running, or cgroups off) is stopped with `runsc kill`.
 //
 // Under cgroup v2 one write to cgroup.kill does it: the kernel kills every
-// process of the cgroup, forks in flight included. Under cgroup v1 (this
-// project's hosts) Stop reads cgroup.procs, signals every pid it has not
+// process of the cgroup, forks in flight included. So it does on a hybrid
+// host (this project's: v1 controllers, v2 beside them) for a sandbox
+// started in its kill group (killgroup_linux.go). Otherwise, under cgroup
+// v1, Stop reads cgroup.procs, signals every pid it has not
 // signalled yet (pinned with a pidfd and checked to be in the cgroup, so
 // a reused pid is never signalled), and reads again until a read shows no
 // new pid. That is enough: a process with SIGKILL pending cannot fork (the
@@ -53,6 +55,10 @@ func (r *Runtime) Stop(ctx context.Context, id, _ string) error {
 	}
 	r.unwatchMemory(id)
 	r.addrs.saving(id) // dying: no more OOM guard wake-ups (wake.go)
+	// One write to the kill group's cgroup.kill (killgroup_linux.go).
+	if r.killGroup(id) {
+		return nil
+	}
 	procs := r.cgroupProcsFile(id)
 	if procs == "" {
 		if _, err := r.exec(ctx, "kill", id, "KILL"); err != nil && !notFound(err) {
