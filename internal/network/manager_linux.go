@@ -39,6 +39,7 @@ type Manager struct {
 	dns   *dnsfilter.Filter
 	audit *audit.Book
 	nflog *nflog.Conn // audit reader, nil when off
+	nfq   *nfQueue    // approval hold reader, nil when off (approval_linux.go)
 
 	ifMu sync.Mutex
 	// ifaces maps host veth names to sandbox ids; learned maps a veth's
@@ -95,6 +96,9 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 		return nil, err
 	}
 	m.startAudit()
+	if err := m.startApproval(); err != nil {
+		return nil, err
+	}
 	m.log.Debug("network ready", "subnet", cfg.Subnet, "table", "inet "+cfg.NamePrefix, "kept_internet", len(keep))
 	return m, nil
 }
@@ -542,6 +546,7 @@ func (m *Manager) Close(ctx context.Context, removeTable bool) error {
 			m.log.Debug("closing the egress audit reader", "err", err)
 		}
 	}
+	m.closeApproval()
 	if removeTable {
 		return m.fw.remove()
 	}
