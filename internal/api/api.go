@@ -68,6 +68,8 @@ type Options struct {
 	Activity *activity.Hub
 	// Secrets serves E2B's /secrets (secrets.go); nil: 403.
 	Secrets *secrets.Service
+	// Approvals serves the egress approval hook (approvals.go); nil: 501.
+	Approvals *Approvals
 }
 
 // api holds the handler state.
@@ -122,6 +124,7 @@ func (a *api) routes() {
 	a.volumeRoutes()
 	a.eventRoutes()
 	a.activityRoutes()
+	a.approvalRoutes() // approvals.go
 	a.secretRoutes()
 
 	a.sdkRoutes()

@@ -17,7 +17,7 @@ import (
 // toNetworkJSON is SandboxDetail.network (the parts we enforce).
 func toNetworkJSON(sb *sandbox.Sandbox) *airlock.SandboxNetwork {
 	n := &airlock.SandboxNetwork{AllowOut: sb.AllowOut, DenyOut: sb.DenyOut, AllowPublicTraffic: sb.TrafficToken == "",
-		MaskRequestHost: sb.MaskRequestHost}
+		MaskRequestHost: sb.MaskRequestHost, Approval: approvalJSON(sb.Approval)}
 	if len(sb.NetworkRules) > 0 { // E2B's info echoes rules materialised (spec §11.3)
 		n.Rules, _ = json.Marshal(sb.NetworkRules)
 	}
@@ -54,12 +54,16 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	ap, done := a.parseApproval(w, r, body.Approval) // approvals.go
+	if done {
+		return
+	}
 	allow := body.AllowInternetAccess == nil || *body.AllowInternetAccess
 	sb, ok := a.live(w, r)
 	if !ok {
 		return
 	}
-	if err := sb.SetNetwork(r.Context(), allow, eg, rules); err != nil {
+	if err := sb.SetNetwork(r.Context(), allow, eg, rules, ap); err != nil {
 		a.fail(w, r, err)
 		return
 	}

@@ -63,6 +63,7 @@ var ErrUnknown = errors.New("no such pending decision")
 type Broker struct {
 	client *http.Client
 	log    *slog.Logger
+	hookOf func(id string) *Config
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -101,6 +102,10 @@ type Options struct {
 	// --webhook-allow-private).
 	Client *http.Client
 	Log    *slog.Logger
+	// HookOf, when set, gives the hook of a sandbox that Set did not name
+	// (the sandbox manager's record: the hook lives with the sandbox, so
+	// creates, forks, resumes and restarts need no registration here).
+	HookOf func(id string) *Config
 }
 
 // NewBroker returns a Broker.
@@ -111,7 +116,7 @@ func NewBroker(o Options) *Broker {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Broker{client: o.Client, log: o.Log, hooks: map[string]*Config{}, pending: map[string]*pending{},
+	return &Broker{client: o.Client, log: o.Log, hookOf: o.HookOf, hooks: map[string]*Config{}, pending: map[string]*pending{},
 		byID: map[string]*pending{}, streams: map[string]map[*Stream]bool{}, memo: map[string]map[string]memoVal{}}
 }
 
@@ -204,6 +209,10 @@ func newID() string {
 func (b *Broker) Ask(ctx context.Context, id string, d Dest) Answer {
 	now := time.Now()
 	key := id + "|" + destKey(d)
+	var looked *Config
+	if b.hookOf != nil {
+		looked = b.hookOf(id)
+	}
 	b.mu.Lock()
 	if v, ok := b.remembered(id, d, now); ok {
 		b.mu.Unlock()
@@ -211,6 +220,9 @@ func (b *Broker) Ask(ctx context.Context, id string, d Dest) Answer {
 	}
 	p, joined := b.pending[key]
 	cfg := b.hooks[id]
+	if cfg == nil {
+		cfg = looked
+	}
 	if !joined {
 		if cfg == nil {
 			b.mu.Unlock()

@@ -215,12 +215,14 @@ type daemon struct {
 	netMgr *network.Manager
 	// activity is the sandboxes' live activity feed (nil: off).
 	activity *activity.Hub
-	rt       runtime.Runtime
-	rtInfo   runtimeInfo
-	tm       *template.Manager
-	mgr      *sandbox.Manager
-	metrics  *daemonMetrics
-	handler  http.Handler
+	// approvals serves the egress approval hook (approval.go); nil when off.
+	approvals *api.Approvals
+	rt        runtime.Runtime
+	rtInfo    runtimeInfo
+	tm        *template.Manager
+	mgr       *sandbox.Manager
+	metrics   *daemonMetrics
+	handler   http.Handler
 	// files are the uploaded file sets of SDK template builds.
 	files *api.FileSets
 	// volumes serves E2B's volume API (nil: it answers 501; volumes.go).
@@ -345,11 +347,15 @@ func (d *daemon) open(ctx context.Context) error {
 		}
 	}
 	d.nameservers = sandbox.HostNameservers("/etc/resolv.conf")
-	proxyPort := d.startEgressProxy() // egressproxy.go
+	proxyPort := d.startEgressProxy()    // egressproxy.go
+	approvals, err := d.setupApprovals() // approval.go
+	if err != nil {
+		return err
+	}
 	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix, InterceptPort: proxyPort,
 		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs, AuditObserver: auditObs,
 		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers),
-		BlockedAddrs: d.infraBlocked}, d.log)
+		BlockedAddrs: d.infraBlocked, ApprovalConfig: approvals}, d.log)
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
@@ -549,7 +555,8 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Logger: d.log.With("component", "api"), Metrics: d.metrics.col, Prometheus: d.metrics.prom.Handler(),
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
 		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
-		NoVolumes: d.noVolumes(), Events: d.events, Activity: d.activity, Secrets: d.secrets})
+		NoVolumes: d.noVolumes(), Events: d.events, Activity: d.activity, Secrets: d.secrets,
+		Approvals: d.approvals})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)

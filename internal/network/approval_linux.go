@@ -311,3 +311,11 @@ func (m *Manager) closeApproval() {
 		_ = m.nfq.Close()
 	}
 }
+
+// forgetApproval drops what the Approver remembers of sandbox id
+// (Teardown), when it can.
+func (m *Manager) forgetApproval(id string) {
+	if f, ok := m.cfg.Approver.(interface{ Forget(id string) }); ok {
+		f.Forget(id)
+	}
+}

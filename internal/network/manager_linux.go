@@ -359,6 +359,7 @@ func (m *Manager) Teardown(ctx context.Context, id string, slot int) error {
 	}
 	m.audit.Drop(id)
 	m.forget(ep.HostIf)
+	m.forgetApproval(id)                                   // approval_linux.go
 	if err := m.fw.clearIntercept(ep.HostIf); err != nil { // intercept_linux.go
 		errs = append(errs, err)
 	}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"github.com/airlock-sandbox/airlock/internal/approval"
 	"io"
 	"maps"
 	"net/http"
@@ -130,6 +131,7 @@ func (e *Live) view() *Sandbox {
 		DenyOut:         x.DenyOut,
 		MaskRequestHost: x.MaskRequestHost,
 		NetworkRules:    x.NetworkRules,
+		Approval:        x.Approval.Redacted(),
 		Transition:      e.op,
 	}
 }
@@ -424,7 +426,10 @@ func (e *Live) Stats(ctx context.Context) (runtime.Stats, error) {
 //
 // rules replace the sandbox's network.rules (nil clears them: E2B's update
 // replaces the whole network object).
-func (e *Live) SetNetwork(ctx context.Context, allowInternet bool, eg network.Egress, rules egressproxy.Rules) error {
+//
+// ap replaces the approval hook (nil removes it); eg.Hold follows it.
+func (e *Live) SetNetwork(ctx context.Context, allowInternet bool, eg network.Egress, rules egressproxy.Rules, ap *approval.Config) error {
+	eg.Hold = ap != nil
 	m, id := e.m, e.rec.ID
 	ps, ok := m.cfg.Network.(PolicySetter)
 	if !ok {
@@ -444,6 +449,7 @@ func (e *Live) SetNetwork(ctx context.Context, allowInternet bool, eg network.Eg
 	x := decodeExtra(e.rec.Extra)
 	x.AllowOut, x.DenyOut = eg.Strings()
 	x.NetworkRules = rules.Clone()
+	x.Approval = ap.Clone()
 	e.rec.Extra = encodeExtra(x)
 	e.rec.AllowInternet = allowInternet
 	rec := e.rec

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlock-sandbox/airlock/internal/approval"
 	"github.com/airlock-sandbox/airlock/internal/volume"
 	"log/slog"
 	"net/http"
@@ -180,6 +181,9 @@ type CreateRequest struct {
 	// NetworkRules are E2B's network.rules (egressproxy.ParseRules), kept
 	// with the sandbox (record.go).
 	NetworkRules egressproxy.Rules
+	// Approval is network.approval (nil: none); Egress.Hold must be set
+	// with it.
+	Approval *approval.Config
 	// VolumeMounts are the volumes mounted into the sandbox (E2B's
 	// volumeMounts, resolved to volume ids by the API).
 	VolumeMounts []volume.Mount
@@ -213,6 +217,8 @@ type Sandbox struct {
 	MaskRequestHost string
 	// NetworkRules: see CreateRequest.
 	NetworkRules egressproxy.Rules
+	// Approval: see CreateRequest, without the webhook secret.
+	Approval *approval.Config
 	// VolumeMounts: see CreateRequest.
 	VolumeMounts []volume.Mount
 	CPUCount     int

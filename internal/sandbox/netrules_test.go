@@ -104,7 +104,7 @@ func setNetworkRules(m *sandbox.Manager, ctx context.Context, id string, rs egre
 	if err != nil {
 		return err
 	}
-	return e.SetNetwork(ctx, true, network.Egress{}, rs)
+	return e.SetNetwork(ctx, true, network.Egress{}, rs, nil)
 }
 
 const testCAPEM = "-----BEGIN CERTIFICATE-----\ntest\n-----END CERTIFICATE-----\n"

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"github.com/airlock-sandbox/airlock/internal/approval"
 	"slices"
 
 	"github.com/airlock-sandbox/airlock/internal/egressproxy"
@@ -39,6 +40,9 @@ type extra struct {
 	// sandbox so a pause/resume, a fork and a daemon restart keep them.
 	// Secret values are never here, only ${e2b.secrets.<name>} placeholders.
 	NetworkRules egressproxy.Rules `json:"networkRules,omitempty"`
+	// Approval is network.approval, the egress approval hook (issue 28
+	// part 3, internal/approval), with its webhook secret.
+	Approval *approval.Config `json:"approval,omitempty"`
 	// BaseTemplate is the template under a sandbox created from a named
 	// snapshot (TemplateID is then the snapshot's id).
 	BaseTemplate string `json:"baseTemplate,omitempty"`
@@ -101,5 +105,6 @@ func newExtra(req CreateRequest) extra {
 	x := extra{AutoResume: req.AutoResume, PauseDiskOnly: req.AutoPause && req.AutoPauseDiskOnly, MaskRequestHost: req.MaskRequestHost,
 		Volumes: slices.Clone(req.VolumeMounts), NetworkRules: req.NetworkRules.Clone()}
 	x.AllowOut, x.DenyOut = req.Egress.Strings()
+	x.Approval = req.Approval.Clone()
 	return x
 }

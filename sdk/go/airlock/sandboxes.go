@@ -61,6 +61,8 @@ type SandboxNetwork struct {
 	MaskRequestHost    string   `json:"maskRequestHost,omitempty"`
 	// Rules are network.rules as stored (placeholders, never secret values).
 	Rules json.RawMessage `json:"rules,omitempty"`
+	// Approval is the approval hook, without its webhook secret.
+	Approval *ApprovalConfig `json:"approval,omitempty"`
 }
 
 // SandboxDetail is GET /sandboxes/{id} (E2B's SandboxDetail). The daemon
