@@ -34,9 +34,9 @@ import (
 // queue rule, so they never reach it. The daemon reads the queue: for each
 // first packet of a new connection it asks the hook (approval.Broker, keyed
 // by destination, so a retransmitted SYN joins the pending question), then
-// either accepts the packet (allow once), or adds the address to @ap or
-// @apd (with the remembered duration as the element's timeout, or a short
-// one for a deny once) and answers NF_REPEAT: the packet runs the forward
+// adds the address to @ap or @apd (with the remembered duration as the
+// element's timeout, or a short one for an answer "once", which its SYN
+// retransmits meet) and answers NF_REPEAT: the packet runs the forward
 // chain again and meets the new element, so a deny is a TCP reset, seen by
 // the sandbox as "connection refused" at once.
 //
@@ -55,6 +55,11 @@ const (
 // denyOnceFor is how long a deny "once" stays in @apd: long enough for the
 // repeated packet and the SYN retransmits already sent to meet it.
 const denyOnceFor = 3 * time.Second
+
+// allowOnceFor is how long an allow "once" stays in @ap: a connection is
+// "new" to conntrack until its reply comes, so a SYN retransmitted after
+// the verdict would otherwise be queued, and asked about, again.
+const allowOnceFor = 2 * time.Second
 
 func approvedSet(t *nftables.Table, ifname string) *nftables.Set {
 	return &nftables.Set{Table: t, Name: approvedSetPrefix + ifname, KeyType: nftables.TypeIPAddr, HasTimeout: true}
@@ -253,10 +258,12 @@ func (m *Manager) decide(q *nfQueue, p queuedPacket) {
 	a := m.cfg.Approver.Ask(context.Background(), id, d)
 	v := uint32(nfRepeat)
 	switch {
-	case a.Allow && a.For == 0:
-		v = nfAccept
 	case a.Allow:
-		err := m.fw.rememberDecision(ifname, p.Dst, true, forSet(a.For))
+		t := allowOnceFor
+		if a.For != 0 {
+			t = forSet(a.For)
+		}
+		err := m.fw.rememberDecision(ifname, p.Dst, true, t)
 		if err != nil {
 			m.log.Warn("remembering an approval", "sandbox", id, "err", err)
 			v = nfAccept

@@ -25,10 +25,10 @@ import (
 // Approval root test: own prefix, pool, outside namespace and queue number
 // (approve28's values), so it runs next to other daemons and tests.
 const (
-	apPrefix  = "jkdap"
+	apPrefix  = "qz28a"
 	apSubnet  = "10.95.40.0/24"
-	apExtNS   = "xjkdap-ext"
-	apExtIf   = "xjkdap0"
+	apExtNS   = "xqz28a-ext"
+	apExtIf   = "xqz28a0"
 	apExtHost = "10.95.41.1"
 	apExtA    = "10.95.41.2" // allowOut
 	apExtB    = "10.95.41.3" // allowed once, after a wait
@@ -48,7 +48,7 @@ func TestHoldRules(t *testing.T) {
 	if len(rules) != 2 {
 		t.Fatalf("with a hold: %d allow/deny rules before the hold, want 2 (the catch-all deny after it)", len(rules))
 	}
-	hold := f.holdRules("jkdap00001", 3301)
+	hold := f.holdRules("qz28a00001", 3301)
 	var queued bool
 	for _, r := range hold {
 		if tg, ok := r[len(r)-1].(*expr.Target); ok {
@@ -154,6 +154,7 @@ func TestApprovalHold(t *testing.T) {
 	} else {
 		t.Logf("B held then allowed: %v", el)
 	}
+	time.Sleep(allowOnceFor + 500*time.Millisecond) // "once" covers the SYN retransmits of allowOnceFor
 	if _, err := dialHeld(ep.NetNSPath, addr[apExtB]); err != nil || askedOf(apExtB) != 2 {
 		t.Fatalf("B again: %v, asked %d; want asked again (allowed once)", err, askedOf(apExtB))
 	}
