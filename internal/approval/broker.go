@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -157,7 +158,23 @@ func (b *Broker) Forget(id string) {
 	}
 }
 
-func destKey(d Dest) string { return fmt.Sprintf("%s/%s/%d", d.Protocol, d.Addr, d.Port) }
+func destKey(d Dest) string {
+	if d.Protocol == ProtocolDNS {
+		return ProtocolDNS + "/" + strings.ToLower(d.Domain)
+	}
+	return fmt.Sprintf("%s/%s/%d", d.Protocol, d.Addr, d.Port)
+}
+
+// ProtocolDNS is Dest.Protocol of a held DNS query (Domain set, no
+// address).
+const ProtocolDNS = "dns"
+
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
 
 // Remember records v for sandbox id's destination (also what a restored
 // sandbox re-learns from its record).
@@ -216,7 +233,7 @@ func (b *Broker) Ask(ctx context.Context, id string, d Dest) Answer {
 	b.mu.Lock()
 	if v, ok := b.remembered(id, d, now); ok {
 		b.mu.Unlock()
-		return Answer{Verdict: v, By: ByRemembered, Question: Question{SandboxID: id, Protocol: d.Protocol, Address: d.Addr.String(), Port: d.Port, Domain: d.Domain}}
+		return Answer{Verdict: v, By: ByRemembered, Question: Question{SandboxID: id, Protocol: d.Protocol, Address: addrString(d.Addr), Port: d.Port, Domain: d.Domain}}
 	}
 	p, joined := b.pending[key]
 	cfg := b.hooks[id]
@@ -226,10 +243,10 @@ func (b *Broker) Ask(ctx context.Context, id string, d Dest) Answer {
 	if !joined {
 		if cfg == nil {
 			b.mu.Unlock()
-			return Answer{By: ByNoHook, Question: Question{SandboxID: id, Protocol: d.Protocol, Address: d.Addr.String(), Port: d.Port, Domain: d.Domain}}
+			return Answer{By: ByNoHook, Question: Question{SandboxID: id, Protocol: d.Protocol, Address: addrString(d.Addr), Port: d.Port, Domain: d.Domain}}
 		}
 		p = &pending{key: key, cfg: cfg.Clone(), done: make(chan struct{}), start: now, q: Question{
-			DecisionID: newID(), SandboxID: id, Protocol: d.Protocol, Address: d.Addr.String(), Port: d.Port,
+			DecisionID: newID(), SandboxID: id, Protocol: d.Protocol, Address: addrString(d.Addr), Port: d.Port,
 			Domain: d.Domain, Asked: now.UTC(), Deadline: now.Add(cfg.Timeout()).UTC()}}
 		b.pending[key] = p
 		b.byID[p.q.DecisionID] = p
@@ -275,7 +292,7 @@ func (b *Broker) finish(p *pending, a Answer) bool {
 		b.mu.Unlock()
 		if a.For != 0 {
 			addr, _ := netip.ParseAddr(p.q.Address)
-			b.Remember(p.q.SandboxID, Dest{Protocol: p.q.Protocol, Addr: addr, Port: p.q.Port}, a.Verdict, time.Now())
+			b.Remember(p.q.SandboxID, Dest{Protocol: p.q.Protocol, Addr: addr, Port: p.q.Port, Domain: p.q.Domain}, a.Verdict, time.Now())
 		}
 		close(p.done)
 	})

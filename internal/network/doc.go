@@ -97,6 +97,12 @@
 // the namespace), so the same chain applies to them (not yet tested there). Root test
 // `approval_linux_test.go` (prefix qz28a, pool 10.95.40.0/24, queue 3301).
 //
+// The DNS hold (approval_dns_linux.go): with domain rules in play, a name the rules do not allow
+// and no denyOut name names is held in the filter's Decide until the hook answers; allowed, the
+// query is forwarded and its answers go to @ap_<veth> (max(TTL, MinLearnedTimeout) for "once", the
+// remembered duration otherwise); denied, REFUSED. Root test `approval_dns_linux_test.go` (prefix
+// qz28d, pool 10.96.6.0/24, queue 3303, TestDomainEgress's stand-in resolver).
+//
 // # Operator deny list (--deny-out, --deny-out-except; internal/network/denyout*.go)
 //
 // Private networks are closed to every sandbox by default: `airlock serve --deny-out` (default

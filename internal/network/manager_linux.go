@@ -40,6 +40,9 @@ type Manager struct {
 	audit *audit.Book
 	nflog *nflog.Conn // audit reader, nil when off
 	nfq   *nfQueue    // approval hold reader, nil when off (approval_linux.go)
+	// approvedNames: names the hook just allowed, until the DNS filter
+	// learns their answers (approval_dns_linux.go).
+	approvedNames sync.Map
 
 	ifMu sync.Mutex
 	// ifaces maps host veth names to sandbox ids; learned maps a veth's
