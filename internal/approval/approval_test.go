@@ -156,3 +156,41 @@ func TestStreamAnswerFirstWins(t *testing.T) {
 		t.Fatalf("after removal: %+v", a)
 	}
 }
+
+func TestRememberedSurviveANewBroker(t *testing.T) {
+	var mu sync.Mutex
+	var kept []Memo
+	b := NewBroker(Options{Persist: func(_ string, m Memo) { mu.Lock(); kept = append(kept, m); mu.Unlock() }})
+	b.Set("sb1", &Config{Stream: true, TimeoutMs: 2000})
+	s := b.Listen("sb1")
+	go func() { q := <-s.C; _ = b.Answer("sb1", q.DecisionID, Decision{Decision: "allow", Remember: "sandbox"}) }()
+	if a := b.Ask(context.Background(), "sb1", dest); !a.Allow || a.By != ByStream {
+		t.Fatalf("first answer %+v", a)
+	}
+	b.Unlisten(s)
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(kept)
+		mu.Unlock()
+		if n == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	mu.Lock()
+	got := append([]Memo(nil), kept...)
+	mu.Unlock()
+	if len(got) != 1 || !got[0].Allow || !got[0].Until.IsZero() {
+		t.Fatalf("persisted %+v, want one allow for the sandbox's life", got)
+	}
+	// A restarted daemon: a new broker that only has what was kept.
+	b2 := NewBroker(Options{Memos: func(string) []Memo { return got },
+		HookOf: func(string) *Config { return &Config{Stream: true, TimeoutMs: 200} }})
+	if a := b2.Ask(context.Background(), "sb1", dest); !a.Allow || a.By != ByRemembered {
+		t.Fatalf("after a restart: %+v, want the remembered allow", a)
+	}
+	other := dest
+	other.Port = 80
+	if a := b2.Ask(context.Background(), "sb1", other); a.Allow || a.By != ByTimeout {
+		t.Fatalf("another port after a restart: %+v, want asked (and timed out)", a)
+	}
+}

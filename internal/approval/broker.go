@@ -62,9 +62,11 @@ var ErrUnknown = errors.New("no such pending decision")
 
 // Broker asks sandboxes' hooks. Safe for concurrent use.
 type Broker struct {
-	client *http.Client
-	log    *slog.Logger
-	hookOf func(id string) *Config
+	client  *http.Client
+	log     *slog.Logger
+	hookOf  func(id string) *Config
+	memos   func(id string) []Memo
+	persist func(id string, m Memo)
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -107,6 +109,18 @@ type Options struct {
 	// (the sandbox manager's record: the hook lives with the sandbox, so
 	// creates, forks, resumes and restarts need no registration here).
 	HookOf func(id string) *Config
+	// Memos and Persist, when set, keep remembered answers with the
+	// sandbox (its record), so a daemon restart keeps them: Persist is
+	// called for each new one, Memos gives a sandbox's kept ones.
+	Memos   func(id string) []Memo
+	Persist func(id string, m Memo)
+}
+
+// Memo is a remembered answer as kept with the sandbox.
+type Memo struct {
+	Key   string    `json:"key"` // destKey
+	Allow bool      `json:"allow"`
+	Until time.Time `json:"until,omitzero"` // zero: the sandbox's life
 }
 
 // NewBroker returns a Broker.
@@ -117,7 +131,7 @@ func NewBroker(o Options) *Broker {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Broker{client: o.Client, log: o.Log, hookOf: o.HookOf, hooks: map[string]*Config{}, pending: map[string]*pending{},
+	return &Broker{client: o.Client, log: o.Log, hookOf: o.HookOf, memos: o.Memos, persist: o.Persist, hooks: map[string]*Config{}, pending: map[string]*pending{},
 		byID: map[string]*pending{}, streams: map[string]map[*Stream]bool{}, memo: map[string]map[string]memoVal{}}
 }
 
@@ -194,6 +208,25 @@ func (b *Broker) Remember(id string, d Dest, v Verdict, now time.Time) {
 		mv.until = now.Add(v.For)
 	}
 	m[destKey(d)] = mv
+	if b.persist != nil {
+		go b.persist(id, Memo{Key: destKey(d), Allow: mv.allow, Until: mv.until})
+	}
+}
+
+// load fills sandbox id's memory from its kept answers (once: a sandbox
+// with an entry in b.memo has been loaded). b.mu must be held; kept is
+// what Memos gave.
+func (b *Broker) load(id string, kept []Memo, now time.Time) {
+	if _, ok := b.memo[id]; ok || len(kept) == 0 {
+		return
+	}
+	m := map[string]memoVal{}
+	for _, k := range kept {
+		if k.Until.IsZero() || now.Before(k.Until) {
+			m[k.Key] = memoVal{allow: k.Allow, until: k.Until}
+		}
+	}
+	b.memo[id] = m
 }
 
 func (b *Broker) remembered(id string, d Dest, now time.Time) (Verdict, bool) {
@@ -230,7 +263,17 @@ func (b *Broker) Ask(ctx context.Context, id string, d Dest) Answer {
 	if b.hookOf != nil {
 		looked = b.hookOf(id)
 	}
+	var kept []Memo
+	if b.memos != nil {
+		b.mu.Lock()
+		_, loaded := b.memo[id]
+		b.mu.Unlock()
+		if !loaded {
+			kept = b.memos(id)
+		}
+	}
 	b.mu.Lock()
+	b.load(id, kept, now)
 	if v, ok := b.remembered(id, d, now); ok {
 		b.mu.Unlock()
 		return Answer{Verdict: v, By: ByRemembered, Question: Question{SandboxID: id, Protocol: d.Protocol, Address: addrString(d.Addr), Port: d.Port, Domain: d.Domain}}

@@ -44,6 +44,20 @@ func (d *daemon) setupApprovals() (network.ApprovalConfig, error) {
 				return nil
 			}
 			return d.mgr.ApprovalHook(id)
+		},
+		// Remembered answers live with the sandbox's record too, so a
+		// restart keeps them (the kernel's sets are rebuilt empty; the
+		// first packet after it is answered from them).
+		Memos: func(id string) []approval.Memo {
+			if d.mgr == nil {
+				return nil
+			}
+			return d.mgr.ApprovalMemos(id)
+		},
+		Persist: func(id string, m approval.Memo) {
+			if d.mgr != nil {
+				d.mgr.RememberApproval(id, m)
+			}
 		}})
 	d.approvals = &api.Approvals{Broker: broker, CheckURL: wd.CheckURL}
 	ac := network.ApprovalConfig{ApprovalQueue: q, Approver: broker}

@@ -43,6 +43,8 @@ type extra struct {
 	// Approval is network.approval, the egress approval hook (issue 28
 	// part 3, internal/approval), with its webhook secret.
 	Approval *approval.Config `json:"approval,omitempty"`
+	// ApprovalMemo are the hook's remembered answers (approval.go).
+	ApprovalMemo []approval.Memo `json:"approvalMemo,omitempty"`
 	// BaseTemplate is the template under a sandbox created from a named
 	// snapshot (TemplateID is then the snapshot's id).
 	BaseTemplate string `json:"baseTemplate,omitempty"`

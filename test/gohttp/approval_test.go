@@ -59,7 +59,8 @@ func listenInNS(t *testing.T, ns, addr string) net.Listener {
 // connects (slowly), a deny is refused at once, no answer is refused
 // after timeoutMs, a remembered allow is not asked again, an allowOut
 // destination never reaches the hook; the stream variant through the Go
-// SDK; decisions land in the audit log and the activity feed.
+// SDK; decisions land in the audit log and the activity feed; a
+// remembered answer survives a daemon restart.
 func TestApprovalHook(t *testing.T) {
 	e := loadEnv(t)
 	ext := os.Getenv("AIRLOCK_E2E_EXT_NET")
@@ -222,5 +223,16 @@ func TestApprovalHook(t *testing.T) {
 	res := e.run(t, s2, "user", fmt.Sprintf("curl -sS -m 8 http://%s:%d/; echo rc=$?; curl -sS -m 8 http://%s:%d/; echo rc=$?", onceIP, port, denyIP, port), time.Minute)
 	if !strings.Contains(res.stdout, "hello from "+onceIP) || !strings.Contains(res.stdout, "rc=7") {
 		t.Fatalf("stream: %q / %q; want the allowed one reached, the denied one refused", res.stdout, res.stderr)
+	}
+	cancel()
+
+	// A remembered answer survives a daemon restart (kept with the
+	// sandbox's record): not asked again.
+	restartDaemon(t, e, func() {})
+	if rc, _, out := curl(memoIP); rc != 0 || askedOf(memoIP) != 1 {
+		t.Fatalf("remembered allow after a restart: %s, asked %d; want reached without asking", out, askedOf(memoIP))
+	}
+	if rc, _, out := curl(denyIP); rc != 7 || askedOf(denyIP) != 2 {
+		t.Fatalf("deny once after a restart: %s, asked %d; want asked again and refused", out, askedOf(denyIP))
 	}
 }
