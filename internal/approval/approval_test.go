@@ -163,7 +163,10 @@ func TestRememberedSurviveANewBroker(t *testing.T) {
 	b := NewBroker(Options{Persist: func(_ string, m Memo) { mu.Lock(); kept = append(kept, m); mu.Unlock() }})
 	b.Set("sb1", &Config{Stream: true, TimeoutMs: 2000})
 	s := b.Listen("sb1")
-	go func() { q := <-s.C; _ = b.Answer("sb1", q.DecisionID, Decision{Decision: "allow", Remember: "sandbox"}) }()
+	go func() {
+		q := <-s.C
+		_ = b.Answer("sb1", q.DecisionID, Decision{Decision: "allow", Remember: "sandbox"})
+	}()
 	if a := b.Ask(context.Background(), "sb1", dest); !a.Allow || a.By != ByStream {
 		t.Fatalf("first answer %+v", a)
 	}
