@@ -71,6 +71,8 @@ type Options struct {
 	// EgressProxy enables network.egressProxy (egress_proxy.go); nil:
 	// refused with a 400.
 	EgressProxy *EgressProxyOptions
+	// Approvals serves the egress approval hook (approvals.go); nil: 501.
+	Approvals *Approvals
 }
 
 // api holds the handler state.
@@ -125,6 +127,7 @@ func (a *api) routes() {
 	a.volumeRoutes()
 	a.eventRoutes()
 	a.activityRoutes()
+	a.approvalRoutes() // approvals.go
 	a.secretRoutes()
 
 	a.sdkRoutes()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/internal/api"
+	"github.com/airlock-sandbox/airlock/internal/approval"
 	"github.com/airlock-sandbox/airlock/internal/secretbox"
 )
 
@@ -113,5 +114,35 @@ func TestEgressProxyKept(t *testing.T) {
 	_, _, body = h.do(t, "GET", "/sandboxes/"+id, "")
 	if strings.Contains(string(body), "egressProxy") {
 		t.Fatalf("GET after PUT without egressProxy: %s", body)
+	}
+}
+
+// TestEgressProxyWithApprovalRefused: the tunnel checks a connection
+// before the approval hold could ask about it, so a body with both is
+// refused, on create and on update, instead of a hook that never asks.
+func TestEgressProxyWithApprovalRefused(t *testing.T) {
+	t.Parallel()
+	box, err := secretbox.New(make([]byte, secretbox.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("203.0.113.5")}, nil
+	}
+	h := newHarness(t, api.Options{
+		EgressProxy: &api.EgressProxyOptions{Box: box, Lookup: lookup},
+		Approvals:   &api.Approvals{Broker: approval.NewBroker(approval.Options{})},
+	})
+	both := `{"egressProxy":{"address":"proxy.example.com:1080"},"approval":{"stream":true}}`
+	st, _, got := h.do(t, "POST", "/v2/sandboxes", `{"templateID":"base","network":`+both+`}`)
+	if st != 400 || !strings.Contains(string(got), "cannot be combined") {
+		t.Fatalf("create with both = %d %s, want 400", st, got)
+	}
+	id := createID(t, h, `{"network":{"approval":{"stream":true}}}`)
+	if st, _, got = h.do(t, "PUT", "/sandboxes/"+id+"/network", both); st != 400 || !strings.Contains(string(got), "cannot be combined") {
+		t.Fatalf("PUT with both = %d %s, want 400", st, got)
+	}
+	if st, _, got = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"egressProxy":{"address":"proxy.example.com:1080"}}`); st != 204 {
+		t.Fatalf("PUT egressProxy alone = %d %s, want 204", st, got)
 	}
 }

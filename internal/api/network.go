@@ -17,7 +17,7 @@ import (
 // toNetworkJSON is SandboxDetail.network (the parts we enforce).
 func toNetworkJSON(sb *sandbox.Sandbox) *airlock.SandboxNetwork {
 	n := &airlock.SandboxNetwork{AllowOut: sb.AllowOut, DenyOut: sb.DenyOut, AllowPublicTraffic: sb.TrafficToken == "",
-		MaskRequestHost: sb.MaskRequestHost}
+		MaskRequestHost: sb.MaskRequestHost, Approval: approvalJSON(sb.Approval)}
 	if len(sb.NetworkRules) > 0 { // E2B's info echoes rules materialised (spec §11.3)
 		n.Rules, _ = json.Marshal(sb.NetworkRules)
 	}
@@ -57,12 +57,16 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	ap, done := a.parseApproval(w, r, body.Approval, proxy != nil) // approvals.go
+	if done {
+		return
+	}
 	allow := body.AllowInternetAccess == nil || *body.AllowInternetAccess
 	sb, ok := a.live(w, r)
 	if !ok {
 		return
 	}
-	if err := sb.SetNetworkProxy(r.Context(), allow, eg, rules, proxy); err != nil {
+	if err := sb.SetNetwork(r.Context(), sandbox.NetworkUpdate{AllowInternet: allow, Egress: eg, Rules: rules, Proxy: proxy, Approval: ap}); err != nil {
 		a.fail(w, r, err)
 		return
 	}

@@ -143,6 +143,13 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 		return
 	}
 	req.Egress = eg
+	if body.Network != nil {
+		ap, done := a.parseApproval(w, r, body.Network.Approval, proxy != nil) // approvals.go
+		if done {
+			return
+		}
+		req.Approval, req.Egress.Hold = ap, ap != nil
+	}
 	switch {
 	case body.Timeout == nil && v2:
 		req.Timeout = defaultTimeoutV2

@@ -142,6 +142,8 @@ func addEgressFlags(f *pflag.FlagSet, e *daemon.Egress) {
 		"accept a sandbox's network.egressProxy (SOCKS5 upstream) at a private or internal address, which is refused by default")
 	f.IntVar(&e.AuditGroup, "audit-nflog-group", 0,
 		"NFLOG group for the egress audit log of connections (1-65535; default derived from --net-prefix, -1 turns it off; two daemons on a host need different groups)")
+	f.IntVar(&e.ApprovalQueue, "approval-queue", 0,
+		"NFQUEUE number the egress approval hook (network.approval) holds new connections on (1-65535; default derived from --net-prefix, -1 turns the hook off; two daemons on a host need different numbers)")
 	f.IntVar(&e.ActivityMaxEntries, "activity-max-entries", activity.DefaultMaxEntries,
 		"entries each sandbox's activity feed (GET /sandboxes/{id}/activity, airlock watch) keeps in memory and on disk; 0 turns the feed off")
 	f.DurationVar(&e.ActivityMaxAge, "activity-max-age", activity.DefaultMaxAge,

@@ -217,12 +217,14 @@ type daemon struct {
 	netMgr *network.Manager
 	// activity is the sandboxes' live activity feed (nil: off).
 	activity *activity.Hub
-	rt       runtime.Runtime
-	rtInfo   runtimeInfo
-	tm       *template.Manager
-	mgr      *sandbox.Manager
-	metrics  *daemonMetrics
-	handler  http.Handler
+	// approvals serves the egress approval hook (approval.go); nil when off.
+	approvals *api.Approvals
+	rt        runtime.Runtime
+	rtInfo    runtimeInfo
+	tm        *template.Manager
+	mgr       *sandbox.Manager
+	metrics   *daemonMetrics
+	handler   http.Handler
 	// files are the uploaded file sets of SDK template builds.
 	files *api.FileSets
 	// volumes serves E2B's volume API (nil: it answers 501; volumes.go).
@@ -347,12 +349,16 @@ func (d *daemon) open(ctx context.Context) error {
 		}
 	}
 	d.nameservers = sandbox.HostNameservers("/etc/resolv.conf")
-	proxyPort := d.startEgressProxy() // egressproxy.go
-	socksPort := d.startSocksRelay()  // socksrelay.go
+	proxyPort := d.startEgressProxy()    // egressproxy.go
+	socksPort := d.startSocksRelay()     // socksrelay.go
+	approvals, err := d.setupApprovals() // approval.go
+	if err != nil {
+		return err
+	}
 	d.netMgr, err = network.NewManager(ctx, network.Config{Subnet: d.subnet, NamePrefix: d.cfg.NetPrefix, InterceptPort: proxyPort, SocksPort: socksPort,
 		DNSUpstreams: d.cfg.Egress.DNSUpstreams, AuditGroup: auditGroup, AuditLogs: logs, AuditObserver: auditObs,
 		DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept, Resolvers: resolverAddrs(d.nameservers),
-		BlockedAddrs: d.infraBlocked}, d.log)
+		BlockedAddrs: d.infraBlocked, ApprovalConfig: approvals}, d.log)
 	if err != nil {
 		return fmt.Errorf("starting network manager: %w", err)
 	}
@@ -553,7 +559,8 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 		Runtime: d.rtInfo.Runtime, RuntimeReason: d.rtInfo.Reason, Platform: d.rtInfo.Platform, PlatformReason: d.rtInfo.PlatformReason,
 		TemplateBuilds: sdkStore, Trusted: d.trusted(), Building: d.pending.Building, Volumes: d.volumes,
 		NoVolumes: d.noVolumes(), Events: d.events, Activity: d.activity, Secrets: d.secrets,
-		EgressProxy: &api.EgressProxyOptions{Box: d.secretBox, AllowPrivate: d.cfg.Egress.ProxyAllowPrivate}})
+		EgressProxy: &api.EgressProxyOptions{Box: d.secretBox, AllowPrivate: d.cfg.Egress.ProxyAllowPrivate},
+		Approvals:   d.approvals})
 	var apiHosts []string
 	if d.cfg.Domain != "" {
 		apiHosts = append(apiHosts, "api."+d.cfg.Domain)

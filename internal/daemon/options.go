@@ -65,6 +65,10 @@ type Egress struct {
 	// (0: the activity feed is off) and --activity-max-age.
 	ActivityMaxEntries int
 	ActivityMaxAge     time.Duration
+	// ApprovalQueue is --approval-queue: the NFQUEUE number of the egress
+	// approval hold (approval.go); 0 derives it from the net prefix, -1
+	// turns network.approval off.
+	ApprovalQueue int
 }
 
 // group returns the NFLOG group to use with net prefix prefix.

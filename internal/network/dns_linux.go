@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/google/nftables"
@@ -213,6 +214,9 @@ func (m *Manager) applyDNS(ep *Endpoint, opts Options) error {
 		Client: ep.GuestIP,
 		Decide: func(name string) dnsfilter.Decision {
 			v := eg.DecideName(name, internet)
+			if !v.Allow && eg.Hold && !strings.HasPrefix(v.Rule, "denyOut ") {
+				return m.holdName(id, ifname, name) // approval_dns_linux.go
+			}
 			// A ruled domain's answers are learned for the steering
 			// (if the policy lets the name resolve at all).
 			return dnsfilter.Decision{Allow: v.Allow, Learn: v.Learn || (v.Allow && (opts.intercepted(name) || opts.EgressProxy)), Rule: v.Rule}
@@ -226,6 +230,12 @@ func (m *Manager) applyDNS(ep *Endpoint, opts Options) error {
 				if err := m.fw.intercept(ifname, addrs, ttl); err != nil {
 					return err
 				}
+			}
+			if t, ok := m.approvedName(ifname, name); ok { // approval_dns_linux.go
+				if t > 0 {
+					t = max(ttl, t)
+				}
+				return m.fw.rememberAddrs(ifname, addrs, t)
 			}
 			if !eg.DecideName(name, internet).Learn {
 				return nil

@@ -105,6 +105,25 @@
 // 168.63.129.16 but for DNS, multicast, reserved, the cluster's own addresses in `blocked_addrs`, and the
 // operator's deny list below) stays blocked whatever allowOut says: those drops come first in `forward`.
 //
+// # Approval hold (network.approval, issue 28 part 3; approval_linux.go, nfqueue_linux.go)
+//
+// With Egress.Hold (a sandbox with an approval hook) its egress chain gets, after allowOut and the
+// specific denyOut entries: accept `@ap_<veth>` (approved addresses), `reject with tcp reset` for
+// `@apd_<veth>` (denied ones), accept established TCP, send new TCP to the xt NFQUEUE target
+// (Config.ApprovalQueue, no bypass: fail closed), drop other TCP; then the catch-all denyOut
+// entries, which still apply to UDP and ICMP. The manager reads the queue, asks Config.Approver
+// (internal/approval's broker), adds the address to @ap or @apd with the answer's timeout and
+// repeats the packet. Turning the hook off removes the rules and the sets; teardown too. A
+// microVM's frames leave its namespace through the same veth (the TAP↔eth0 tc redirect is inside
+// the namespace), so the same chain applies to them (not yet tested there). Root test
+// `approval_linux_test.go` (prefix qz28a, pool 10.95.40.0/24, queue 3301).
+//
+// The DNS hold (approval_dns_linux.go): with domain rules in play, a name the rules do not allow
+// and no denyOut name names is held in the filter's Decide until the hook answers; allowed, the
+// query is forwarded and its answers go to @ap_<veth> (max(TTL, MinLearnedTimeout) for "once", the
+// remembered duration otherwise); denied, REFUSED. Root test `approval_dns_linux_test.go` (prefix
+// qz28d, pool 10.96.6.0/24, queue 3303, TestDomainEgress's stand-in resolver).
+//
 // # Operator deny list (--deny-out, --deny-out-except; internal/network/denyout*.go)
 //
 // Private networks are closed to every sandbox by default: `airlock serve --deny-out` (default

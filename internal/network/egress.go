@@ -23,11 +23,15 @@ type Egress struct {
 	Deny         []netip.Prefix
 	AllowDomains []string
 	DenyDomains  []string
+	// Hold: the sandbox has an approval hook; new TCP destinations that
+	// Allow does not open and no specific Deny entry names are held for it
+	// (approval_linux.go). A catch-all Deny (0.0.0.0/0) then means "ask".
+	Hold bool
 }
 
 // Empty reports whether the policy adds nothing to the internet switch.
 func (e Egress) Empty() bool {
-	return len(e.Allow) == 0 && len(e.Deny) == 0 && !e.HasDomains()
+	return len(e.Allow) == 0 && len(e.Deny) == 0 && !e.HasDomains() && !e.Hold
 }
 
 // HasDomains reports whether the policy has domain entries (and so needs

@@ -55,6 +55,10 @@ func (f *firewall) egressRules(e Egress) [][]expr.Any {
 		}
 	}
 	add(e.Allow, expr.VerdictAccept, auditAllowed, "allowOut")
+	if e.Hold { // the catch-all denies come after the hold (approval_linux.go)
+		add(specific(e.Deny), expr.VerdictDrop, auditDenied, "denyOut")
+		return rules
+	}
 	add(e.Deny, expr.VerdictDrop, auditDenied, "denyOut")
 	return rules
 }
@@ -94,12 +98,22 @@ func (f *firewall) setEgress(ifname string, e Egress) error {
 	for _, r := range f.egressRules(e) {
 		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: r})
 	}
+	if e.Hold {
+		if err := f.addHold(c, ch, ifname, e, f.approvalQueue); err != nil {
+			return err
+		}
+	}
 	el := []nftables.SetElement{{Key: ifnameKey(ifname), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}}}
 	if err := c.SetAddElements(f.egress, el); err != nil {
 		return fmt.Errorf("updating map %s: %w", EgressMapName, err)
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("installing egress policy of %s: %w", ifname, err)
+	}
+	if !e.Hold {
+		if err := f.delHold(ifname); err != nil {
+			return err
+		}
 	}
 	if len(e.AllowDomains) == 0 {
 		return f.delLearned(ifname)
@@ -138,6 +152,9 @@ func (f *firewall) clearEgress(ifname string) error {
 	c.DelChain(ch)
 	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("removing egress chain of %s: %w", ifname, err)
+	}
+	if err := f.delHold(ifname); err != nil {
+		return err
 	}
 	return f.delLearned(ifname)
 }
@@ -178,6 +195,9 @@ func (m *Manager) SetEgress(ctx context.Context, id string, slot int, e Egress) 
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if e.Hold && !m.HoldsApprovals() {
+		return ErrNoApprovalHold
 	}
 	if _, err := netlink.LinkByName(ep.HostIf); err != nil {
 		if isLinkNotFound(err) {

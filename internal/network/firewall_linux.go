@@ -40,12 +40,13 @@ type firewall struct {
 	interceptPort uint16
 	// socks: sandboxes with an egressProxy, relayed to socksPort
 	// (socks_linux.go); nil without a SocksPort.
-	socks     *nftables.Set
-	socksPort uint16
-	dnsPort   uint16
-	logGroup  uint16 // NFLOG group of the audit rules, 0 = none (audit_linux.go)
-	ifPrefix  string
-	subnet    netip.Prefix
+	socks         *nftables.Set
+	socksPort     uint16
+	dnsPort       uint16
+	logGroup      uint16 // NFLOG group of the audit rules, 0 = none (audit_linux.go)
+	approvalQueue uint16 // NFQUEUE of the approval hold (approval_linux.go)
+	ifPrefix      string
+	subnet        netip.Prefix
 	// The operator deny list, its exceptions and the sandboxes' resolvers
 	// (denyout_linux.go).
 	denyOut, denyOutExcept []netip.Prefix
@@ -70,15 +71,16 @@ func newFirewall(cfg Config) *firewall {
 	return &firewall{
 		intercepts: intercepts, interceptPort: cfg.InterceptPort,
 		socks: socks, socksPort: cfg.SocksPort,
-		table:    t,
-		set:      &nftables.Set{Table: t, Name: InternetSetName, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian},
-		egress:   newEgressMap(t),
-		dns:      newDNSSet(t),
-		cut:      newCutSet(t),
-		dnsPort:  cfg.DNSPort,
-		logGroup: cfg.AuditGroup,
-		ifPrefix: IfacePrefix(cfg.NamePrefix),
-		subnet:   cfg.Subnet,
+		table:         t,
+		set:           &nftables.Set{Table: t, Name: InternetSetName, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian},
+		egress:        newEgressMap(t),
+		dns:           newDNSSet(t),
+		cut:           newCutSet(t),
+		dnsPort:       cfg.DNSPort,
+		logGroup:      cfg.AuditGroup,
+		approvalQueue: cfg.ApprovalQueue,
+		ifPrefix:      IfacePrefix(cfg.NamePrefix),
+		subnet:        cfg.Subnet,
 
 		denyOut:       cfg.DenyOut,
 		denyOutExcept: cfg.DenyOutExcept,

@@ -39,6 +39,10 @@ type Manager struct {
 	dns   *dnsfilter.Filter
 	audit *audit.Book
 	nflog *nflog.Conn // audit reader, nil when off
+	nfq   *nfQueue    // approval hold reader, nil when off (approval_linux.go)
+	// approvedNames: names the hook just allowed, until the DNS filter
+	// learns their answers (approval_dns_linux.go).
+	approvedNames sync.Map
 
 	ifMu sync.Mutex
 	// ifaces maps host veth names to sandbox ids; learned maps a veth's
@@ -97,6 +101,9 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 		return nil, err
 	}
 	m.startAudit()
+	if err := m.startApproval(); err != nil {
+		return nil, err
+	}
 	m.log.Debug("network ready", "subnet", cfg.Subnet, "table", "inet "+cfg.NamePrefix, "kept_internet", len(keep))
 	return m, nil
 }
@@ -366,6 +373,7 @@ func (m *Manager) Teardown(ctx context.Context, id string, slot int) error {
 	}
 	m.audit.Drop(id)
 	m.forget(ep.HostIf)
+	m.forgetApproval(id)                                   // approval_linux.go
 	if err := m.fw.clearIntercept(ep.HostIf); err != nil { // intercept_linux.go
 		errs = append(errs, err)
 	}
@@ -553,6 +561,7 @@ func (m *Manager) Close(ctx context.Context, removeTable bool) error {
 			m.log.Debug("closing the egress audit reader", "err", err)
 		}
 	}
+	m.closeApproval()
 	if removeTable {
 		return m.fw.remove()
 	}

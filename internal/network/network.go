@@ -63,6 +63,8 @@ type Config struct {
 	// whatever DenyOut, DenyOutExcept or its allowOut say
 	// (blocked_linux.go). Manager.SetBlockedAddrs replaces them later.
 	BlockedAddrs []netip.Addr
+	// ApprovalConfig: the approval hold (approval.go, approval_linux.go).
+	ApprovalConfig
 }
 
 // Options for one sandbox.

@@ -34,20 +34,25 @@ func (m *Manager) caBundle(rules egressproxy.Rules) *string {
 // x has rules. A failure is logged, not fatal: without the CA the
 // sandbox's TLS to ruled domains fails, nothing goes out unprotected.
 func (e *Live) reinstallCA(ctx context.Context, x extra) {
-	m := e.m
-	ca := m.caBundle(x.NetworkRules)
+	e.mu.Lock()
+	id, tok, ip := e.rec.ID, e.rec.AccessToken, e.guestIP
+	e.mu.Unlock()
+	e.m.sendCA(ctx, id, tok, ip, x.NetworkRules)
+}
+
+// sendCA installs the node's CA in the agent of sandbox id at ip (its
+// access token tok) when rules are set; a failure is logged.
+func (m *Manager) sendCA(ctx context.Context, id, tok string, ip netip.Addr, rules egressproxy.Rules) {
+	ca := m.caBundle(rules)
 	if ca == nil {
 		return
 	}
-	e.mu.Lock()
-	id, tok := e.rec.ID, e.rec.AccessToken
-	e.mu.Unlock()
 	body := guest.InitRequest{Timestamp: time.Now().UTC(), CABundle: ca}
 	if tok != "" {
 		body.AccessToken = &tok // a re-init without it would clear the agent's token
 	}
-	if err := m.agent.Init(ctx, e.addr().String(), body, tok); err != nil {
-		m.log.Warn("installing the egress proxy CA after a resume", "sandbox", id, "err", err)
+	if err := m.agent.Init(ctx, ip.String(), body, tok); err != nil {
+		m.log.Warn("installing the egress proxy CA", "sandbox", id, "err", err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"context"
 	"net/netip"
 
 	"github.com/airlock-sandbox/airlock/internal/egressproxy"
@@ -51,10 +50,4 @@ func (m *Manager) EgressProxyFor(ip netip.Addr) (string, *EgressProxy, bool) {
 		}
 	}
 	return "", nil, false
-}
-
-// SetNetworkProxy is SetNetwork with the sandbox's egressProxy, which it
-// replaces too (nil: traffic goes direct again, E2B's update semantics).
-func (e *Live) SetNetworkProxy(ctx context.Context, allowInternet bool, eg network.Egress, rules egressproxy.Rules, proxy *EgressProxy) error {
-	return e.setNetwork(ctx, allowInternet, eg, rules, proxy)
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"github.com/airlock-sandbox/airlock/internal/approval"
 	"io"
 	"maps"
 	"net/http"
@@ -131,6 +132,7 @@ func (e *Live) view() *Sandbox {
 		MaskRequestHost: x.MaskRequestHost,
 		NetworkRules:    x.NetworkRules,
 		EgressProxy:     x.EgressProxy,
+		Approval:        x.Approval.Redacted(),
 		Transition:      e.op,
 	}
 }
@@ -425,17 +427,30 @@ func (e *Live) Stats(ctx context.Context) (runtime.Stats, error) {
 	return st, nil
 }
 
+// NetworkUpdate is a sandbox's whole egress configuration, as
+// `PUT /sandboxes/{id}/network` gives it.
+type NetworkUpdate struct {
+	AllowInternet bool
+	Egress        network.Egress
+	// Rules are network.rules (nil: none).
+	Rules egressproxy.Rules
+	// Proxy is network.egressProxy, its password sealed (nil: none).
+	Proxy *EgressProxy
+	// Approval is network.approval, the egress approval hook (nil: none).
+	Approval *approval.Config
+}
+
 // SetNetwork replaces the sandbox's egress policy live: internet access plus
 // allowOut/denyOut (omitted lists are cleared). The policy is persisted so
 // a daemon restart re-applies it.
 //
-// rules replace the sandbox's network.rules (nil clears them: E2B's update
-// replaces the whole network object).
-func (e *Live) SetNetwork(ctx context.Context, allowInternet bool, eg network.Egress, rules egressproxy.Rules) error {
-	return e.setNetwork(ctx, allowInternet, eg, rules, nil)
-}
-
-func (e *Live) setNetwork(ctx context.Context, allowInternet bool, eg network.Egress, rules egressproxy.Rules, proxy *EgressProxy) error {
+// u replaces the whole configuration, as E2B's PUT network does: a nil
+// Proxy stops the tunnel and a nil Approval removes the hook
+// (u.Egress.Hold follows it). Rules that arrive on a sandbox without any
+// get the node's CA installed in it, as a create with rules does.
+func (e *Live) SetNetwork(ctx context.Context, u NetworkUpdate) error {
+	allowInternet, eg, rules, proxy := u.AllowInternet, u.Egress, u.Rules, u.Proxy
+	eg.Hold = u.Approval != nil
 	m, id := e.m, e.rec.ID
 	ps, ok := m.cfg.Network.(PolicySetter)
 	if !ok {
@@ -457,8 +472,10 @@ func (e *Live) setNetwork(ctx context.Context, allowInternet bool, eg network.Eg
 	}
 	x := decodeExtra(e.rec.Extra)
 	x.AllowOut, x.DenyOut = eg.Strings()
+	hadRules := len(x.NetworkRules) > 0
 	x.NetworkRules = rules.Clone()
 	x.EgressProxy = proxy.Clone()
+	x.Approval = u.Approval.Clone()
 	e.rec.Extra = encodeExtra(x)
 	e.rec.AllowInternet = allowInternet
 	rec := e.rec
@@ -467,6 +484,9 @@ func (e *Live) setNetwork(ctx context.Context, allowInternet bool, eg network.Eg
 	}
 	m.log.Info("sandbox network policy changed", "sandbox", id, "internet", allowInternet,
 		"allow_out", len(eg.Allow), "deny_out", len(eg.Deny))
+	if !hadRules && len(rules) > 0 {
+		m.sendCA(ctx, id, rec.AccessToken, e.guestIP, rules)
+	}
 	return nil
 }
 

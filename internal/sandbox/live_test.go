@@ -75,5 +75,5 @@ func setNetwork(m *sandbox.Manager, ctx context.Context, id string, allowInterne
 	if err != nil {
 		return err
 	}
-	return e.SetNetwork(ctx, allowInternet, eg, nil)
+	return e.SetNetwork(ctx, sandbox.NetworkUpdate{AllowInternet: allowInternet, Egress: eg})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlock-sandbox/airlock/internal/approval"
 	"github.com/airlock-sandbox/airlock/internal/volume"
 	"log/slog"
 	"net/http"
@@ -186,6 +187,9 @@ type CreateRequest struct {
 	// EgressProxy is E2B's network.egressProxy, its password sealed
 	// (egressproxy.go); nil: none.
 	EgressProxy *EgressProxy
+	// Approval is network.approval (nil: none); Egress.Hold must be set
+	// with it.
+	Approval *approval.Config
 	// VolumeMounts are the volumes mounted into the sandbox (E2B's
 	// volumeMounts, resolved to volume ids by the API).
 	VolumeMounts []volume.Mount
@@ -221,6 +225,8 @@ type Sandbox struct {
 	NetworkRules egressproxy.Rules
 	// EgressProxy: see CreateRequest.
 	EgressProxy *EgressProxy
+	// Approval: see CreateRequest, without the webhook secret.
+	Approval *approval.Config
 	// VolumeMounts: see CreateRequest.
 	VolumeMounts []volume.Mount
 	CPUCount     int

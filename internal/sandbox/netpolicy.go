@@ -29,6 +29,7 @@ func ParseEgress(allowOut, denyOut []string) (network.Egress, error) {
 // validated when stored).
 func egressOf(x extra) network.Egress {
 	e, _ := network.ParseEgress(x.AllowOut, x.DenyOut)
+	e.Hold = x.Approval != nil
 	return e
 }
 

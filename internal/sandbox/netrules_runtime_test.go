@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
 )
@@ -39,11 +38,11 @@ func TestNetworkRulesRefusedWithoutEgressSteering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused("network update with rules", e.SetNetwork(ctx, true, network.Egress{}, testRules(t)))
+	refused("network update with rules", e.SetNetwork(ctx, sandbox.NetworkUpdate{AllowInternet: true, Rules: testRules(t)}))
 	if got, err := get(env.Manager, sb.ID); err != nil || got.NetworkRules != nil {
 		t.Fatalf("rules after a refused update = %v, %v", got, err)
 	}
-	if err := e.SetNetwork(ctx, true, network.Egress{}, nil); err != nil {
+	if err := e.SetNetwork(ctx, sandbox.NetworkUpdate{AllowInternet: true}); err != nil {
 		t.Fatalf("network update without rules: %v", err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/egressproxy"
-	"github.com/airlock-sandbox/airlock/internal/network"
 	"github.com/airlock-sandbox/airlock/internal/runtime"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 	"github.com/airlock-sandbox/airlock/internal/sandbox/sandboxtest"
@@ -104,7 +103,7 @@ func setNetworkRules(m *sandbox.Manager, ctx context.Context, id string, rs egre
 	if err != nil {
 		return err
 	}
-	return e.SetNetwork(ctx, true, network.Egress{}, rs)
+	return e.SetNetwork(ctx, sandbox.NetworkUpdate{AllowInternet: true, Rules: rs})
 }
 
 const testCAPEM = "-----BEGIN CERTIFICATE-----\ntest\n-----END CERTIFICATE-----\n"
@@ -170,5 +169,31 @@ func TestCABundleOnlyWithRules(t *testing.T) {
 	}
 	if len(env.Agent.Inits) != n {
 		t.Fatal("a sandbox without rules was re-initialised after its resume")
+	}
+}
+
+// Rules that a network update gives a sandbox created without any bring
+// the node's CA with them (its TLS to the ruled domains would fail
+// otherwise); an update that keeps rules it already had does not re-init.
+func TestCABundleWhenRulesArriveLive(t *testing.T) {
+	t.Parallel()
+	env := sandboxtest.NewEnv(t, func(c *sandbox.Config) {
+		c.CABundle = func() []byte { return []byte(testCAPEM) }
+	})
+	ctx := context.Background()
+	sb := create(t, env, sandbox.CreateRequest{Timeout: time.Hour, Secure: true})
+	n := len(env.Agent.Inits)
+	if err := setNetworkRules(env.Manager, ctx, sb.ID, testRules(t)); err != nil {
+		t.Fatalf("SetNetwork: %v", err)
+	}
+	b, _ := env.Agent.LastInit()
+	if len(env.Agent.Inits) != n+1 || b.CABundle == nil || *b.CABundle != testCAPEM || b.AccessToken == nil || *b.AccessToken != sb.AccessToken {
+		t.Fatalf("after rules arrived: %d inits (was %d), last %+v; want one with the CA and the token kept", len(env.Agent.Inits), n, b)
+	}
+	if err := setNetworkRules(env.Manager, ctx, sb.ID, testRules(t)); err != nil {
+		t.Fatalf("SetNetwork again: %v", err)
+	}
+	if len(env.Agent.Inits) != n+1 {
+		t.Fatalf("an update keeping the rules re-initialised the agent (%d inits, want %d)", len(env.Agent.Inits), n+1)
 	}
 }

@@ -207,13 +207,13 @@ func (m *Manager) trimPool(ctx context.Context, name string) {
 // defaultNetwork reports whether req asks for the network a pooled sandbox
 // was set up with; anything else needs a network set up for it.
 func defaultNetwork(req CreateRequest, allowInternet bool) bool {
-	return allowInternet && req.Egress.Empty() && len(req.NetworkRules) == 0 && req.EgressProxy == nil
+	return allowInternet && req.Egress.Empty() && len(req.NetworkRules) == 0 && req.EgressProxy == nil && req.Approval == nil
 }
 
 // claimPooled serves a create from the warm pool; ok is false when there is
 // no fitting pooled sandbox (pooled ones have the default network: internet
 // allowed, no egress rules, no network.rules steered to the egress proxy,
-// no egressProxy tunnel) or its /init failed.
+// no egressProxy tunnel, no approval hook) or its /init failed.
 func (m *Manager) claimPooled(ctx context.Context, tpl *Template, req CreateRequest, allowInternet bool) (*Sandbox, bool) {
 	if !m.pooled(req.TemplateID) || !defaultNetwork(req, allowInternet) {
 		return nil, false

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"github.com/airlock-sandbox/airlock/internal/approval"
 	"slices"
 
 	"github.com/airlock-sandbox/airlock/internal/egressproxy"
@@ -42,6 +43,11 @@ type extra struct {
 	// EgressProxy is E2B's network.egressProxy (egressproxy.go in this
 	// package), its password sealed.
 	EgressProxy *EgressProxy `json:"egressProxy,omitempty"`
+	// Approval is network.approval, the egress approval hook (issue 28
+	// part 3, internal/approval), with its webhook secret.
+	Approval *approval.Config `json:"approval,omitempty"`
+	// ApprovalMemo are the hook's remembered answers (approval.go).
+	ApprovalMemo []approval.Memo `json:"approvalMemo,omitempty"`
 	// BaseTemplate is the template under a sandbox created from a named
 	// snapshot (TemplateID is then the snapshot's id).
 	BaseTemplate string `json:"baseTemplate,omitempty"`
@@ -106,5 +112,6 @@ func newExtra(req CreateRequest) extra {
 		Volumes: slices.Clone(req.VolumeMounts), NetworkRules: req.NetworkRules.Clone(),
 		EgressProxy: req.EgressProxy.Clone()}
 	x.AllowOut, x.DenyOut = req.Egress.Strings()
+	x.Approval = req.Approval.Clone()
 	return x
 }

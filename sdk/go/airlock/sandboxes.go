@@ -63,6 +63,8 @@ type SandboxNetwork struct {
 	Rules json.RawMessage `json:"rules,omitempty"`
 	// EgressProxy is network.egressProxy without its password.
 	EgressProxy *EgressProxyInfo `json:"egressProxy,omitempty"`
+	// Approval is the approval hook, without its webhook secret.
+	Approval *ApprovalConfig `json:"approval,omitempty"`
 }
 
 // EgressProxyInfo is a sandbox's SOCKS5 egressProxy as GET shows it: never

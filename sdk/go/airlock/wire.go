@@ -65,6 +65,8 @@ type NetworkConfig struct {
 	MaskRequestHost    *string         `json:"maskRequestHost,omitempty"`
 	Rules              json.RawMessage `json:"rules,omitempty"`
 	EgressProxy        json.RawMessage `json:"egressProxy,omitempty"`
+	// Approval is Airlock's egress approval hook (approvals.go).
+	Approval *ApprovalConfig `json:"approval,omitempty"`
 }
 
 // Limits are Airlock's extension keys of the create body (E2B takes CPU
@@ -111,6 +113,8 @@ type NetworkUpdate struct {
 	AllowInternetAccess *bool           `json:"allow_internet_access,omitempty"`
 	Rules               json.RawMessage `json:"rules,omitempty"`
 	EgressProxy         json.RawMessage `json:"egressProxy,omitempty"`
+	// Approval replaces the approval hook (omitted: removed).
+	Approval *ApprovalConfig `json:"approval,omitempty"`
 }
 
 // NetworkLog is the body of GET /sandboxes/{id}/network/log.
