@@ -21,6 +21,9 @@ type Approvals struct {
 	// unless --webhook-allow-private (webhooks.Deliverer.CheckURL); its
 	// error is the caller's (400).
 	CheckURL func(ctx context.Context, url string) error
+	// Seal seals a webhook's signing secret for the sandbox's record
+	// (approval.SealSecret's key); nil stores it as given.
+	Seal func(url, secret string) (string, error)
 }
 
 // approvalRoutes registers the stream and the answers.
@@ -58,6 +61,14 @@ func (a *api) parseApproval(w http.ResponseWriter, r *http.Request, in *airlock.
 			middleware.WriteError(w, http.StatusBadRequest, "network.approval.webhook: "+err.Error())
 			return nil, true
 		}
+	}
+	if c.Webhook != nil && c.Webhook.Secret != "" && a.opts.Approvals.Seal != nil {
+		sealed, err := a.opts.Approvals.Seal(c.Webhook.URL, c.Webhook.Secret)
+		if err != nil {
+			a.fail(w, r, fmt.Errorf("sealing the approval webhook secret: %w", err))
+			return nil, true
+		}
+		c.Webhook.Secret = sealed
 	}
 	return c, false
 }

@@ -82,3 +82,19 @@ func TestApprovalConfigAPI(t *testing.T) {
 		t.Errorf("create with a hook on a daemon without it = %d %s, want 501", st, body)
 	}
 }
+
+// TestApprovalWebhookSecretSealed: the hook's signing secret is stored
+// sealed (Approvals.Seal), never as given, and never echoed.
+func TestApprovalWebhookSecretSealed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, api.Options{Approvals: &api.Approvals{Broker: approval.NewBroker(approval.Options{}),
+		Seal: func(url, secret string) (string, error) { return "sealed(" + url + ")", nil }}})
+	id := createID(t, h, `{"network":{"approval":{"webhook":{"url":"https://hooks.example.com/a","secret":"s3cret"}}}}`)
+	rec, err := h.env.Store.GetSandbox(t.Context(), id)
+	if err != nil || strings.Contains(rec.Extra, "s3cret") || !strings.Contains(rec.Extra, "sealed(https://hooks.example.com/a)") {
+		t.Fatalf("stored record %q (%v): want the secret sealed", rec.Extra, err)
+	}
+	if st, _, body := h.do(t, "GET", "/sandboxes/"+id, ""); st != 200 || strings.Contains(string(body), "sealed(") {
+		t.Fatalf("GET = %d %s: the sealed secret must not be echoed either", st, body)
+	}
+}

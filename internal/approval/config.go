@@ -36,6 +36,11 @@ type Webhook struct {
 	Secret string `json:"secret,omitempty"`
 }
 
+// SecretKey is the name a webhook's signing secret is sealed under in a
+// sandbox's record (webhooks.Secrets' associated data): bound to its URL,
+// so a sealed secret copied to a hook with another URL does not open.
+func SecretKey(url string) string { return "approval:" + url }
+
 // BadConfigError is a refused network.approval (a 400, Msg as is).
 type BadConfigError struct{ Msg string }
 

@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"net/netip"
 
 	"github.com/airlock-sandbox/airlock/internal/api"
@@ -28,6 +29,23 @@ func approvalQueue(flag int, prefix string) (uint16, error) {
 	return uint16(flag), nil
 }
 
+// openHook returns c with its webhook secret opened (a record written
+// before secrets were sealed holds it in the clear, which opens as is). A
+// secret that does not open leaves the hook unsigned rather than sending
+// the sealed text as a key; the error is logged.
+func openHook(secrets *webhooks.Secrets, c *approval.Config, log *slog.Logger) *approval.Config {
+	if c == nil || c.Webhook == nil || c.Webhook.Secret == "" {
+		return c
+	}
+	s, err := secrets.Open(approval.SecretKey(c.Webhook.URL), c.Webhook.Secret)
+	if err != nil {
+		log.Error("approval webhook secret", "err", err)
+		s = ""
+	}
+	c.Webhook.Secret = s
+	return c
+}
+
 // setupApprovals makes the approval broker (issue 28 part 3) and returns
 // the network manager's part of it; the api part goes to d.approvals.
 func (d *daemon) setupApprovals() (network.ApprovalConfig, error) {
@@ -35,6 +53,13 @@ func (d *daemon) setupApprovals() (network.ApprovalConfig, error) {
 	if err != nil || q == 0 {
 		return network.ApprovalConfig{}, err
 	}
+	// A hook's webhook secret is sealed in the sandbox's record with the
+	// secrets key, and opened for each question.
+	box, err := d.openSecrets()
+	if err != nil {
+		return network.ApprovalConfig{}, err
+	}
+	secrets := &webhooks.Secrets{Box: box}
 	nc := network.Config{Subnet: d.subnet, DenyOut: d.denyOut, DenyOutExcept: d.denyOutExcept}
 	wd := webhooks.New(webhooks.Config{Denies: nc.Denies, AllowPrivate: d.cfg.Events.WebhookAllowPrivate,
 		Log: d.log.With("component", "approval")})
@@ -43,7 +68,7 @@ func (d *daemon) setupApprovals() (network.ApprovalConfig, error) {
 			if d.mgr == nil {
 				return nil
 			}
-			return d.mgr.ApprovalHook(id)
+			return openHook(secrets, d.mgr.ApprovalHook(id), d.log)
 		},
 		// Remembered answers live with the sandbox's record too, so a
 		// restart keeps them (the kernel's sets are rebuilt empty; the
@@ -59,7 +84,9 @@ func (d *daemon) setupApprovals() (network.ApprovalConfig, error) {
 				d.mgr.RememberApproval(id, m)
 			}
 		}})
-	d.approvals = &api.Approvals{Broker: broker, CheckURL: wd.CheckURL}
+	d.approvals = &api.Approvals{Broker: broker, CheckURL: wd.CheckURL, Seal: func(url, secret string) (string, error) {
+		return secrets.Seal(approval.SecretKey(url), secret)
+	}}
 	ac := network.ApprovalConfig{ApprovalQueue: q, Approver: broker}
 	if d.activity != nil {
 		ac.ApprovalObserver = d.activity.Approval

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/airlock-sandbox/airlock/internal/approval"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock"
 )
 
@@ -117,8 +118,10 @@ func TestApprovalHook(t *testing.T) {
 		if err := json.Unmarshal(body, &q); err != nil {
 			t.Errorf("webhook body %s: %v", body, err)
 		}
-		if r.Header.Get("e2b-signature") == "" {
-			t.Errorf("webhook without a signature")
+		// Signed with the secret given at create (which the daemon keeps
+		// sealed in the sandbox's record and opens for each question).
+		if got, want := r.Header.Get("e2b-signature"), approval.Sign("approval-secret", body); got != want {
+			t.Errorf("webhook signature %q, want %q (signed with the hook's secret)", got, want)
 		}
 		mu.Lock()
 		asked[q.Address]++
