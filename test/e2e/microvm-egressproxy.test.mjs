@@ -103,7 +103,7 @@ describe('microVM: network.egressProxy (SOCKS5 with auth)', { timeout: T * 5 }, 
     try { run('netns', 'del', ns) } catch {}
   })
 
-  it('a curl from the guest arrives through the SOCKS server, which is asked for the name', { timeout: T }, async () => {
+  it('a curl from the guest arrives through the SOCKS server, which is asked for the destination', { timeout: T }, async () => {
     const n = targets().length
     // --resolve: the stage's --dns-upstream belongs to microvm-secrets, so
     // the guest dials A's address (the relay asks for the address).
