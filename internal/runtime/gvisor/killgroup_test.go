@@ -4,6 +4,7 @@ package gvisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,14 +106,25 @@ func TestStopKillsTheKillGroup(t *testing.T) {
 	// Every process leaves the v1 cgroup that the per-pid path reads, for
 	// its parent (the cgroup parent's): only the kill group still holds
 	// them. (Moving one is not enough: the rest die with the Sentry.)
+	// A process may still be starting (a stub forked meanwhile lands in
+	// the v1 cgroup too): move until it stays empty.
 	parent := filepath.Join(filepath.Dir(filepath.Dir(v1File)), "cgroup.procs")
-	for _, pid := range v1 {
-		if err := os.WriteFile(parent, []byte(strconv.Itoa(pid)), 0); err != nil {
-			t.Fatalf("moving pid %d out of %s: %v", pid, v1File, err)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		now, err := readPIDs(v1File)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if now, _ := readPIDs(v1File); len(now) > 0 {
-		t.Fatalf("pids %v still in %s", now, v1File)
+		if len(now) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pids %v still in %s", now, v1File)
+		}
+		for _, pid := range now {
+			if err := os.WriteFile(parent, []byte(strconv.Itoa(pid)), 0); err != nil && !errors.Is(err, syscall.ESRCH) {
+				t.Fatalf("moving pid %d out of %s: %v", pid, v1File, err)
+			}
+		}
 	}
 
 	if err := r.Stop(ctx, spec.ID, spec.Dir); err != nil {
