@@ -13,8 +13,9 @@
 # daemon gets --volume-bucket-allow-private for its loopback S3 server),
 # test/e2e/microvm-secrets.test.mjs (network.rules secrets through the egress
 # proxy, issue 29), test/e2e/microvm-egressproxy.test.mjs (network.egressProxy,
-# a SOCKS5 upstream; the daemon gets --egress-proxy-allow-private), then a
-# subset of test/python. The root Go tests of
+# a SOCKS5 upstream; the daemon gets --egress-proxy-allow-private),
+# test/e2e/microvm-approval.test.mjs (the egress approval hook, issue 28
+# part 3), then a subset of test/python. The root Go tests of
 # internal/runtime/microvm run in test.sh's `go test ./...` stage.
 #
 # Knobs: AIRLOCK_TEST_DATA_DIR (the main suite's data dir, whose built
@@ -25,7 +26,9 @@
 # files above), AIRLOCK_E2E_EXT_NET (first three octets of the network test's
 # addresses, as in scripts/test.sh; default 10.78.255), AIRLOCK_TEST_VM_SKIP_PYTHON=1
 # (skip issue 26's cases through E2B's Python SDK, test/python) and
-# AIRLOCK_TEST_VM_PYTHON_ARGS (pytest arguments instead of that subset).
+# AIRLOCK_TEST_VM_PYTHON_ARGS (pytest arguments instead of that subset),
+# AIRLOCK_TEST_VM_APPROVAL_QUEUE (the daemon's --approval-queue; default
+# derived from the net prefix).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$(pwd)
@@ -70,14 +73,16 @@ API_KEY="e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
 # network test there (private, so closed by the default --deny-out otherwise);
 # <ext>.24/29: microvm-secrets.test.mjs's stand-in internet; <ext>.32/29:
 # microvm-egressproxy.test.mjs's, whose SOCKS5 server is private, which
-# egressProxy may name only with --egress-proxy-allow-private.
+# egressProxy may name only with --egress-proxy-allow-private; <ext>.40/29:
+# microvm-approval.test.mjs's (the approval webhook and its destinations).
 # code-interpreter-v1 gets its boot snapshot (default on) and a warm pool of
 # one: microvm-interpreter.test.mjs covers the cold, boot-snapshot and pool
 # paths of the interpreter.
 "${AIRLOCK_TEST_BIN:-$ROOT/bin/airlock}" serve --runtime microvm --templates base,code-interpreter-v1 \
 	--warm-pool code-interpreter-v1=1 --listen "$LISTEN" \
 	--data-dir "$VM_DATA" --api-key "$API_KEY" --net-prefix "$VM_PREFIX" --subnet "$VM_SUBNET" \
-	--deny-out-except "$EXT.16/29,$EXT.24/29,$EXT.32/29" --dns-upstream "$EXT.28" \
+	--deny-out-except "$EXT.16/29,$EXT.24/29,$EXT.32/29,$EXT.40/29" --dns-upstream "$EXT.28" \
+	${AIRLOCK_TEST_VM_APPROVAL_QUEUE:+--approval-queue "$AIRLOCK_TEST_VM_APPROVAL_QUEUE"} \
 	--egress-proxy-upstream-ca "$UPSTREAM_CA_DIR/ca.pem" --egress-proxy-allow-private \
 	--volume-bucket-allow-private --kill-on-exit </dev/null >"$LOG" 2>&1 &
 PID=$!
@@ -123,7 +128,7 @@ grep -m1 'boot snapshot ready.*template=code-interpreter-v1' "$LOG" || echo "mic
 (cd test/e2e && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund --loglevel=error)
 (cd test/e2e && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
 	AIRLOCK_TEST_VM_DAEMON_LOG=$LOG node --test --test-concurrency=1 --test-reporter=spec \
-	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs interpreter-r-java.test.mjs events.test.mjs microvm-volumes.test.mjs microvm-volumes-bucket.test.mjs microvm-secrets.test.mjs microvm-egressproxy.test.mjs})
+	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs interpreter-r-java.test.mjs events.test.mjs microvm-volumes.test.mjs microvm-volumes-bucket.test.mjs microvm-secrets.test.mjs microvm-egressproxy.test.mjs microvm-approval.test.mjs})
 rc=$?
 # Issue 26's cases through E2B's Python SDK (test/python), on this daemon:
 # /proc and pipe reads, watch events, maskRequestHost (pause, resume, fork),
