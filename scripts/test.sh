@@ -583,7 +583,8 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 	# .20): the nodes resolve ruled names there and their egress proxies trust
 	# the suite's upstream CA, as the single daemon does. 17-egressproxy's
 	# SOCKS5 server is in the stand-in internet too (<ext>.24/29), a private
-	# range: --egress-proxy-allow-private.
+	# range: --egress-proxy-allow-private. 18-approval.test.mjs's destinations
+	# are <ext>.8/29 (its webhook on loopback: --webhook-allow-private).
 	CLUSTER_EGRESS_ARGS="--dns-upstream ${AIRLOCK_E2E_EXT_NET:-10.78.255}.20 --deny-out-except ${AIRLOCK_E2E_EXT_NET:-10.78.255}.0/27 --egress-proxy-upstream-ca $UPSTREAM_CA_DIR/ca.pem --egress-proxy-allow-private"
 	cluster_artifacts=()
 	if start_cluster_s3 "$WORK/cluster-s3"; then

@@ -7,7 +7,8 @@
 // stage's daemon opens it with --deny-out-except): the webhook receiver on
 // <ext>.42 and one HTTP server per destination. The sandbox is a raw REST
 // create with network.approval and denyOut 0.0.0.0/0 (this SDK version
-// sends no approval), then Sandbox.connect.
+// sends no approval), then Sandbox.connect; a second one is a plain create
+// (served by the warm pool) given the stream variant with PUT …/network.
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
@@ -107,8 +108,8 @@ describe('microVM: the egress approval hook', { timeout: T * 4 }, () => {
 
   // curl's own connect time (an emulated guest is slow to start a process):
   // "<exit> <seconds>" then the body or error.
-  const curl = async (ip) => {
-    const r = await sh(sbx, `curl -sS -m 20 -o /tmp/out -w '%{time_total}' http://${ip}:${port}/ 2>/tmp/err; rc=$?; echo " $rc"; cat /tmp/out /tmp/err 2>/dev/null; true`, { timeoutMs: 120_000 })
+  const curl = async (ip, box = sbx) => {
+    const r = await sh(box, `curl -sS -m 20 -o /tmp/out -w '%{time_total}' http://${ip}:${port}/ 2>/tmp/err; rc=$?; echo " $rc"; cat /tmp/out /tmp/err 2>/dev/null; true`, { timeoutMs: 120_000 })
     const [secs, rc] = r.stdout.trim().split('\n')[0].trim().split(/\s+/)
     return { rc: Number(rc), secs: Number(secs), out: r.stdout }
   }
@@ -159,6 +160,50 @@ describe('microVM: the egress approval hook', { timeout: T * 4 }, () => {
     const no = await curl(denyIP)
     assert.equal(no.rc, 7, `denied after resume: ${no.out}`)
     assert.deepEqual(asked.slice(n).map((q) => q.address), [onceIP, denyIP], 'questions after resume')
+  })
+
+  // A plain create (the warm pool's VM when it holds one), then PUT
+  // …/network with the stream variant: the question comes on GET
+  // …/network/approvals (server-sent events), the answer by POST.
+  it('the stream variant, set with PUT …/network: asked on the stream, answered by POST', { timeout: T }, async () => {
+    const plain = await Sandbox.create('code-interpreter-v1', { timeoutMs: 300_000 })
+    const ctl = new AbortController()
+    try {
+      const put = await api('PUT', `/sandboxes/${plain.sandboxId}/network`, { denyOut: ['0.0.0.0/0'], approval: { stream: true, timeoutMs: 20_000 } })
+      assert.equal(put.status, 204, put.body)
+      const res = await fetch(`${process.env.E2B_API_URL}/sandboxes/${plain.sandboxId}/network/approvals`, { headers: { 'X-API-Key': process.env.E2B_API_KEY }, signal: ctl.signal })
+      assert.equal(res.status, 200)
+      const got = []
+      ;(async () => {
+        const dec = new TextDecoder()
+        let buf = ''
+        for await (const chunk of res.body) {
+          buf += dec.decode(chunk, { stream: true })
+          let i
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            const data = buf.slice(0, i).split('\n').find((l) => l.startsWith('data: '))
+            buf = buf.slice(i + 2)
+            if (!data) continue
+            const q = JSON.parse(data.slice(6))
+            got.push(q)
+            const decision = q.address === onceIP ? 'allow' : 'deny'
+            await api('POST', `/sandboxes/${plain.sandboxId}/network/approvals/${q.decisionId}`, { decision })
+          }
+        }
+      })().catch(() => {})
+      const n = asked.length
+      const ok = await curl(onceIP, plain)
+      assert.equal(ok.rc, 0, `allowed on the stream: ${ok.out}`)
+      assert.match(ok.out, /hello from/)
+      const no = await curl(denyIP, plain)
+      assert.equal(no.rc, 7, `denied on the stream: ${no.out}`)
+      assert.ok(no.secs < 5, `denied on the stream: refused after ${no.secs}s, not at the 20 s deadline`)
+      assert.deepEqual(got.map((q) => [q.address, q.sandboxId]), [[onceIP, plain.sandboxId], [denyIP, plain.sandboxId]])
+      assert.equal(asked.length, n, "the other sandbox's webhook was asked")
+    } finally {
+      ctl.abort()
+      await Sandbox.kill(plain.sandboxId).catch(() => {})
+    }
   })
 
   it('the decisions are in the egress log', async () => {
