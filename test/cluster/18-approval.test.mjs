@@ -13,14 +13,15 @@
 // cluster stage opens on the nodes with --deny-out-except). The webhook
 // receiver is on this host's loopback (the nodes run with
 // --webhook-allow-private). Each node binds its own NFQUEUE (derived from
-// its net prefix).
+// its net prefix). With an artifact store, a drain moves a sandbox with a
+// hook: the node it lands on holds and asks the same webhook.
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
 import { createServer } from 'node:http'
 import { createHash } from 'node:crypto'
 import { Sandbox } from 'e2b'
-import { LB, API1, API2, api, tracker, via, sh, sleep, waitUntil, API_KEY, TEST_TIMEOUT } from './helpers.mjs'
+import { LB, API1, API2, ARTIFACTS, api, tracker, via, sh, sleep, waitUntil, where, drainNode, restoreNodes, API_KEY, TEST_TIMEOUT } from './helpers.mjs'
 
 const t = tracker('approval')
 const ext = process.env.AIRLOCK_E2E_EXT_NET ?? '10.78.255'
@@ -56,6 +57,7 @@ await new Promise((resolve) => hook.listen(0, '127.0.0.1', resolve))
 const hookURL = `http://127.0.0.1:${hook.address().port}/approve`
 
 after(async () => {
+  await restoreNodes().catch((err) => console.log(`# ${err.message}`))
   await t.killAll()
   server?.kill()
   hook.closeAllConnections()
@@ -166,5 +168,30 @@ describe('the egress approval hook in a cluster', { timeout: TEST_TIMEOUT * 4 },
     } finally {
       await stream.stop()
     }
+  })
+  // The hook lives with the sandbox's record (its secret sealed with the
+  // key every node shares): a drain moves the sandbox through the artifact
+  // store, and the node it lands on holds its connections and asks the
+  // same webhook, signed with the same secret.
+  it('a drain moves a sandbox with a hook: the new node holds and asks', { timeout: TEST_TIMEOUT * 3, skip: !ARTIFACTS && 'the cluster has no artifact store (run-cluster.sh --artifacts)' }, async () => {
+    const network = { denyOut: ['0.0.0.0/0'], approval: { webhook: { url: hookURL, secret }, timeoutMs: 5000 } }
+    const r = await api(LB, 'POST', '/v2/sandboxes', { templateID: 'base', timeout: 300, metadata: t.metadata, network }, 120_000)
+    assert.equal(r.status, 201, r.text)
+    const sandboxId = t.add(r.body.sandboxID)
+    const from = r.node
+    const d = await drainNode(from)
+    assert.equal(d.status, 200, d.text)
+    const w = await where(sandboxId)
+    assert.ok(w.node && w.node !== from, `after draining ${from} the sandbox is on ${w.node}`)
+    const sbx = await Sandbox.connect(sandboxId, via(LB))
+    const n = asked.length
+    const once = await curl(sbx, onceIP)
+    assert.equal(once.rc, 0, `held then allowed on ${w.node}: ${once.out}`)
+    assert.ok(once.secs >= 0.3, `connected after ${once.secs}s on ${w.node}, without waiting for the hook`)
+    const deny = await curl(sbx, denyIP)
+    assert.equal(deny.rc, 7, `denied on ${w.node}: ${deny.out}`)
+    assert.deepEqual(asked.slice(n), [{ address: onceIP, port, sandboxId, signed: true }, { address: denyIP, port, sandboxId, signed: true }])
+    const info = await api(API2, 'GET', `/sandboxes/${sandboxId}`)
+    assert.deepEqual(info.body.network?.approval, { webhook: { url: hookURL }, timeoutMs: 5000, onTimeout: 'deny' }, info.text)
   })
 })
