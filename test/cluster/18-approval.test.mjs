@@ -9,7 +9,7 @@
 // …/approvals/{decisionId} through the other api instance.
 //
 // Needs root on the host: a network namespace we own stands in for the
-// internet at <ext>.24/29 (inside the <ext>.0/27 that scripts/test.sh's
+// internet at <ext>.8/29 (inside the <ext>.0/27 that scripts/test.sh's
 // cluster stage opens on the nodes with --deny-out-except). The webhook
 // receiver is on this host's loopback (the nodes run with
 // --webhook-allow-private). Each node binds its own NFQUEUE (derived from
@@ -25,10 +25,10 @@ import { LB, API1, API2, ARTIFACTS, api, tracker, via, sh, sleep, waitUntil, whe
 
 const t = tracker('approval')
 const ext = process.env.AIRLOCK_E2E_EXT_NET ?? '10.78.255'
-const hostIP = `${ext}.25`
-const onceIP = `${ext}.26`
-const denyIP = `${ext}.27`
-const streamIP = `${ext}.28`
+const hostIP = `${ext}.9`
+const onceIP = `${ext}.10`
+const denyIP = `${ext}.11`
+const streamIP = `${ext}.12`
 const id = t.tag.slice(-6)
 const ns = `e2e-cap-${id}`
 const hostIf = `e2ca${id}`
