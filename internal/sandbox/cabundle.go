@@ -60,18 +60,8 @@ func (m *Manager) sendCA(ctx context.Context, id, tok string, ip netip.Addr, rul
 // address ip, ok only when it has rules (the egress proxy's lookup of a
 // steered connection's source).
 func (m *Manager) EgressRules(ip netip.Addr) (string, egressproxy.Rules, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for id, e := range m.sandboxes {
-		e.mu.Lock()
-		match, ext := e.guestIP == ip && !e.gone, e.rec.Extra
-		e.mu.Unlock()
-		if match {
-			rules := decodeExtra(ext).NetworkRules
-			return id, rules, len(rules) > 0
-		}
-	}
-	return "", nil, false
+	id, x, ok := m.extraAt(ip) // egressproxy.go
+	return id, x.NetworkRules, ok && len(x.NetworkRules) > 0
 }
 
 // checkRulesRuntime refuses network rules (501, naming the runtime) on a

@@ -38,6 +38,14 @@ func netOptions(allowInternet bool, eg network.Egress, rules egressproxy.Rules, 
 // guest address ip, ok only when it has one (the SOCKS relay's lookup of a
 // steered connection's source).
 func (m *Manager) EgressProxyFor(ip netip.Addr) (string, *EgressProxy, bool) {
+	id, x, ok := m.extraAt(ip)
+	return id, x.EgressProxy, ok && x.EgressProxy != nil
+}
+
+// extraAt returns the id and record extras of the live sandbox at guest
+// address ip (the node's proxies' lookup of a steered connection's
+// source).
+func (m *Manager) extraAt(ip netip.Addr) (string, extra, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, e := range m.sandboxes {
@@ -45,9 +53,8 @@ func (m *Manager) EgressProxyFor(ip netip.Addr) (string, *EgressProxy, bool) {
 		match, ext := e.guestIP == ip && !e.gone, e.rec.Extra
 		e.mu.Unlock()
 		if match {
-			p := decodeExtra(ext).EgressProxy
-			return id, p, p != nil
+			return id, decodeExtra(ext), true
 		}
 	}
-	return "", nil, false
+	return "", extra{}, false
 }
