@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -72,23 +71,7 @@ func TestApprovalHook(t *testing.T) {
 	ns, hostIf, nsIf := "e2e-ap-"+tag, "e2ap"+tag, "e2aq"+tag
 	hostIP := ext + ".5"
 	hookIP, onceIP, denyIP, muteIP, memoIP := ext+".6", ext+".7", ext+".28", ext+".29", ext+".31"
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", hostIf).Run()
-		_ = exec.Command("ip", "netns", "del", ns).Run()
-	})
-	ip("link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
-	ip("link", "set", nsIf, "netns", ns)
-	ip("addr", "add", hostIP+"/32", "dev", hostIf)
-	ip("link", "set", hostIf, "up")
-	ip("-n", ns, "link", "set", nsIf, "up")
-	ip("-n", ns, "link", "set", "lo", "up")
+	ip := extNS(t, ns, hostIf, nsIf, hostIP+"/32")
 	for _, a := range []string{hookIP, onceIP, denyIP, muteIP, memoIP} {
 		ip("-n", ns, "addr", "add", a+"/32", "dev", nsIf)
 		ip("route", "replace", a+"/32", "dev", hostIf)

@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -56,27 +55,11 @@ func TestEgressProxy(t *testing.T) {
 	tag := uniqueTag(t)
 	ns := "e2e-socks-" + tag
 	hostIf, nsIf := "e2kx"+tag[:6], "e2ky"+tag[:6]
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", hostIf).Run()
-		_ = exec.Command("ip", "netns", "del", ns).Run()
-	})
-	ip("link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
-	ip("link", "set", nsIf, "netns", ns)
-	ip("addr", "add", hostIP+"/29", "dev", hostIf)
-	ip("link", "set", hostIf, "up")
+	ip := extNS(t, ns, hostIf, nsIf, hostIP+"/29")
 	ip("route", "add", dnsIP+"/32", "dev", hostIf)
 	for _, a := range []string{socksIP + "/29", webIP + "/29", webIP2 + "/29", dnsIP + "/32"} {
 		ip("-n", ns, "addr", "add", a, "dev", nsIf)
 	}
-	ip("-n", ns, "link", "set", nsIf, "up")
-	ip("-n", ns, "link", "set", "lo", "up")
 	ip("-n", ns, "route", "add", "default", "via", hostIP)
 
 	listen := func(network, addr string) net.Listener {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -35,24 +34,9 @@ func TestLogsSurviveRestart(t *testing.T) {
 	tag := uniqueTag(t)[:6]
 	ns, hostIf, nsIf := "e2e-lr-"+tag, "e2lr"+tag, "e2ls"+tag
 	hostIP, ipA, ipB := ext+".25", ext+".26", ext+".27"
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", hostIf).Run()
-		_ = exec.Command("ip", "netns", "del", ns).Run()
-	})
-	ip("link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
-	ip("link", "set", nsIf, "netns", ns)
-	ip("addr", "add", hostIP+"/29", "dev", hostIf)
-	ip("link", "set", hostIf, "up")
+	ip := extNS(t, ns, hostIf, nsIf, hostIP+"/29")
 	ip("-n", ns, "addr", "add", ipA+"/29", "dev", nsIf)
 	ip("-n", ns, "addr", "add", ipB+"/29", "dev", nsIf)
-	ip("-n", ns, "link", "set", nsIf, "up")
 	ip("-n", ns, "route", "add", "default", "via", hostIP)
 
 	policy := map[string]any{"allowOut": []string{ipA}, "denyOut": []string{"0.0.0.0/0"}}

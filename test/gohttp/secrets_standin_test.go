@@ -23,7 +23,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -195,26 +194,10 @@ func newStandIn(t *testing.T) *standIn {
 	tag := uniqueTag(t)
 	ns := "e2e-secrets-" + tag
 	hostIf, nsIf := "e2sx"+tag[:6], "e2sy"+tag[:6]
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", hostIf).Run()
-		_ = exec.Command("ip", "netns", "del", ns).Run()
-	})
-	ip("link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
-	ip("link", "set", nsIf, "netns", ns)
-	ip("addr", "add", hostIP+"/29", "dev", hostIf)
-	ip("link", "set", hostIf, "up")
+	ip := extNS(t, ns, hostIf, nsIf, hostIP+"/29")
 	for _, a := range []string{s.ipA, s.ipB, s.ipDNS, s.ipC} {
 		ip("-n", ns, "addr", "add", a+"/29", "dev", nsIf)
 	}
-	ip("-n", ns, "link", "set", nsIf, "up")
-	ip("-n", ns, "link", "set", "lo", "up")
 	ip("-n", ns, "route", "add", "default", "via", hostIP)
 
 	listen := func(network, addr string) net.Listener {
