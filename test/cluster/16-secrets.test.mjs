@@ -16,6 +16,7 @@ import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
 import { Sandbox } from 'e2b'
 import { LB, API1, API2, NODE_IDS, api, tracker, via, sh, waitUntil, nodeURL, nodeFetch, asAPITier, TEST_TIMEOUT } from './helpers.mjs'
+import { dnsServer, resolveA } from '../e2e/standin.mjs'
 
 const t = tracker('secrets')
 const caDir = process.env.AIRLOCK_E2E_UPSTREAM_CA_DIR
@@ -140,51 +141,3 @@ describe('egress secrets in a cluster', { timeout: TEST_TIMEOUT * 4 }, () => {
     }
   })
 })
-
-/**
- * A tiny authoritative DNS server on UDP port 53 of addr (runs in the
- * stand-in namespace; stringified into its script): A queries for a name
- * of names get its address, other types an empty answer, others NXDOMAIN.
- */
-function dnsServer (addr, names) {
-  const sock = require('dgram').createSocket('udp4')
-  sock.on('message', (q, rinfo) => {
-    if (q.length < 12) return
-    let off = 12
-    const labels = []
-    while (off < q.length && q[off] !== 0) {
-      labels.push(q.subarray(off + 1, off + 1 + q[off]).toString())
-      off += q[off] + 1
-    }
-    const qEnd = off + 5
-    if (qEnd > q.length) return
-    const qtype = q.readUInt16BE(off + 1)
-    const ip = names[labels.join('.').toLowerCase()]
-    const answer = ip && qtype === 1
-    const head = Buffer.alloc(12)
-    q.copy(head, 0, 0, 2) // id
-    head.writeUInt16BE(0x8180 | (ip ? 0 : 3), 2) // response, RD, RA; NXDOMAIN when unknown
-    head.writeUInt16BE(1, 4)
-    head.writeUInt16BE(answer ? 1 : 0, 6)
-    const parts = [head, q.subarray(12, qEnd)]
-    if (answer) {
-      const rr = Buffer.alloc(16)
-      rr.writeUInt16BE(0xc00c, 0) // the question's name
-      rr.writeUInt16BE(1, 2) // A
-      rr.writeUInt16BE(1, 4) // IN
-      rr.writeUInt32BE(60, 6) // TTL
-      rr.writeUInt16BE(4, 10)
-      ip.split('.').forEach((b, i) => rr.writeUInt8(Number(b), 12 + i))
-      parts.push(rr)
-    }
-    sock.send(Buffer.concat(parts), rinfo.port, rinfo.address)
-  })
-  sock.bind(53, addr)
-}
-
-async function resolveA (server, name) {
-  const { Resolver } = await import('node:dns/promises')
-  const r = new Resolver({ timeout: 1000, tries: 1 })
-  r.setServers([server])
-  try { return (await r.resolve4(name))[0] } catch { return undefined }
-}

@@ -17,6 +17,7 @@ import { execFileSync, spawn } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import { Sandbox } from 'e2b'
 import { LB, API1, API2, NODE_IDS, ARTIFACTS, api, tracker, via, sh, waitUntil, nodeURL, nodeFetch, asAPITier, drainNode, restoreNodes, where, TEST_TIMEOUT } from './helpers.mjs'
+import { socksServer } from '../e2e/standin.mjs'
 
 const t = tracker('egressproxy')
 const ext = process.env.AIRLOCK_E2E_EXT_NET ?? '10.78.255'
@@ -145,53 +146,3 @@ describe('egressProxy in a cluster', { timeout: TEST_TIMEOUT * 4 }, () => {
     }
   })
 })
-
-// The SOCKS5 server of test/e2e/egress.test.mjs (RFC 1929 auth; CONNECT by
-// IPv4 or name), logging each CONNECT target as a JSON line on stdout. Runs
-// in the stand-in namespace (stringified).
-function socksServer (addr, user, pass) {
-  const net = require('net')
-  net.createServer((c) => {
-    let buf = Buffer.alloc(0)
-    let step = 'greet'
-    c.on('error', () => {})
-    const onData = (d) => {
-      buf = Buffer.concat([buf, d])
-      if (step === 'greet') {
-        if (buf.length < 2 || buf.length < 2 + buf[1]) return
-        const methods = [...buf.subarray(2, 2 + buf[1])]
-        buf = buf.subarray(2 + buf[1])
-        if (!methods.includes(2)) { c.end(Buffer.from([5, 0xff])); return }
-        c.write(Buffer.from([5, 2]))
-        step = 'auth'
-      }
-      if (step === 'auth') {
-        if (buf.length < 2 || buf.length < 3 + buf[1] || buf.length < 3 + buf[1] + buf[2 + buf[1]]) return
-        const u = buf.subarray(2, 2 + buf[1]).toString()
-        const p = buf.subarray(3 + buf[1], 3 + buf[1] + buf[2 + buf[1]]).toString()
-        buf = buf.subarray(3 + buf[1] + buf[2 + buf[1]])
-        if (u !== user || p !== pass) { c.end(Buffer.from([1, 1])); return }
-        c.write(Buffer.from([1, 0]))
-        step = 'connect'
-      }
-      if (step === 'connect') {
-        if (buf.length < 5) return
-        let host, off
-        if (buf[3] === 1) { if (buf.length < 10) return; host = [...buf.subarray(4, 8)].join('.'); off = 8 } else if (buf[3] === 3) { if (buf.length < 7 + buf[4]) return; host = buf.subarray(5, 5 + buf[4]).toString(); off = 5 + buf[4] } else { c.end(Buffer.from([5, 8, 0, 1, 0, 0, 0, 0, 0, 0])); return }
-        const port = buf.readUInt16BE(off)
-        const rest = buf.subarray(off + 2)
-        step = 'relay'
-        c.off('data', onData)
-        console.log(JSON.stringify({ target: `${host}:${port}` }))
-        const up = net.connect({ host, port, localAddress: addr }, () => {
-          c.write(Buffer.from([5, 0, 0, 1, 0, 0, 0, 0, 0, 0]))
-          if (rest.length) up.write(rest)
-          c.pipe(up)
-          up.pipe(c)
-        })
-        up.on('error', () => c.end(Buffer.from([5, 5, 0, 1, 0, 0, 0, 0, 0, 0])))
-      }
-    }
-    c.on('data', onData)
-  }).listen(1080, addr)
-}

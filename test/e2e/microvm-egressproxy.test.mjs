@@ -21,6 +21,7 @@ import { createInterface } from 'node:readline'
 import { readFileSync } from 'node:fs'
 import { Sandbox } from 'e2b'
 import { uniq, sh, sleep, waitUntil } from './helpers.mjs'
+import { socksServer } from './standin.mjs'
 
 const T = 300_000
 const LOG = process.env.AIRLOCK_TEST_VM_DAEMON_LOG
@@ -138,53 +139,3 @@ describe('microVM: network.egressProxy (SOCKS5 with auth)', { timeout: T * 5 }, 
     assert.equal(await udpLeaves(`direct-${id}`), true, 'UDP did not leave without an egressProxy (the UDP check above proves nothing)')
   })
 })
-
-// The SOCKS5 server of egress.test.mjs (RFC 1929 auth; CONNECT by IPv4 or
-// name; hosts maps names it resolves itself), logging each CONNECT target
-// as a JSON line on stdout. Runs in the stand-in namespace (stringified).
-function socksServer (addr, user, pass, hosts) {
-  const net = require('net')
-  net.createServer((c) => {
-    let buf = Buffer.alloc(0)
-    let step = 'greet'
-    c.on('error', () => {})
-    const onData = (d) => {
-      buf = Buffer.concat([buf, d])
-      if (step === 'greet') {
-        if (buf.length < 2 || buf.length < 2 + buf[1]) return
-        const methods = [...buf.subarray(2, 2 + buf[1])]
-        buf = buf.subarray(2 + buf[1])
-        if (!methods.includes(2)) { c.end(Buffer.from([5, 0xff])); return }
-        c.write(Buffer.from([5, 2]))
-        step = 'auth'
-      }
-      if (step === 'auth') {
-        if (buf.length < 2 || buf.length < 3 + buf[1] || buf.length < 3 + buf[1] + buf[2 + buf[1]]) return
-        const u = buf.subarray(2, 2 + buf[1]).toString()
-        const p = buf.subarray(3 + buf[1], 3 + buf[1] + buf[2 + buf[1]]).toString()
-        buf = buf.subarray(3 + buf[1] + buf[2 + buf[1]])
-        if (u !== user || p !== pass) { c.end(Buffer.from([1, 1])); return }
-        c.write(Buffer.from([1, 0]))
-        step = 'connect'
-      }
-      if (step === 'connect') {
-        if (buf.length < 5) return
-        let host, off
-        if (buf[3] === 1) { if (buf.length < 10) return; host = [...buf.subarray(4, 8)].join('.'); off = 8 } else if (buf[3] === 3) { if (buf.length < 7 + buf[4]) return; host = buf.subarray(5, 5 + buf[4]).toString(); off = 5 + buf[4] } else { c.end(Buffer.from([5, 8, 0, 1, 0, 0, 0, 0, 0, 0])); return }
-        const port = buf.readUInt16BE(off)
-        const rest = buf.subarray(off + 2)
-        step = 'relay'
-        c.off('data', onData)
-        console.log(JSON.stringify({ target: `${host}:${port}` }))
-        const up = net.connect({ host: hosts[host] ?? host, port, localAddress: addr }, () => {
-          c.write(Buffer.from([5, 0, 0, 1, 0, 0, 0, 0, 0, 0]))
-          if (rest.length) up.write(rest)
-          c.pipe(up)
-          up.pipe(c)
-        })
-        up.on('error', () => c.end(Buffer.from([5, 5, 0, 1, 0, 0, 0, 0, 0, 0])))
-      }
-    }
-    c.on('data', onData)
-  }).listen(1080, addr)
-}

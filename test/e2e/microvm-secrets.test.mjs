@@ -19,6 +19,7 @@ import { createInterface } from 'node:readline'
 import { readFileSync } from 'node:fs'
 import { Sandbox } from 'e2b'
 import { uniq, sh, sleep, waitUntil } from './helpers.mjs'
+import { dnsServer, resolveA } from './standin.mjs'
 
 const T = 300_000
 const LOG = process.env.AIRLOCK_TEST_VM_DAEMON_LOG
@@ -196,46 +197,3 @@ describe('microVM: network.rules secrets through the egress proxy', { timeout: T
   })
 
 })
-
-function dnsServer (addr, names) {
-  const sock = require('dgram').createSocket('udp4')
-  sock.on('message', (q, rinfo) => {
-    if (q.length < 12) return
-    let off = 12
-    const labels = []
-    while (off < q.length && q[off] !== 0) {
-      labels.push(q.subarray(off + 1, off + 1 + q[off]).toString())
-      off += q[off] + 1
-    }
-    const qEnd = off + 5
-    if (qEnd > q.length) return
-    const qtype = q.readUInt16BE(off + 1)
-    const ip = names[labels.join('.').toLowerCase()]
-    const answer = ip && qtype === 1
-    const head = Buffer.alloc(12)
-    q.copy(head, 0, 0, 2) // id
-    head.writeUInt16BE(0x8180 | (ip ? 0 : 3), 2) // response, RD, RA; NXDOMAIN when unknown
-    head.writeUInt16BE(1, 4)
-    head.writeUInt16BE(answer ? 1 : 0, 6)
-    const parts = [head, q.subarray(12, qEnd)]
-    if (answer) {
-      const rr = Buffer.alloc(16)
-      rr.writeUInt16BE(0xc00c, 0) // the question's name
-      rr.writeUInt16BE(1, 2) // A
-      rr.writeUInt16BE(1, 4) // IN
-      rr.writeUInt32BE(60, 6) // TTL
-      rr.writeUInt16BE(4, 10)
-      ip.split('.').forEach((b, i) => rr.writeUInt8(Number(b), 12 + i))
-      parts.push(rr)
-    }
-    sock.send(Buffer.concat(parts), rinfo.port, rinfo.address)
-  })
-  sock.bind(53, addr)
-}
-
-async function resolveA (server, name) {
-  const { Resolver } = await import('node:dns/promises')
-  const r = new Resolver({ timeout: 1000, tries: 1 })
-  r.setServers([server])
-  try { return (await r.resolve4(name))[0] } catch { return undefined }
-}
