@@ -343,3 +343,35 @@ def test_bad_rules_refused_by_update_network(sandbox):
             sandbox.update_network({"rules": rules})
         assert type(exc.value) is e2b.SandboxException
         assert str(exc.value).startswith("400: ") and message in str(exc.value), (p.id, str(exc.value))
+
+
+# -------------------------------------------------------------- async client
+
+
+async def test_async_client_policy_update_and_rules(standin):
+    """The same calls through e2b.AsyncSandbox: create with a whitelist and a
+    rule, update_network live (instance and class method), get_info."""
+    rules = {RULED: [{"transform": {"headers": {"X-Test-Token": "async-value"}}}]}
+    sbx = await e2b.AsyncSandbox.create(timeout=600, network={"deny_out": lambda ctx: [ctx.all_traffic], "allow_out": [IP_A], "rules": rules})
+    try:
+        async def acurl(url, secs=5):
+            try:
+                r = await sbx.commands.run(f"curl -sS --connect-timeout {secs} -m {secs} {url}", timeout=secs + 120)
+            except CommandExitException:
+                return None
+            return r.stdout
+
+        assert await acurl(f"http://{IP_A}:8080/") == "A"
+        assert await acurl(f"http://{IP_B}:8080/") is None
+        out = await acurl(f"https://{RULED}/headers", secs=20)
+        assert out is not None and json.loads(out)["headers"].get("X-Test-Token") == "async-value", out
+        info = (await sbx.get_info()).network
+        assert info["rules"] == rules and info["allow_out"] == [IP_A]
+        await sbx.update_network({"deny_out": [IP_A]})
+        assert await acurl(f"http://{IP_A}:8080/") is None
+        assert await acurl(f"http://{IP_B}:8080/") == "B"
+        await e2b.AsyncSandbox.update_network(sbx.sandbox_id, {})
+        assert await acurl(f"http://{IP_A}:8080/") == "A"
+        assert "rules" not in ((await sbx.get_info()).network or {})
+    finally:
+        await sbx.kill()
