@@ -1,7 +1,8 @@
 """Issue 29: E2B's Python SDK (2.34.0) network behaviours against Airlock,
 through the SDK's public API only: allow_internet_access, network
 allow_out/deny_out (IPs, a domain, the ALL_TRAFFIC selector callable),
-Sandbox.update_network replacing the policy live, network.rules header
+Sandbox.update_network replacing the policy live, allow_public_traffic and
+the traffic access token, network.rules header
 transforms (a static value and a ${e2b.secrets.NAME} placeholder filled in by
 the node's egress proxy) and the 400s for bad rules as the SDK raises them.
 
@@ -33,6 +34,7 @@ import httpx
 import pytest
 
 import e2b
+from conftest import sandbox_get
 from e2b.sandbox.commands.command_handle import CommandExitException
 
 EXT = os.environ.get("AIRLOCK_E2E_EXT_NET", "10.78.255")
@@ -260,6 +262,30 @@ def test_update_network_replaces_the_policy_live(standin, made):
     assert curl(sbx, f"http://{IP_A}:8080/") is None
     e2b.Sandbox.update_network(sbx.sandbox_id, {"allow_internet_access": True})
     assert curl(sbx, f"http://{IP_A}:8080/") == "A"
+
+
+def test_allow_public_traffic_false_needs_the_traffic_token(made):
+    port = 8124
+    closed = create(secure=True, network={"allow_public_traffic": False})
+    made.append(closed)
+    assert closed.traffic_access_token
+    opened = create(network={"allow_public_traffic": True})
+    made.append(opened)
+    assert opened.traffic_access_token is None
+    for sbx in (closed, opened):
+        sbx.commands.run(f"python3 -m http.server {port}", background=True)
+    deadline = time.monotonic() + 60
+    while sandbox_get(opened, port).status_code != 200:
+        assert time.monotonic() < deadline, "the server in the open sandbox did not answer"
+        time.sleep(0.5)
+    assert sandbox_get(closed, port).status_code == 403
+    assert sandbox_get(closed, port, headers={"e2b-traffic-access-token": "wrong"}).status_code == 403
+    deadline = time.monotonic() + 60
+    while (r := sandbox_get(closed, port, headers={"e2b-traffic-access-token": closed.traffic_access_token})).status_code != 200:
+        assert time.monotonic() < deadline, f"with the token: {r.status_code} {r.text}"
+        time.sleep(0.5)
+    assert closed.get_info().network["allow_public_traffic"] is False
+    assert opened.get_info().network["allow_public_traffic"] is True
 
 
 # -------------------------------------------------------------- rules
