@@ -40,6 +40,7 @@ type Manager struct {
 	audit *audit.Book
 	nflog *nflog.Conn // audit reader, nil when off
 	nfq   *nfQueue    // approval hold reader, nil when off (approval_linux.go)
+	ends  *flowEnds   // conntrack destroy reader, nil when off (conntrack_linux.go)
 	// approvedNames: names the hook just allowed, until the DNS filter
 	// learns their answers (approval_dns_linux.go).
 	approvedNames sync.Map
@@ -101,6 +102,7 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 		return nil, err
 	}
 	m.startAudit()
+	m.startFlowEnds()
 	if err := m.startApproval(); err != nil {
 		return nil, err
 	}
@@ -562,6 +564,7 @@ func (m *Manager) Close(ctx context.Context, removeTable bool) error {
 		}
 	}
 	m.closeApproval()
+	m.closeFlowEnds()
 	if removeTable {
 		return m.fw.remove()
 	}
