@@ -32,6 +32,11 @@ import (
 // the firewall is never confirmed, so it has no destroy event: only flows
 // that were let out end here.
 //
+// A closed TCP connection stays in conntrack for TIME_WAIT (2 minutes), so
+// update events are read too: a sandbox TCP flow entering TIME_WAIT or
+// CLOSE is reported then, its counters read with a Get, and its destroy
+// event is skipped (endedFlowOf, publish).
+//
 // One goroutine decodes the events (ti-mo/conntrack) into a small channel,
 // another keeps those whose original source is a sandbox's guest address
 // and puts them in a bounded queue (ctQueueLen) without waiting: a storm
