@@ -23,7 +23,8 @@ import (
 // its TCP held in the SOCKS relay until the webhook answers: an allow
 // after 300 ms (remembered for the sandbox) goes through the SOCKS server
 // after that wait; a deny is reset at once and the SOCKS server sees no
-// CONNECT for it; the remembered allow is not asked again. Addresses:
+// CONNECT for it; the remembered allow is not asked again; the relayed
+// flow's egress.end names the sandbox's destination. Addresses:
 // <ext>.17 (host side), .18 (SOCKS server and webhook), .19 (allowed web
 // server), .24 (denied one), which no other test of this stage uses at the
 // same time.
@@ -131,6 +132,18 @@ func TestApprovalWithEgressProxy(t *testing.T) {
 	}
 	if rc, _, out := curl(webIP); rc != 0 || askedOf(webIP) != 1 {
 		t.Fatalf("remembered allow: %q, asked %d; want reached without asking again", out, askedOf(webIP))
+	}
+	// The relayed flow's end is in the feed with the destination the
+	// sandbox dialled (conntrack's original tuple, before the DNAT to the
+	// relay) and its bytes.
+	var feed string
+	if !waitFor(30*time.Second, 200*time.Millisecond, func() bool {
+		feed = string(e.api(t, http.MethodGet, "/sandboxes/"+s.SandboxID+"/activity?types=egress.end", nil).body)
+		return strings.Contains(feed, `"ip":"`+webIP+`"`)
+	}) {
+		t.Errorf("no egress.end for the relayed %s within 30 s: %s", webIP, feed)
+	} else if strings.Contains(feed, `"ip":"`+socksIP+`"`) {
+		t.Errorf("egress.end names the SOCKS server, want only the sandbox's destination: %s", feed)
 	}
 	r = e.api(t, http.MethodGet, "/sandboxes/"+s.SandboxID+"/network/log", nil)
 	for _, want := range []string{`"ip":"` + denyIP + `","port":8091`, "approval by webhook"} {
