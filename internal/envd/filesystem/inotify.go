@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/fsnotify/fsnotify"
@@ -18,6 +19,10 @@ import (
 // fsnotify asks for minus IN_ATTRIB (the feed reports no CHMOD).
 const feedMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_DELETE | unix.IN_DELETE_SELF |
 	unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_MOVE_SELF
+
+// feedBatchPause is how long the reader waits after a read before the
+// next one (the feed's entries come at most that much later).
+const feedBatchPause = 20 * time.Millisecond
 
 // rawEvent is one inotify event as read, before its watch is resolved.
 type rawEvent struct {
@@ -114,6 +119,9 @@ func (w *inoWatcher) read() {
 		if len(batch) > 0 {
 			w.events <- batch
 		}
+		// Let events gather: one read, one wake-up of the consumer and one
+		// flush to the host per batch rather than per event.
+		time.Sleep(feedBatchPause)
 	}
 }
 

@@ -361,6 +361,8 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 			if !ok {
 				return nil
 			}
+			hold := flushHoldFrom(ctx)
+			hold.hold()
 			for _, re := range batch {
 				r, ok := d.ino.resolve(re)
 				if !ok {
@@ -382,6 +384,7 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 					return err
 				}
 			}
+			hold.release()
 			keepalive.Reset(interval)
 		}
 	}
