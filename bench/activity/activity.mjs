@@ -8,12 +8,16 @@
 //           watch on)
 //   listen-nf  the same, the client asking for egress and process entries
 //           only (no file watch)
+//   floor   (FLOOR=1) the feed-off daemon, with a process in the sandbox
+//           holding an inotify watch on /home/user and /tmp (and the new
+//           directories below) that reads its events 20 ms apart and sends
+//           nothing: what the kernel's events cost with no feed at all
 // Workloads: a command round trip (`true`), a file-heavy command (200 file
 // writes and a delete under /home/user) and a connection-heavy one (20 curl
 // connection attempts to TARGET, which answers with a reset).
 //
 // Environment: OFF_URL, ON_URL, API_KEY (both daemons), TARGET (ip:port),
-// ROUNDS (5), RT_N (20 per round), HEAVY_N (3 per round).
+// ROUNDS (5), RT_N (20 per round), HEAVY_N (3 per round), FLOOR (unset).
 import { loadSDK } from '../sdk.mjs'
 
 const { Sandbox } = await loadSDK('e2b')
@@ -30,6 +34,26 @@ const modes = [
   { name: 'listen', url: process.env.ON_URL, listen: '' },
   { name: 'listen-nf', url: process.env.ON_URL, listen: '?types=egress,process' }
 ]
+if (process.env.FLOOR) modes.push({ name: 'floor', url: process.env.OFF_URL, floor: true })
+// floorWatcher: the floor mode's inotify reader (python3 is in the base template).
+const floorWatcher = `import ctypes, os, struct, time
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0)
+wds = {}
+def add(p):
+    wd = libc.inotify_add_watch(fd, p.encode(), 0x100 | 0x2 | 0x200 | 0x400 | 0x40 | 0x80 | 0x800)
+    if wd >= 0:
+        wds[wd] = p
+add('/home/user'); add('/tmp')
+while True:
+    b = os.read(fd, 65536); i = 0
+    while i < len(b):
+        wd, mask, _, ln = struct.unpack_from('iIII', b, i)
+        name = b[i + 16:i + 16 + ln].rstrip(b'\\0').decode(); i += 16 + ln
+        if mask & 0x40000100 == 0x40000100 and wd in wds:
+            add(wds[wd] + '/' + name)
+    time.sleep(0.02)
+`
 const work = {
   'round trip (true)': { n: RT_N, cmd: 'true' },
   'files (200 writes)': { n: HEAVY_N, cmd: 'mkdir -p /home/user/w && cd /home/user/w && for i in $(seq 200); do echo x > f$i; echo y >> f$i; done; cd / && rm -rf /home/user/w' },
@@ -41,6 +65,11 @@ try {
   for (const m of modes) {
     m.sbx = await Sandbox.create('base', opts(m.url))
     await m.sbx.commands.run('true')
+    if (m.floor) {
+      await m.sbx.files.write('/tmp/floor.py', floorWatcher)
+      await m.sbx.commands.run('python3 /tmp/floor.py', { background: true })
+      await new Promise((resolve) => setTimeout(resolve, 1000))
+    }
     if (m.listen !== undefined) {
       m.ctl = new AbortController()
       const res = await fetch(`${m.url}/sandboxes/${m.sbx.sandboxId}/activity${m.listen}`, {
