@@ -17,7 +17,8 @@
 // connection attempts to TARGET, which answers with a reset).
 //
 // Environment: OFF_URL, ON_URL, API_KEY (both daemons), TARGET (ip:port),
-// ROUNDS (5), RT_N (20 per round), HEAVY_N (3 per round), FLOOR (unset).
+// ROUNDS (5), RT_N (20 per round), HEAVY_N (3 per round), FLOOR (unset),
+// WORK (all; else comma-separated first words of workloads: files,conns).
 import { loadSDK } from '../sdk.mjs'
 
 const { Sandbox } = await loadSDK('e2b')
@@ -58,6 +59,10 @@ const work = {
   'round trip (true)': { n: RT_N, cmd: 'true' },
   'files (200 writes)': { n: HEAVY_N, cmd: 'mkdir -p /home/user/w && cd /home/user/w && for i in $(seq 200); do echo x > f$i; echo y >> f$i; done; cd / && rm -rf /home/user/w' },
   'conns (20 curls)': { n: HEAVY_N, cmd: `for i in $(seq 20); do curl -s -m 2 http://${target}/ >/dev/null; done; true` }
+}
+if (process.env.WORK) {
+  const keep = process.env.WORK.split(',')
+  for (const w of Object.keys(work)) if (!keep.includes(w.split(' ')[0])) delete work[w]
 }
 const ms = {}
 let streamed = 0

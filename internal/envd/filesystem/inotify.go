@@ -42,6 +42,8 @@ type inoWatcher struct {
 	fd     int
 	events chan []rawEvent
 	errors chan error
+	done   chan struct{} // closed by Close
+	once   sync.Once
 
 	// mu guards the watch maps (resolve runs on the consumer, add also on
 	// the identity.Runner's thread).
@@ -61,7 +63,7 @@ func newInoWatcher() (*inoWatcher, error) {
 	}
 	w := &inoWatcher{
 		file: os.NewFile(uintptr(fd), "inotify"), fd: fd,
-		events: make(chan []rawEvent, 4), errors: make(chan error, 1),
+		events: make(chan []rawEvent, 4), errors: make(chan error, 1), done: make(chan struct{}),
 		byWd: map[int32]string{}, byPath: map[string]int32{}, movedFrom: map[uint32]string{},
 	}
 	go w.read()
@@ -87,6 +89,7 @@ func (w *inoWatcher) add(dir string) error {
 
 // Close stops the reader (it closes events and errors) and every watch.
 func (w *inoWatcher) Close() error {
+	w.once.Do(func() { close(w.done) })
 	return w.file.Close()
 }
 
@@ -117,11 +120,19 @@ func (w *inoWatcher) read() {
 			off = end
 		}
 		if len(batch) > 0 {
-			w.events <- batch
+			select {
+			case w.events <- batch:
+			case <-w.done:
+				return
+			}
 		}
 		// Let events gather: one read, one wake-up of the consumer and one
 		// flush to the host per batch rather than per event.
-		time.Sleep(feedBatchPause)
+		select {
+		case <-time.After(feedBatchPause):
+		case <-w.done:
+			return
+		}
 	}
 }
 
