@@ -9,7 +9,7 @@
 # DATA_DIR must hold templates/ (cp -al of a warm data dir's); the two
 # daemons use DATA_DIR.off and DATA_DIR.on (templates hard-linked from it)
 # and the /17 halves of SUBNET; EXT's .40/29 is the stand-in host (.41 on
-# the host side, .42 the target). Knobs: ROUNDS, RT_N, HEAVY_N (activity.mjs).
+# the host side, .42 the target). Knobs: ROUNDS, RT_N, HEAVY_N, FLOOR, WORK (activity.mjs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA_DIR=${DATA_DIR:?set DATA_DIR}
