@@ -20,6 +20,7 @@
 // ROUNDS (5), RT_N (20 per round), HEAVY_N (3 per round), FLOOR (unset),
 // WORK (all; else comma-separated first words of workloads: files,conns).
 import { loadSDK } from '../sdk.mjs'
+import { floorWatcher } from './floor.mjs'
 
 const { Sandbox } = await loadSDK('e2b')
 const key = process.env.API_KEY
@@ -36,25 +37,6 @@ const modes = [
   { name: 'listen-nf', url: process.env.ON_URL, listen: '?types=egress,process' }
 ]
 if (process.env.FLOOR) modes.push({ name: 'floor', url: process.env.OFF_URL, floor: true })
-// floorWatcher: the floor mode's inotify reader (python3 is in the base template).
-const floorWatcher = `import ctypes, os, struct, time
-libc = ctypes.CDLL(None, use_errno=True)
-fd = libc.inotify_init1(0)
-wds = {}
-def add(p):
-    wd = libc.inotify_add_watch(fd, p.encode(), 0x100 | 0x2 | 0x200 | 0x400 | 0x40 | 0x80 | 0x800)
-    if wd >= 0:
-        wds[wd] = p
-add('/home/user'); add('/tmp')
-while True:
-    b = os.read(fd, 65536); i = 0
-    while i < len(b):
-        wd, mask, _, ln = struct.unpack_from('iIII', b, i)
-        name = b[i + 16:i + 16 + ln].rstrip(b'\\0').decode(); i += 16 + ln
-        if mask & 0x40000100 == 0x40000100 and wd in wds:
-            add(wds[wd] + '/' + name)
-    time.sleep(0.02)
-`
 const work = {
   'round trip (true)': { n: RT_N, cmd: 'true' },
   'files (200 writes)': { n: HEAVY_N, cmd: 'mkdir -p /home/user/w && cd /home/user/w && for i in $(seq 200); do echo x > f$i; echo y >> f$i; done; cd / && rm -rf /home/user/w' },
