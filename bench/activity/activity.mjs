@@ -8,13 +8,19 @@
 //           watch on)
 //   listen-nf  the same, the client asking for egress and process entries
 //           only (no file watch)
+//   floor   (FLOOR=1) the feed-off daemon, with a process in the sandbox
+//           holding an inotify watch on /home/user and /tmp (and the new
+//           directories below) that reads its events 20 ms apart and sends
+//           nothing: what the kernel's events cost with no feed at all
 // Workloads: a command round trip (`true`), a file-heavy command (200 file
 // writes and a delete under /home/user) and a connection-heavy one (20 curl
 // connection attempts to TARGET, which answers with a reset).
 //
 // Environment: OFF_URL, ON_URL, API_KEY (both daemons), TARGET (ip:port),
-// ROUNDS (5), RT_N (20 per round), HEAVY_N (3 per round).
+// ROUNDS (5), RT_N (20 per round), HEAVY_N (3 per round), FLOOR (unset),
+// WORK (all; else comma-separated first words of workloads: files,conns).
 import { loadSDK } from '../sdk.mjs'
+import { floorWatcher } from './floor.mjs'
 
 const { Sandbox } = await loadSDK('e2b')
 const key = process.env.API_KEY
@@ -30,10 +36,15 @@ const modes = [
   { name: 'listen', url: process.env.ON_URL, listen: '' },
   { name: 'listen-nf', url: process.env.ON_URL, listen: '?types=egress,process' }
 ]
+if (process.env.FLOOR) modes.push({ name: 'floor', url: process.env.OFF_URL, floor: true })
 const work = {
   'round trip (true)': { n: RT_N, cmd: 'true' },
   'files (200 writes)': { n: HEAVY_N, cmd: 'mkdir -p /home/user/w && cd /home/user/w && for i in $(seq 200); do echo x > f$i; echo y >> f$i; done; cd / && rm -rf /home/user/w' },
   'conns (20 curls)': { n: HEAVY_N, cmd: `for i in $(seq 20); do curl -s -m 2 http://${target}/ >/dev/null; done; true` }
+}
+if (process.env.WORK) {
+  const keep = process.env.WORK.split(',')
+  for (const w of Object.keys(work)) if (!keep.includes(w.split(' ')[0])) delete work[w]
 }
 const ms = {}
 let streamed = 0
@@ -41,6 +52,11 @@ try {
   for (const m of modes) {
     m.sbx = await Sandbox.create('base', opts(m.url))
     await m.sbx.commands.run('true')
+    if (m.floor) {
+      await m.sbx.files.write('/tmp/floor.py', floorWatcher)
+      await m.sbx.commands.run('python3 /tmp/floor.py', { background: true })
+      await new Promise((resolve) => setTimeout(resolve, 1000))
+    }
     if (m.listen !== undefined) {
       m.ctl = new AbortController()
       const res = await fetch(`${m.url}/sandboxes/${m.sbx.sandboxId}/activity${m.listen}`, {

@@ -9,7 +9,9 @@
 # DATA_DIR must hold templates/ (cp -al of a warm data dir's); the two
 # daemons use DATA_DIR.off and DATA_DIR.on (templates hard-linked from it)
 # and the /17 halves of SUBNET; EXT's .40/29 is the stand-in host (.41 on
-# the host side, .42 the target). Knobs: ROUNDS, RT_N, HEAVY_N (activity.mjs).
+# the host side, .42 the target). Knobs: ROUNDS, RT_N, HEAVY_N, FLOOR, WORK (activity.mjs);
+# CPU=1 then also runs bench/activity/cpu.mjs (CPU per files run by component, CPU_N runs;
+# CPU=only runs it alone).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA_DIR=${DATA_DIR:?set DATA_DIR}
@@ -53,4 +55,9 @@ for port in 49993 49994; do
 	for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$port/health" 2>/dev/null && break; sleep 0.5; done
 	curl -fsS -o /dev/null "http://127.0.0.1:$port/health"
 done
-OFF_URL=http://127.0.0.1:49993 ON_URL=http://127.0.0.1:49994 API_KEY=$KEY TARGET=$EXT.42:9 node bench/activity/activity.mjs
+if [ "${CPU:-}" != only ]; then
+	OFF_URL=http://127.0.0.1:49993 ON_URL=http://127.0.0.1:49994 API_KEY=$KEY TARGET=$EXT.42:9 node bench/activity/activity.mjs
+fi
+if [ -n "${CPU:-}" ]; then
+	ON_URL=http://127.0.0.1:49994 API_KEY=$KEY DPID=${PIDS[1]} node bench/activity/cpu.mjs
+fi

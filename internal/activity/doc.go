@@ -49,7 +49,10 @@
 //     (entry.size) before the next one. The host then applies only the
 //     sandbox-wide rate cap (the two paths' watches share it) as a second
 //     guard; behind an older agent (no echo) it applies all the limits
-//     itself. SDK watches (no header) still get every event.
+//     itself. SDK watches (no header) still get every event. The agent
+//     serves the feed's watch with raw inotify (IN_ISDIR instead of an
+//     lstat per create, events read and flushed in batches 20 ms apart;
+//     internal/envd/filesystem's doc).
 //
 // A nil *Hub is a feed that is off: every method does nothing.
 package activity

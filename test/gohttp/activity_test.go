@@ -244,6 +244,21 @@ func TestActivityFilesLive(t *testing.T) {
 	if !wait("file.rename", "/home/user/f", 10*time.Second) || !wait("file.delete", "/home/user/g", 10*time.Second) {
 		t.Fatalf("no file.rename of f / file.delete of g: %+v", seen)
 	}
+	// A new directory gets a watch (the agent learns it is a directory from
+	// inotify's IN_ISDIR), and keeps it under its new name when renamed.
+	e.run(t, s, "user", "mkdir /home/user/nd", time.Minute)
+	if !wait("file.create", "/home/user/nd", 10*time.Second) {
+		t.Fatalf("no file.create of the directory nd: %+v", seen)
+	}
+	e.run(t, s, "user", "echo x > /home/user/nd/in && mv /home/user/nd /home/user/nd2", time.Minute)
+	if !wait("file.create", "/home/user/nd/in", 10*time.Second) || !wait("file.rename", "/home/user/nd", 10*time.Second) ||
+		!wait("file.create", "/home/user/nd2", 10*time.Second) {
+		t.Fatalf("no file.create of nd/in, file.rename of nd, file.create of nd2: %+v", seen)
+	}
+	e.run(t, s, "user", "echo y > /home/user/nd2/in2", time.Minute)
+	if !wait("file.create", "/home/user/nd2/in2", 10*time.Second) {
+		t.Fatalf("no file.create of nd2/in2 (the renamed directory's watch): %+v", seen)
+	}
 	ids := map[uint64]bool{}
 	var last uint64
 	for _, en := range seen {

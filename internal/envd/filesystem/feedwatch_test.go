@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/filefeed"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb"
@@ -147,4 +149,166 @@ func TestFeedWatchCoalesces(t *testing.T) {
 		t.Fatalf("kept %d events in %v, more than %d", kept, elapsed, maxKept)
 	}
 	t.Logf("flood of %d creates in %v: %d kept, %d dropped", files, elapsed, kept, dropped)
+}
+
+// TestFeedWatchSameAsSDK: the feed's raw inotify watch gives the entries
+// an SDK (fsnotify) watch gives once passed through filefeed's limits: a
+// new directory is watched (a file written inside it is seen), a rename
+// is the old path's RENAME then the new path's CREATE, deletes of a file
+// and of a directory. A directory renamed within the tree keeps its watch
+// under the new name on the feed's watch; there, fsnotify differs (a
+// second RENAME from IN_MOVE_SELF and, depending on timing, the watch on
+// the moved directory dropped), so the SDK's stream is compared up to
+// "common" only.
+func TestFeedWatchSameAsSDK(t *testing.T) {
+	e := newEnv(t)
+	dir := openDir(t, 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	feedNext, _ := openWatch(ctx, t, e.client, dir, true)
+	sdkNext, _ := openWatch(ctx, t, e.client, dir, false)
+	type ev struct {
+		t    filesystempb.EventType
+		name string
+	}
+	var feedGot, sdkGot []ev
+	var lim filefeed.Limiter
+	// collect reads both streams (the SDK's unless feedOnly) up to the
+	// CREATE of until.
+	feedOnly := false
+	collect := func(until string) {
+		t.Helper()
+		for {
+			fe, ok := feedNext()
+			if !ok {
+				t.Fatalf("feed stream ended before %s", until)
+			}
+			feedGot = append(feedGot, ev{fe.GetType(), fe.GetName()})
+			if fe.GetName() == until && fe.GetType() == filesystempb.EventType_EVENT_TYPE_CREATE {
+				break
+			}
+		}
+		for !feedOnly {
+			fe, ok := sdkNext()
+			if !ok {
+				t.Fatalf("SDK stream ended before %s", until)
+			}
+			if k, ok := feedKinds[fe.GetType()]; ok {
+				if keep, _ := lim.Add(time.Now(), k, fe.GetName(), 0); keep {
+					sdkGot = append(sdkGot, ev{fe.GetType(), fe.GetName()})
+				}
+			}
+			if fe.GetName() == until && fe.GetType() == filesystempb.EventType_EVENT_TYPE_CREATE {
+				break
+			}
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	collect("sub") // both watches now watch sub
+	must(os.WriteFile(filepath.Join(dir, "sub", "f"), []byte("x"), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "top.txt"), []byte("x"), 0o644))
+	must(os.Rename(filepath.Join(dir, "top.txt"), filepath.Join(dir, "moved.txt")))
+	must(os.Remove(filepath.Join(dir, "moved.txt")))
+	must(os.RemoveAll(filepath.Join(dir, "sub")))
+	must(os.WriteFile(filepath.Join(dir, "common"), nil, 0o644))
+	collect("common")
+	feedOnly = true
+	must(os.Mkdir(filepath.Join(dir, "d1"), 0o755))
+	collect("d1")
+	must(os.Rename(filepath.Join(dir, "d1"), filepath.Join(dir, "d2")))
+	collect("d2")
+	must(os.WriteFile(filepath.Join(dir, "d2", "in"), nil, 0o644))
+	must(os.WriteFile(filepath.Join(dir, "end"), nil, 0o644))
+	collect("end")
+
+	want := []ev{
+		{filesystempb.EventType_EVENT_TYPE_CREATE, "sub"},
+		{filesystempb.EventType_EVENT_TYPE_CREATE, "sub/f"},
+		{filesystempb.EventType_EVENT_TYPE_WRITE, "sub/f"},
+		{filesystempb.EventType_EVENT_TYPE_CREATE, "top.txt"},
+		{filesystempb.EventType_EVENT_TYPE_WRITE, "top.txt"},
+		{filesystempb.EventType_EVENT_TYPE_RENAME, "top.txt"},
+		{filesystempb.EventType_EVENT_TYPE_CREATE, "moved.txt"},
+		{filesystempb.EventType_EVENT_TYPE_REMOVE, "moved.txt"},
+		{filesystempb.EventType_EVENT_TYPE_REMOVE, "sub/f"},
+		{filesystempb.EventType_EVENT_TYPE_REMOVE, "sub"},
+		{filesystempb.EventType_EVENT_TYPE_CREATE, "common"},
+	}
+	if fmt.Sprint(sdkGot) != fmt.Sprint(want) {
+		t.Errorf("SDK watch through filefeed's limits:\n got %v\nwant %v", sdkGot, want)
+	}
+	want = append(want, []ev{
+		{filesystempb.EventType_EVENT_TYPE_CREATE, "d1"},
+		{filesystempb.EventType_EVENT_TYPE_RENAME, "d1"},
+		{filesystempb.EventType_EVENT_TYPE_CREATE, "d2"},
+		{filesystempb.EventType_EVENT_TYPE_CREATE, "d2/in"},
+		{filesystempb.EventType_EVENT_TYPE_CREATE, "end"},
+	}...)
+	if fmt.Sprint(feedGot) != fmt.Sprint(want) {
+		t.Errorf("feed watch:\n got %v\nwant %v", feedGot, want)
+	}
+}
+
+// TestFeedWatchDirLeavesTree: a directory moved out of the watched tree
+// takes its watch with it (nothing written there is reported).
+func TestFeedWatchDirLeavesTree(t *testing.T) {
+	e := newEnv(t)
+	dir := openDir(t, 0o755)
+	outside := openDir(t, 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	next, _ := openWatch(ctx, t, e.client, dir, true)
+	waitFor := func(typ filesystempb.EventType, name string) []string {
+		t.Helper()
+		var seen []string
+		for {
+			fe, ok := next()
+			if !ok {
+				t.Fatalf("stream ended before %v %s; saw %v", typ, name, seen)
+			}
+			seen = append(seen, fe.GetType().String()+" "+fe.GetName())
+			if fe.GetType() == typ && fe.GetName() == name {
+				return seen
+			}
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(filesystempb.EventType_EVENT_TYPE_CREATE, "d")
+	if err := os.Rename(filepath.Join(dir, "d"), filepath.Join(outside, "d")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(filesystempb.EventType_EVENT_TYPE_RENAME, "d")
+	time.Sleep(200 * time.Millisecond) // the IN_MOVE_SELF after it
+	if err := os.WriteFile(filepath.Join(outside, "d", "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "end"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	seen := waitFor(filesystempb.EventType_EVENT_TYPE_CREATE, "end")
+	if len(seen) != 1 {
+		t.Fatalf("events between the move and end: %v", seen)
+	}
+}
+
+// TestInoOverflow: the kernel's queue overflow is reported as such.
+func TestInoOverflow(t *testing.T) {
+	w := &inoWatcher{byWd: map[int32]string{}, byPath: map[string]int32{}, movedFrom: map[uint32]string{}}
+	r, ok := w.resolve(rawEvent{wd: -1, mask: unix.IN_Q_OVERFLOW})
+	if !ok || !r.overflow {
+		t.Fatalf("resolve(IN_Q_OVERFLOW) = %+v, %v", r, ok)
+	}
+	w.byWd[1], w.byPath["/r"] = "/r", 1
+	r, ok = w.resolve(rawEvent{wd: 1, mask: unix.IN_CREATE | unix.IN_ISDIR, name: "n"})
+	if !ok || !r.isDir || r.ev.Name != "/r/n" || r.ev.Op != fsnotify.Create {
+		t.Fatalf("resolve(IN_CREATE|IN_ISDIR) = %+v, %v", r, ok)
+	}
 }

@@ -1,11 +1,5 @@
 //go:build linux
 
-// Package filesystem implements the agent's `filesystem.Filesystem` Connect
-// service (spec §3.4): Stat, MakeDir, Move, ListDir, Remove, the WatchDir
-// stream and the polling watcher trio used by the Python sync SDK.
-//
-// Every operation runs with the acting user's credentials (identity.RunAs),
-// so Unix permissions are the boundary and created files belong to the user.
 package filesystem
 
 import (

@@ -45,7 +45,8 @@ func newEnv(t *testing.T) *env {
 	st := state.New("root")
 	svc := New(st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	mux := http.NewServeMux()
-	mux.Handle(filesystempbconnect.NewFilesystemHandler(svc))
+	path, h := filesystempbconnect.NewFilesystemHandler(svc)
+	mux.Handle(path, FeedFlushes(h))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		srv.Close()

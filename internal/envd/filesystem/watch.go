@@ -57,12 +57,14 @@ func keepaliveInterval(v string) time.Duration {
 }
 
 // dirWatch is an fsnotify watcher on one directory (optionally recursive)
-// that translates raw events into wire events.
+// that translates raw events into wire events; the activity feed's watch
+// uses a raw inotify watcher (ino) instead.
 type dirWatch struct {
 	root         string
 	recursive    bool
 	includeEntry bool
-	w            *fsnotify.Watcher
+	w            *fsnotify.Watcher // SDK watches
+	ino          *inoWatcher       // the feed's watch (filefeed.Header)
 	names        *names
 	// as runs everything that touches the watched tree (adding watches on
 	// subdirectories, stats for entries) as the acting user, so a watch
@@ -84,8 +86,9 @@ type watchSpec interface {
 	GetAllowNetworkMounts() bool
 }
 
-// startWatch validates the request as the acting user and starts watching.
-func (s *Service) startWatch(u *identity.User, spec watchSpec) (*dirWatch, error) {
+// startWatch validates the request as the acting user and starts watching,
+// through fsnotify, or for the activity feed (feed) through inoWatcher.
+func (s *Service) startWatch(u *identity.User, spec watchSpec, feed bool) (*dirWatch, error) {
 	root := s.resolve(u, spec.GetPath())
 	err := identity.RunAs(u, func() error {
 		fi, err := os.Stat(root)
@@ -124,12 +127,16 @@ func (s *Service) startWatch(u *identity.User, spec watchSpec) (*dirWatch, error
 	if err != nil {
 		return nil, s.fsError("watching "+root, err)
 	}
-	w, err := fsnotify.NewWatcher()
+	d := &dirWatch{root: root, recursive: spec.GetRecursive(), includeEntry: spec.GetIncludeEntry(), names: &s.names, as: as}
+	if feed {
+		d.ino, err = newInoWatcher()
+	} else {
+		d.w, err = fsnotify.NewWatcher()
+	}
 	if err != nil {
 		as.Close()
 		return nil, s.fsError("creating watcher", err)
 	}
-	d := &dirWatch{root: root, recursive: spec.GetRecursive(), includeEntry: spec.GetIncludeEntry(), w: w, names: &s.names, as: as}
 	if err := as.Do(func() error { return d.add(root) }); err != nil {
 		d.close()
 		return nil, s.fsError("watching "+root, err)
@@ -147,7 +154,12 @@ func (d *dirWatch) add(dir string) error {
 		return fmt.Errorf("adding watch on %s: %w", dir, err)
 	}
 	defer f.Close()
-	if err := d.w.Add(dir); err != nil {
+	if d.ino != nil {
+		err = d.ino.add(dir)
+	} else {
+		err = d.w.Add(dir)
+	}
+	if err != nil {
 		return fmt.Errorf("adding watch on %s: %w", dir, err)
 	}
 	if !d.recursive {
@@ -166,12 +178,26 @@ func (d *dirWatch) add(dir string) error {
 }
 
 func (d *dirWatch) close() {
-	_ = d.w.Close()
+	if d.ino != nil {
+		_ = d.ino.Close()
+	} else {
+		_ = d.w.Close()
+	}
 	d.as.Close()
 }
 
-// translate turns one fsnotify event into one wire event per op bit.
-func (d *dirWatch) translate(ev fsnotify.Event) []*filesystempb.FilesystemEvent {
+// Whether an event's path is a directory: known from the event (inotify's
+// IN_ISDIR), or not (fsnotify: an lstat tells).
+const (
+	dirUnknown = iota
+	dirYes
+	dirNo
+)
+
+// translate turns one fsnotify event into one wire event per op bit. dir
+// says whether ev.Name is a directory, when the event told (dirYes/dirNo):
+// a recursive watch adds a watch on a new directory.
+func (d *dirWatch) translate(ev fsnotify.Event, dir int) []*filesystempb.FilesystemEvent {
 	if base := filepath.Base(ev.Name); strings.HasPrefix(base, UploadTempPrefix) {
 		// inotify reports a rename as IN_MOVED_FROM then IN_MOVED_TO, one
 		// right after the other.
@@ -186,8 +212,11 @@ func (d *dirWatch) translate(ev fsnotify.Event) []*filesystempb.FilesystemEvent 
 	if err != nil {
 		name = ev.Name
 	}
-	if d.recursive && ev.Has(fsnotify.Create) {
+	if d.recursive && ev.Has(fsnotify.Create) && dir != dirNo {
 		_ = d.as.Do(func() error {
+			if dir == dirYes {
+				return d.add(ev.Name)
+			}
 			if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
 				return d.add(ev.Name)
 			}
@@ -232,14 +261,16 @@ var feedKinds = map[filesystempb.EventType]filefeed.Kind{
 
 // WatchDir streams filesystem events: start{} first, then events and
 // keepalives, until the client goes away. With the filefeed.Header request
-// header (the activity feed's watch, never the SDKs') the events pass
+// header (the activity feed's watch, never the SDKs') the watch is a raw
+// inotify one (inoWatcher: no lstat per create), the events pass
 // filefeed's limits first and CHMOD is left out.
 func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystempb.WatchDirRequest], stream *connect.ServerStream[filesystempb.WatchDirResponse]) error {
 	u, err := s.userFor(req.Header())
 	if err != nil {
 		return err
 	}
-	d, err := s.startWatch(u, req.Msg)
+	isFeed := req.Header().Get(filefeed.Header) != ""
+	d, err := s.startWatch(u, req.Msg, isFeed)
 	if err != nil {
 		return err
 	}
@@ -248,15 +279,53 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 	// The activity feed's watch asks for its limits to be applied here, so
 	// that only what the feed keeps leaves the sandbox.
 	var feed *filefeed.Limiter
-	if req.Header().Get(filefeed.Header) != "" {
+	if isFeed {
 		feed = &filefeed.Limiter{}
 		stream.ResponseHeader().Set(filefeed.Header, "1")
 	}
 	send := func(fe *filesystempb.FilesystemEvent) error {
 		return stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Filesystem{Filesystem: fe}})
 	}
+	// lost counts events the kernel's queue overflowed on (at least one
+	// each time), reported with the feed's next dropped count.
+	lost := 0
+	emit := func(fes []*filesystempb.FilesystemEvent) error {
+		for _, fe := range fes {
+			if feed != nil {
+				k, ok := feedKinds[fe.GetType()]
+				if !ok {
+					continue
+				}
+				keep, dropped := feed.Add(time.Now(), k, fe.GetName(), lost)
+				lost = 0
+				if !keep {
+					continue
+				}
+				if dropped > 0 {
+					if err := send(&filesystempb.FilesystemEvent{Entry: &filesystempb.EntryInfo{Size: int64(dropped)}}); err != nil {
+						return fmt.Errorf("sending event: %w", err)
+					}
+				}
+			}
+			if err := send(fe); err != nil {
+				return fmt.Errorf("sending event: %w", err)
+			}
+		}
+		return nil
+	}
 	if err := stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Start{Start: &filesystempb.WatchDirResponse_StartEvent{}}}); err != nil {
 		return fmt.Errorf("sending start event: %w", err)
+	}
+	var (
+		fsEvents  <-chan fsnotify.Event
+		fsErrors  <-chan error
+		inoEvents <-chan []rawEvent
+		inoErrors <-chan error
+	)
+	if d.ino != nil {
+		inoEvents, inoErrors = d.ino.events, d.ino.errors
+	} else {
+		fsEvents, fsErrors = d.w.Events, d.w.Errors
 	}
 	interval := keepaliveInterval(req.Header().Get(KeepaliveHeader))
 	keepalive := time.NewTimer(interval)
@@ -270,35 +339,52 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 				return fmt.Errorf("sending keepalive: %w", err)
 			}
 			keepalive.Reset(interval)
-		case werr, ok := <-d.w.Errors:
+		case werr, ok := <-fsErrors:
 			if !ok {
 				return nil
 			}
 			s.log.Warn("watch error", "path", d.root, "err", werr)
-		case ev, ok := <-d.w.Events:
+		case werr, ok := <-inoErrors:
 			if !ok {
 				return nil
 			}
-			for _, fe := range d.translate(ev) {
-				if feed != nil {
-					k, ok := feedKinds[fe.GetType()]
-					if !ok {
-						continue
-					}
-					keep, dropped := feed.Add(time.Now(), k, fe.GetName(), 0)
-					if !keep {
-						continue
-					}
-					if dropped > 0 {
-						if err := send(&filesystempb.FilesystemEvent{Entry: &filesystempb.EntryInfo{Size: int64(dropped)}}); err != nil {
-							return fmt.Errorf("sending event: %w", err)
-						}
-					}
+			s.log.Warn("watch error", "path", d.root, "err", werr)
+		case ev, ok := <-fsEvents:
+			if !ok {
+				return nil
+			}
+			if err := emit(d.translate(ev, dirUnknown)); err != nil {
+				return err
+			}
+			keepalive.Reset(interval)
+		case batch, ok := <-inoEvents:
+			if !ok {
+				return nil
+			}
+			hold := flushHoldFrom(ctx)
+			hold.hold()
+			for _, re := range batch {
+				r, ok := d.ino.resolve(re)
+				if !ok {
+					continue
 				}
-				if err := send(fe); err != nil {
-					return fmt.Errorf("sending event: %w", err)
+				if r.overflow {
+					// Events were lost, directories created meanwhile
+					// among them: count one, and watch the tree again.
+					lost++
+					s.log.Warn("watch queue overflowed", "path", d.root)
+					_ = d.as.Do(func() error { return d.add(d.root) })
+					continue
+				}
+				dir := dirNo
+				if r.isDir {
+					dir = dirYes
+				}
+				if err := emit(d.translate(r.ev, dir)); err != nil {
+					return err
 				}
 			}
+			hold.release()
 			keepalive.Reset(interval)
 		}
 	}
@@ -331,7 +417,7 @@ func (p *pollWatcher) run(ctx context.Context, s *Service) {
 			if !ok {
 				return
 			}
-			fes := p.d.translate(ev)
+			fes := p.d.translate(ev, dirUnknown)
 			p.mu.Lock()
 			p.events = append(p.events, fes...)
 			if over := len(p.events) - MaxBufferedEvents; over > 0 {
@@ -367,7 +453,7 @@ func (s *Service) CreateWatcher(ctx context.Context, req *connect.Request[filesy
 	if err != nil {
 		return nil, err
 	}
-	d, err := s.startWatch(u, req.Msg)
+	d, err := s.startWatch(u, req.Msg, false)
 	if err != nil {
 		return nil, err
 	}

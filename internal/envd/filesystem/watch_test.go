@@ -211,7 +211,7 @@ func TestPollingWatcherBufferCap(t *testing.T) {
 	// The cap is enforced in run; emulate one append round through the same code path.
 	e := newEnv(t)
 	dir := openDir(t, 0o755)
-	d, err := e.svc.startWatch(rootUser(t), &filesystempb.CreateWatcherRequest{Path: dir})
+	d, err := e.svc.startWatch(rootUser(t), &filesystempb.CreateWatcherRequest{Path: dir}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

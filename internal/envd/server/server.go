@@ -24,6 +24,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/airlock-sandbox/airlock/internal/envd/filesystem"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/processpb/processpbconnect"
@@ -94,7 +95,8 @@ func New(st *state.State, log *slog.Logger, opts Options) http.Handler {
 		h.closers = append(h.closers, c)
 	}
 	h.mux.Handle(processpbconnect.NewProcessHandler(proc))
-	h.mux.Handle(filesystempbconnect.NewFilesystemHandler(fs))
+	fsPath, fsHandler := filesystempbconnect.NewFilesystemHandler(fs)
+	h.mux.Handle(fsPath, filesystem.FeedFlushes(fsHandler))
 	h.mux.Handle("/files", files)
 	h.mux.Handle("/files/", files)
 	h.mux.HandleFunc("GET /health", h.health)
