@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one command to set up and run every Airlock test (CI runs it via .ci/run):
-#   setup → gofmt → go vet → staticcheck → go test (unit + root) → Helm chart
+#   setup → gofmt → go vet → staticcheck → cross-build → go test (unit + root) → Helm chart
 #   check → build →
 #   start `airlock serve` → Go raw-HTTP e2e tests → E2B JS SDK e2e tests →
 #   E2B Python SDK e2e tests → console → image (build + run under runc) →
@@ -263,6 +263,16 @@ if [ "${AIRLOCK_TEST_SKIP_UNIT:-0}" != 1 ]; then
 	stage "staticcheck $STATICCHECK_VERSION"
 	go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" -tags e2e ./...
 	record staticcheck $?
+
+	# The CLI is also a client for laptops: `airlock` (without `serve`) must
+	# build for macOS and Windows, and the Go SDK anywhere.
+	stage "cross-build (the CLI for darwin/arm64 and windows/amd64, the Go SDK for darwin)"
+	rc=0
+	for t in darwin/arm64 windows/amd64; do
+		GOOS=${t%/*} GOARCH=${t#*/} go build -o /dev/null ./cmd/airlock || rc=1
+	done
+	GOOS=darwin GOARCH=arm64 go vet ./sdk/go/... || rc=1
+	record cross-build $rc
 
 	# ------------------------------------------------------------ unit + root tests
 	stage "go test ./... (unit and root tests)"

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -22,11 +20,9 @@ func init() {
 	register(func(root *cobra.Command) { root.AddCommand(newShellCmd()) })
 }
 
-// notifyResize delivers SIGWINCH; a variable so tests can drive resizes.
-var notifyResize = func(c chan<- os.Signal) func() {
-	signal.Notify(c, syscall.SIGWINCH)
-	return func() { signal.Stop(c) }
-}
+// notifyResize delivers terminal resizes (SIGWINCH where there is one,
+// resize_unix.go); a variable so tests can drive resizes.
+var notifyResize = notifyWinch
 
 func newShellCmd() *cobra.Command {
 	var user string
