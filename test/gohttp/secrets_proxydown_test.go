@@ -85,6 +85,8 @@ func TestSecretsProxyCannotStart(t *testing.T) {
 			_ = cmd.Process.Kill()
 			<-done
 		}
+		// A stopped daemon keeps its table for the next start; there is none.
+		_ = exec.Command("nft", "delete", "table", "inet", prefix).Run()
 		logf.Close()
 		if t.Failed() {
 			if b, err := os.ReadFile(logPath); err == nil {
