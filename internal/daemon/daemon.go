@@ -241,6 +241,9 @@ type daemon struct {
 	secrets *secrets.Service
 	// egressCA is the egress proxy's CA (nil: no proxy; egressproxy.go).
 	egressCA *egressproxy.CA
+	// egressProxyErr is why the egress proxy did not start (nil: it did,
+	// or was not asked to); network rules are then refused with 503.
+	egressProxyErr error
 
 	// infraBlocked are the store's and the artifact store's addresses,
 	// which no sandbox reaches (blocked.go).
@@ -476,6 +479,9 @@ func (d *daemon) newManager(st store.Full, logs *jsonlog.Store, conns *guestconn
 	}
 	if d.egressCA != nil { // egressproxy.go
 		mgrCfg.CABundle = d.egressCA.CertPEM
+	}
+	if d.egressProxyErr != nil {
+		mgrCfg.EgressProxyDown = d.egressProxyErr.Error()
 	}
 	d.cfg.Limits.apply(&mgrCfg)
 	vols, err := d.openVolumes()

@@ -15,12 +15,13 @@ import (
 // startEgressProxy starts the node's egress proxy (issue 29,
 // internal/egressproxy): its CA, a listener whose port the firewall steers
 // ruled connections to (network.Config.InterceptPort), and the accept
-// loop. It returns the port, 0 when the proxy could not start: network
-// rules are then refused at create (network.Manager), never applied
-// without it.
+// loop. It returns the port, 0 when the proxy could not start: creates
+// and network updates with network rules are then refused with 503
+// (sandbox.Config.EgressProxyDown), never applied without it.
 func (d *daemon) startEgressProxy() uint16 {
 	port, err := d.startEgressProxyErr()
 	if err != nil {
+		d.egressProxyErr = err
 		d.log.Error("egress proxy not started: creates with network rules will fail", "err", err)
 		return 0
 	}

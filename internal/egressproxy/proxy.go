@@ -32,7 +32,9 @@ type Proxy struct {
 	// Dial opens the upstream TCP connection (nil: net.Dialer).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	Log  *slog.Logger
-	// HandshakeTimeout bounds each TLS handshake (0: 10 s).
+	// HandshakeTimeout bounds each TLS handshake, from the connection's
+	// accept to the sandbox's Finished, the upstream's included (0: 30 s;
+	// an emulated microVM's client under load took more than 10 s).
 	HandshakeTimeout time.Duration
 }
 
@@ -63,7 +65,7 @@ func (p *Proxy) timeout() time.Duration {
 	if p.HandshakeTimeout > 0 {
 		return p.HandshakeTimeout
 	}
-	return 10 * time.Second
+	return 30 * time.Second
 }
 
 // HandleConn serves one steered connection and closes it. A TLS

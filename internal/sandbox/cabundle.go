@@ -66,11 +66,21 @@ func (m *Manager) EgressRules(ip netip.Addr) (string, egressproxy.Rules, bool) {
 
 // checkRulesRuntime refuses network rules (501, naming the runtime) on a
 // runtime whose guests' traffic the firewall cannot steer to the egress
-// proxy: such rules would be kept and shown, and enforced nowhere.
+// proxy, and (503) on a node whose egress proxy did not start: such rules
+// would be kept and shown, and enforced nowhere. Both come before anything
+// is set up.
 func (m *Manager) checkRulesRuntime(rules egressproxy.Rules) error {
-	if len(rules) == 0 || m.cfg.Runtime.Caps().EgressSteering {
+	if len(rules) == 0 {
 		return nil
 	}
-	return userErrorf(http.StatusNotImplemented,
-		"network rules (network.rules) are not supported by the %q runtime: its sandboxes' traffic cannot be steered to the egress proxy", m.cfg.Runtime.Name())
+	if !m.cfg.Runtime.Caps().EgressSteering {
+		return userErrorf(http.StatusNotImplemented,
+			"network rules (network.rules) are not supported by the %q runtime: its sandboxes' traffic cannot be steered to the egress proxy", m.cfg.Runtime.Name())
+	}
+	if m.cfg.EgressProxyDown != "" {
+		m.log.Warn("network rules refused: the egress proxy is not running", "reason", m.cfg.EgressProxyDown)
+		return userErrorf(http.StatusServiceUnavailable,
+			"network rules (network.rules) cannot be applied: this node's egress proxy is not running (see the daemon log)")
+	}
+	return nil
 }

@@ -147,6 +147,11 @@ type Config struct {
 	// installs into sandboxes with network rules at create and resume
 	// (cabundle.go); nil: no proxy on this node.
 	CABundle func() []byte
+	// EgressProxyDown, when not "", says why this node's egress proxy did
+	// not start (for the log): creates and network updates with network
+	// rules are then refused with 503 naming the proxy (cabundle.go),
+	// never run with traffic that nothing intercepts.
+	EgressProxyDown string
 }
 
 // CreateRequest describes a sandbox to create.

@@ -5,8 +5,10 @@
 
 /**
  * A tiny authoritative DNS server on UDP port 53 of addr. names maps a
- * name or "*.suffix" to an IPv4 address; A queries get it, other types an
- * empty answer, unknown names NXDOMAIN.
+ * name or "*.suffix" to an IPv4 address, or to { cname: 'other.name' } (a
+ * CNAME, followed by other.name's A record in the same answer); A queries
+ * get it, other types an empty answer (a CNAME's only), unknown names
+ * NXDOMAIN.
  */
 export function dnsServer (addr, names) {
   const sock = require('dgram').createSocket('udp4')
@@ -28,24 +30,30 @@ export function dnsServer (addr, names) {
     const qEnd = off + 5
     if (qEnd > q.length) return
     const qtype = q.readUInt16BE(off + 1)
-    const ip = lookup(labels.join('.').toLowerCase())
-    const answer = ip && qtype === 1
+    let ip = lookup(labels.join('.').toLowerCase())
+    const rrs = []
+    const rr = (nameField, type, data) => {
+      const h = Buffer.alloc(10)
+      h.writeUInt16BE(type, 0)
+      h.writeUInt16BE(1, 2) // IN
+      h.writeUInt32BE(60, 4) // TTL
+      h.writeUInt16BE(data.length, 8)
+      return Buffer.concat([nameField, h, data])
+    }
+    let owner = Buffer.from([0xc0, 0x0c]) // the question's name
+    if (ip && typeof ip === 'object') { // a CNAME, then its target's A record
+      const target = Buffer.concat([...ip.cname.split('.').map((l) => Buffer.concat([Buffer.from([l.length]), Buffer.from(l)])), Buffer.from([0])])
+      rrs.push(rr(owner, 5, target))
+      owner = target
+      ip = lookup(ip.cname)
+    }
+    if (ip && qtype === 1) rrs.push(rr(owner, 1, Buffer.from(ip.split('.').map(Number))))
     const head = Buffer.alloc(12)
     q.copy(head, 0, 0, 2) // id
-    head.writeUInt16BE(0x8180 | (ip ? 0 : 3), 2) // response, RD, RA; NXDOMAIN when unknown
+    head.writeUInt16BE(0x8180 | (ip || rrs.length ? 0 : 3), 2) // response, RD, RA; NXDOMAIN when unknown
     head.writeUInt16BE(1, 4)
-    head.writeUInt16BE(answer ? 1 : 0, 6)
-    const parts = [head, q.subarray(12, qEnd)]
-    if (answer) {
-      const rr = Buffer.alloc(16)
-      rr.writeUInt16BE(0xc00c, 0) // the question's name
-      rr.writeUInt16BE(1, 2) // A
-      rr.writeUInt16BE(1, 4) // IN
-      rr.writeUInt32BE(60, 6) // TTL
-      rr.writeUInt16BE(4, 10)
-      ip.split('.').forEach((b, i) => rr.writeUInt8(Number(b), 12 + i))
-      parts.push(rr)
-    }
+    head.writeUInt16BE(rrs.length, 6)
+    const parts = [head, q.subarray(12, qEnd), ...rrs]
     sock.send(Buffer.concat(parts), rinfo.port, rinfo.address)
   })
   sock.bind(53, addr)
@@ -109,7 +117,7 @@ export function socksServer (addr, user, pass, hosts = {}) {
   }).listen(1080, addr)
 }
 
-/** Asks server (UDP 53) for name's A record from the host; the address or undefined. */
+/** Asks server (UDP 53) for name's A record from the host; the address or undefined (a CNAME's target's address). */
 export async function resolveA (server, name) {
   const { Resolver } = await import('node:dns/promises')
   const r = new Resolver({ timeout: 1000, tries: 1 })
