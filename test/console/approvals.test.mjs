@@ -6,7 +6,8 @@
 // which the test daemon opens with --deny-out-except <ext>.0/27); each held
 // connection shows as a pending question on the sandbox's page, and the
 // person's click is the answer: Allow → curl connects, Deny → refused at
-// once, Allow remembered for the sandbox's life → a repeat is not asked.
+// once, Allow remembered for the sandbox's life → a repeat is not asked;
+// one answered elsewhere (REST) and one left past its deadline leave the list.
 // A refused answer (a remember the API does not take) is shown; the stream
 // is reopened after a drop; a sandbox without the hook says so and the
 // console turns the hook on and off, keeping the rest of its policy.
@@ -190,6 +191,32 @@ test('approvals tab: a held connection is answered in the page (allow, deny, rem
   assert.ok(rows.every((n) => n === 0), 'the repeat was not asked')
   assert.equal(await page.locator('#approvals-empty').count(), 1)
   await page.screenshot({ path: join(ART, 'approvals-recent.png'), fullPage: true })
+
+  // Answered elsewhere (an SDK, another page): the row leaves on the feed's
+  // entry, and the decision is listed.
+  held = curl(sbx, allowIP)
+  await row(allowIP).waitFor()
+  const decisionId = await row(allowIP).getAttribute('data-decision')
+  const res = await rest('POST', `/sandboxes/${id}/network/approvals/${decisionId}`, { decision: 'allow' })
+  assert.equal(res.status, 204, await res.text())
+  await row(allowIP).waitFor({ state: 'detached' })
+  await page.locator(`#approvals-recent tr[data-decision="${decisionId}"][data-verdict="allow"]`).waitFor()
+  r = await held
+  assert.equal(r.rc, 0, `allowed elsewhere: ${r.out}`)
+
+  // Not answered: the question leaves the list at its deadline, denied by
+  // the timeout (the hook shortened to 2 s with PUT, the policy kept).
+  const put = await rest('PUT', `/sandboxes/${id}/network`, { denyOut: ['0.0.0.0/0'], approval: { stream: true, timeoutMs: 2000 } })
+  assert.equal(put.status, 204, await put.text())
+  await page.locator('#approvals', { hasText: 'wait up to 2s' }).waitFor()
+  held = curl(sbx, denyIP)
+  await row(denyIP).waitFor()
+  await row(denyIP).waitFor({ state: 'detached' })
+  r = await held
+  assert.equal(r.rc, 7, `unanswered: ${r.out}; want connection refused (curl 7)`)
+  const timedOut = page.locator('#approvals-recent tr[data-verdict="deny"]', { hasText: 'timeout' }).first()
+  await timedOut.waitFor()
+  assert.match(await timedOut.innerText(), new RegExp(denyIP.replaceAll('.', '\\.')))
 })
 
 test('approvals tab: a sandbox without the hook says so; the console turns it on and off, keeping the policy', { timeout: SLOW }, async () => {
