@@ -167,7 +167,9 @@
 //     (same stage): a sandbox with `network.approval` `{stream: true}` and a deny-all policy
 //     curls addresses in a namespace the test owns (`<AIRLOCK_E2E_EXT_NET>.16/29`); each held
 //     curl shows as a pending row, Allow lets it connect, Deny refuses it at once, an allow
-//     remembered for the sandbox's life lets a repeat through unasked; a remember the API
-//     refuses is shown and leaves the row; the first stream is ended by `page.route` and
+//     remembered for the sandbox's life lets a repeat through unasked; one answered by REST
+//     and one left past its deadline leave the list and show as decided (by timeout); a
+//     remember the API refuses is shown and leaves the row; one address per step, since an
+//     answer "once" stays in the kernel's sets for 2-3 s; the first stream is ended by `page.route` and
 //     reopened; a sandbox without the hook says so and is switched on and off, its policy kept.
 package console

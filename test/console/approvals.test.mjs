@@ -40,6 +40,11 @@ const hostIP = `${ext}.17`
 const allowIP = `${ext}.18`
 const denyIP = `${ext}.19`
 const memoIP = `${ext}.20`
+// One address per step: an answer "once" stays in the kernel's sets for 2-3 s
+// (SYN retransmits meet it), so a repeat within that window is not asked.
+const elsewhereIP = `${ext}.21`
+const muteIP = `${ext}.22`
+const DESTS = [allowIP, denyIP, memoIP, elsewhereIP, muteIP]
 const PORT = 8089
 const ip = (...args) => execFileSync('ip', args, { stdio: 'pipe' })
 
@@ -79,15 +84,15 @@ before(async () => {
   ip('link', 'set', nsIf, 'netns', ns)
   ip('addr', 'add', `${hostIP}/29`, 'dev', hostIf)
   ip('link', 'set', hostIf, 'up')
-  for (const a of [allowIP, denyIP, memoIP]) ip('-n', ns, 'addr', 'add', `${a}/29`, 'dev', nsIf)
+  for (const a of DESTS) ip('-n', ns, 'addr', 'add', `${a}/29`, 'dev', nsIf)
   ip('-n', ns, 'link', 'set', nsIf, 'up')
   ip('-n', ns, 'link', 'set', 'lo', 'up')
   ip('-n', ns, 'route', 'add', 'default', 'via', hostIP)
   server = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', `
     const http = require('http')
     let n = 0
-    for (const ip of ['${allowIP}', '${denyIP}', '${memoIP}']) {
-      http.createServer((q, s) => s.end('hello from ' + ip + '\\n')).listen(${PORT}, ip, () => { if (++n === 3) console.log('ready') })
+    for (const ip of ${JSON.stringify(DESTS)}) {
+      http.createServer((q, s) => s.end('hello from ' + ip + '\\n')).listen(${PORT}, ip, () => { if (++n === ${DESTS.length}) console.log('ready') })
     }`], { stdio: ['ignore', 'pipe', 'inherit'] })
   await new Promise((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('the servers in the test namespace did not start')), 15_000)
@@ -139,10 +144,22 @@ test('approvals tab: a held connection is answered in the page (allow, deny, rem
 
   const sbx = await Sandbox.connect(id, { apiKey: KEY, apiUrl: URL_, sandboxUrl: URL_, requestTimeoutMs: 120_000 })
   const row = (addr) => page.locator(`#approvals-pending tr.approval-pending[data-address="${addr}"]`)
+  // Waits for addr's question in the page; when it does not come, says what
+  // the held curl and the sandbox's egress log saw.
+  const asked = async (addr, held) => {
+    try {
+      await row(addr).waitFor()
+    } catch (e) {
+      const c = await Promise.race([held.catch((err) => `error: ${err.message}`), new Promise((resolve) => setTimeout(() => resolve('still held'), 1000))])
+      const log = await (await rest('GET', `/sandboxes/${id}/network/log?limit=20`)).text()
+      await page.screenshot({ path: join(ART, 'approvals-failed.png'), fullPage: true })
+      throw new Error(`no question about ${addr} in the page: curl ${JSON.stringify(c)}; egress log ${log}`, { cause: e })
+    }
+  }
 
   // Allow, this once: the held curl connects after the click.
   let held = curl(sbx, allowIP)
-  await row(allowIP).waitFor()
+  await asked(allowIP, held)
   assert.match(await row(allowIP).innerText(), new RegExp(`${allowIP.replaceAll('.', '\\.')}:${PORT}[\\s\\S]*tcp`, 'i'))
   assert.equal(await page.locator('#approvals-count').innerText(), '1', 'the tab counts the pending question')
   await page.screenshot({ path: join(ART, 'approvals-pending.png'), fullPage: true })
@@ -157,7 +174,7 @@ test('approvals tab: a held connection is answered in the page (allow, deny, rem
   // An answer the API refuses is shown and leaves the question pending;
   // then Deny, this once: refused at once, long before the deadline.
   held = curl(sbx, denyIP)
-  await row(denyIP).waitFor()
+  await asked(denyIP, held)
   await row(denyIP).locator('select.approval-remember').selectOption('minutes')
   await row(denyIP).locator('input.approval-minutes').fill('99999') // > the API's 30 days
   await row(denyIP).locator('button.approval-deny').click()
@@ -176,7 +193,7 @@ test('approvals tab: a held connection is answered in the page (allow, deny, rem
   // Allow for the sandbox's life: the repeat connects without a question
   // (a held repeat would time curl out at 20 s).
   held = curl(sbx, memoIP)
-  await row(memoIP).waitFor()
+  await asked(memoIP, held)
   await row(memoIP).locator('select.approval-remember').selectOption('sandbox')
   await row(memoIP).locator('button.approval-allow').click()
   r = await held
@@ -194,29 +211,29 @@ test('approvals tab: a held connection is answered in the page (allow, deny, rem
 
   // Answered elsewhere (an SDK, another page): the row leaves on the feed's
   // entry, and the decision is listed.
-  held = curl(sbx, allowIP)
-  await row(allowIP).waitFor()
-  const decisionId = await row(allowIP).getAttribute('data-decision')
+  held = curl(sbx, elsewhereIP)
+  await asked(elsewhereIP, held)
+  const decisionId = await row(elsewhereIP).getAttribute('data-decision')
   const res = await rest('POST', `/sandboxes/${id}/network/approvals/${decisionId}`, { decision: 'allow' })
   assert.equal(res.status, 204, await res.text())
-  await row(allowIP).waitFor({ state: 'detached' })
+  await row(elsewhereIP).waitFor({ state: 'detached' })
   await page.locator(`#approvals-recent tr[data-decision="${decisionId}"][data-verdict="allow"]`).waitFor()
   r = await held
   assert.equal(r.rc, 0, `allowed elsewhere: ${r.out}`)
 
   // Not answered: the question leaves the list at its deadline, denied by
-  // the timeout (the hook shortened to 2 s with PUT, the policy kept).
-  const put = await rest('PUT', `/sandboxes/${id}/network`, { denyOut: ['0.0.0.0/0'], approval: { stream: true, timeoutMs: 2000 } })
+  // the timeout (the hook shortened to 5 s with PUT, the policy kept).
+  const put = await rest('PUT', `/sandboxes/${id}/network`, { denyOut: ['0.0.0.0/0'], approval: { stream: true, timeoutMs: 5000 } })
   assert.equal(put.status, 204, await put.text())
-  await page.locator('#approvals', { hasText: 'wait up to 2s' }).waitFor()
-  held = curl(sbx, denyIP)
-  await row(denyIP).waitFor()
-  await row(denyIP).waitFor({ state: 'detached' })
+  await page.locator('#approvals', { hasText: 'wait up to 5s' }).waitFor()
+  held = curl(sbx, muteIP)
+  await asked(muteIP, held)
+  await row(muteIP).waitFor({ state: 'detached' })
   r = await held
   assert.equal(r.rc, 7, `unanswered: ${r.out}; want connection refused (curl 7)`)
   const timedOut = page.locator('#approvals-recent tr[data-verdict="deny"]', { hasText: 'timeout' }).first()
   await timedOut.waitFor()
-  assert.match(await timedOut.innerText(), new RegExp(denyIP.replaceAll('.', '\\.')))
+  assert.match(await timedOut.innerText(), new RegExp(muteIP.replaceAll('.', '\\.')))
 })
 
 test('approvals tab: a sandbox without the hook says so; the console turns it on and off, keeping the policy', { timeout: SLOW }, async () => {
