@@ -75,7 +75,8 @@
 //     "Nm") POSTed to `…/network/approvals/{decisionId}` (the API's refusal shown; a 404 drops
 //     the row), and lists recent decisions from the feed's `egress.approval` entries
 //     (`/activity?types=egress.approval`, whoever answered; its `decisionId` also drops a row
-//     answered elsewhere); a question past its deadline leaves the list. Without a stream hook
+//     answered elsewhere; followed while the sandbox has a stream hook or the tab is shown);
+//     a question past its deadline leaves the list. Without a stream hook
 //     it says how to enable one, and turns one on (60 s deadline) or off with `PUT
 //     …/network`, sending back allowOut, denyOut and allow_internet_access: only when the
 //     policy has no rules, egressProxy or webhook, whose secrets GET does not echo and PUT

@@ -59,6 +59,24 @@ async function rest (method, path, body) {
   })
 }
 
+/**
+ * Opens a console page. Chromium fails loads in flight with
+ * ERR_NETWORK_CHANGED when the host's interfaces change (this test's veth,
+ * other suites' sandboxes): a page whose bundle did not load is reloaded.
+ */
+async function open (path) {
+  for (let i = 0; ; i++) {
+    await page.goto(URL_ + path)
+    try {
+      await page.locator('#api-key, #tab-approvals').first().waitFor({ timeout: 30_000 })
+      return
+    } catch (e) {
+      if (i >= 3) throw e
+      console.log(`reloading ${path}: ${e.message.split('\n')[0]}`)
+    }
+  }
+}
+
 async function create (network) {
   const res = await rest('POST', '/v2/sandboxes', { templateID: 'base', timeout: 600, network })
   assert.equal(res.status, 201, await res.clone().text())
@@ -130,7 +148,7 @@ test('approvals tab: a held connection is answered in the page (allow, deny, rem
     status: 200, headers: { 'Content-Type': 'text/event-stream' }, body: ': approvals\n\n'
   }), { times: 1 })
 
-  await page.goto(URL_ + `/console/#/sandboxes/${id}`)
+  await open(`/console/#/sandboxes/${id}`)
   await page.fill('#api-key', KEY)
   await page.click('#login')
   await page.locator('#tab-approvals').click()
@@ -238,7 +256,7 @@ test('approvals tab: a held connection is answered in the page (allow, deny, rem
 
 test('approvals tab: a sandbox without the hook says so; the console turns it on and off, keeping the policy', { timeout: SLOW }, async () => {
   const id = await create({ denyOut: ['0.0.0.0/0'], allowOut: [allowIP] })
-  await page.goto(URL_ + `/console/#/sandboxes/${id}`)
+  await open(`/console/#/sandboxes/${id}`)
   await page.locator('#tab-approvals').click()
   await page.locator('#approvals-off', { hasText: 'network.approval' }).waitFor()
   await page.screenshot({ path: join(ART, 'approvals-off.png'), fullPage: true })

@@ -136,9 +136,12 @@ function Pending ({ q, now, onAnswer, busy }) {
  * SDK, a webhook, the deadline). onPending gets the number pending (the
  * tab's count); onChanged is called after the console changed the hook.
  */
-export function ApprovalsPanel ({ id, sb, onPending, onChanged }) {
+export function ApprovalsPanel ({ id, sb, visible = true, onPending, onChanged }) {
   const hook = (sb.network && sb.network.approval) || null
   const streaming = !!(hook && hook.stream)
+  // The feed is followed while there is a stream hook (its entries drop rows
+  // answered elsewhere, also while the tab is hidden) or the tab is shown.
+  const feed = streaming || visible
   const [pending, setPending] = useState([])
   const [recent, setRecent] = useState([])
   const [state, setState] = useState('')
@@ -177,6 +180,7 @@ export function ApprovalsPanel ({ id, sb, onPending, onChanged }) {
   useEffect(() => {
     let last = 0
     setRecent([])
+    if (!feed) { setFeedState(''); return }
     return followSSE(`/sandboxes/${enc(id)}/activity?types=egress.approval`, {
       lastId: () => last,
       onState: (s, status) => setFeedState(status === 501 ? 'the activity feed is off on this daemon: recent decisions show only the ones made here' : s),
@@ -191,7 +195,7 @@ export function ApprovalsPanel ({ id, sb, onPending, onChanged }) {
         addRecent({ decisionId: d.decisionId, time: e.time, dest: dest(d), domain: d.domain, decision: d.decision, by: d.by, remember: d.remember, waitMs: d.waitMs })
       }
     })
-  }, [id])
+  }, [id, feed])
 
   // The countdowns; a question past its deadline leaves the list (the hold
   // denied it: the feed's entry says so).

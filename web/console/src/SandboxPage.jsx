@@ -86,7 +86,7 @@ export function SandboxPage ({ id }) {
       </div>
       {/* Mounted on every tab, so pending questions are counted on the tab's label. */}
       <div style={tab === 'approvals' ? '' : 'display: none'}>
-        <ApprovalsPanel id={id} sb={sb} onPending={setAsking} onChanged={(s) => { setMsg(s); setTick((t) => t + 1) }} />
+        <ApprovalsPanel id={id} sb={sb} visible={tab === 'approvals'} onPending={setAsking} onChanged={(s) => { setMsg(s); setTick((t) => t + 1) }} />
       </div>
       {tab === 'terminal' && (running ? <Terminal id={id} /> : <p class="muted">The terminal needs a running sandbox.</p>)}
       {tab === 'files' && (running ? (sbx ? <Files sbx={sbx} /> : 'Connecting…') : <p class="muted">Files need a running sandbox.</p>)}
