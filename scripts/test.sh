@@ -17,6 +17,7 @@
 #                           (sdk/go/examples/*; part of the unit stages)
 #   AIRLOCK_TEST_GO_RUN     -run filter for the Go e2e tests
 #   AIRLOCK_TEST_NODE_FILES space-separated subset of test/e2e/*.test.mjs
+#   AIRLOCK_TEST_SKIP_JS=1  skip the JS SDK stage (test/e2e; e.g. to run only the Python stage)
 #   AIRLOCK_TEST_BIN        airlock binary to serve with (default bin/airlock)
 #   AIRLOCK_TEST_SKIP_PYTHON=1  skip the Python SDK stage (test/python with E2B's Python
 #                           SDKs, after the JS stage, same daemon); AIRLOCK_TEST_PYTHON_ARGS
@@ -421,15 +422,17 @@ if ! curl -fsS -m 5 -o /dev/null "http://$LISTEN/health"; then
 fi
 
 # ---------------------------------------------------------------- JS SDK e2e
-stage "js e2e (test/e2e, official e2b SDK)"
-(cd test/e2e && npm ci --no-audit --no-fund --loglevel=error)
-record npm-ci $?
-node_flags=(--test --test-reporter=spec)
-if node --test-concurrency=2 -e 0 >/dev/null 2>&1; then node_flags+=(--test-concurrency=2); fi
-if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then node_flags+=(--test-timeout=900000); fi
-read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs egress.test.mjs security.test.mjs metrics.test.mjs limits.test.mjs ports.test.mjs interpreter.test.mjs interpreter-r-java.test.mjs interpreter-stdout.test.mjs templates.test.mjs templates-sdk.test.mjs templates-cli.test.mjs templates-review.test.mjs snapshots.test.mjs fspause.test.mjs volumes.test.mjs volumes-bucket.test.mjs events.test.mjs}"
-(cd test/e2e && node "${node_flags[@]}" "${node_files[@]}") 2>&1 | tee "$NODE_OUT"
-record js-e2e "${PIPESTATUS[0]}"
+if [ "${AIRLOCK_TEST_SKIP_JS:-0}" != 1 ]; then
+	stage "js e2e (test/e2e, official e2b SDK)"
+	(cd test/e2e && npm ci --no-audit --no-fund --loglevel=error)
+	record npm-ci $?
+	node_flags=(--test --test-reporter=spec)
+	if node --test-concurrency=2 -e 0 >/dev/null 2>&1; then node_flags+=(--test-concurrency=2); fi
+	if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then node_flags+=(--test-timeout=900000); fi
+	read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs egress.test.mjs security.test.mjs metrics.test.mjs limits.test.mjs ports.test.mjs interpreter.test.mjs interpreter-r-java.test.mjs interpreter-stdout.test.mjs templates.test.mjs templates-sdk.test.mjs templates-cli.test.mjs templates-review.test.mjs snapshots.test.mjs fspause.test.mjs volumes.test.mjs volumes-bucket.test.mjs events.test.mjs}"
+	(cd test/e2e && node "${node_flags[@]}" "${node_files[@]}") 2>&1 | tee "$NODE_OUT"
+	record js-e2e "${PIPESTATUS[0]}"
+fi
 
 # ---------------------------------------------------------------- Python SDK e2e
 # E2B's Python SDKs (../shared/vendor/python, dependencies from Debian:

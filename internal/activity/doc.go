@@ -24,7 +24,11 @@
 //     NFLOG reader sees ("egress.connect": protocol, ip, port, verdict,
 //     rule, and "domain", the name the sandbox's DNS filter last answered
 //     with that address), and every DNS decision ("egress.dns"). Byte
-//     counts are not in it: NFLOG copies only a flow's first packet.
+//     counts come when a flow ends ("egress.end", EgressEnd: protocol, ip,
+//     port, domain, bytesOut, bytesIn, packetsOut, packetsIn, durationMs),
+//     from the host's conntrack (internal/network/conntrack_linux.go);
+//     IP-level bytes, headers included. NFLOG copies only a flow's first
+//     packet, so it cannot count them.
 //   - **Processes** (Tracer, gVisor only): runsc's runtime monitoring. The
 //     daemon listens on <data-dir>/trace/trace.sock (SOCK_SEQPACKET) and
 //     writes trace.json, passed as `runsc --pod-init-config` on run and

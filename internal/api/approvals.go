@@ -33,16 +33,12 @@ func (a *api) approvalRoutes() {
 }
 
 // parseApproval checks a body's network.approval: nil without one; it
-// answers the request (done) when refused. withProxy: the body also sets
-// an egressProxy, whose tunnel checks a connection before the hold could
-// ask about it, so the two are refused together.
-func (a *api) parseApproval(w http.ResponseWriter, r *http.Request, in *airlock.ApprovalConfig, withProxy bool) (c *approval.Config, done bool) {
+// answers the request (done) when refused. With an egressProxy too, the
+// SOCKS relay holds the sandbox's connections for the hook
+// (internal/network/relayhold_linux.go).
+func (a *api) parseApproval(w http.ResponseWriter, r *http.Request, in *airlock.ApprovalConfig) (c *approval.Config, done bool) {
 	if in == nil {
 		return nil, false
-	}
-	if withProxy {
-		middleware.WriteError(w, http.StatusBadRequest, "network.approval cannot be combined with network.egressProxy yet")
-		return nil, true
 	}
 	if a.opts.Approvals == nil {
 		middleware.WriteError(w, http.StatusNotImplemented, "network.approval is off on this daemon (airlock serve --approval-queue)")

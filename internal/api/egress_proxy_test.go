@@ -117,10 +117,10 @@ func TestEgressProxyKept(t *testing.T) {
 	}
 }
 
-// TestEgressProxyWithApprovalRefused: the tunnel checks a connection
-// before the approval hold could ask about it, so a body with both is
-// refused, on create and on update, instead of a hook that never asks.
-func TestEgressProxyWithApprovalRefused(t *testing.T) {
+// TestEgressProxyWithApproval: a body with both an egressProxy and an
+// approval hook is taken, on create and on update (the SOCKS relay holds
+// the sandbox's connections for the hook); it was refused with 400 before.
+func TestEgressProxyWithApproval(t *testing.T) {
 	t.Parallel()
 	box, err := secretbox.New(make([]byte, secretbox.KeySize))
 	if err != nil {
@@ -134,15 +134,12 @@ func TestEgressProxyWithApprovalRefused(t *testing.T) {
 		Approvals:   &api.Approvals{Broker: approval.NewBroker(approval.Options{})},
 	})
 	both := `{"egressProxy":{"address":"proxy.example.com:1080"},"approval":{"stream":true}}`
-	st, _, got := h.do(t, "POST", "/v2/sandboxes", `{"templateID":"base","network":`+both+`}`)
-	if st != 400 || !strings.Contains(string(got), "cannot be combined") {
-		t.Fatalf("create with both = %d %s, want 400", st, got)
-	}
+	createID(t, h, `{"templateID":"base","network":`+both+`}`)
 	id := createID(t, h, `{"network":{"approval":{"stream":true}}}`)
-	if st, _, got = h.do(t, "PUT", "/sandboxes/"+id+"/network", both); st != 400 || !strings.Contains(string(got), "cannot be combined") {
-		t.Fatalf("PUT with both = %d %s, want 400", st, got)
+	if st, _, got := h.do(t, "PUT", "/sandboxes/"+id+"/network", both); st != 204 {
+		t.Fatalf("PUT with both = %d %s, want 204", st, got)
 	}
-	if st, _, got = h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"egressProxy":{"address":"proxy.example.com:1080"}}`); st != 204 {
+	if st, _, got := h.do(t, "PUT", "/sandboxes/"+id+"/network", `{"egressProxy":{"address":"proxy.example.com:1080"}}`); st != 204 {
 		t.Fatalf("PUT egressProxy alone = %d %s, want 204", st, got)
 	}
 }

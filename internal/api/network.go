@@ -57,7 +57,7 @@ func (a *api) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	ap, done := a.parseApproval(w, r, body.Approval, proxy != nil) // approvals.go
+	ap, done := a.parseApproval(w, r, body.Approval) // approvals.go
 	if done {
 		return
 	}

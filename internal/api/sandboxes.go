@@ -144,7 +144,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, v2 bool) {
 	}
 	req.Egress = eg
 	if body.Network != nil {
-		ap, done := a.parseApproval(w, r, body.Network.Approval, proxy != nil) // approvals.go
+		ap, done := a.parseApproval(w, r, body.Network.Approval) // approvals.go
 		if done {
 			return
 		}

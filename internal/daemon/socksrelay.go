@@ -55,6 +55,9 @@ func (d *daemon) socksUpstream(src netip.Addr) (socksrelay.Upstream, bool) {
 		d.log.Error("SOCKS relay: the sandbox's egressProxy", "sandbox", id, "err", err)
 		return socksrelay.Upstream{}, false
 	}
+	if nm := d.netMgr; nm != nil { // its approval hook, if any (network/relayhold_linux.go)
+		up.Approve = func(ctx context.Context, dst netip.AddrPort) bool { return nm.ApproveRelayed(ctx, id, dst) }
+	}
 	return up, true
 }
 

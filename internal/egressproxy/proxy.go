@@ -202,7 +202,10 @@ func (p *Proxy) serveHTTP(ctx context.Context, log *slog.Logger, client, up net.
 		}
 		body := resp.Body
 		resp.Body = io.NopCloser(&flushBeforeBlock{r: body, ur: ur, w: cw})
-		err = resp.Write(cw)
+		// writerOnly hides cw's ReadFrom: it would read the body into cw's
+		// own buffer, which flushBeforeBlock's Flush empties under it (the
+		// response head went out again as the body).
+		err = resp.Write(writerOnly{cw})
 		if err == nil {
 			err = cw.Flush()
 		}
@@ -282,6 +285,11 @@ type flushBeforeBlock struct {
 	w  *bufio.Writer
 }
 
+// writerOnly is an io.Writer and nothing else (no io.ReaderFrom).
+type writerOnly struct{ io.Writer }
+
+// Read must not be given a slice of w's buffer (w.ReadFrom does that): the
+// Flush would empty the buffer the read is filling.
 func (f *flushBeforeBlock) Read(p []byte) (int, error) {
 	if f.ur.Buffered() == 0 && f.w.Buffered() > 0 {
 		if err := f.w.Flush(); err != nil {

@@ -61,6 +61,17 @@ func newUpstream(t *testing.T, hosts ...string) *upstream {
 			w.Write([]byte("final"))
 			return
 		}
+		if r.URL.Path == "/split" {
+			// The head and a sized body in separate writes (as Python's
+			// http.server sends them): the body is read after the head
+			// has left the upstream reader's buffer.
+			w.Header().Set("Content-Length", "11")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+			w.Write([]byte("split body\n"))
+			return
+		}
 		if r.URL.Path == "/stream" {
 			w.Write([]byte("first\n"))
 			w.(http.Flusher).Flush()
@@ -304,6 +315,20 @@ func TestStreamingNotBuffered(t *testing.T) {
 	line, err := bufio.NewReader(resp.Body).ReadString('\n')
 	if err != nil || line != "first\n" || time.Since(start) > 250*time.Millisecond {
 		t.Fatalf("first chunk %q %v after %v: buffered?", line, err, time.Since(start))
+	}
+}
+
+// TestHeadAndBodyInSeparateWrites: a sized body that arrives after the
+// head reaches the sandbox as it is (it once came back as a copy of the
+// response head: flushing the writer the body was being read into).
+func TestHeadAndBodyInSeparateWrites(t *testing.T) {
+	up := newUpstream(t, "api.test")
+	h := newHarness(t, ghRule, up.srv.Listener.Addr().String(), up, up.pool())
+	for i := range 3 { // one connection, kept alive: the framing holds too
+		resp, body := get(t, h.client(h.sandboxRoots()), "https://api.test/split", nil)
+		if resp.StatusCode != http.StatusOK || body != "split body\n" {
+			t.Fatalf("request %d: %d %q, want 200 %q", i, resp.StatusCode, body, "split body\n")
+		}
 	}
 }
 

@@ -281,7 +281,7 @@ func (m *Manager) decide(q *nfQueue, p queuedPacket) {
 	if err := q.verdict(p.ID, v); err != nil {
 		m.log.Warn("approval verdict", "sandbox", id, "err", err)
 	}
-	m.noteApproval(id, p, d, a)
+	m.noteApproval(id, d, a)
 }
 
 func forSet(d time.Duration) time.Duration {
@@ -293,7 +293,7 @@ func forSet(d time.Duration) time.Duration {
 
 // noteApproval records a decision in the sandbox's egress audit log and
 // tells Config.ApprovalObserver (the activity feed).
-func (m *Manager) noteApproval(id string, p queuedPacket, d approval.Dest, a approval.Answer) {
+func (m *Manager) noteApproval(id string, d approval.Dest, a approval.Answer) {
 	dec := audit.Denied
 	if a.Allow {
 		dec = audit.Allowed
@@ -303,7 +303,7 @@ func (m *Manager) noteApproval(id string, p queuedPacket, d approval.Dest, a app
 		rule += " (" + d.Domain + ")"
 	}
 	m.audit.Add(id, audit.Entry{Time: time.Now(), Kind: KindApproval, Decision: dec, Rule: rule,
-		Protocol: "tcp", Dst: p.Dst, Port: p.DPort, Name: d.Domain})
+		Protocol: "tcp", Dst: d.Addr, Port: d.Port, Name: d.Domain})
 	if m.cfg.ApprovalObserver != nil {
 		m.cfg.ApprovalObserver(id, a)
 	}

@@ -124,6 +124,22 @@
 // remembered duration otherwise); denied, REFUSED. Root test `approval_dns_linux_test.go` (prefix
 // qz28d, pool 10.96.6.0/24, queue 3303, TestDomainEgress's stand-in resolver).
 //
+// With an egressProxy too (Egress.Relayed, relayhold_linux.go) the chain, reached from socks_pre,
+// accepts the sandbox's TCP after allowOut and the specific denyOut entries instead, and the SOCKS
+// relay holds the connection: Manager.ApproveRelayed asks the same broker before the CONNECT and the
+// relay resets the connection on deny. Unit test `internal/socksrelay` TestRelayAsksApprove; e2e
+// `test/gohttp/approval_egressproxy_test.go`.
+//
+// # Ended flows ("egress.end"; conntrack_linux.go)
+//
+// The manager turns on net.netfilter.nf_conntrack_acct and nf_conntrack_timestamp and listens for
+// conntrack update and destroy events (github.com/ti-mo/conntrack). A flow whose original source is a
+// guest address of the pool (not DNS redirected to the filter, not the volume server) ends when it is
+// destroyed, or, for TCP, when it enters TIME_WAIT or CLOSE (its counters read with a Get; the later
+// destroy skipped). Its counters go to the audit observer's EgressEnd (the activity feed). Bounded:
+// a queue of 4096, dropping (FlowEndsDropped) rather than blocking. Root test `conntrack_linux_test.go`
+// (prefix kmbce, pool 10.108.200.0/24, NFLOG group 3511).
+//
 // # Operator deny list (--deny-out, --deny-out-except; internal/network/denyout*.go)
 //
 // Private networks are closed to every sandbox by default: `airlock serve --deny-out` (default

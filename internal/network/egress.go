@@ -27,6 +27,10 @@ type Egress struct {
 	// Allow does not open and no specific Deny entry names are held for it
 	// (approval_linux.go). A catch-all Deny (0.0.0.0/0) then means "ask".
 	Hold bool
+	// Relayed: the sandbox has an egressProxy (set by the manager from
+	// Options.EgressProxy). Its TCP is then held in the SOCKS relay
+	// (relayhold_linux.go), not in the kernel's queue.
+	Relayed bool
 }
 
 // Empty reports whether the policy adds nothing to the internet switch.

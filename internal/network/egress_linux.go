@@ -98,7 +98,10 @@ func (f *firewall) setEgress(ifname string, e Egress) error {
 	for _, r := range f.egressRules(e) {
 		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: r})
 	}
-	if e.Hold {
+	switch {
+	case e.Hold && e.Relayed:
+		f.addRelayHold(c, ch, e) // relayhold_linux.go
+	case e.Hold:
 		if err := f.addHold(c, ch, ifname, e, f.approvalQueue); err != nil {
 			return err
 		}
@@ -110,7 +113,7 @@ func (f *firewall) setEgress(ifname string, e Egress) error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("installing egress policy of %s: %w", ifname, err)
 	}
-	if !e.Hold {
+	if !e.Hold || e.Relayed {
 		if err := f.delHold(ifname); err != nil {
 			return err
 		}
@@ -208,13 +211,14 @@ func (m *Manager) SetEgress(ctx context.Context, id string, slot int, e Egress) 
 	if err := m.fw.setEgress(ep.HostIf, e); err != nil {
 		return err
 	}
+	m.noteRelayHold(id, ep.HostIf, e) // relayhold_linux.go
 	m.noteDenyOutConflicts(id, e)
 	return nil
 }
 
 // SetPolicy sets both the internet switch and the egress policy.
 func (m *Manager) SetPolicy(ctx context.Context, id string, slot int, opts Options) error {
-	if err := m.SetEgress(ctx, id, slot, opts.Egress); err != nil {
+	if err := m.SetEgress(ctx, id, slot, opts.egress()); err != nil {
 		return err
 	}
 	ep, err := m.EndpointFor(id, slot)

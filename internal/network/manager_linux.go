@@ -40,6 +40,7 @@ type Manager struct {
 	audit *audit.Book
 	nflog *nflog.Conn // audit reader, nil when off
 	nfq   *nfQueue    // approval hold reader, nil when off (approval_linux.go)
+	ends  *flowEnds   // conntrack destroy reader, nil when off (conntrack_linux.go)
 	// approvedNames: names the hook just allowed, until the DNS filter
 	// learns their answers (approval_dns_linux.go).
 	approvedNames sync.Map
@@ -51,6 +52,9 @@ type Manager struct {
 	learned map[string]map[netip.Addr]string
 	// names: what sandboxes with an egressProxy resolved (socks_linux.go).
 	names proxyNames
+	// relayHold: sandboxes with an egressProxy and an approval hook, by id
+	// (relayhold_linux.go).
+	relayHold map[string]relayHold
 
 	// failAfterHostSide, when set (tests only), makes Setup fail after the
 	// host side is configured, to exercise the undo path.
@@ -72,7 +76,7 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, log: log.With("component", "network"), fw: newFirewall(cfg), audit: audit.NewBook(audit.DefaultSize, cfg.AuditLogs),
-		ifaces: map[string]string{}, learned: map[string]map[netip.Addr]string{}}
+		ifaces: map[string]string{}, learned: map[string]map[netip.Addr]string{}, relayHold: map[string]relayHold{}}
 	if cfg.AuditObserver != nil {
 		m.audit.Observe(cfg.AuditObserver)
 	}
@@ -101,6 +105,7 @@ func NewManager(ctx context.Context, cfg Config, log *slog.Logger) (*Manager, er
 		return nil, err
 	}
 	m.startAudit()
+	m.startFlowEnds()
 	if err := m.startApproval(); err != nil {
 		return nil, err
 	}
@@ -212,10 +217,11 @@ func (m *Manager) Setup(ctx context.Context, id string, slot int, opts Options) 
 		undo = append(undo, func() error { return m.fw.setInternet(ep.HostIf, false) })
 	}
 	if !opts.Egress.Empty() {
-		if err := m.fw.setEgress(ep.HostIf, opts.Egress); err != nil {
+		if err := m.fw.setEgress(ep.HostIf, opts.egress()); err != nil {
 			return nil, err
 		}
-		undo = append(undo, func() error { return m.fw.clearEgress(ep.HostIf) })
+		m.noteRelayHold(id, ep.HostIf, opts.egress())
+		undo = append(undo, func() error { m.noteRelayHold(id, ep.HostIf, Egress{}); return m.fw.clearEgress(ep.HostIf) })
 	}
 	if opts.needsDNS() {
 		if err := m.applyDNS(ep, opts); err != nil {
@@ -373,6 +379,7 @@ func (m *Manager) Teardown(ctx context.Context, id string, slot int) error {
 	}
 	m.audit.Drop(id)
 	m.forget(ep.HostIf)
+	m.noteRelayHold(id, ep.HostIf, Egress{})               // relayhold_linux.go
 	m.forgetApproval(id)                                   // approval_linux.go
 	if err := m.fw.clearIntercept(ep.HostIf); err != nil { // intercept_linux.go
 		errs = append(errs, err)
@@ -562,6 +569,7 @@ func (m *Manager) Close(ctx context.Context, removeTable bool) error {
 		}
 	}
 	m.closeApproval()
+	m.closeFlowEnds()
 	if removeTable {
 		return m.fw.remove()
 	}

@@ -82,6 +82,13 @@ type Options struct {
 	EgressProxy bool
 }
 
+// egress is o.Egress with Relayed set from o.EgressProxy.
+func (o Options) egress() Egress {
+	e := o.Egress
+	e.Relayed = o.EgressProxy
+	return e
+}
+
 // needsDNS reports whether the sandbox's DNS goes through the filter.
 func (o Options) needsDNS() bool {
 	return o.Egress.HasDomains() || len(o.Intercept) > 0 || o.EgressProxy

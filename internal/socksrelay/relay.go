@@ -27,6 +27,11 @@ type Upstream struct {
 	// the relay will not dial (a name checked at create may resolve
 	// elsewhere later).
 	Refuse func(a netip.Addr) bool
+	// Approve, when set, is asked before the CONNECT whether the
+	// sandbox may reach dst (its approval hook; it may block for the
+	// hook's deadline); false resets the sandbox's connection and the
+	// SOCKS server sees nothing.
+	Approve func(ctx context.Context, dst netip.AddrPort) bool
 }
 
 // DialTimeout bounds reaching the SOCKS server and its CONNECT.
@@ -115,6 +120,11 @@ func (r *Relay) Handle(ctx context.Context, c net.Conn) {
 	up, ok := r.Lookup(src.Addr().Unmap())
 	if !ok {
 		r.log().Warn("socks relay: connection from no sandbox with an egressProxy", "from", src.Addr(), "to", dst)
+		reset(c)
+		return
+	}
+	if up.Approve != nil && !up.Approve(ctx, dst) {
+		r.log().Info("socks relay: refused by the approval hook", "sandbox", up.Sandbox, "to", dst)
 		reset(c)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,3 +184,44 @@ func TestDialErrors(t *testing.T) {
 }
 
 func itoa(p uint16) string { return strconv.Itoa(int(p)) }
+
+// TestRelayAsksApprove: Upstream.Approve is asked with the original
+// destination before the CONNECT; a refusal resets the sandbox's
+// connection and the SOCKS server sees no CONNECT; an approval (after a
+// wait) relays as usual.
+func TestRelayAsksApprove(t *testing.T) {
+	dst := echoServer(t)
+	srv, addr := socksServer(t, "", "")
+	var mu sync.Mutex
+	var asked []netip.AddrPort
+	allow := false
+	up := Upstream{Address: addr, Approve: func(_ context.Context, d netip.AddrPort) bool {
+		time.Sleep(200 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, d)
+		return allow
+	}}
+	r := relay(t, up, dst)
+	if got, err := roundTrip(r, "x"); err == nil && got != "" {
+		t.Fatalf("denied: got %q through the relay, want a reset", got)
+	}
+	if ts := srv.Targets(); len(ts) != 0 {
+		t.Fatalf("denied: the SOCKS server saw CONNECT %v", ts)
+	}
+	mu.Lock()
+	allow = true
+	mu.Unlock()
+	start := time.Now()
+	if got, err := roundTrip(r, "y"); err != nil || got != "hello y" {
+		t.Fatalf("allowed: %q, %v", got, err)
+	}
+	if w := time.Since(start); w < 200*time.Millisecond {
+		t.Errorf("allowed after %v, want the approval's wait first", w)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 || asked[0] != dst || asked[1] != dst {
+		t.Errorf("Approve asked %v, want %s twice", asked, dst)
+	}
+}

@@ -23,6 +23,10 @@ const (
 	ActivityFileDelete    = "file.delete"
 	ActivityEgressConnect = "egress.connect"
 	ActivityEgressDNS     = "egress.dns"
+	// ActivityEgressEnd is a flow that ended: Data has protocol, ip, port,
+	// domain, bytesOut, bytesIn, packetsOut, packetsIn (IP-level, both
+	// ways) and durationMs.
+	ActivityEgressEnd = "egress.end"
 	// ActivityLagged ends a stream whose client read too slowly: entries
 	// after Data["lastId"] were not sent (ask again with since).
 	ActivityLagged = "lagged"
