@@ -25,7 +25,8 @@
 #   AIRLOCK_TEST_SKIP_CONSOLE=1  skip the web console's browser tests (test/console)
 #   AIRLOCK_TEST_ARTIFACTS  where the browser tests save screenshots (default $WORK/console)
 #   AIRLOCK_TEST_CONSOLE_FILES  space-separated subset of test/console's single-host files
-#                           (default console.test.mjs review.test.mjs volumes.test.mjs activity.test.mjs)
+#                           (default console.test.mjs review.test.mjs volumes.test.mjs activity.test.mjs
+#                           approvals.test.mjs)
 #   AIRLOCK_TEST_REPORT=1   after the daemon is up, run only bench/report/run.sh (attacks,
 #                           faults, fuzz, soak; SOAK_PROFILE=long for 20 clients), which
 #                           rewrites docs/RELIABILITY.md, instead of the e2e stages
@@ -475,7 +476,7 @@ if [ "${AIRLOCK_TEST_SKIP_CONSOLE:-0}" != 1 ]; then
 	fi
 	(cd test/console && npm ci --no-audit --no-fund --loglevel=error)
 	record console-npm-ci $?
-	(cd test/console && node --test --test-concurrency=1 --test-reporter=spec ${AIRLOCK_TEST_CONSOLE_FILES:-console.test.mjs review.test.mjs volumes.test.mjs activity.test.mjs}) 2>&1 | tee "$WORK/console.out"
+	(cd test/console && node --test --test-concurrency=1 --test-reporter=spec ${AIRLOCK_TEST_CONSOLE_FILES:-console.test.mjs review.test.mjs volumes.test.mjs activity.test.mjs approvals.test.mjs}) 2>&1 | tee "$WORK/console.out"
 	record console "${PIPESTATUS[0]}"
 	echo "console screenshots: $AIRLOCK_TEST_ARTIFACTS"
 fi

@@ -66,7 +66,21 @@
 //     = the last id seen (backoff 0.5 s doubling to 10 s; 404/501 stop it); process, file and
 //     egress entries with one-line summaries (denied egress highlighted), filters by group on
 //     the view, pause (entries held and counted) and resume, the newest 2000 kept; the stream
-//     is open only while the tab is shown, so the agent watches files only then; an Events tab
+//     is open only while the tab is shown, so the agent watches files only then; an Approvals
+//     tab (`Approvals.jsx`, mounted on every tab so its label counts what is pending) that,
+//     when `network.approval` has `stream: true`, follows `GET /sandboxes/{id}/network/approvals`
+//     the same way (a reopened stream sends the pending questions again: one row per
+//     decisionId), shows each question (ip:port, domain, protocol, age, a countdown to its
+//     deadline) with Allow / Deny and a remember choice (once, "sandbox", or N minutes as
+//     "Nm") POSTed to `…/network/approvals/{decisionId}` (the API's refusal shown; a 404 drops
+//     the row), and lists recent decisions from the feed's `egress.approval` entries
+//     (`/activity?types=egress.approval`, whoever answered; its `decisionId` also drops a row
+//     answered elsewhere; followed while the sandbox has a stream hook or the tab is shown);
+//     a question past its deadline leaves the list. Without a stream hook
+//     it says how to enable one, and turns one on (60 s deadline) or off with `PUT
+//     …/network`, sending back allowOut, denyOut and allow_internet_access: only when the
+//     policy has no rules, egressProxy or webhook, whose secrets GET does not echo and PUT
+//     would clear; an Events tab
 //     with the sandbox's E2B lifecycle events from `GET /events/sandboxes/{id}?orderAsc=true`,
 //     every 5 s); Playground (template picker,
 //     `Sandbox.create` of `@e2b/code-interpreter`, cells in Python/JavaScript/Bash run with
@@ -150,5 +164,13 @@
 //     /home/user/f'` and a `curl` to a denied address run through the `e2b` SDK show as
 //     process.start, file and a denied egress.connect row live; the filters hide and show each
 //     group; entries that arrive while paused are counted, not shown, until resume; no id twice;
-//     the Events tab lists `sandbox.lifecycle.created`.
+//     the Events tab lists `sandbox.lifecycle.created`. `test/console/approvals.test.mjs`
+//     (same stage): a sandbox with `network.approval` `{stream: true}` and a deny-all policy
+//     curls addresses in a namespace the test owns (`<AIRLOCK_E2E_EXT_NET>.16/29`); each held
+//     curl shows as a pending row, Allow lets it connect, Deny refuses it at once, an allow
+//     remembered for the sandbox's life lets a repeat through unasked; one answered by REST
+//     and one left past its deadline leave the list and show as decided (by timeout); a
+//     remember the API refuses is shown and leaves the row; one address per step, since an
+//     answer "once" stays in the kernel's sets for 2-3 s; the first stream is ended by `page.route` and
+//     reopened; a sandbox without the hook says so and is switched on and off, its policy kept.
 package console

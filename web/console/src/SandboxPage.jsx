@@ -6,6 +6,7 @@ import { Chart } from './Chart.jsx'
 import { Terminal } from './Terminal.jsx'
 import { Files } from './Files.jsx'
 import { ActivityPanel, LifecycleEvents } from './Activity.jsx'
+import { ApprovalsPanel } from './Approvals.jsx'
 
 const enc = encodeURIComponent
 
@@ -20,6 +21,7 @@ export function SandboxPage ({ id }) {
   const [msg, setMsg] = useState('')
   const [err, setErr] = useState('')
   const [tick, setTick] = useState(0)
+  const [asking, setAsking] = useState(0) // pending approval questions
 
   useEffect(() => {
     let stop = false
@@ -76,7 +78,15 @@ export function SandboxPage ({ id }) {
         <Chart title="Memory used" data={[xs, samples.map((s) => s.memUsed)]} series={[{ label: 'memory', stroke: '#8b5cf6' }]} fmt={fmtBytes} />
       </div>
       <div class="tabs">
-        {['terminal', 'files', 'activity', 'events', 'logs'].map((t) => <button id={'tab-' + t} class={tab === t ? 'active' : ''} onClick={() => setTab(t)}>{t}</button>)}
+        {['terminal', 'files', 'activity', 'approvals', 'events', 'logs'].map((t) => (
+          <button id={'tab-' + t} class={tab === t ? 'active' : ''} onClick={() => setTab(t)}>
+            {t}{t === 'approvals' && asking > 0 && <span class="badge paused" id="approvals-count">{asking}</span>}
+          </button>
+        ))}
+      </div>
+      {/* Mounted on every tab, so pending questions are counted on the tab's label. */}
+      <div style={tab === 'approvals' ? '' : 'display: none'}>
+        <ApprovalsPanel id={id} sb={sb} visible={tab === 'approvals'} onPending={setAsking} onChanged={(s) => { setMsg(s); setTick((t) => t + 1) }} />
       </div>
       {tab === 'terminal' && (running ? <Terminal id={id} /> : <p class="muted">The terminal needs a running sandbox.</p>)}
       {tab === 'files' && (running ? (sbx ? <Files sbx={sbx} /> : 'Connecting…') : <p class="muted">Files need a running sandbox.</p>)}
