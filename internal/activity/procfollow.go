@@ -4,11 +4,16 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"sync"
 	"time"
 )
+
+// ErrNoProcessEvents, returned (wrapped) by a ProcessStream, means the
+// sandbox's agent cannot give process events: the follower stops asking.
+var ErrNoProcessEvents = errors.New("no process events")
 
 // ProcessStream opens sandbox id's agent stream of process events after
 // sequence number after (fromStart false: only new ones): a microVM's
@@ -48,11 +53,14 @@ type ProcFollower struct {
 	// last is the last sequence number published per sandbox (absent:
 	// none yet by this daemon).
 	last map[string]uint64
+	// unsupported are sandboxes whose agent has no process events.
+	unsupported map[string]bool
 }
 
 // NewProcFollower returns a follower publishing to h through open.
 func NewProcFollower(h *Hub, open ProcessStream) *ProcFollower {
-	return &ProcFollower{hub: h, open: open, running: map[string]context.CancelFunc{}, last: map[string]uint64{}}
+	return &ProcFollower{hub: h, open: open, running: map[string]context.CancelFunc{}, last: map[string]uint64{},
+		unsupported: map[string]bool{}}
 }
 
 // Sync starts a stream for each running target that has none, ends those
@@ -69,7 +77,7 @@ func (p *ProcFollower) Sync(ctx context.Context, targets []FollowTarget) {
 		seen[t.ID] = true
 		_, on := p.running[t.ID]
 		switch {
-		case t.Running && !on:
+		case t.Running && !on && !p.unsupported[t.ID]:
 			sctx, cancel := context.WithCancel(ctx)
 			p.running[t.ID] = cancel
 			go p.follow(sctx, t)
@@ -87,6 +95,11 @@ func (p *ProcFollower) Sync(ctx context.Context, targets []FollowTarget) {
 	for id := range p.last {
 		if !seen[id] {
 			delete(p.last, id)
+		}
+	}
+	for id := range p.unsupported {
+		if !seen[id] {
+			delete(p.unsupported, id)
 		}
 	}
 }
@@ -116,7 +129,12 @@ func (p *ProcFollower) follow(ctx context.Context, t FollowTarget) {
 	}
 	rc, err := p.open(ctx, t.ID, after, !known)
 	if err != nil {
-		if ctx.Err() == nil {
+		if errors.Is(err, ErrNoProcessEvents) {
+			p.hub.opts.Log.Warn("activity feed without process entries for this sandbox", "sandbox", t.ID, "err", err)
+			p.mu.Lock()
+			p.unsupported[t.ID] = true
+			p.mu.Unlock()
+		} else if ctx.Err() == nil {
 			p.hub.opts.Log.Debug("activity process stream", "sandbox", t.ID, "err", err)
 		}
 		return

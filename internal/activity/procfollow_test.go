@@ -94,3 +94,27 @@ func TestProcFollower(t *testing.T) {
 		t.Fatalf("kept state of a gone sandbox: %v %v", p2.last, p2.running)
 	}
 }
+
+// An agent without process events (an older guest kernel) is asked once.
+func TestProcFollowerUnsupported(t *testing.T) {
+	h := New(nil, Options{})
+	var mu sync.Mutex
+	asked := 0
+	open := func(context.Context, string, uint64, bool) (io.ReadCloser, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		return nil, fmt.Errorf("%w: 501", ErrNoProcessEvents)
+	}
+	p := NewProcFollower(h, open)
+	tg := []FollowTarget{{ID: "sb", Running: true}}
+	for range 5 {
+		p.Sync(context.Background(), tg)
+		waitFor(t, "the stream to end", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return len(p.running) == 0 })
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked != 1 {
+		t.Fatalf("asked %d times, want 1", asked)
+	}
+}

@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/activity"
+	"github.com/airlock-sandbox/airlock/internal/guest"
 	"github.com/airlock-sandbox/airlock/internal/sandbox"
 )
 
@@ -26,7 +29,11 @@ func (d *daemon) followProcesses(ctx context.Context) {
 		if err != nil {
 			return nil, err
 		}
-		return live.ProcessEvents(ctx, after, fromStart)
+		rc, err := live.ProcessEvents(ctx, after, fromStart)
+		if errors.Is(err, guest.ErrNoProcessEvents) {
+			err = fmt.Errorf("%w: %w", activity.ErrNoProcessEvents, err)
+		}
+		return rc, err
 	}
 	p := activity.NewProcFollower(d.activity, open)
 	go func() {

@@ -2,12 +2,18 @@ package guest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 )
+
+// ErrNoProcessEvents is returned by ProcessEvents when the agent cannot
+// give process events (a guest kernel without CONFIG_PROC_EVENTS, an agent
+// that predates them): asking again will not help.
+var ErrNoProcessEvents = errors.New("the agent has no process events")
 
 // PathProcessEvents is a microVM agent's stream of process events (the
 // activity feed's process entries; the agent's internal/envd/procevents).
@@ -34,6 +40,9 @@ func (c *Client) ProcessEvents(ctx context.Context, host, token string, after ui
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusNotImplemented || resp.StatusCode == http.StatusNotFound {
+			return nil, fmt.Errorf("%w: %s: %s", ErrNoProcessEvents, resp.Status, b)
+		}
 		return nil, fmt.Errorf("agent process events: %s: %s", resp.Status, b)
 	}
 	return resp.Body, nil

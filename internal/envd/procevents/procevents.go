@@ -135,6 +135,7 @@ type Source struct {
 
 	startOnce sync.Once
 	startErr  error
+	logOnce   sync.Once
 
 	mu     sync.Mutex
 	ring   []Event // oldest first, at most RingSize
@@ -173,6 +174,9 @@ func (s *Source) start() error {
 		}
 		go s.read(fd)
 	})
+	if s.startErr != nil {
+		s.logOnce.Do(func() { s.log.Error("process events unavailable", "err", s.startErr) })
+	}
 	return s.startErr
 }
 
@@ -310,7 +314,6 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.start(); err != nil {
-		s.log.Error("process events unavailable", "err", err)
 		http.Error(w, err.Error(), http.StatusNotImplemented)
 		return
 	}
