@@ -160,7 +160,7 @@ func (s *Source) start() error {
 			s.startErr = fmt.Errorf("opening the proc connector: %w", err)
 			return
 		}
-		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: cnIdxProc, Pid: uint32(os.Getpid())}); err != nil {
+		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: cnIdxProc}); err != nil {
 			unix.Close(fd)
 			s.startErr = fmt.Errorf("binding the proc connector: %w", err)
 			return
