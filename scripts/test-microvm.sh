@@ -17,7 +17,8 @@
 # plain HTTP), test/e2e/microvm-egressproxy.test.mjs (network.egressProxy,
 # a SOCKS5 upstream; the daemon gets --egress-proxy-allow-private),
 # test/e2e/microvm-approval.test.mjs (the egress approval hook, issue 28
-# part 3), then a subset of test/python. The root Go tests of
+# part 3), test/e2e/microvm-activity.test.mjs (process entries of the
+# activity feed, issue 28 part 2), then a subset of test/python. The root Go tests of
 # internal/runtime/microvm run in test.sh's `go test ./...` stage.
 #
 # Knobs: AIRLOCK_TEST_DATA_DIR (the main suite's data dir, whose built
@@ -130,7 +131,7 @@ grep -m1 'boot snapshot ready.*template=code-interpreter-v1' "$LOG" || echo "mic
 (cd test/e2e && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund --loglevel=error)
 (cd test/e2e && E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY=$API_KEY \
 	AIRLOCK_TEST_VM_DAEMON_LOG=$LOG node --test --test-concurrency=1 --test-reporter=spec \
-	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs interpreter-r-java.test.mjs events.test.mjs microvm-volumes.test.mjs microvm-volumes-bucket.test.mjs microvm-secrets.test.mjs microvm-secrets-attacks.test.mjs microvm-egressproxy.test.mjs microvm-approval.test.mjs})
+	${AIRLOCK_TEST_VM_NODE_FILES:-microvm.test.mjs microvm-activity.test.mjs microvm-templates-sdk.test.mjs microvm-interpreter.test.mjs microvm-review-m6.test.mjs interpreter-r-java.test.mjs events.test.mjs microvm-volumes.test.mjs microvm-volumes-bucket.test.mjs microvm-secrets.test.mjs microvm-secrets-attacks.test.mjs microvm-egressproxy.test.mjs microvm-approval.test.mjs})
 rc=$?
 # Issue 26's cases through E2B's Python SDK (test/python), on this daemon:
 # /proc and pipe reads, watch events, maskRequestHost (pause, resume, fork),

@@ -615,7 +615,7 @@ if [ "${AIRLOCK_TEST_SKIP_CLUSTER:-0}" != 1 ]; then
 		record cluster-npm-ci $?
 		cluster_flags=(--test --test-reporter=spec --test-concurrency=1)
 		if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then cluster_flags+=(--test-timeout=900000); fi
-		read -r -a cluster_files <<<"${AIRLOCK_TEST_CLUSTER_FILES:-01-placement.test.mjs 02-routing.test.mjs 03-cross-api.test.mjs 04-templates.test.mjs 05-drain.test.mjs 06-faults-api.test.mjs 07-faults-node.test.mjs 08-faults-pg.test.mjs 09-move.test.mjs 10-move-faults.test.mjs 11-security.test.mjs 12-artifact-integrity.test.mjs 13-pause-upload.test.mjs 14-volumes.test.mjs 15-events.test.mjs 16-secrets.test.mjs 17-egressproxy.test.mjs 18-approval.test.mjs}"
+		read -r -a cluster_files <<<"${AIRLOCK_TEST_CLUSTER_FILES:-01-placement.test.mjs 02-routing.test.mjs 03-cross-api.test.mjs 04-templates.test.mjs 05-drain.test.mjs 06-faults-api.test.mjs 07-faults-node.test.mjs 08-faults-pg.test.mjs 09-move.test.mjs 10-move-faults.test.mjs 11-security.test.mjs 12-artifact-integrity.test.mjs 13-pause-upload.test.mjs 14-volumes.test.mjs 15-events.test.mjs 16-secrets.test.mjs 17-egressproxy.test.mjs 18-approval.test.mjs 19-activity-move.test.mjs}"
 		(cd test/cluster && AIRLOCK_CLUSTER_STATE=$CLUSTER_STATE AIRLOCK_CLUSTER_S3_DIR=${CLUSTER_S3_DIR} node "${cluster_flags[@]}" "${cluster_files[@]}") 2>&1 | tee "$WORK/cluster.out"
 		cluster_rc=${PIPESTATUS[0]}
 		record cluster-e2e "$cluster_rc"

@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/envd/interpreter"
 	"github.com/airlock-sandbox/airlock/internal/envd/oomguard"
 	"github.com/airlock-sandbox/airlock/internal/envd/process"
+	"github.com/airlock-sandbox/airlock/internal/envd/procevents"
 	"github.com/airlock-sandbox/airlock/internal/envd/server"
 	"github.com/airlock-sandbox/airlock/internal/envd/state"
 	"github.com/airlock-sandbox/airlock/internal/envd/sudo"
@@ -128,7 +129,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", listenAddr, err)
 	}
-	srv := server.NewHTTPServer(listenAddr, withActivity(withFreeze(fz, h)), log)
+	srv := server.NewHTTPServer(listenAddr, withProcEvents(st, log, withActivity(withFreeze(fz, h))), log)
 	log.Info("airlock-envd listening", "addr", ln.Addr().String(), "version", state.Version,
 		"defaultUser", *defUser, "pid", os.Getpid())
 
@@ -220,6 +221,28 @@ func defaultUser() string {
 		return "user"
 	}
 	return "root"
+}
+
+// withProcEvents serves the daemon's GET procevents.Path (the activity
+// feed's process entries) on a microVM, outside withActivity: the stream
+// stays open and is no request in progress for the OOM guard. On gVisor
+// the runtime's monitoring gives those entries; the path is not served.
+func withProcEvents(st *state.State, log *slog.Logger, h http.Handler) http.Handler {
+	if !vminit.Booted() {
+		return h
+	}
+	src := procevents.New(log)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != procevents.Path {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if !st.CheckToken(r.Header.Get("X-Access-Token")) {
+			http.Error(w, "invalid or missing access token (X-Access-Token)", http.StatusUnauthorized)
+			return
+		}
+		src.ServeHTTP(w, r)
+	})
 }
 
 // withFreeze serves the daemon's POST /freeze (checkpoint preparation; the

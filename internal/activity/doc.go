@@ -37,6 +37,30 @@
 //     `sentry/exit_notify_parent` ("process.exit": pid, argv, exitCode or
 //     signal; only for pids that exec'd). The sandbox id is the point's
 //     container id. No polling; the sink drops rather than waits.
+//   - **Processes on microVM** (ProcFollower): the agent subscribes to the
+//     guest kernel's proc connector (netlink, CN_IDX_PROC; the guest
+//     kernel has CONFIG_PROC_EVENTS) and, at each exec, reads argv, exe,
+//     PPid, Uid and cwd from /proc/<pid> (internal/envd/procevents); same
+//     entry shapes as above, exits only for pids that exec'd, the agent's
+//     own pid left out (commands started through the API show, as on
+//     gVisor). The agent keeps the events in a ring (4096) with sequence
+//     numbers and serves GET /airlock/process-events?after=N (NDJSON that
+//     stays open; the proxy never forwards it). The daemon keeps one
+//     stream open per running microVM (checked each second against its
+//     in-memory list, internal/daemon/procfeed.go), always, as gVisor's
+//     entries are recorded whether or not someone listens; a stream broken
+//     by a pause resumes after the last sequence number, so nothing is lost
+//     or repeated. The first stream of a daemon asks for the whole ring and
+//     keeps only events newer than the sandbox (a boot snapshot's or a fork
+//     parent's ring) and than the feed's newest process entry (a daemon
+//     restart). An agent that answers 501 (a kernel without the connector)
+//     is not asked again.
+//   - **Moved sandboxes** (Arriving, cluster): a sandbox adopted from
+//     another node (drain, move, resume elsewhere) keeps its entries on the
+//     old node (dropped there with the sandbox); the new node numbers from
+//     the time in microseconds (past any id the old one gave, within a
+//     JavaScript number's exact range), so a follower reconnecting through
+//     the api tier with Last-Event-ID or ?since= misses and repeats none.
 //   - **Files** (WatchFiles, the hub's onListen): while a sandbox has at
 //     least one subscriber whose types take file entries, the agent's recursive WatchDir on /home/user
 //     and /tmp ("file.create", "file.write", "file.rename" with the old

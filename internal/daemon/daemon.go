@@ -410,6 +410,7 @@ func (d *daemon) open(ctx context.Context) error {
 	// Sandboxes that stop on their own (agent killed, memory limit) are
 	// reported gone, with the reason; orphaned runtime sandboxes are destroyed.
 	go d.mgr.Reap(ctx, sandbox.DefaultWatchInterval)
+	d.followProcesses(ctx) // procfeed.go: process entries of microVMs
 	d.runEvents(ctx)
 	d.metrics.attach(d.mgr)
 	d.metrics.overview = metrics.NewOverview(d.dataDir, 5*time.Second, d.log.With("component", "overview"))

@@ -21,6 +21,7 @@ func (d *daemon) newNode(st store.Store) *node.Node {
 		CPUs: d.cfg.NodeCPUs, MemoryMB: memoryMB, MaxSandboxes: 1 << (32 - d.subnet.Bits() - 2),
 		DataDir: d.dataDir, Store: st, Movable: d.artifacts != nil,
 		EachBeat: d.refreshBlocked,
+		Arriving: func(id string) { d.activity.Arriving(id) }, // d.activity is set later; nil: no feed
 		Log:      d.log,
 	})
 }

@@ -37,7 +37,7 @@ func ParseSandboxHost(host string) (port, id string, ok bool) { return wire.Pars
 // internalPaths are agent endpoints only the daemon may call.
 var internalPaths = map[string]bool{
 	"/init": true, "/freeze": true, "/unfreeze": true, "/collapse": true,
-	"/fsfreeze": true, "/fsthaw": true, "/upgrade": true,
+	"/fsfreeze": true, "/fsthaw": true, "/upgrade": true, "/airlock/process-events": true,
 }
 
 // Target is a routable sandbox.

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"context"
+	"io"
 	"net/http"
 
 	"github.com/airlock-sandbox/airlock/sdk/go/airlock/proto/filesystempb/filesystempbconnect"
@@ -24,4 +26,23 @@ func (e *Live) FilesystemClient() (filesystempbconnect.FilesystemClient, error) 
 		return nil, err
 	}
 	return e.m.agent.Filesystem(host, token, "root"), nil
+}
+
+// ProcessEvents opens the running microVM's agent stream of process events
+// after sequence number after (internal/activity's FollowProcesses).
+func (e *Live) ProcessEvents(ctx context.Context, after uint64, fromStart bool) (io.ReadCloser, error) {
+	e.mu.Lock()
+	state, op, gone := e.rec.State, e.op, e.gone
+	e.mu.Unlock()
+	if gone {
+		return nil, e.m.notFound(e.rec.ID)
+	}
+	if state != StateRunning || op != "" {
+		return nil, userErrorf(http.StatusConflict, "sandbox %s is not running (state %s%s)", e.rec.ID, state, op)
+	}
+	host, token, err := e.agentAddr()
+	if err != nil {
+		return nil, err
+	}
+	return e.m.agent.ProcessEvents(ctx, host, token, after, fromStart)
 }

@@ -90,6 +90,10 @@ type Config struct {
 	// EachBeat, when set, runs after every heartbeat of the loop (the
 	// daemon refreshes the cluster's blocked addresses).
 	EachBeat func(ctx context.Context)
+	// Arriving, when set, is told a sandbox is about to be adopted from
+	// another node (the activity feed numbers its entries past the old
+	// node's: activity.Hub.Arriving).
+	Arriving func(id string)
 	Log      *slog.Logger
 }
 
@@ -489,6 +493,9 @@ func (n *Node) serveAdopt(w http.ResponseWriter, r *http.Request, id string) {
 	if !n.cfg.Movable { // as sandbox.Manager.ClaimAdopted answers, before it looks for the sandbox here
 		middleware.WriteError(w, http.StatusNotImplemented, "this daemon does not move sandboxes (no artifact store or shared store)")
 		return
+	}
+	if n.cfg.Arriving != nil {
+		n.cfg.Arriving(id)
 	}
 	var (
 		sb  *sandbox.Sandbox

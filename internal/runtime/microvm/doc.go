@@ -42,7 +42,8 @@
 //     `scripts/test.sh` always, and by the daemon when microVMs are chosen and none is cached) builds `vmlinux`
 //     from Debian's `linux-source-6.1`: `make tinyconfig`, `merge_config.sh` with the checked-in
 //     `internal/runtime/microvm/kernel/config.fragment` (virtio-mmio, blk, net, console, rng, ext4,
-//     overlay, 8250, PVH, `IP_PNP`, IPv6, inotify, the NFSv3 client for volumes, …; no modules, no PCI, no
+//     overlay, 8250, PVH, `IP_PNP`, IPv6, inotify, the NFSv3 client for volumes, the proc connector
+//     for the activity feed's process entries, …; no modules, no PCI, no
 //     ACPI), `olddefconfig`,
 //     `make vmlinux`. Cached by sha256(fragment + source package version) at
 //     `/var/cache/airlock/kernel/<hash>/{vmlinux,config,release}`; ~4 min once per machine (2 cores),
