@@ -148,6 +148,7 @@ func (p *Proxy) intercept(ctx context.Context, c net.Conn, domain string, t Targ
 		log.Info("egress proxy: handshake refused", "err", err)
 		return
 	}
+	ackNow(c)
 	up, reusable := p.serveHTTP(ctx, log, srv, up, key, t.Rules)
 	if up == nil {
 		return
