@@ -89,10 +89,21 @@ func newBenchSetup(b *testing.B) *benchSetup {
 }
 
 func (s *benchSetup) httpClient(to string, keepAlive bool) *http.Client {
+	return s.httpClientNagle(to, keepAlive, false)
+}
+
+// httpClientNagle: with nagle, the client's TCP has Nagle's algorithm on
+// (as Python's socket.create_connection has), so its request after the
+// handshake waits for the ACK of its Finished.
+func (s *benchSetup) httpClientNagle(to string, keepAlive, nagle bool) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "tcp", to)
+			c, err := d.DialContext(ctx, "tcp", to)
+			if err == nil && nagle {
+				err = c.(*net.TCPConn).SetNoDelay(false)
+			}
+			return c, err
 		},
 		TLSClientConfig:   &tls.Config{RootCAs: s.client},
 		DisableKeepAlives: !keepAlive,
@@ -114,9 +125,13 @@ func benchGet(b *testing.B, c *http.Client, url string) int64 {
 
 func BenchmarkNewConnection(b *testing.B) {
 	s := newBenchSetup(b)
-	for _, c := range []struct{ name, to string }{{"direct", s.upAddr}, {"proxy", s.proxyLn.Addr().String()}} {
+	for _, c := range []struct {
+		name, to string
+		nagle    bool
+	}{{"direct", s.upAddr, false}, {"proxy", s.proxyLn.Addr().String(), false},
+		{"direct-nagle", s.upAddr, true}, {"proxy-nagle", s.proxyLn.Addr().String(), true}} {
 		b.Run(c.name, func(b *testing.B) {
-			hc := s.httpClient(c.to, false)
+			hc := s.httpClientNagle(c.to, false, c.nagle)
 			cpu := cpuTime()
 			for b.Loop() {
 				benchGet(b, hc, "https://api.bench/small")
