@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +12,7 @@ import (
 	"os"
 
 	"github.com/airlock-sandbox/airlock/internal/egressproxy"
+	"github.com/airlock-sandbox/airlock/internal/socksrelay"
 )
 
 // startEgressProxy starts the node's egress proxy (issue 29,
@@ -86,7 +89,9 @@ func (d *daemon) serveEgressProxy(ctx context.Context, l net.Listener, p *egress
 				_ = c.Close()
 				return
 			}
-			p.HandleConn(d.withSocksUpstream(ctx, t.src), c, t.Target)
+			cctx := d.withSocksUpstream(ctx, t.src)
+			t.Route = socksRoute(cctx)
+			p.HandleConn(cctx, c, t.Target)
 		}()
 	}
 }
@@ -112,4 +117,16 @@ func (d *daemon) egressTarget(c net.Conn) (steered, bool) {
 		return steered{}, false
 	}
 	return steered{egressproxy.Target{Sandbox: id, Addr: dst.String(), Rules: rules}, src.Addr().Unmap()}, true
+}
+
+// socksRoute names the route socksDial takes for ctx ("" direct): the
+// proxy reuses an upstream connection only on the same route. The
+// password enters it hashed.
+func socksRoute(ctx context.Context) string {
+	up, ok := ctx.Value(egressProxyCtx{}).(socksrelay.Upstream)
+	if !ok {
+		return ""
+	}
+	h := sha256.Sum256([]byte(up.Password))
+	return "socks5\x00" + up.Address + "\x00" + up.Username + "\x00" + hex.EncodeToString(h[:])
 }

@@ -66,20 +66,42 @@ func (c *CA) CertPEM() []byte { return c.certPEM }
 // Cert is the CA certificate.
 func (c *CA) Cert() *x509.Certificate { return c.cert }
 
-// Leaf returns a certificate for host (cached), valid a day less than the
-// CA at most.
+// MaxLeaves bounds a CA's leaf cache (names: a node has few ruled
+// domains); a full cache drops expiring leaves first, then any.
+const MaxLeaves = 1024
+
+// LeafValidity is a leaf's lifetime (never past the CA's); a cached leaf
+// is replaced an hour before it ends.
+const LeafValidity = 7 * 24 * time.Hour
+
+// Leaf returns a certificate for host, ECDSA P-256, from the CA's cache
+// (made once per name, not per connection). The cache belongs to this CA:
+// a new CA (rotation) starts with none.
 func (c *CA) Leaf(host string) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l, ok := c.leaves[host]; ok && time.Until(l.Leaf.NotAfter) > time.Hour {
 		return l, nil
 	}
+	if len(c.leaves) >= MaxLeaves {
+		for h, l := range c.leaves {
+			if time.Until(l.Leaf.NotAfter) <= time.Hour {
+				delete(c.leaves, h)
+			}
+		}
+		for h := range c.leaves {
+			if len(c.leaves) < MaxLeaves {
+				break
+			}
+			delete(c.leaves, h)
+		}
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("leaf key: %w", err)
 	}
 	now := time.Now()
-	notAfter := now.Add(7 * 24 * time.Hour)
+	notAfter := now.Add(LeafValidity)
 	if notAfter.After(c.cert.NotAfter) {
 		notAfter = c.cert.NotAfter
 	}

@@ -27,6 +27,36 @@
 // (502) instead of sending it without. Logs and errors name secrets,
 // never values.
 //
+// Reuse (pool.go): the upstream leg of a new sandbox connection is the
+// costly part (a TCP dial, then a full verified TLS handshake: the
+// certificate chain check and a signature verify, serial with the
+// sandbox's own handshake). So a verified upstream connection left at a
+// clean request boundary when its sandbox connection ends (the sandbox
+// closed between requests, or asked Connection: close, which then closes
+// only its side) is kept idle, and the next connection of the SAME
+// sandbox to the same original destination, TLS name and route (its
+// egressProxy, Target.Route) takes it instead of dialling; it is checked
+// alive (nothing unasked buffered, no EOF) first. Never across sandboxes:
+// a connection that carried one sandbox's secrets is not handed to
+// another, even for the same name. Bounds: DefaultIdleTimeout (30 s,
+// then closed), DefaultMaxIdlePerKey (4), DefaultMaxIdle (256 per node);
+// a negative IdleTimeout turns reuse off. If the server closed an idle
+// connection just as it is reused and none of the answer came, a request
+// without a body is sent again on a new verified connection; one with a
+// body gets 502 (it may have been acted on). Fresh upstream handshakes
+// resume a TLS session from a per-sandbox-and-route cache (32 sessions
+// each, dropped 10 min after last use, at most 4096 sandboxes); Go checks
+// on resumption that the session's certificate was verified for this
+// name and has not expired, and the server must still prove it holds the
+// ticket key. Sessions are not shared between sandboxes either (a ticket
+// would let the server link them). Leaf certificates (ECDSA P-256) are
+// made once per name, not per connection: CA.Leaf caches them, at most
+// MaxLeaves, each replaced an hour before it ends; the cache belongs to
+// the CA, so a new CA starts empty. Once the sandbox's handshake is done
+// its last segment is ACKed at once (TCP_QUICKACK, quickack_linux.go):
+// the proxy has nothing else to send then, and a client with Nagle on
+// would otherwise hold its request for the kernel's 40 ms delayed ACK.
+//
 // The CA is per node, made at daemon start and held only in its memory:
 // its key never enters a sandbox, so a per-sandbox CA would add key
 // generation to every create and protect nothing more (a sandbox trusting

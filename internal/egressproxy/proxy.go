@@ -36,6 +36,15 @@ type Proxy struct {
 	// accept to the sandbox's Finished, the upstream's included (0: 30 s;
 	// an emulated microVM's client under load took more than 10 s).
 	HandshakeTimeout time.Duration
+	// IdleTimeout is how long a verified upstream connection is kept for
+	// the same sandbox's next connection to the same name (0:
+	// DefaultIdleTimeout; negative: never kept). MaxIdle and
+	// MaxIdlePerKey bound them (0: the defaults).
+	IdleTimeout   time.Duration
+	MaxIdle       int
+	MaxIdlePerKey int
+
+	pool upstreams
 }
 
 // Target is what HandleConn needs to know of a steered connection.
@@ -44,6 +53,10 @@ type Target struct {
 	// Addr is the original destination (ip:port) the sandbox dialled.
 	Addr  string
 	Rules Rules
+	// Route names how upstream connections are dialled for this sandbox
+	// (its egressProxy; "" when direct): connections are reused only on
+	// the same route.
+	Route string
 }
 
 func (p *Proxy) log() *slog.Logger {
@@ -103,25 +116,24 @@ func (p *Proxy) tunnel(ctx context.Context, c net.Conn, addr string) {
 
 func (p *Proxy) intercept(ctx context.Context, c net.Conn, domain string, t Target) {
 	log := p.log().With("sandbox", t.Sandbox, "domain", domain)
+	key := upstreamKey{sandbox: t.Sandbox, addr: t.Addr, name: domain, route: t.Route}
 	hctx, cancel := context.WithTimeout(ctx, p.timeout())
 	defer cancel()
-	var up *tls.Conn
+	var up *upConn
 	srv := tls.Server(c, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			// Verify the real server before finishing the sandbox's
 			// handshake: a bad upstream certificate fails the sandbox's
-			// handshake too, before any request (or secret) is sent.
-			raw, err := p.dial(hctx, t.Addr)
-			if err != nil {
-				return nil, fmt.Errorf("dial %s: %w", t.Addr, err)
+			// handshake too, before any request (or secret) is sent. An
+			// idle connection of this sandbox to this name was verified
+			// so when it was opened.
+			if up = p.getIdle(key); up == nil {
+				var err error
+				if up, err = p.dialUpstream(hctx, key); err != nil {
+					return nil, err
+				}
 			}
-			uc := tls.Client(raw, &tls.Config{ServerName: domain, RootCAs: p.RootCAs, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
-			if err := uc.HandshakeContext(hctx); err != nil {
-				raw.Close()
-				return nil, fmt.Errorf("upstream %s (%s): %w", domain, t.Addr, err)
-			}
-			up = uc
 			leaf, err := p.CA.Leaf(domain)
 			if err != nil {
 				return nil, err
@@ -133,20 +145,50 @@ func (p *Proxy) intercept(ctx context.Context, c net.Conn, domain string, t Targ
 	err := srv.HandshakeContext(hctx)
 	if err != nil {
 		if up != nil {
-			up.Close()
+			up.c.Close()
 		}
 		log.Info("egress proxy: handshake refused", "err", err)
 		return
 	}
-	defer up.Close()
-	p.serveHTTP(ctx, log, srv, up, domain, t.Rules)
+	ackNow(c)
+	up, reusable := p.serveHTTP(ctx, log, srv, up, key, t.Rules)
+	if up == nil {
+		return
+	}
+	if reusable {
+		p.putIdle(key, up)
+		return
+	}
+	up.c.Close()
+}
+
+// dialUpstream opens a verified TLS connection to k's destination for k's
+// name (resuming a session of the same sandbox when it can: the resumed
+// session's certificate was verified for this name).
+func (p *Proxy) dialUpstream(ctx context.Context, k upstreamKey) (*upConn, error) {
+	raw, err := p.dial(ctx, k.addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", k.addr, err)
+	}
+	uc := tls.Client(raw, &tls.Config{ServerName: k.name, RootCAs: p.RootCAs, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12,
+		ClientSessionCache: p.sessionCacheFor(k.sandbox, k.route)})
+	if err := uc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("upstream %s (%s): %w", k.name, k.addr, err)
+	}
+	up := &upConn{c: uc}
+	up.r = bufio.NewReaderSize(countingReader{uc, &up.got}, 64<<10)
+	return up, nil
 }
 
 // serveHTTP relays HTTP/1.1 requests from client to up, transforming those
-// whose Host is the domain, until either side closes or upgrades.
-func (p *Proxy) serveHTTP(ctx context.Context, log *slog.Logger, client, up net.Conn, domain string, rules Rules) {
+// whose Host is the domain, until either side closes or upgrades. It
+// returns the upstream connection it ended with (nil: none open), and
+// whether that is at a clean request boundary, reusable by the same
+// sandbox.
+func (p *Proxy) serveHTTP(ctx context.Context, log *slog.Logger, client net.Conn, up *upConn, key upstreamKey, rules Rules) (*upConn, bool) {
+	domain := key.name
 	cr := bufio.NewReader(client)
-	ur := bufio.NewReaderSize(up, 64<<10)
 	// Writes to the sandbox are coalesced (a chunk's size line, data and
 	// CRLF in one TLS record, not three) and flushed whenever the next
 	// read from upstream may block, so streaming is never held back.
@@ -156,8 +198,9 @@ func (p *Proxy) serveHTTP(ctx context.Context, log *slog.Logger, client, up net.
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				writeStatus(client, http.StatusBadRequest, "egress proxy: malformed request")
+				return up, false
 			}
-			return
+			return up, true
 		}
 		host := req.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
@@ -167,14 +210,21 @@ func (p *Proxy) serveHTTP(ctx context.Context, log *slog.Logger, client, up net.
 			// The TLS name was checked, this Host was not: never send a
 			// domain's secret under another name.
 			writeStatus(client, http.StatusMisdirectedRequest, "egress proxy: Host "+req.Host+" differs from the TLS server name "+domain)
-			return
+			return up, false
 		}
 		if err := p.transform(ctx, req, domain, rules); err != nil {
 			log.Warn("egress proxy: transform failed", "method", req.Method, "path", req.URL.Path, "err", err)
 			writeStatus(client, http.StatusBadGateway, "egress proxy: a secret of this rule is unavailable")
-			return
+			return up, false
 		}
 		req.RequestURI = ""
+		// A sandbox's "Connection: close" closes its own connection after
+		// the answer, not the upstream one, which stays reusable.
+		clientClose := req.Close
+		if req.Close && strings.EqualFold(strings.TrimSpace(req.Header.Get("Connection")), "close") && len(req.Header.Values("Connection")) == 1 {
+			req.Close = false
+			req.Header.Del("Connection")
+		}
 		// Expect: 100-continue is answered here: the sandbox's client
 		// would wait for a 100 before sending the body that req.Write
 		// reads (curl sends it for bodies over 1 MiB), so the body is
@@ -182,28 +232,43 @@ func (p *Proxy) serveHTTP(ctx context.Context, log *slog.Logger, client, up net.
 		if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
 			req.Header.Del("Expect")
 			if _, err := cw.WriteString("HTTP/1.1 100 Continue\r\n\r\n"); err != nil || cw.Flush() != nil {
-				return
+				return up, false
 			}
 		}
-		if err := req.Write(up); err != nil {
-			return
+		got := up.got
+		resp, err := roundTrip(up, req, cw)
+		if err != nil && up.reused && noBody(req) && up.got == got {
+			// The idle connection was closed by the server meanwhile and
+			// nothing of the request was answered: send it again on a
+			// new verified connection.
+			up.c.Close()
+			if up, err = p.dialUpstream(ctx, key); err != nil {
+				log.Info("egress proxy: upstream", "err", err)
+				writeStatus(client, http.StatusBadGateway, "egress proxy: upstream unavailable")
+				return nil, false
+			}
+			resp, err = roundTrip(up, req, cw)
 		}
-		resp, err := readFinalResponse(ur, req, cw)
+		up.reused = false
 		if err != nil {
 			writeStatus(client, http.StatusBadGateway, "egress proxy: bad upstream response")
-			return
+			return up, false
 		}
 		// Redirects and everything else go back as they are: the proxy
 		// never follows one.
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			if err := resp.Write(cw); err != nil || cw.Flush() != nil {
-				return
+				return up, false
 			}
-			upgraded(client, cr, up, ur)
-			return
+			upgraded(client, cr, up.c, up.r)
+			return up, false
+		}
+		upClose := resp.Close || req.Close
+		if clientClose {
+			resp.Close = true // answered with Connection: close
 		}
 		body := resp.Body
-		resp.Body = io.NopCloser(&flushBeforeBlock{r: body, ur: ur, w: cw})
+		resp.Body = io.NopCloser(&flushBeforeBlock{r: body, ur: up.r, w: cw})
 		// writerOnly hides cw's ReadFrom: it would read the body into cw's
 		// own buffer, which flushBeforeBlock's Flush empties under it (the
 		// response head went out again as the body).
@@ -212,11 +277,24 @@ func (p *Proxy) serveHTTP(ctx context.Context, log *slog.Logger, client, up net.
 			err = cw.Flush()
 		}
 		body.Close()
-		if err != nil || resp.Close || req.Close {
-			return
+		if err != nil || upClose {
+			return up, false
+		}
+		if clientClose {
+			return up, true
 		}
 	}
 }
+
+// roundTrip writes req to up and reads its final response.
+func roundTrip(up *upConn, req *http.Request, cw *bufio.Writer) (*http.Response, error) {
+	if err := req.Write(up.c); err != nil {
+		return nil, err
+	}
+	return readFinalResponse(up.r, req, cw)
+}
+
+func noBody(req *http.Request) bool { return req.Body == nil || req.Body == http.NoBody }
 
 // readFinalResponse reads req's response from ur, passing informational
 // ones (100 Continue, 103 Early Hints) on to w as they come: the final

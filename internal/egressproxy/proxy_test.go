@@ -32,7 +32,7 @@ type upstream struct {
 	seen atomic.Value // last request's headers as JSON
 }
 
-func newUpstream(t *testing.T, hosts ...string) *upstream {
+func newUpstream(t testing.TB, hosts ...string) *upstream {
 	t.Helper()
 	u := &upstream{}
 	ca, err := NewCA("upstream-test")

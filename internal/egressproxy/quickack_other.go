@@ -1,0 +1,7 @@
+//go:build !linux
+
+package egressproxy
+
+import "net"
+
+func ackNow(net.Conn) {}
