@@ -106,6 +106,11 @@ func (s *Store) PutFile(ctx context.Context, path string) (Info, error) {
 // PutDir packs dir (see tree.Pack) into a temporary file in the cache, then
 // stores it under its TreeKey (not again when it is there).
 func (s *Store) PutDir(ctx context.Context, dir string) (Info, error) {
+	return s.PutDirSkip(ctx, dir, nil)
+}
+
+// PutDirSkip is PutDir without the paths in skip (see tree.PackSkip).
+func (s *Store) PutDirSkip(ctx context.Context, dir string, skip map[string]bool) (Info, error) {
 	tmp, err := os.CreateTemp(s.cache, ".tmp-pack-*")
 	if err != nil {
 		return Info{}, err
@@ -113,7 +118,7 @@ func (s *Store) PutDir(ctx context.Context, dir string) (Info, error) {
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	h := sha256.New()
-	if err := tree.Pack(ctx, io.MultiWriter(tmp, h), dir); err != nil {
+	if err := tree.PackSkip(ctx, io.MultiWriter(tmp, h), dir, skip); err != nil {
 		return Info{}, fmt.Errorf("packing %s: %w", dir, err)
 	}
 	d := digestOf(h)
