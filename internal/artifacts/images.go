@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -35,7 +36,7 @@ type Images struct{ St *Store }
 //
 // Version 1 names one tree holding the whole directory. Version 2 (written
 // when the directory holds large files, see splitFiles) names the tree of
-// the rest and, in Files, each large top-level file stored as a blob of its
+// the rest and, in Files, each large file stored as a blob of its
 // own (blobs/sha256/<hex>, the file's bytes as they are): a paused
 // sandbox's memory image (gVisor's pages.img, 100+ MB for an interpreter)
 // is then neither compressed on the pause nor decoded and copied on the
@@ -49,9 +50,9 @@ type imageManifest struct {
 	Files       []imageFile `json:"files,omitempty"`
 }
 
-// imageFile is a top-level file of a version 2 image, kept out of its tree.
+// imageFile is a file of a version 2 image, kept out of its tree.
 type imageFile struct {
-	Name  string      `json:"name"`
+	Name  string      `json:"name"` // a slash path relative to the image; its parent is in the tree
 	Blob  Digest      `json:"blob"`
 	Size  int64       `json:"size"`
 	Mode  fs.FileMode `json:"mode"` // permission bits only
@@ -68,34 +69,57 @@ const maxImageFiles = 16
 // maxImageManifest bounds what Delete reads of an unverified manifest.
 const maxImageManifest = 64 << 10
 
-// splitFiles lists the top-level files of dir stored as blobs: regular,
-// dense (a sparse one, a sandbox's disk.img, is smaller packed in the tree
-// with its holes), one link, at least splitMin bytes, no extended
-// attributes; at most maxImageFiles of them, largest first.
+// splitFiles lists the files of dir stored as blobs: regular, dense (a
+// sparse one, a sandbox's disk.img, is smaller packed in the tree with its
+// holes), at least splitMin bytes, no extended attributes, and no other
+// path in dir to the same inode (hard links inside the tree stay the
+// tree's; links from outside, a paused sandbox's memory image linked from
+// its sandbox directory, do not matter); at most maxImageFiles of them,
+// largest first. Names are slash-separated paths relative to dir.
 func splitFiles(dir string) ([]imageFile, error) {
-	ents, err := os.ReadDir(dir)
+	type cand struct {
+		f  imageFile
+		id [2]uint64
+	}
+	var cands []cand
+	seen := map[[2]uint64]int{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		id := [2]uint64{uint64(st.Dev), st.Ino}
+		seen[id]++
+		if fi.Size() < splitMin || st.Blocks*512 < fi.Size() {
+			return nil
+		}
+		if n, err := unix.Llistxattr(p, nil); err != nil && !errors.Is(err, unix.ENOTSUP) {
+			return err
+		} else if n > 0 {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		cands = append(cands, cand{imageFile{Name: filepath.ToSlash(rel), Size: fi.Size(), Mode: fi.Mode().Perm(), MTime: fi.ModTime().UnixNano()}, id})
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	var out []imageFile
-	for _, e := range ents {
-		if !e.Type().IsRegular() {
-			continue
+	for _, c := range cands {
+		if seen[c.id] == 1 {
+			out = append(out, c.f)
 		}
-		fi, err := e.Info()
-		if err != nil {
-			return nil, err
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok || fi.Size() < splitMin || st.Nlink != 1 || st.Blocks*512 < fi.Size() {
-			continue
-		}
-		if n, err := unix.Llistxattr(filepath.Join(dir, e.Name()), nil); err != nil && !errors.Is(err, unix.ENOTSUP) {
-			return nil, err
-		} else if n > 0 {
-			continue
-		}
-		out = append(out, imageFile{Name: e.Name(), Size: fi.Size(), Mode: fi.Mode().Perm(), MTime: fi.ModTime().UnixNano()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Size > out[j].Size })
 	if len(out) > maxImageFiles {
@@ -163,8 +187,9 @@ func parseImageManifest(key string, b []byte) (imageManifest, error) {
 	}
 	seen := map[string]bool{}
 	for _, f := range man.Files {
-		if f.Name == "" || f.Name == "." || f.Name == ".." || strings.ContainsAny(f.Name, "/\x00") || seen[f.Name] {
-			return man, fmt.Errorf("manifest %s: file name %q: not a plain, unique file name", key, f.Name)
+		if f.Name == "" || path.Clean(f.Name) != f.Name || path.IsAbs(f.Name) || f.Name == ".." || strings.HasPrefix(f.Name, "../") ||
+			strings.ContainsAny(f.Name, "\\\x00") || seen[f.Name] {
+			return man, fmt.Errorf("manifest %s: file name %q: not a clean, unique relative path", key, f.Name)
 		}
 		seen[f.Name] = true
 		if err := f.Blob.Validate(); err != nil {
@@ -273,7 +298,7 @@ func (a Images) Get(ctx context.Context, key, digest, dst string) error {
 		return fmt.Errorf("fetching %s: %w", key, err)
 	}
 	for i, f := range man.Files {
-		if err := placeFile(paths[i], filepath.Join(dst, f.Name), f); err != nil {
+		if err := placeFile(paths[i], dst, f); err != nil {
 			removePaths(paths[i:])
 			_ = removeAll(dst)
 			return fmt.Errorf("fetching %s: file %s: %w", key, f.Name, err)
@@ -285,6 +310,24 @@ func (a Images) Get(ctx context.Context, key, digest, dst string) error {
 	return nil
 }
 
+// realParents checks that each parent of the relative slash path name
+// under dst is a directory, not a symlink.
+func realParents(dst, name string) error {
+	p := dst
+	parts := strings.Split(name, "/")
+	for _, c := range parts[:len(parts)-1] {
+		p = filepath.Join(p, c)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("%s: its parent %s is not in the image's tree: %w", name, c, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: its parent %s is not a directory", name, c)
+		}
+	}
+	return nil
+}
+
 func removePaths(ps []string) {
 	for _, p := range ps {
 		os.Remove(p)
@@ -292,8 +335,13 @@ func removePaths(ps []string) {
 }
 
 // placeFile gives the verified download tmp f's mode and time and renames
-// it to p, which must not exist (the tree holds no file of that name).
-func placeFile(tmp, p string, f imageFile) error {
+// it to f.Name under dst: every parent must be a directory of the tree
+// (never a symlink), and the name must not exist there yet.
+func placeFile(tmp, dst string, f imageFile) error {
+	if err := realParents(dst, f.Name); err != nil {
+		return err
+	}
+	p := filepath.Join(dst, filepath.FromSlash(f.Name))
 	if _, err := os.Lstat(p); err == nil {
 		return fmt.Errorf("%s is in the image's tree too", f.Name)
 	}
@@ -325,8 +373,11 @@ func (a Images) GetShared(ctx context.Context, key, digest, dst string) error {
 		return fmt.Errorf("fetching %s: %w", key, err)
 	}
 	for i, f := range man.Files {
-		p := filepath.Join(dst, f.Name)
-		if err := linkTree(ctx, paths[i], p); err != nil {
+		err := realParents(dst, f.Name)
+		if err == nil {
+			err = linkTree(ctx, paths[i], filepath.Join(dst, filepath.FromSlash(f.Name)))
+		}
+		if err != nil {
 			_ = removeAll(dst)
 			return fmt.Errorf("fetching %s: file %s: %w", key, f.Name, err)
 		}

@@ -21,7 +21,24 @@ func splitImageDir(t *testing.T) (dir string, pages []byte) {
 	dir = t.TempDir()
 	pages = bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	pages[12345] = 'x'
-	if err := os.WriteFile(filepath.Join(dir, "pages.img"), pages, 0o640); err != nil {
+	// The memory image is linked from elsewhere (the sandbox's directory),
+	// as WriteImage links it.
+	outside := filepath.Join(t.TempDir(), "pages.img")
+	if err := os.WriteFile(outside, pages, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "checkpoint"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(outside, filepath.Join(dir, "checkpoint", "pages.img")); err != nil {
+		t.Fatal(err)
+	}
+	// A large file with two paths inside the image stays in the tree.
+	twice := bytes.Repeat([]byte("twice"), 1<<18)
+	if err := os.WriteFile(filepath.Join(dir, "checkpoint", "a"), twice, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(dir, "checkpoint", "a"), filepath.Join(dir, "b")); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Create(filepath.Join(dir, "disk.img"))
@@ -50,8 +67,13 @@ func splitImageDir(t *testing.T) (dir string, pages []byte) {
 // sameImage checks dst against the directory splitImageDir made.
 func sameImage(t *testing.T, dst string, pages []byte) {
 	t.Helper()
-	if got, err := os.ReadFile(filepath.Join(dst, "pages.img")); err != nil || !bytes.Equal(got, pages) {
+	if got, err := os.ReadFile(filepath.Join(dst, "checkpoint", "pages.img")); err != nil || !bytes.Equal(got, pages) {
 		t.Fatalf("pages.img: %d bytes, %v", len(got), err)
+	}
+	a, err1 := os.Stat(filepath.Join(dst, "checkpoint", "a"))
+	b, err2 := os.Stat(filepath.Join(dst, "b"))
+	if err1 != nil || err2 != nil || !os.SameFile(a, b) || a.Size() != 5<<18 {
+		t.Fatalf("checkpoint/a and b: not one file of the tree (%v, %v)", err1, err2)
 	}
 	if got, err := os.ReadFile(filepath.Join(dst, "disk.img")); err != nil || len(got) != 16<<20 || string(got[4<<20:4<<20+21]) != "data in a sparse file" {
 		t.Fatalf("disk.img: %d bytes, %v", len(got), err)
@@ -97,8 +119,8 @@ func TestArtifactImagesSplit(t *testing.T) {
 	}
 	m := manifestOf(t, b, "paused/s1/n1")
 	files, _ := m["files"].([]any)
-	if m["version"] != float64(2) || len(files) != 1 || files[0].(map[string]any)["name"] != "pages.img" {
-		t.Fatalf("manifest %v: want version 2 naming pages.img only (disk.img is sparse)", m)
+	if m["version"] != float64(2) || len(files) != 1 || files[0].(map[string]any)["name"] != "checkpoint/pages.img" {
+		t.Fatalf("manifest %v: want version 2 naming checkpoint/pages.img only (disk.img is sparse, a and b are one file)", m)
 	}
 	blob := artifacts.BlobKey(artifacts.DigestOf(pages))
 	if ok, err := newImages(t, b).St.Exists(ctx, blob); err != nil || !ok {
@@ -111,7 +133,7 @@ func TestArtifactImagesSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameImage(t, dst, pages)
-	if fi, err := os.Stat(filepath.Join(dst, "pages.img")); err != nil || fi.Mode().Perm() != 0o640 {
+	if fi, err := os.Stat(filepath.Join(dst, "checkpoint", "pages.img")); err != nil || fi.Mode().Perm() != 0o640 {
 		t.Fatalf("pages.img mode: %v %v", fi.Mode(), err)
 	}
 	if left := tmpLeft(t, other.St.CacheDir()); len(left) > 0 {
@@ -273,13 +295,14 @@ func TestArtifactImagesManifestChecks(t *testing.T) {
 		return map[string]any{"name": name, "blob": blob, "size": 4, "mode": 0o600}
 	}
 	for name, man := range map[string]map[string]any{
-		"dotdot":      {"version": 2, "tree": tree, "files": []any{file("..")}},
-		"slash":       {"version": 2, "tree": tree, "files": []any{file("a/b")}},
-		"twice":       {"version": 2, "tree": tree, "files": []any{file("a"), file("a")}},
-		"v1 files":    {"version": 1, "tree": tree, "files": []any{file("a")}},
-		"v2 no files": {"version": 2, "tree": tree},
-		"setuid":      {"version": 2, "tree": tree, "files": []any{map[string]any{"name": "a", "blob": blob, "size": 4, "mode": 0o4755}}},
-		"version 3":   {"version": 3, "tree": tree},
+		"dotdot":        {"version": 2, "tree": tree, "files": []any{file("..")}},
+		"dotdot inside": {"version": 2, "tree": tree, "files": []any{file("a/../../b")}},
+		"absolute":      {"version": 2, "tree": tree, "files": []any{file("/etc/passwd")}},
+		"twice":         {"version": 2, "tree": tree, "files": []any{file("a"), file("a")}},
+		"v1 files":      {"version": 1, "tree": tree, "files": []any{file("a")}},
+		"v2 no files":   {"version": 2, "tree": tree},
+		"setuid":        {"version": 2, "tree": tree, "files": []any{map[string]any{"name": "a", "blob": blob, "size": 4, "mode": 0o4755}}},
+		"version 3":     {"version": 3, "tree": tree},
 	} {
 		bs, _ := json.Marshal(man)
 		d := artifacts.DigestOf(bs)
@@ -292,6 +315,59 @@ func TestArtifactImagesManifestChecks(t *testing.T) {
 		}
 		if _, err := os.Lstat(dst); err == nil {
 			t.Errorf("%s: dst made", name)
+		}
+	}
+}
+
+// TestArtifactImagesFileUnderSymlink: a version 2 manifest naming a file
+// under a symlink of its tree is refused, and nothing is written where the
+// symlink points.
+func TestArtifactImagesFileUnderSymlink(t *testing.T) {
+	b, err := artifacts.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	img := newImages(t, b)
+	target := t.TempDir()
+	dir := t.TempDir()
+	if err := os.Symlink(target, filepath.Join(dir, "c")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := img.St.PutDir(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobFile := filepath.Join(t.TempDir(), "x")
+	if err := os.WriteFile(blobFile, []byte("evil"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	blob, err := img.PutFile(ctx, blobFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	man, _ := json.Marshal(map[string]any{"version": 2, "tree": info.Digest, "files": []any{
+		map[string]any{"name": "c/pages.img", "blob": blob, "size": 4, "mode": 0o600}}})
+	d := artifacts.DigestOf(man)
+	if _, err := img.St.Put(ctx, "paused/x/y", bytes.NewReader(man), int64(len(man)), d); err != nil {
+		t.Fatal(err)
+	}
+	for _, shared := range []bool{false, true} {
+		get := newImages(t, b).Get
+		if shared {
+			get = newImages(t, b).GetShared
+		}
+		dst := filepath.Join(t.TempDir(), "image")
+		if err := get(ctx, "paused/x/y", string(d), dst); err == nil {
+			t.Fatalf("shared=%v: a file under a symlink was placed", shared)
+		} else {
+			t.Logf("shared=%v: %v", shared, err)
+		}
+		if ents, _ := os.ReadDir(target); len(ents) > 0 {
+			t.Fatalf("shared=%v: written through the symlink: %v", shared, ents)
+		}
+		if _, err := os.Lstat(dst); err == nil {
+			t.Fatalf("shared=%v: dst left", shared)
 		}
 	}
 }
