@@ -62,7 +62,7 @@
 //
 // **Images** (`Images`, images.go: paused sandboxes and named snapshots). The manifest under the key is
 // version 1, `{"version":1,"tree":…}`, one tree of the whole directory; or, when the directory holds
-// large files (regular, dense, no xattrs, no second path inside the image, ≥ 8 MiB: gVisor's
+// large files (regular, at least half allocated, no xattrs, no second path inside the image, ≥ 1 MiB: gVisor's
 // `checkpoint/pages.img`, 100+ MB for an interpreter), version 2 (issue 24): the tree of the rest plus `"files":[{name, blob, size, mode,
 // mtimeNs}]`, each file a blob of its own, uncompressed. A fetch downloads the tree and the blobs in
 // parallel; a blob is hashed while it is written to a temporary file of the cache and renamed into the

@@ -61,7 +61,7 @@ type imageFile struct {
 
 // splitMin is the size from which a top-level file of an image is stored
 // as a blob of its own rather than in its tree.
-var splitMin int64 = 8 << 20
+var splitMin int64 = 1 << 20
 
 // maxImageFiles bounds the files a manifest may name.
 const maxImageFiles = 16
@@ -69,9 +69,10 @@ const maxImageFiles = 16
 // maxImageManifest bounds what Delete reads of an unverified manifest.
 const maxImageManifest = 64 << 10
 
-// splitFiles lists the files of dir stored as blobs: regular, dense (a
-// sparse one, a sandbox's disk.img, is smaller packed in the tree with its
-// holes), at least splitMin bytes, no extended attributes, and no other
+// splitFiles lists the files of dir stored as blobs: regular, mostly
+// dense (at least half of it allocated: a sparse one, a sandbox's
+// disk.img, is smaller packed in the tree with its holes; a blob keeps
+// none), at least splitMin bytes, no extended attributes, and no other
 // path in dir to the same inode (hard links inside the tree stay the
 // tree's; links from outside, a paused sandbox's memory image linked from
 // its sandbox directory, do not matter); at most maxImageFiles of them,
@@ -97,7 +98,7 @@ func splitFiles(dir string) ([]imageFile, error) {
 		}
 		id := [2]uint64{uint64(st.Dev), st.Ino}
 		seen[id]++
-		if fi.Size() < splitMin || st.Blocks*512 < fi.Size() {
+		if fi.Size() < splitMin || st.Blocks*512*2 < fi.Size() {
 			return nil
 		}
 		if n, err := unix.Llistxattr(p, nil); err != nil && !errors.Is(err, unix.ENOTSUP) {
