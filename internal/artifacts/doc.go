@@ -65,7 +65,8 @@
 // large files (regular, at least half allocated, no xattrs, no second path inside the image, ≥ 1 MiB: gVisor's
 // `checkpoint/pages.img`, 100+ MB for an interpreter), version 2 (issue 24): the tree of the rest plus `"files":[{name, blob, size, mode,
 // mtimeNs}]`, each file a blob of its own, uncompressed. A fetch downloads the tree and the blobs in
-// parallel; a blob is hashed while it is written to a temporary file of the cache and renamed into the
+// parallel (each download reads its next 1 MiB chunk while the last is written and hashed:
+// `copyPipelined`); a blob is hashed while it is written to a temporary file of the cache and renamed into the
 // image directory only once its digest matched (nothing unverified is ever used; a mismatch removes the
 // download, drops the corrupted blob from the store and leaves no `dst`). The resume path so no longer
 // decodes and copies the memory image; the upload, in the background, no longer compresses it. Readers
