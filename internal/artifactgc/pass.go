@@ -246,11 +246,12 @@ func (p *pass) collect(ctx context.Context, k kind, info artifacts.Info, keep bo
 	return true, nil
 }
 
-// readManifests reads each manifest of list and records the tree it names.
+// readManifests reads each manifest of list and records the tree (and
+// blobs) it names.
 func (p *pass) readManifests(ctx context.Context, list []artifacts.Info) error {
 	for _, info := range list {
 		k, _ := classify(info.Key)
-		d, err := p.readManifest(ctx, k, info.Key)
+		keys, err := p.readManifest(ctx, k, info.Key)
 		switch {
 		case errors.Is(err, artifacts.ErrNotFound): // deleted meanwhile: names nothing
 			continue
@@ -259,7 +260,9 @@ func (p *pass) readManifests(ctx context.Context, list []artifacts.Info) error {
 		case err != nil:
 			return err
 		default:
-			p.named[artifacts.TreeKey(d)] = true
+			for _, key := range keys {
+				p.named[key] = true
+			}
 		}
 		p.read[info.Key] = info.Digest
 	}
@@ -304,49 +307,62 @@ const maxManifestBytes = 1 << 20
 // this version can read, so the tree it names is not known.
 var errUnreadable = errors.New("not a manifest this version reads")
 
-// readManifest returns the tree the manifest under key (of kind k) names.
-func (p *pass) readManifest(ctx context.Context, k kind, key string) (artifacts.Digest, error) {
+// readManifest returns the keys the manifest under key (of kind k) names.
+func (p *pass) readManifest(ctx context.Context, k kind, key string) ([]string, error) {
 	rc, info, err := p.o.Store.Backend().Open(ctx, key)
 	if err != nil {
-		return "", fmt.Errorf("reading manifest %s: %w", key, err)
+		return nil, fmt.Errorf("reading manifest %s: %w", key, err)
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, maxManifestBytes+1))
 	if err != nil {
-		return "", fmt.Errorf("reading manifest %s: %w", key, err)
+		return nil, fmt.Errorf("reading manifest %s: %w", key, err)
 	}
 	return parseManifest(k, b, info.Digest)
 }
 
 // parseManifest checks a manifest's bytes against their recorded digest
-// and returns the tree it names: a template's "rootfs", an image's "tree"
-// (internal/template/artifacts.go, internal/daemon/images.go; version 1).
-func parseManifest(k kind, b []byte, recorded artifacts.Digest) (artifacts.Digest, error) {
+// and returns the keys it names: a template's "rootfs" tree, an image's
+// "tree" and, in a version 2 image (internal/artifacts/images.go), the
+// blob of each of its "files".
+func parseManifest(k kind, b []byte, recorded artifacts.Digest) ([]string, error) {
 	if len(b) > maxManifestBytes {
-		return "", fmt.Errorf("%w: larger than %d bytes", errUnreadable, maxManifestBytes)
+		return nil, fmt.Errorf("%w: larger than %d bytes", errUnreadable, maxManifestBytes)
 	}
 	if recorded != "" && artifacts.DigestOf(b) != recorded {
-		return "", fmt.Errorf("%w: its bytes do not match its recorded digest", errUnreadable)
+		return nil, fmt.Errorf("%w: its bytes do not match its recorded digest", errUnreadable)
 	}
 	var m struct {
 		Version int              `json:"version"`
 		RootFS  artifacts.Digest `json:"rootfs"`
 		Tree    artifacts.Digest `json:"tree"`
+		Files   []struct {
+			Blob artifacts.Digest `json:"blob"`
+		} `json:"files"`
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return "", fmt.Errorf("%w: %w", errUnreadable, err)
+		return nil, fmt.Errorf("%w: %w", errUnreadable, err)
 	}
-	if m.Version != 1 {
-		return "", fmt.Errorf("%w: version %d", errUnreadable, m.Version)
+	if m.Version != 1 && (k == kindTemplate || m.Version != 2) {
+		return nil, fmt.Errorf("%w: version %d", errUnreadable, m.Version)
 	}
 	d, field := m.Tree, "tree"
 	if k == kindTemplate {
 		d, field = m.RootFS, "rootfs"
 	}
 	if err := d.Validate(); err != nil {
-		return "", fmt.Errorf("%w: %s: %w", errUnreadable, field, err)
+		return nil, fmt.Errorf("%w: %s: %w", errUnreadable, field, err)
 	}
-	return d, nil
+	keys := []string{artifacts.TreeKey(d)}
+	if k != kindTemplate {
+		for _, f := range m.Files {
+			if err := f.Blob.Validate(); err != nil {
+				return nil, fmt.Errorf("%w: files: %w", errUnreadable, err)
+			}
+			keys = append(keys, artifacts.BlobKey(f.Blob))
+		}
+	}
+	return keys, nil
 }
 
 // keepAgentBlobs marks the blobs of the agent builds that rows record as

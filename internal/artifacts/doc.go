@@ -60,6 +60,20 @@
 // layer as a blob; a paused sandbox's `checkpoint/` and its layer the same way under `paused/<id>`. An image
 // still only restores under the runsc build that saved it (see "Named snapshots": `runtime.ImageBuilder`).
 //
+// **Images** (`Images`, images.go: paused sandboxes and named snapshots). The manifest under the key is
+// version 1, `{"version":1,"tree":…}`, one tree of the whole directory; or, when the directory holds
+// large files (regular, at least half allocated, no xattrs, no second path inside the image, ≥ 1 MiB: gVisor's
+// `checkpoint/pages.img`, 100+ MB for an interpreter), version 2 (issue 24): the tree of the rest plus `"files":[{name, blob, size, mode,
+// mtimeNs}]`, each file a blob of its own, uncompressed. A fetch downloads the tree and the blobs in
+// parallel (each download reads its next 1 MiB chunk while the last is written and hashed:
+// `copyPipelined`); a blob is hashed while it is written to a temporary file of the cache and renamed into the
+// image directory only once its digest matched (nothing unverified is ever used; a mismatch removes the
+// download, drops the corrupted blob from the store and leaves no `dst`). The resume path so no longer
+// decodes and copies the memory image; the upload, in the background, no longer compresses it. Readers
+// read both versions (images already in a store stay restorable); a node of an older version refuses a
+// version 2 manifest by its version. `Delete` and the collection (`internal/artifactgc`) count the blobs
+// as the image's.
+//
 // **Put** streams and verifies: the caller gives the digest (`PutFile` hashes the file first; `PutDir` packs
 // into a temporary file in the cache while hashing, then uploads it), a content-addressed key must name that
 // digest, and the bytes are hashed on the way. On S3 an object up to the part size (16 MiB) goes up in one PUT

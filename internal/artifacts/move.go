@@ -31,3 +31,18 @@ func (s *Store) MoveDir(d Digest, dst string) error {
 	syncDir(filepath.Dir(src))
 	return nil
 }
+
+// dropTree removes the cached tree of digest d, unless it is being
+// downloaded (a fetched image that will not be used).
+func (s *Store) dropTree(d Digest) {
+	tmp, err := os.MkdirTemp(s.cache, ".tmp-drop-*")
+	if err != nil {
+		return
+	}
+	if err := s.MoveDir(d, filepath.Join(tmp, "t")); err != nil {
+		s.log.Debug("artifacts: not dropping a cached tree", "tree", d, "err", err)
+	}
+	if err := removeAll(tmp); err != nil {
+		s.log.Warn("artifacts: removing a cached tree", "tree", d, "err", err)
+	}
+}

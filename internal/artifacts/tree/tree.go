@@ -98,12 +98,19 @@ const xattrPrefix = "SCHILY.xattr."
 
 // Pack writes dir as a tar+zstd stream to w.
 func Pack(ctx context.Context, w io.Writer, dir string) error {
+	return PackSkip(ctx, w, dir, nil)
+}
+
+// PackSkip is Pack without the entries whose slash-separated path
+// relative to dir is in skip (artifacts.Images stores an image's large
+// files as blobs of their own, next to the tree of the rest).
+func PackSkip(ctx context.Context, w io.Writer, dir string, skip map[string]bool) error {
 	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault))
 	if err != nil {
 		return err
 	}
 	tw := tar.NewWriter(zw)
-	if err := packTree(ctx, tw, dir); err != nil {
+	if err := packTree(ctx, tw, dir, skip); err != nil {
 		zw.Close()
 		return err
 	}
@@ -116,7 +123,7 @@ func Pack(ctx context.Context, w io.Writer, dir string) error {
 
 type inode struct{ dev, ino uint64 }
 
-func packTree(ctx context.Context, tw *tar.Writer, root string) error {
+func packTree(ctx context.Context, tw *tar.Writer, root string, skip map[string]bool) error {
 	fi, err := os.Lstat(root)
 	if err != nil {
 		return err
@@ -138,6 +145,12 @@ func packTree(ctx context.Context, tw *tar.Writer, root string) error {
 			return err
 		}
 		name := filepath.ToSlash(rel)
+		if skip[name] {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		fi, err := d.Info()
 		if err != nil {
 			return err
