@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,6 +71,39 @@ var errOtherAgent = errors.New("made with another build of the agent")
 // of the runtime (e.g. an upgraded runsc), which cannot restore it.
 var errOtherRuntimeBuild = errors.New("saved by another build of the runtime")
 
+// errNotServed: the template is of a kind boot snapshots do not serve (a
+// start command, user or workdir); trying again cannot help.
+var errNotServed = errors.New("templates with a start command, user or workdir are not served from boot snapshots yet")
+
+// bootAttempts and bootRetryWait bound how often a boot snapshot is tried
+// at start: its making boots a sandbox and warms its interpreter, which a
+// slow (emulated, loaded) guest can fail once; without a retry the daemon
+// would cold-boot that template, and keep no warm pool, until it restarts.
+var (
+	bootAttempts  = 3
+	bootRetryWait = 2 * time.Second
+)
+
+// retryBoot calls prepare until it succeeds, fails for good (errNoWarmState,
+// errNotServed, a cancelled ctx) or has been tried attempts times, waiting
+// wait between tries; it returns the last hash and error.
+func retryBoot(ctx context.Context, attempts int, wait time.Duration, log *slog.Logger, name string, prepare func() (string, error)) (string, error) {
+	var hash string
+	var err error
+	for i := 1; ; i++ {
+		hash, err = prepare()
+		if err == nil || errors.Is(err, errNoWarmState) || errors.Is(err, errNotServed) || ctx.Err() != nil || i >= attempts {
+			return hash, err
+		}
+		log.Warn("boot snapshot failed; trying again", "template", name, "attempt", i, "err", err)
+		select {
+		case <-ctx.Done():
+			return hash, err
+		case <-time.After(wait):
+		}
+	}
+}
+
 // bootState holds the ready boot snapshots by template hash.
 type bootState struct {
 	// mu guards ready.
@@ -108,7 +142,9 @@ func (m *Manager) PrepareBootSnapshots(ctx context.Context, names []string) {
 	keep := map[string]bool{}
 	for _, name := range names {
 		start := time.Now()
-		hash, err := m.PrepareBootSnapshot(ctx, name)
+		hash, err := retryBoot(ctx, bootAttempts, bootRetryWait, m.log, name, func() (string, error) {
+			return m.PrepareBootSnapshot(ctx, name)
+		})
 		if hash != "" {
 			keep[bootPrefix+hash] = true
 			keep[bootPrefix+hash+".json"] = true
@@ -149,7 +185,7 @@ func (m *Manager) PrepareBootSnapshot(ctx context.Context, name string) (string,
 		return "", fmt.Errorf("resolving template: %w", err)
 	}
 	if tpl.StartCmd != "" || tpl.User != "" || tpl.Workdir != "" {
-		return tpl.Hash, errors.New("templates with a start command, user or workdir are not served from boot snapshots yet")
+		return tpl.Hash, errNotServed
 	}
 	if !m.pooled(name) && !hasInterpreter(tpl.RootFS) {
 		// Nothing warm to keep: not even booted (saves a sandbox's worth of

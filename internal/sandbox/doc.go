@@ -305,7 +305,10 @@
 // `VERSION_MISSING`; without this a runsc upgrade would have every create try the old image; unit `TestBootSnapshotOfAnotherRuntimeBuild`. A
 // named snapshot saved by another build answers 409 on create). A create of that template with the same resolved limits and public
 // traffic allowed restores it instead of cold-booting; any failure (missing, restore
-// error, unhealthy agent) is logged and the create cold-boots. Dockerfile templates
+// error, unhealthy agent) is logged and the create cold-boots. Making a boot snapshot at
+// start is tried up to three times (`retryBoot`: a slow emulated guest can miss the
+// interpreter's warm-up once, and without it the template would cold-boot, with no warm
+// pool, until the next restart). Dockerfile templates
 // with a start command, user or workdir are not served from boot snapshots yet.
 //
 // **Fresh identity after a restore**: `/init` sets the sandbox id env vars, token and
