@@ -61,8 +61,9 @@ var ctSysctls = []string{
 // flowEnds is the conntrack reader's state.
 type flowEnds struct {
 	subnet  netip.Prefix
-	conn    *conntrack.Conn
-	get     *conntrack.Conn // Get of an early-reported flow
+	conn    atomic.Pointer[conntrack.Conn] // the listener (relisten replaces it)
+	events  chan conntrack.Event           // every listener's events
+	get     *conntrack.Conn                // Get of an early-reported flow
 	done    chan struct{}
 	dropped atomic.Uint64
 }
@@ -79,17 +80,9 @@ func (m *Manager) startFlowEnds() {
 			m.log.Warn("egress.end: cannot turn on conntrack accounting", "sysctl", p, "err", err)
 		}
 	}
-	c, err := conntrack.Dial(nil)
-	if err != nil {
-		m.log.Warn("egress.end disabled: conntrack", "err", err)
-		return
-	}
-	_ = c.SetOption(netlink.NoENOBUFS, true)
-	_ = c.SetReadBuffer(ctReadBuffer)
 	events := make(chan conntrack.Event, 256)
-	errs, err := c.Listen(events, 1, []netfilter.NetlinkGroup{netfilter.GroupCTUpdate, netfilter.GroupCTDestroy})
+	c, errs, err := listenFlows(events)
 	if err != nil {
-		_ = c.Close()
 		m.log.Warn("egress.end disabled: conntrack events", "err", err)
 		return
 	}
@@ -99,7 +92,8 @@ func (m *Manager) startFlowEnds() {
 		m.log.Warn("egress.end disabled: conntrack", "err", err)
 		return
 	}
-	fe := &flowEnds{subnet: m.cfg.Subnet, conn: c, get: get, done: make(chan struct{})}
+	fe := &flowEnds{subnet: m.cfg.Subnet, get: get, events: events, done: make(chan struct{})}
+	fe.conn.Store(c)
 	m.ends = fe
 	q := make(chan endedFlow, ctQueueLen)
 	go func() {
@@ -108,7 +102,11 @@ func (m *Manager) startFlowEnds() {
 			case <-fe.done:
 				return
 			case err := <-errs:
-				m.log.Error("egress.end: conntrack reader stopped", "err", err)
+				// ti-mo/conntrack's one worker has stopped (a receive or
+				// decode error): listen again rather than lose
+				// egress.end for the rest of the daemon's life.
+				m.log.Error("egress.end: conntrack reader stopped; listening again", "err", err)
+				errs = fe.relisten(m)
 			case ev := <-events:
 				e, ok := m.endedFlowOf(ev)
 				if !ok {
@@ -123,6 +121,50 @@ func (m *Manager) startFlowEnds() {
 		}
 	}()
 	go fe.publish(q, obs)
+}
+
+// listenFlows opens a conntrack listener for update and destroy events.
+func listenFlows(events chan conntrack.Event) (*conntrack.Conn, chan error, error) {
+	c, err := conntrack.Dial(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	_ = c.SetOption(netlink.NoENOBUFS, true)
+	_ = c.SetReadBuffer(ctReadBuffer)
+	errs, err := c.Listen(events, 1, []netfilter.NetlinkGroup{netfilter.GroupCTUpdate, netfilter.GroupCTDestroy})
+	if err != nil {
+		_ = c.Close()
+		return nil, nil, err
+	}
+	return c, errs, nil
+}
+
+// relisten replaces a listener whose worker stopped, trying once a second
+// until it works or the reader is closed; it returns the new listener's
+// error channel (nil, which blocks, once closed).
+func (fe *flowEnds) relisten(m *Manager) chan error {
+	if old := fe.conn.Load(); old != nil {
+		_ = old.Close()
+	}
+	for {
+		c, errs, err := listenFlows(fe.events)
+		if err == nil {
+			fe.conn.Store(c)
+			select {
+			case <-fe.done: // closed meanwhile: closeFlowEnds saw the old one
+				_ = c.Close()
+				return nil
+			default:
+			}
+			return errs
+		}
+		m.log.Warn("egress.end: listening again failed", "err", err)
+		select {
+		case <-fe.done:
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // endedFlow is an ended flow of sandbox id waiting to be published; early:
@@ -242,7 +284,7 @@ func (m *Manager) closeFlowEnds() {
 	}
 	// The listener first: its worker may be sending an event, which the
 	// reader goroutine, still running, takes (Close waits for the worker).
-	if err := m.ends.conn.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+	if err := m.ends.conn.Load().Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 		m.log.Debug("closing the conntrack reader", "err", err)
 	}
 	close(m.ends.done)

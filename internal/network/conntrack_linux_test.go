@@ -137,49 +137,60 @@ func TestFlowEnds(t *testing.T) {
 	ext := makeOutsideNS(t, ceExtNS, ceExtIf, []string{ceExtHost + "/30"}, []string{ceExtIP + "/30"})
 	ep := setup(t, m, "ce-a", 3, true)
 
-	const n = 300_000
-	var l net.Listener
-	if err := inNS(ext, func() (err error) { l, err = net.Listen("tcp", net.JoinHostPort(ceExtIP, "0")); return err }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
+	download := func(round string) {
+		t.Helper()
+		const n = 300_000
+		var l net.Listener
+		if err := inNS(ext, func() (err error) { l, err = net.Listen("tcp", net.JoinHostPort(ceExtIP, "0")); return err }); err != nil {
+			t.Fatal(err)
 		}
-		_, _ = c.Write(make([]byte, n))
-		_ = c.Close()
-	}()
-	var got int64
-	err = inNS(ep.NetNSPath, func() error {
-		c, err := net.DialTimeout("tcp", l.Addr().String(), 5*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-		got, err = io.Copy(io.Discard, c)
-		return err
-	})
-	if err != nil || got != n {
-		t.Fatalf("download: %d bytes, %v; want %d", got, err, n)
-	}
-	lport, _ := strconv.Atoi(port(l))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		for _, e := range rec.of("ce-a") {
-			if e.Dst.String() == ceExtIP && int(e.Port) == lport {
-				t.Logf("egress.end: %+v", e)
-				if e.Protocol != "tcp" || e.BytesIn < n || e.PacketsIn == 0 || e.PacketsOut == 0 || e.BytesOut == 0 {
-					t.Errorf("ended flow %+v: want tcp with bytesIn >= %d and packets both ways", e, n)
-				}
+		defer l.Close()
+		go func() {
+			c, err := l.Accept()
+			if err != nil {
 				return
 			}
+			_, _ = c.Write(make([]byte, n))
+			_ = c.Close()
+		}()
+		var got int64
+		err := inNS(ep.NetNSPath, func() error {
+			c, err := net.DialTimeout("tcp", l.Addr().String(), 5*time.Second)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			got, err = io.Copy(io.Discard, c)
+			return err
+		})
+		if err != nil || got != n {
+			t.Fatalf("%s: download: %d bytes, %v; want %d", round, got, err, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no ended flow to %s:%d within 30 s; got %+v", ceExtIP, lport, rec.of("ce-a"))
+		lport, _ := strconv.Atoi(port(l))
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			for _, e := range rec.of("ce-a") {
+				if e.Dst.String() == ceExtIP && int(e.Port) == lport {
+					t.Logf("%s: egress.end: %+v", round, e)
+					if e.Protocol != "tcp" || e.BytesIn < n || e.PacketsIn == 0 || e.PacketsOut == 0 || e.BytesOut == 0 {
+						t.Errorf("%s: ended flow %+v: want tcp with bytesIn >= %d and packets both ways", round, e, n)
+					}
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no ended flow to %s:%d within 30 s; got %+v", round, ceExtIP, lport, rec.of("ce-a"))
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	download("first listener")
+	// A listener whose worker stopped is replaced (what the reader does
+	// when ti-mo/conntrack reports an error): ended flows still arrive.
+	old := m.ends.conn.Load()
+	if m.ends.relisten(m) == nil || m.ends.conn.Load() == old {
+		t.Fatal("relisten did not open a new listener")
+	}
+	download("after relisten")
 }
