@@ -224,15 +224,19 @@ func TestActivityFilesLive(t *testing.T) {
 			}
 		}
 	}
-	// The watch starts with the first listener: touch a probe until it
-	// shows, so the real writes come after it.
+	// The watch starts with the first listener: create a new probe file
+	// until one shows, so the real writes come after it. (A new name each
+	// time: touching an existing file is only a chmod, which the feed
+	// leaves out, so a first probe created before the watch began would
+	// never show.)
 	ok := false
 	for i := 0; i < 20 && !ok; i++ {
-		e.run(t, s, "user", "touch /home/user/probe", time.Minute)
-		ok = wait("file.create", "/home/user/probe", time.Second)
+		probe := fmt.Sprintf("/home/user/probe-%d", i)
+		e.run(t, s, "user", "touch "+probe, time.Minute)
+		ok = wait("file.create", probe, time.Second)
 	}
 	if !ok {
-		t.Fatalf("positive control: the file watch never reported /home/user/probe: %+v", seen)
+		t.Fatalf("positive control: the file watch never reported a /home/user/probe-N: %+v", seen)
 	}
 	e.run(t, s, "user", "echo hi > /home/user/f", time.Minute)
 	for _, typ := range []string{"file.create", "file.write"} {
