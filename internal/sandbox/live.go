@@ -401,16 +401,7 @@ func (e *Live) Exec(ctx context.Context, req ExecRequest, out io.Writer) (int, e
 // agent, acting as the agent's default user (the web console's terminal
 // uses it). A paused sandbox is a user error.
 func (e *Live) ProcessClient() (processpbconnect.ProcessClient, error) {
-	e.mu.Lock()
-	state, op, gone := e.rec.State, e.op, e.gone
-	e.mu.Unlock()
-	if gone {
-		return nil, e.m.notFound(e.rec.ID)
-	}
-	if state != StateRunning || op != "" {
-		return nil, userErrorf(http.StatusConflict, "sandbox %s is not running (state %s%s)", e.rec.ID, state, op)
-	}
-	host, token, err := e.agentAddr()
+	host, token, err := e.runningAgent()
 	if err != nil {
 		return nil, err
 	}
