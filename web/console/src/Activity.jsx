@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { api, clearKey, getKey } from './api.js'
+import { api } from './api.js'
+import { followSSE } from './sse.js'
 
 const enc = encodeURIComponent
 
@@ -7,7 +8,6 @@ const enc = encodeURIComponent
 // anything unknown always show.
 export const GROUPS = ['process', 'file', 'egress']
 const KEEP = 2000 // entries kept in the page
-const MAX_BACKOFF = 10_000
 
 /**
  * Follows GET /sandboxes/{id}/activity as server-sent events. EventSource
@@ -18,83 +18,17 @@ const MAX_BACKOFF = 10_000
  * seen, so nothing is missed or repeated. Returns a stop function.
  */
 export function followActivity (id, { onEntry, onState, since = 0 }) {
-  const ctl = new AbortController()
   let last = since
-  let backoff = 500
-  ;(async () => {
-    while (!ctl.signal.aborted) {
-      onState('connecting')
-      try {
-        const headers = { 'X-API-Key': getKey(), Accept: 'text/event-stream' }
-        if (last > 0) headers['Last-Event-ID'] = String(last)
-        const r = await fetch(`/sandboxes/${enc(id)}/activity`, { headers, signal: ctl.signal })
-        if (r.status === 401) {
-          clearKey()
-          window.dispatchEvent(new Event('airlock-logout'))
-          return
-        }
-        if (!r.ok) {
-          let msg = `${r.status} ${r.statusText}`
-          try { msg = (await r.json()).message || msg } catch {}
-          // A sandbox that is gone, or a feed that is off, will not come back.
-          if (r.status === 404 || r.status === 501) { onState(msg); return }
-          throw new Error(msg)
-        }
-        onState('live')
-        backoff = 500
-        for await (const ev of sseEvents(r.body)) {
-          if (ev.id) last = Number(ev.id)
-          if (!ev.data) continue
-          const e = JSON.parse(ev.data)
-          onEntry(e)
-          if (e.type === 'lagged') break // reconnect from the last id sent
-        }
-      } catch (e) {
-        if (ctl.signal.aborted) return
-        onState(`stream: ${e.message}`)
-      }
-      if (ctl.signal.aborted) return
-      onState(`retrying in ${Math.round(backoff / 100) / 10}s`)
-      await new Promise((resolve) => setTimeout(resolve, backoff))
-      backoff = Math.min(backoff * 2, MAX_BACKOFF)
+  return followSSE(`/sandboxes/${enc(id)}/activity`, {
+    lastId: () => last,
+    onState,
+    onEvent: (ev) => {
+      if (ev.id) last = Number(ev.id)
+      const e = JSON.parse(ev.data)
+      onEntry(e)
+      if (e.type === 'lagged') return false // reconnect from the last id sent
     }
-  })()
-  return () => ctl.abort()
-}
-
-/** Parses a text/event-stream body into {id, event, data} records. */
-export async function * sseEvents (body) {
-  const reader = body.getReader()
-  const dec = new TextDecoder()
-  let buf = ''
-  let cur = { id: '', event: '', data: [] }
-  try {
-    for (;;) {
-      const { value, done } = await reader.read()
-      if (done) return
-      buf += dec.decode(value, { stream: true })
-      let i
-      while ((i = buf.search(/\r\n|\r|\n/)) >= 0) {
-        const line = buf.slice(0, i)
-        buf = buf.slice(buf[i] === '\r' && buf[i + 1] === '\n' ? i + 2 : i + 1)
-        if (line === '') {
-          if (cur.data.length || cur.id) yield { id: cur.id, event: cur.event, data: cur.data.join('\n') }
-          cur = { id: '', event: '', data: [] }
-          continue
-        }
-        if (line.startsWith(':')) continue // a comment (": ping")
-        const c = line.indexOf(':')
-        const field = c < 0 ? line : line.slice(0, c)
-        let v = c < 0 ? '' : line.slice(c + 1)
-        if (v.startsWith(' ')) v = v.slice(1)
-        if (field === 'data') cur.data.push(v)
-        else if (field === 'id') cur.id = v
-        else if (field === 'event') cur.event = v
-      }
-    }
-  } finally {
-    reader.releaseLock()
-  }
+  })
 }
 
 const argv = (d) => Array.isArray(d.argv) && d.argv.length ? d.argv.join(' ') : (d.path || '')

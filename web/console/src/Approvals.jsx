@@ -1,60 +1,10 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { api, clearKey, getKey } from './api.js'
-import { sseEvents } from './Activity.jsx'
+import { api } from './api.js'
+import { followSSE } from './sse.js'
 
 const enc = encodeURIComponent
-const MAX_BACKOFF = 10_000
 const RECENT = 20 // decisions kept in the "recent decisions" list
 const DEFAULT_TIMEOUT_MS = 60_000 // the hook's deadline when the console turns it on
-
-/**
- * Follows a server-sent events endpoint of the daemon with fetch (the API
- * key in a header, never in the URL), reopening it on a drop with a growing
- * backoff. onEvent gets each {id, event, data}; onState a status
- * ("connecting", "live", "retrying in Ns", or an error text). lastId, when
- * given, returns the Last-Event-ID to reopen from. 404, 400 and 501 end it
- * (a sandbox that is gone, a hook or feed that is off). Returns a stop
- * function.
- */
-export function followSSE (path, { onEvent, onState, lastId }) {
-  const ctl = new AbortController()
-  let backoff = 500
-  ;(async () => {
-    while (!ctl.signal.aborted) {
-      onState('connecting')
-      try {
-        const headers = { 'X-API-Key': getKey(), Accept: 'text/event-stream' }
-        const last = lastId && lastId()
-        if (last) headers['Last-Event-ID'] = String(last)
-        const r = await fetch(path, { headers, signal: ctl.signal })
-        if (r.status === 401) {
-          clearKey()
-          window.dispatchEvent(new Event('airlock-logout'))
-          return
-        }
-        if (!r.ok) {
-          let msg = `${r.status} ${r.statusText}`
-          try { msg = (await r.json()).message || msg } catch {}
-          if (r.status === 404 || r.status === 400 || r.status === 501) { onState(msg, r.status); return }
-          throw new Error(msg)
-        }
-        onState('live')
-        backoff = 500
-        for await (const ev of sseEvents(r.body)) {
-          if (ev.data && onEvent(ev) === false) break // the caller asks to reconnect
-        }
-      } catch (e) {
-        if (ctl.signal.aborted) return
-        onState(`stream: ${e.message}`)
-      }
-      if (ctl.signal.aborted) return
-      onState(`retrying in ${Math.round(backoff / 100) / 10}s`)
-      await new Promise((resolve) => setTimeout(resolve, backoff))
-      backoff = Math.min(backoff * 2, MAX_BACKOFF)
-    }
-  })()
-  return () => ctl.abort()
-}
 
 /**
  * Whether the console can turn the hook on or off with PUT
