@@ -17,6 +17,7 @@
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import { Sandbox } from 'e2b'
 import { uniq, sh, sleep, waitUntil } from './helpers.mjs'
@@ -129,72 +130,12 @@ function standInServers (caDir, ipA, ipB) {
   https.createServer(cert).on('request', (q, s) => b.emit('request', q, s)).on('upgrade', (q, s, h) => b.emit('upgrade', q, s, h)).listen(443, ipB)
 }
 
-// The guest's clients (python3, as test/gohttp's): ws.py upgrades
-// https://HOST/ws, prints the first frame, sends N frames and prints each
-// echo; with a fourth argument it then writes that (base64) into the
-// tunnel and prints what comes back. raw.py opens TLS to HOST:443 offering
-// the ALPN protocols given (or "-"), writes a base64 payload and prints the
-// protocol chosen and everything read until the server closes or is idle
-// for 5 s (exit 3: the handshake failed).
-const wsPy = `import base64, os, socket, ssl, struct, sys
-host, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-ctx = ssl.create_default_context() if mode == "verify" else ssl._create_unverified_context()
-s = ctx.wrap_socket(socket.create_connection((host, 443), timeout=60), server_hostname=host)
-key = base64.b64encode(os.urandom(16)).decode()
-s.sendall(("GET /ws HTTP/1.1\\r\\nHost: %s\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n"
-           "Sec-WebSocket-Key: %s\\r\\nSec-WebSocket-Version: 13\\r\\n\\r\\n" % (host, key)).encode())
-f = s.makefile("rb")
-print("status", f.readline().decode().strip())
-while f.readline() not in (b"\\r\\n", b""):
-    pass
-def frame():
-    b0, b1 = f.read(2)
-    m = b1 & 0x7f
-    if m == 126: m = struct.unpack(">H", f.read(2))[0]
-    elif m == 127: m = struct.unpack(">Q", f.read(8))[0]
-    return f.read(m).decode()
-print("recv", frame())
-for i in range(n):
-    d = ("frame-%d" % i).encode()
-    mask = os.urandom(4)
-    s.sendall(bytes([0x81, 0x80 | len(d)]) + mask + bytes(b ^ mask[j % 4] for j, b in enumerate(d)))
-    print("recv", frame())
-if len(sys.argv) > 4:
-    s.sendall(base64.b64decode(sys.argv[4]))
-    s.settimeout(5)
-    out = b""
-    try:
-        while True:
-            b = s.recv(65536)
-            if not b: break
-            out += b
-    except Exception as e:
-        pass
-    print("after", out.decode("latin-1"))
-else:
-    s.sendall(bytes([0x88, 0x80]) + os.urandom(4))
-`
-const rawPy = `import base64, socket, ssl, sys
-host, payload, alpn = sys.argv[1], base64.b64decode(sys.argv[2]), sys.argv[3]
-ctx = ssl.create_default_context()
-if alpn != "-": ctx.set_alpn_protocols(alpn.split(","))
-try:
-    s = ctx.wrap_socket(socket.create_connection((host, 443), timeout=60), server_hostname=host)
-except Exception as e:
-    print("handshake failed:", e); sys.exit(3)
-print("alpn", s.selected_alpn_protocol())
-s.settimeout(5)
-s.sendall(payload)
-out = b""
-try:
-    while True:
-        b = s.recv(65536)
-        if not b: break
-        out += b
-except Exception as e:
-    out += ("\\n[read ended: %s]" % e).encode()
-sys.stdout.write(out.decode("latin-1"))
-`
+// The guest's clients, shared with test/gohttp's attack tests (test/guest:
+// ws.py upgrades https://HOST/ws and talks WebSocket, optionally writing
+// bytes into the tunnel; rawtls.py writes a payload over TLS with the ALPN
+// protocols given and prints what it reads).
+const wsPy = readFileSync(new URL('../guest/ws.py', import.meta.url), 'utf8')
+const rawPy = readFileSync(new URL('../guest/rawtls.py', import.meta.url), 'utf8')
 
 /** An HTTP/2 client's first bytes: preface, SETTINGS, HEADERS (stream 1) for GET https://authority/path, HPACK literals. */
 function h2Request (authority, path) {

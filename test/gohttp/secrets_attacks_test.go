@@ -17,69 +17,25 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 )
 
-// wsClient is a minimal RFC 6455 client (the base template has python3,
-// no WebSocket tool): it upgrades https://HOST/ws (verifying against the
-// system bundle, which holds the node's CA, unless the third argument is
-// "insecure"), prints the server's first frame, then sends N text frames
-// and prints each echo.
-const wsClient = `import base64, os, socket, ssl, struct, sys
-host, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-ctx = ssl.create_default_context() if mode == "verify" else ssl._create_unverified_context()
-s = ctx.wrap_socket(socket.create_connection((host, 443), timeout=20), server_hostname=host)
-key = base64.b64encode(os.urandom(16)).decode()
-s.sendall(("GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % (host, key)).encode())
-f = s.makefile("rb")
-print("status", f.readline().decode().strip())
-while f.readline() not in (b"\r\n", b""):
-    pass
-def frame():
-    b0, b1 = f.read(2)
-    m = b1 & 0x7f
-    if m == 126: m = struct.unpack(">H", f.read(2))[0]
-    elif m == 127: m = struct.unpack(">Q", f.read(8))[0]
-    return f.read(m).decode()
-print("recv", frame())
-for i in range(n):
-    d = ("frame-%d" % i).encode()
-    mask = os.urandom(4)
-    s.sendall(bytes([0x81, 0x80 | len(d)]) + mask + bytes(b ^ mask[j % 4] for j, b in enumerate(d)))
-    print("recv", frame())
-s.sendall(bytes([0x88, 0x80]) + os.urandom(4))
-`
-
-// rawClient opens TLS to HOST:443 (verified against the system bundle),
-// offering the ALPN protocols of the third argument (comma separated, or
-// "-"), writes the base64 payload of the second, and prints the protocol
-// chosen and everything read until the server closes (or is idle for 3 s:
-// a kept-alive connection).
-const rawClient = `import base64, socket, ssl, sys
-host, payload, alpn = sys.argv[1], base64.b64decode(sys.argv[2]), sys.argv[3]
-ctx = ssl.create_default_context()
-if alpn != "-": ctx.set_alpn_protocols(alpn.split(","))
-try:
-    s = ctx.wrap_socket(socket.create_connection((host, 443), timeout=15), server_hostname=host)
-except Exception as e:
-    print("handshake failed:", e); sys.exit(3)
-print("alpn", s.selected_alpn_protocol())
-s.settimeout(3)
-s.sendall(payload)
-out = b""
-try:
-    while True:
-        b = s.recv(65536)
-        if not b: break
-        out += b
-except Exception as e:
-    out += ("\n[read ended: %s]" % e).encode()
-sys.stdout.write(out.decode("latin-1"))
-`
+// guestScript reads one of the egress tests' guest clients (test/guest:
+// ws.py, a minimal WebSocket client; rawtls.py, a raw TLS client), which
+// the microVM attack tests share.
+func guestScript(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "guest", name))
+	if err != nil {
+		t.Fatalf("reading the guest client: %v", err)
+	}
+	return string(b)
+}
 
 func TestSecretsProxyAttacks(t *testing.T) {
 	e := loadEnv(t)
@@ -112,7 +68,7 @@ func TestSecretsProxyAttacks(t *testing.T) {
 		t.Helper()
 		return sh("curl -sS -m 20 -w '\\n%{http_code}' " + args)
 	}
-	if res := sh("cat >/tmp/ws.py <<'PYEOF'\n" + wsClient + "PYEOF\ncat >/tmp/raw.py <<'PYEOF'\n" + rawClient + "PYEOF\n"); res.exitCode != 0 {
+	if res := sh("cat >/tmp/ws.py <<'PYEOF'\n" + guestScript(t, "ws.py") + "PYEOF\ncat >/tmp/raw.py <<'PYEOF'\n" + guestScript(t, "rawtls.py") + "PYEOF\n"); res.exitCode != 0 {
 		t.Fatalf("writing the clients: %d %q", res.exitCode, res.stderr)
 	}
 	carries := func(q seen) bool {
@@ -223,14 +179,14 @@ func TestSecretsProxyAttacks(t *testing.T) {
 			t.Logf("curl %s with :authority %s: exit %d, %q", flag, nameB, res.exitCode, strings.TrimSpace(res.stdout+" "+res.stderr))
 		}
 		// A client that offers h2 only: the handshake is refused.
-		res = sh("python3 /tmp/raw.py " + nameA + " " + base64.StdEncoding.EncodeToString([]byte("x")) + " h2")
+		res = sh("python3 /tmp/raw.py " + nameA + " " + base64.StdEncoding.EncodeToString([]byte("x")) + " h2 3")
 		if res.exitCode != 3 {
 			t.Errorf("TLS offering only h2 = %d %q %q; want the handshake refused", res.exitCode, res.stdout, res.stderr)
 		}
 		// HTTP/2 spoken anyway (prior knowledge: the preface, SETTINGS and
 		// a HEADERS frame for :authority B): refused, nothing upstream.
 		n = len(w.log.all())
-		res = sh("python3 /tmp/raw.py " + nameA + " " + base64.StdEncoding.EncodeToString(h2Request(nameB, "/headers")) + " -")
+		res = sh("python3 /tmp/raw.py " + nameA + " " + base64.StdEncoding.EncodeToString(h2Request(nameB, "/headers")) + " - 3")
 		if got := w.since(n); len(got) != 0 || !strings.Contains(res.stdout, "HTTP/1.1 4") {
 			t.Errorf("raw HTTP/2 with :authority %s = %d %q %q; servers saw %+v; want a 4xx from the proxy and nothing upstream", nameB, res.exitCode, res.stdout, res.stderr, got)
 		}
@@ -262,7 +218,7 @@ func TestSecretsProxyAttacks(t *testing.T) {
 		}
 		for _, c := range cases {
 			n := len(w.log.all())
-			res := sh("python3 /tmp/raw.py " + nameA + " " + base64.StdEncoding.EncodeToString([]byte(c.req)) + " http/1.1")
+			res := sh("python3 /tmp/raw.py " + nameA + " " + base64.StdEncoding.EncodeToString([]byte(c.req)) + " http/1.1 3")
 			got := w.since(n)
 			for _, q := range got {
 				if q.server != "A" || q.host != nameA || q.path == "/hidden" {
