@@ -143,11 +143,23 @@ func (p *ProcFollower) follow(ctx context.Context, t FollowTarget) {
 	go func() { <-ctx.Done(); rc.Close() }()
 	sc := bufio.NewScanner(rc)
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	// skew is how far the guest's clock is behind the host's (its first
+	// line, "clock"; an older agent sends none): event times are the
+	// guest's, and both the filter below and the feed use the host's.
+	var skew time.Duration
 	for sc.Scan() {
 		var e procEvent
-		if json.Unmarshal(sc.Bytes(), &e) != nil || !strings.HasPrefix(e.Type, "process.") {
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
 			continue
 		}
+		if e.Type == "clock" && !e.Time.IsZero() {
+			skew = time.Since(e.Time)
+			continue
+		}
+		if !strings.HasPrefix(e.Type, "process.") {
+			continue
+		}
+		e.Time = e.Time.Add(skew)
 		if known && e.Seq <= after {
 			continue
 		}

@@ -12,9 +12,10 @@ import (
 
 // fakeAgent is a ring of process events served as the agent does.
 type fakeAgent struct {
-	mu    sync.Mutex
-	lines []string // seq i+1 at index i
-	asked []string
+	mu     sync.Mutex
+	lines  []string // seq i+1 at index i
+	asked  []string
+	behind *time.Duration // a clock line first, the guest this far behind
 }
 
 func (a *fakeAgent) add(t time.Time, typ string, pid int) {
@@ -22,6 +23,14 @@ func (a *fakeAgent) add(t time.Time, typ string, pid int) {
 	defer a.mu.Unlock()
 	seq := len(a.lines) + 1
 	a.lines = append(a.lines, fmt.Sprintf(`{"seq":%d,"time":%q,"type":%q,"data":{"pid":%d,"argv":["sleep","1"]}}`, seq, t.Format(time.RFC3339Nano), typ, pid))
+}
+
+// clock makes the stream start with the guest's clock line, the guest
+// being behind the host by behind.
+func (a *fakeAgent) clock(behind time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.behind = &behind
 }
 
 // open serves the backlog after `after` and ends (a stream the next Sync
@@ -33,7 +42,36 @@ func (a *fakeAgent) open(_ context.Context, id string, after uint64, fromStart b
 	if !fromStart && after == 0 {
 		return io.NopCloser(strings.NewReader("")), nil
 	}
-	return io.NopCloser(strings.NewReader(strings.Join(a.lines[after:], "\n") + "\n")), nil
+	body := strings.Join(a.lines[after:], "\n") + "\n"
+	if a.behind != nil {
+		body = fmt.Sprintf(`{"type":"clock","time":%q}`, time.Now().Add(-*a.behind).Format(time.RFC3339Nano)) + "\n" + body
+	}
+	return io.NopCloser(strings.NewReader(body)), nil
+}
+
+// An emulated guest's clock lags the host's: its events are still the
+// sandbox's (compared, and published, on the host's clock), and a boot
+// snapshot's older ones are still left out.
+func TestProcFollowerGuestClockBehind(t *testing.T) {
+	h := New(nil, Options{})
+	a := &fakeAgent{}
+	a.clock(10 * time.Second)
+	p := NewProcFollower(h, a.open)
+	start := time.Now()
+	guest := func(host time.Time) time.Time { return host.Add(-10 * time.Second) }
+	a.add(guest(start.Add(-time.Hour)), "process.start", 1) // a boot snapshot's
+	a.add(guest(start.Add(time.Second)), "process.start", 42)
+	a.add(guest(start.Add(2*time.Second)), "process.exit", 42)
+	p.Sync(context.Background(), []FollowTarget{{ID: "sb", Running: true, StartedAt: start}})
+	waitFor(t, "two entries", func() bool { return len(h.Query("sb", 0, nil, 0)) == 2 })
+	time.Sleep(50 * time.Millisecond)
+	got := h.Query("sb", 0, nil, 0)
+	if len(got) != 2 || got[0].Data["pid"] != float64(42) || got[1].Type != "process.exit" {
+		t.Fatalf("entries: %+v", got)
+	}
+	if d := got[0].Time.Sub(start.Add(time.Second)); d < -time.Second || d > time.Second {
+		t.Fatalf("the start's time %v is not on the host's clock (want about %v)", got[0].Time, start.Add(time.Second))
+	}
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {

@@ -305,6 +305,12 @@ func (s *Source) Head() uint64 {
 	return s.next - 1
 }
 
+// clockLine is the stream's first line: the guest's time when it opened.
+type clockLine struct {
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
+}
+
 // ServeHTTP streams the events after ?after=N (default: only new ones,
 // ?after=0: every one kept) as newline-delimited JSON until the client
 // goes. The caller authenticates the request.
@@ -330,8 +336,14 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	_ = rc.Flush()
 	enc := json.NewEncoder(w)
+	// The guest's clock first: the host corrects the events' times by how
+	// far it is behind or ahead (an emulated guest's clock drifts under
+	// load), so they compare with its own.
+	if err := enc.Encode(clockLine{Type: "clock", Time: time.Now()}); err != nil {
+		return
+	}
+	_ = rc.Flush()
 	for {
 		evs, more := s.after(after)
 		for _, e := range evs {

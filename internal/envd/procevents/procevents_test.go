@@ -160,6 +160,9 @@ func TestStream(t *testing.T) {
 		must(t, json.Unmarshal(sc.Bytes(), &e))
 		return e
 	}
+	if e := next(); e.Type != "clock" || time.Since(e.Time).Abs() > time.Minute {
+		t.Fatalf("first line: %+v; want the guest's clock", e)
+	}
 	if e := next(); e.Seq != 2 || e.Type != "process.exit" {
 		t.Fatalf("backlog: %+v", e)
 	}
