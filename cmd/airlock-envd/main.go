@@ -232,6 +232,9 @@ func withProcEvents(st *state.State, log *slog.Logger, h http.Handler) http.Hand
 		return h
 	}
 	src := procevents.New(log)
+	// Listen from boot, not from the daemon's first stream: a create's
+	// first command runs before the daemon's follower connects.
+	_ = src.Start() // an error is logged, and the stream answers 501
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != procevents.Path {
 			h.ServeHTTP(w, r)

@@ -14,7 +14,7 @@ import (
 
 // procFeedInterval is how often the daemon checks which microVM sandboxes
 // run (an in-memory list; no guest is asked) to keep one process event
-// stream open to each. A stream that starts late loses nothing: the agent
+// stream open to each. A stream that starts late loses nothing: the agent listens from boot and
 // keeps the events in a ring until the daemon reads them.
 const procFeedInterval = time.Second
 

@@ -152,6 +152,12 @@ func New(log *slog.Logger) *Source {
 	return &Source{log: log.With("component", "procevents"), proc: "/proc", next: 1, notify: make(chan struct{}), procs: map[int32][]string{}}
 }
 
+// Start opens the connector and reads it until the agent ends: the agent
+// calls it at boot, so the ring holds every process from then on (a
+// stream that the daemon opens later, after a create's first command,
+// loses nothing). ServeHTTP calls it too; the second call does nothing.
+func (s *Source) Start() error { return s.start() }
+
 // start opens the connector (once) and reads it until the agent ends.
 func (s *Source) start() error {
 	s.startOnce.Do(func() {
