@@ -37,8 +37,8 @@
 //     `sentry/exit_notify_parent` ("process.exit": pid, argv, exitCode or
 //     signal; only for pids that exec'd). The sandbox id is the point's
 //     container id. No polling; the sink drops rather than waits.
-//   - **Processes on microVM** (ProcFollower): the agent subscribes to the
-//     guest kernel's proc connector (netlink, CN_IDX_PROC; the guest
+//   - **Processes on microVM** (ProcFollower): the agent subscribes, from
+//     boot, to the guest kernel's proc connector (netlink, CN_IDX_PROC; the guest
 //     kernel has CONFIG_PROC_EVENTS) and, at each exec, reads argv, exe,
 //     PPid, Uid and cwd from /proc/<pid> (internal/envd/procevents); same
 //     entry shapes as above, exits only for pids that exec'd, the agent's
@@ -53,7 +53,9 @@
 //     or repeated. The first stream of a daemon asks for the whole ring and
 //     keeps only events newer than the sandbox (a boot snapshot's or a fork
 //     parent's ring) and than the feed's newest process entry (a daemon
-//     restart). An agent that answers 501 (a kernel without the connector)
+//     restart); times are compared on the host's clock (the stream's first
+//     line is the guest's clock, and every event is corrected by the skew:
+//     an emulated guest's clock lags). An agent that answers 501 (a kernel without the connector)
 //     is not asked again.
 //   - **Moved sandboxes** (Arriving, cluster): a sandbox adopted from
 //     another node (drain, move, resume elsewhere) keeps its entries on the

@@ -1,7 +1,7 @@
 //go:build linux
 
 // Package procevents gives a microVM's activity feed its process entries
-// (issue 28): the agent subscribes to the guest kernel's proc connector
+// (issue 28): the agent subscribes, at boot (Start), to the guest kernel's proc connector
 // (netlink NETLINK_CONNECTOR, group CN_IDX_PROC; CONFIG_PROC_EVENTS) and
 // gets one message per exec and per exit, without polling. At an exec it
 // reads the process's argv, executable, parent, uid and cwd from
