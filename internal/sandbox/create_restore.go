@@ -188,6 +188,11 @@ func (m *Manager) prepareChild(ctx context.Context, r *steps, parent *store.Sand
 func (m *Manager) prepareIn(ctx context.Context, k *child, parent *store.Sandbox, tpl *Template, withRow bool,
 	clone func(context.Context, runtime.Spec) error) error {
 	id := k.id
+	// A fork child, a sandbox from a named snapshot or a moved sandbox
+	// keeps its parent's rules, which need this node's egress proxy.
+	if err := m.checkRulesRuntime(decodeExtra(parent.Extra).NetworkRules); err != nil { // cabundle.go
+		return err
+	}
 	var err error
 	if k.slot, err = m.reserveSlot(id); err != nil {
 		return err

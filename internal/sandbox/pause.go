@@ -231,6 +231,14 @@ func (e *Live) Resume(ctx context.Context, timeout time.Duration) (*Sandbox, err
 		return nil, err
 	}
 	defer e.endOp()
+	// Its rules need this node's egress proxy: refused (503) before
+	// anything changes when the proxy is down, as a create is.
+	e.mu.Lock()
+	rules := decodeExtra(e.rec.Extra).NetworkRules
+	e.mu.Unlock()
+	if err := m.checkRulesRuntime(rules); err != nil { // cabundle.go
+		return nil, err
+	}
 	// Resumed here, its image is not needed: an upload in progress stops
 	// (and one that already committed is handled below like any image).
 	if m.cfg.Node != nil {
