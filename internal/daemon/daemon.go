@@ -411,6 +411,7 @@ func (d *daemon) open(ctx context.Context) error {
 	if w, ok := d.rt.(interface{ WakeCounts() (int64, int64) }); ok { // gvisor: datagram or runsc kill
 		d.metrics.prom.AgentWakes(w.WakeCounts)
 	}
+	d.metrics.prom.EgressFlowEndsDropped(d.netMgr.FlowEndsDropped)
 	if err := d.newManager(st, logs, conns); err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@
 // guest address of the pool (not DNS redirected to the filter, not the volume server) ends when it is
 // destroyed, or, for TCP, when it enters TIME_WAIT or CLOSE (its counters read with a Get; the later
 // destroy skipped). Its counters go to the audit observer's EgressEnd (the activity feed). Bounded:
-// a queue of 4096, dropping (FlowEndsDropped) rather than blocking. Root test `conntrack_linux_test.go`
+// a queue of 4096, dropping (FlowEndsDropped, /metrics airlock_egress_flow_ends_dropped_total) rather than blocking. Root test `conntrack_linux_test.go`
 // (prefix kmbce, pool 10.108.200.0/24, NFLOG group 3511).
 //
 // # Operator deny list (--deny-out, --deny-out-except; internal/network/denyout*.go)
