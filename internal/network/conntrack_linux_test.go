@@ -188,8 +188,8 @@ func TestFlowEnds(t *testing.T) {
 	download("first listener")
 	// A listener whose worker stopped is replaced (what the reader does
 	// when ti-mo/conntrack reports an error): ended flows still arrive.
-	old := m.ends.conn.Load()
-	if m.ends.relisten(m) == nil || m.ends.conn.Load() == old {
+	old := m.ends.lis.current()
+	if m.ends.relisten() == nil || m.ends.lis.current() == old {
 		t.Fatal("relisten did not open a new listener")
 	}
 	download("after relisten")
