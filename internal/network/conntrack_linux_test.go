@@ -102,13 +102,17 @@ func (r *endRecorder) of(id string) []audit.FlowEnd {
 // Names of TestFlowEnds (own prefix, pool, outside and NFLOG group: never a
 // daemon's or another test's).
 const (
-	cePrefix  = "kmbce"
-	ceSubnet  = "10.108.200.0/24"
 	ceExtNS   = "xkmbce-ext"
 	ceExtIf   = "xkmbce0"
 	ceExtHost = "10.108.250.1"
 	ceExtIP   = "10.108.250.2"
 	ceGroup   = 3511
+)
+
+// This run's own prefix and pool (runnames_linux_test.go).
+var (
+	cePrefix = runPrefix("ce")
+	ceSubnet = runSubnet(7)
 )
 
 // TestFlowEnds: a real sandbox network downloads n bytes from a server in
