@@ -150,6 +150,11 @@ func startSecondDaemon(t *testing.T, opts secondDaemonOpts) *secondDaemon {
 			_ = d.cmd.Process.Kill()
 			<-d.done
 		}
+		if opts.Prefix == "" {
+			// A stopped daemon may keep its table for its next start
+			// (there is none); never the suite's (opts.Prefix).
+			_ = exec.Command("nft", "delete", "table", "inet", d.netPrefix).Run()
+		}
 		logf.Close()
 		if t.Failed() {
 			t.Logf("%s daemon log (tail):\n%s", opts.Name, tail(d.log(), n))
