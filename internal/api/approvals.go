@@ -132,14 +132,20 @@ func (a *api) approvalStream(w http.ResponseWriter, r *http.Request) {
 }
 
 // answerApproval is POST /sandboxes/{id}/network/approvals/{decision}:
-// {"decision": "allow"|"deny", "remember": …}; 204, 400 on a bad answer,
-// 404 when the question is not pending (answered, timed out, unknown).
+// {"decision": "allow"|"deny", "remember": …, "by": …}; 204, 400 on a bad
+// answer, 404 when the question is not pending (answered, timed out,
+// unknown). The optional "by" says who answered, for the activity feed
+// and the egress log: "stream" (default), "console" (the web console) or
+// "api".
 func (a *api) answerApproval(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Approvals == nil {
 		middleware.WriteError(w, http.StatusNotImplemented, "network.approval is off on this daemon (airlock serve --approval-queue)")
 		return
 	}
-	var d approval.Decision
+	var d struct {
+		approval.Decision
+		By string `json:"by"`
+	}
 	if !decodeBody(w, r, &d, false) {
 		return
 	}
@@ -147,7 +153,7 @@ func (a *api) answerApproval(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	err := a.opts.Approvals.Broker.Answer(sb.ID(), r.PathValue("decision"), d)
+	err := a.opts.Approvals.Broker.AnswerBy(sb.ID(), r.PathValue("decision"), d.Decision, d.By)
 	var be *approval.BadConfigError
 	switch {
 	case errors.As(err, &be):

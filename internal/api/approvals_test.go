@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -96,5 +97,38 @@ func TestApprovalWebhookSecretSealed(t *testing.T) {
 	}
 	if st, _, body := h.do(t, "GET", "/sandboxes/"+id, ""); st != 200 || strings.Contains(string(body), "sealed(") {
 		t.Fatalf("GET = %d %s: the sealed secret must not be echoed either", st, body)
+	}
+}
+
+// TestApprovalAnswerBy: POST …/approvals/{decisionId} records who answered
+// from its "by" (the console says "console"; without it, a stream
+// client), and refuses a "by" that is not an answering client.
+func TestApprovalAnswerBy(t *testing.T) {
+	t.Parallel()
+	broker := approval.NewBroker(approval.Options{})
+	h := newHarness(t, api.Options{Approvals: &api.Approvals{Broker: broker}})
+	id := createID(t, h, `{"network":{"approval":{"stream":true}}}`)
+	broker.Set(id, &approval.Config{Stream: true, TimeoutMs: 5000})
+	s := broker.Listen(id)
+	defer broker.Unlisten(s)
+	for _, tc := range []struct{ body, want string }{
+		{`{"decision":"deny","by":"console"}`, approval.ByConsole},
+		{`{"decision":"deny","by":"api"}`, approval.ByAPI},
+		{`{"decision":"deny"}`, approval.ByStream},
+	} {
+		got := make(chan approval.Answer, 1)
+		go func() {
+			got <- broker.Ask(t.Context(), id, approval.Dest{Protocol: "tcp", Addr: netip.MustParseAddr("203.0.113.9"), Port: 443})
+		}()
+		q := <-s.C
+		if st, _, body := h.do(t, "POST", "/sandboxes/"+id+"/network/approvals/"+q.DecisionID, `{"decision":"allow","by":"webhook"}`); st != 400 || !strings.Contains(string(body), "by must be") {
+			t.Fatalf(`answer with by "webhook" = %d %s, want 400`, st, body)
+		}
+		if st, _, body := h.do(t, "POST", "/sandboxes/"+id+"/network/approvals/"+q.DecisionID, tc.body); st != 204 {
+			t.Fatalf("answer %s = %d %s", tc.body, st, body)
+		}
+		if a := <-got; a.Allow || a.By != tc.want {
+			t.Fatalf("answer %s recorded %+v, want a deny by %q", tc.body, a, tc.want)
+		}
 	}
 }

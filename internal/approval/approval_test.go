@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -195,5 +196,30 @@ func TestRememberedSurviveANewBroker(t *testing.T) {
 	other.Port = 80
 	if a := b2.Ask(context.Background(), "sb1", other); a.Allow || a.By != ByTimeout {
 		t.Fatalf("another port after a restart: %+v, want asked (and timed out)", a)
+	}
+}
+
+// TestAnswerBy: an answer records the client that gave it (the activity
+// feed's and the egress log's "by"), the stream client by default; a "by"
+// that is not a client is refused.
+func TestAnswerBy(t *testing.T) {
+	for _, tc := range []struct{ by, want string }{{"", ByStream}, {ByStream, ByStream}, {ByConsole, ByConsole}, {ByAPI, ByAPI}} {
+		b := NewBroker(Options{})
+		b.Set("sb1", &Config{Stream: true, TimeoutMs: 5000})
+		s := b.Listen("sb1")
+		got := make(chan Answer, 1)
+		go func() { got <- b.Ask(context.Background(), "sb1", dest) }()
+		q := <-s.C
+		var bad *BadConfigError
+		if err := b.AnswerBy("sb1", q.DecisionID, Decision{Decision: "allow"}, ByWebhook); !errors.As(err, &bad) || !strings.Contains(bad.Msg, "by must be") {
+			t.Fatalf("by %q accepted: %v", ByWebhook, err)
+		}
+		if err := b.AnswerBy("sb1", q.DecisionID, Decision{Decision: "allow"}, tc.by); err != nil {
+			t.Fatalf("by %q: %v", tc.by, err)
+		}
+		if a := <-got; !a.Allow || a.By != tc.want {
+			t.Fatalf("by %q: answer %+v, want By %q", tc.by, a, tc.want)
+		}
+		b.Unlisten(s)
 	}
 }

@@ -30,10 +30,15 @@ type Question struct {
 	Deadline   time.Time `json:"deadline"`
 }
 
-// By says who decided (Answer.By, the activity feed's "by").
+// By says who decided (Answer.By, the activity feed's "by"). ByStream,
+// ByConsole and ByAPI answered with POST …/approvals/{decisionId}, whose
+// optional "by" names the client (AnswerBy): a stream client (the
+// default), the web console, or another API client.
 const (
 	ByWebhook    = "webhook"
 	ByStream     = "stream"
+	ByConsole    = "console"
+	ByAPI        = "api"
 	ByTimeout    = "timeout"
 	ByRemembered = "remembered"
 	ByNoHook     = "nohook"
@@ -345,6 +350,19 @@ func (b *Broker) finish(p *pending, a Answer) bool {
 // Answer gives a stream client's decision on sandbox id's pending decision.
 // ErrUnknown: not pending (already decided, timed out or never asked).
 func (b *Broker) Answer(id, decisionID string, d Decision) error {
+	return b.AnswerBy(id, decisionID, d, ByStream)
+}
+
+// AnswerBy is Answer from the client by names: ByStream, ByConsole or
+// ByAPI ("" is ByStream); another value is a BadConfigError.
+func (b *Broker) AnswerBy(id, decisionID string, d Decision, by string) error {
+	switch by {
+	case "":
+		by = ByStream
+	case ByStream, ByConsole, ByAPI:
+	default:
+		return &BadConfigError{Msg: fmt.Sprintf(`by must be %q, %q or %q (who answered), not %q`, ByStream, ByConsole, ByAPI, by)}
+	}
 	v, err := d.Parse()
 	if err != nil {
 		return &BadConfigError{Msg: err.Error()}
@@ -355,7 +373,7 @@ func (b *Broker) Answer(id, decisionID string, d Decision) error {
 	if p == nil || p.q.SandboxID != id {
 		return ErrUnknown
 	}
-	if !b.finish(p, Answer{Verdict: v, By: ByStream}) {
+	if !b.finish(p, Answer{Verdict: v, By: by}) {
 		return ErrUnknown
 	}
 	return nil

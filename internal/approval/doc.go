@@ -17,4 +17,10 @@
 // per sandbox by the broker (Remembered) and applied in the kernel by the
 // network manager (nft set elements with timeouts), so the hook is not
 // asked again for that destination.
+//
+// Every decision says who made it (Answer.By: the egress log's "approval by
+// …" and the activity feed's "by"): the webhook, the deadline, a remembered
+// answer, or a POST to …/approvals/{decisionId}, whose optional "by" names
+// the client: "stream" (the default, a client of the approvals stream),
+// "console" (the web console sends it) or "api".
 package approval

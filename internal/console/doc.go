@@ -72,7 +72,7 @@
 //     the same way (a reopened stream sends the pending questions again: one row per
 //     decisionId), shows each question (ip:port, domain, protocol, age, a countdown to its
 //     deadline) with Allow / Deny and a remember choice (once, "sandbox", or N minutes as
-//     "Nm") POSTed to `…/network/approvals/{decisionId}` (the API's refusal shown; a 404 drops
+//     "Nm") POSTed to `…/network/approvals/{decisionId}` with `"by": "console"` (the API's refusal shown; a 404 drops
 //     the row), and lists recent decisions from the feed's `egress.approval` entries
 //     (`/activity?types=egress.approval`, whoever answered; its `decisionId` also drops a row
 //     answered elsewhere; followed while the sandbox has a stream hook or the tab is shown);

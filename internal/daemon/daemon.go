@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -158,6 +159,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	upstreamRoots, err := cfg.Egress.upstreamRoots() // egressproxy.go
+	if err != nil {
+		return err
+	}
 	envdPath, err := findEnvd(cfg.EnvdPath)
 	if err != nil {
 		return err
@@ -174,7 +179,7 @@ func Run(ctx context.Context, cfg Config) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	d := &daemon{cfg: cfg, log: log, dataDir: dataDir, envdPath: envdPath, subnet: subnet, stop: cancel, pending: newPendingTemplates(cfg.Templates),
-		denyOut: denyOut, denyOutExcept: denyOutExcept, pull: pull, role: role}
+		denyOut: denyOut, denyOutExcept: denyOutExcept, pull: pull, role: role, upstreamRoots: upstreamRoots}
 	defer d.close()
 	err = d.open(ctx)
 	if err == nil {
@@ -239,6 +244,9 @@ type daemon struct {
 	secretBox *secretbox.Box
 	// secrets keeps E2B's egress secrets (/secrets; secrets.go).
 	secrets *secrets.Service
+	// upstreamRoots are the CAs the egress proxy trusts upstream (the
+	// system's and --egress-proxy-upstream-ca's), read by Run.
+	upstreamRoots *x509.CertPool
 	// egressCA is the egress proxy's CA (nil: no proxy; egressproxy.go).
 	egressCA *egressproxy.CA
 	// egressProxyErr is why the egress proxy did not start (nil: it did,
@@ -403,6 +411,7 @@ func (d *daemon) open(ctx context.Context) error {
 	if w, ok := d.rt.(interface{ WakeCounts() (int64, int64) }); ok { // gvisor: datagram or runsc kill
 		d.metrics.prom.AgentWakes(w.WakeCounts)
 	}
+	d.metrics.prom.EgressFlowEndsDropped(d.netMgr.FlowEndsDropped)
 	if err := d.newManager(st, logs, conns); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlock-sandbox/airlock/internal/egressproxy"
 	"github.com/airlock-sandbox/airlock/internal/network"
 )
 
@@ -52,5 +54,46 @@ func TestEgressDenyOut(t *testing.T) {
 	}
 	if _, _, err := (Egress{DenyOutExcept: []string{"10.0.0.0/40"}}).denyOut(log); err == nil || !strings.Contains(err.Error(), "--deny-out-except") {
 		t.Errorf("bad exception: %v", err)
+	}
+}
+
+// TestRunRefusesBadUpstreamCA: a daemon with an --egress-proxy-upstream-ca
+// it cannot use refuses to start, naming the flag and the file (it used to
+// start and refuse every create with network rules with 503).
+func TestRunRefusesBadUpstreamCA(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "not-a-ca.pem")
+	if err := os.WriteFile(notPEM, []byte("hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, file, want string }{
+		{"missing", filepath.Join(dir, "missing.pem"), "no such file or directory"},
+		{"not PEM", notPEM, "no PEM certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // nothing may start
+			err := Run(ctx, Config{LogLevel: "error", LogFormat: "text", Subnet: "10.130.0.0/16", NetPrefix: "koe", DataDir: filepath.Join(dir, "data"),
+				EnvdPath: filepath.Join(dir, "no-envd"), Egress: Egress{ProxyUpstreamCA: tc.file}})
+			if err == nil {
+				t.Fatal("Run started with a bad --egress-proxy-upstream-ca")
+			}
+			for _, w := range []string{"--egress-proxy-upstream-ca", tc.file, tc.want} {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("Run's error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	good := filepath.Join(dir, "ca.pem")
+	ca, err := egressproxy.NewCA("koe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(good, ca.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (Egress{ProxyUpstreamCA: good}).upstreamRoots(); err != nil {
+		t.Fatalf("a good CA file refused: %v", err)
 	}
 }

@@ -33,18 +33,9 @@ func (d *daemon) startEgressProxy() uint16 {
 }
 
 func (d *daemon) startEgressProxyErr() (uint16, error) {
-	roots, err := x509.SystemCertPool()
-	if err != nil {
-		roots = x509.NewCertPool()
-	}
-	if f := d.cfg.Egress.ProxyUpstreamCA; f != "" {
-		pem, err := os.ReadFile(f)
-		if err != nil {
-			return 0, fmt.Errorf("reading --egress-proxy-upstream-ca: %w", err)
-		}
-		if !roots.AppendCertsFromPEM(pem) {
-			return 0, fmt.Errorf("--egress-proxy-upstream-ca %s: no PEM certificate", f)
-		}
+	roots := d.upstreamRoots // read at start (Run): a bad file refuses to start
+	if roots == nil {
+		roots = systemRoots()
 	}
 	ca, err := egressproxy.NewCA(d.cfg.NetPrefix)
 	if err != nil {
@@ -129,4 +120,35 @@ func socksRoute(ctx context.Context) string {
 	}
 	h := sha256.Sum256([]byte(up.Password))
 	return "socks5\x00" + up.Address + "\x00" + up.Username + "\x00" + hex.EncodeToString(h[:])
+}
+
+// upstreamRoots returns the CAs the egress proxy trusts for upstream
+// servers: the system roots and the certificates of
+// --egress-proxy-upstream-ca. A file that cannot be read or holds no PEM
+// certificate is an operator's error, returned naming the flag and the
+// file (Run refuses to start: the proxy would otherwise fail every ruled
+// connection to the operator's internal servers).
+func (e Egress) upstreamRoots() (*x509.CertPool, error) {
+	roots := systemRoots()
+	f := e.ProxyUpstreamCA
+	if f == "" {
+		return roots, nil
+	}
+	pem, err := os.ReadFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --egress-proxy-upstream-ca %q: %w", f, err)
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("invalid --egress-proxy-upstream-ca %q: no PEM certificate in the file", f)
+	}
+	return roots, nil
+}
+
+// systemRoots is the host's CA pool (empty when it cannot be read).
+func systemRoots() *x509.CertPool {
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		return x509.NewCertPool()
+	}
+	return roots
 }

@@ -26,7 +26,7 @@ func TestApprovalDNSHold(t *testing.T) {
 	needRoot(t)
 	ctx := testCtx(t)
 	broker := approval.NewBroker(approval.Options{})
-	cfg := Config{Subnet: netip.MustParsePrefix("10.96.6.0/24"), NamePrefix: "qz28d", DNSUpstreams: []string{dnExtDNS},
+	cfg := Config{Subnet: netip.MustParsePrefix(runSubnet(11)), NamePrefix: runPrefix("ad"), DNSUpstreams: []string{dnExtDNS},
 		DenyOutExcept:  []netip.Prefix{netip.MustParsePrefix("10.96.5.0/29")},
 		ApprovalConfig: ApprovalConfig{ApprovalQueue: 3303, Approver: broker}}
 	m, err := NewManager(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))

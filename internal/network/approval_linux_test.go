@@ -25,8 +25,6 @@ import (
 // Approval root test: own prefix, pool, outside namespace and queue number
 // (approve28's values), so it runs next to other daemons and tests.
 const (
-	apPrefix  = "qz28a"
-	apSubnet  = "10.95.40.0/24"
 	apExtNS   = "xqz28a-ext"
 	apExtIf   = "xqz28a0"
 	apExtHost = "10.95.41.1"
@@ -38,6 +36,12 @@ const (
 	apExtG    = "10.95.41.7" // denyOut (specific): never asked
 	apRoute   = "10.95.41.0/29"
 	apQueue   = 3301
+)
+
+// This run's own prefix and pool (runnames_linux_test.go).
+var (
+	apPrefix = runPrefix("ap")
+	apSubnet = runSubnet(6)
 )
 
 func TestHoldRules(t *testing.T) {

@@ -21,14 +21,18 @@ import (
 //	bkAzure    168.63.129.16    Azure's WireServer and resolver
 //	bkAlibaba  100.100.100.200  Alibaba Cloud's metadata server
 const (
-	bkPrefix  = "albk7t"
-	bkSubnet  = "10.97.250.0/24"
 	bkExtNS   = "xalbk7t-out"
 	bkExtIf   = "xalbk7t0"
 	bkNode    = "198.51.100.202"
 	bkOther   = "198.51.100.203"
 	bkAzure   = "168.63.129.16"
 	bkAlibaba = "100.100.100.200"
+)
+
+// This run's own prefix and pool (runnames_linux_test.go).
+var (
+	bkPrefix = runPrefix("bk")
+	bkSubnet = runSubnet(2)
 )
 
 func newBlockedManager(t *testing.T, cfg Config) *Manager {

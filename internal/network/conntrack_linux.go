@@ -4,9 +4,11 @@ package network
 
 import (
 	"errors"
+	"log/slog"
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,12 +62,73 @@ var ctSysctls = []string{
 
 // flowEnds is the conntrack reader's state.
 type flowEnds struct {
-	subnet  netip.Prefix
-	conn    atomic.Pointer[conntrack.Conn] // the listener (relisten replaces it)
-	events  chan conntrack.Event           // every listener's events
-	get     *conntrack.Conn                // Get of an early-reported flow
-	done    chan struct{}
-	dropped atomic.Uint64
+	subnet netip.Prefix
+	lis    ctListener           // the listener (relisten replaces it)
+	events chan conntrack.Event // every listener's events
+	get    *conntrack.Conn      // Get of an early-reported flow
+	// listen opens a listener sending to events (listenFlows; tests
+	// replace it).
+	listen func(events chan conntrack.Event) (ctConn, chan error, error)
+	log    *slog.Logger
+	// done is closed by close; stopped by the reader (read) when it has
+	// returned, its listeners closed.
+	done, stopped chan struct{}
+	dropped       atomic.Uint64
+}
+
+// ctConn is a conntrack listener (*conntrack.Conn). Like ti-mo/conntrack's,
+// its Close waits for its worker, which may be blocked handing over an
+// event or an error: someone must read both channels meanwhile.
+type ctConn interface{ Close() error }
+
+// ctListener holds the reader's current listener. The reader replaces it
+// when its worker stops (relisten) and close closes it, and the two can
+// meet (a worker fails while the daemon shuts down): both go through mu,
+// each listener is taken out by exactly one of them and closed by it, and
+// once closed no new listener is installed (relisten closes the one it
+// opened itself), so none is left open.
+type ctListener struct {
+	mu     sync.Mutex
+	conn   ctConn // nil while relisten replaces it, and once closed
+	closed bool
+}
+
+// take removes the current listener (relisten closes it).
+func (l *ctListener) take() ctConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.conn
+	l.conn = nil
+	return c
+}
+
+// put installs c; false once closed (the caller closes c).
+func (l *ctListener) put(c ctConn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.conn = c
+	return true
+}
+
+// close marks the listener closed and returns the one to close (nil: none
+// installed).
+func (l *ctListener) close() ctConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	c := l.conn
+	l.conn = nil
+	return c
+}
+
+// current is the installed listener (tests).
+func (l *ctListener) current() ctConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conn
 }
 
 // startFlowEnds listens for ended flows when the audit observer takes them
@@ -80,8 +143,8 @@ func (m *Manager) startFlowEnds() {
 			m.log.Warn("egress.end: cannot turn on conntrack accounting", "sysctl", p, "err", err)
 		}
 	}
-	events := make(chan conntrack.Event, 256)
-	c, errs, err := listenFlows(events)
+	fe := newFlowEnds(m.cfg.Subnet, listenConn, m.log)
+	c, errs, err := fe.listen(fe.events)
 	if err != nil {
 		m.log.Warn("egress.end disabled: conntrack events", "err", err)
 		return
@@ -92,35 +155,54 @@ func (m *Manager) startFlowEnds() {
 		m.log.Warn("egress.end disabled: conntrack", "err", err)
 		return
 	}
-	fe := &flowEnds{subnet: m.cfg.Subnet, get: get, events: events, done: make(chan struct{})}
-	fe.conn.Store(c)
+	fe.get = get
+	fe.lis.put(c)
 	m.ends = fe
 	q := make(chan endedFlow, ctQueueLen)
-	go func() {
-		for {
+	go fe.read(errs, m.endedFlowOf, q)
+	go fe.publish(q, obs)
+}
+
+func newFlowEnds(subnet netip.Prefix, listen func(chan conntrack.Event) (ctConn, chan error, error), log *slog.Logger) *flowEnds {
+	return &flowEnds{subnet: subnet, events: make(chan conntrack.Event, 256), listen: listen, log: log,
+		done: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// read keeps the events keep maps to an ended flow, queueing them on q
+// without waiting, until close; errs is the current listener's.
+func (fe *flowEnds) read(errs chan error, keep func(conntrack.Event) (endedFlow, bool), q chan<- endedFlow) {
+	defer close(fe.stopped)
+	for {
+		select {
+		case <-fe.done:
+			return
+		case err := <-errs:
+			// ti-mo/conntrack's one worker has stopped (a receive or
+			// decode error): listen again rather than lose egress.end
+			// for the rest of the daemon's life.
+			fe.log.Error("egress.end: conntrack reader stopped; listening again", "err", err)
+			errs = fe.relisten()
+		case ev := <-fe.events:
+			e, ok := keep(ev)
+			if !ok {
+				continue
+			}
 			select {
-			case <-fe.done:
-				return
-			case err := <-errs:
-				// ti-mo/conntrack's one worker has stopped (a receive or
-				// decode error): listen again rather than lose
-				// egress.end for the rest of the daemon's life.
-				m.log.Error("egress.end: conntrack reader stopped; listening again", "err", err)
-				errs = fe.relisten(m)
-			case ev := <-events:
-				e, ok := m.endedFlowOf(ev)
-				if !ok {
-					continue
-				}
-				select {
-				case q <- e:
-				default:
-					fe.dropped.Add(1)
-				}
+			case q <- e:
+			default:
+				fe.dropped.Add(1)
 			}
 		}
-	}()
-	go fe.publish(q, obs)
+	}
+}
+
+// listenConn is listenFlows as a ctConn.
+func listenConn(events chan conntrack.Event) (ctConn, chan error, error) {
+	c, errs, err := listenFlows(events)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, errs, nil
 }
 
 // listenFlows opens a conntrack listener for update and destroy events.
@@ -141,28 +223,44 @@ func listenFlows(events chan conntrack.Event) (*conntrack.Conn, chan error, erro
 
 // relisten replaces a listener whose worker stopped, trying once a second
 // until it works or the reader is closed; it returns the new listener's
-// error channel (nil, which blocks, once closed).
-func (fe *flowEnds) relisten(m *Manager) chan error {
-	if old := fe.conn.Load(); old != nil {
-		_ = old.Close()
+// error channel (nil, which blocks, once closed). A listener it opens
+// after close is closed here (ctListener): none outlives the reader.
+func (fe *flowEnds) relisten() chan error {
+	if old := fe.lis.take(); old != nil {
+		closeDraining(old, fe.events, nil)
 	}
 	for {
-		c, errs, err := listenFlows(fe.events)
+		c, errs, err := fe.listen(fe.events)
 		if err == nil {
-			fe.conn.Store(c)
-			select {
-			case <-fe.done: // closed meanwhile: closeFlowEnds saw the old one
-				_ = c.Close()
+			if !fe.lis.put(c) { // closed meanwhile
+				closeDraining(c, fe.events, errs)
 				return nil
-			default:
 			}
 			return errs
 		}
-		m.log.Warn("egress.end: listening again failed", "err", err)
+		fe.log.Warn("egress.end: listening again failed", "err", err)
 		select {
 		case <-fe.done:
 			return nil
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// closeDraining closes c, reading its events and errors until its worker
+// has returned (Close waits for it).
+func closeDraining(c ctConn, events <-chan conntrack.Event, errs <-chan error) {
+	closed := make(chan struct{})
+	go func() {
+		_ = c.Close()
+		close(closed)
+	}()
+	for {
+		select {
+		case <-closed:
+			return
+		case <-events:
+		case <-errs:
 		}
 	}
 }
@@ -282,13 +380,23 @@ func (m *Manager) closeFlowEnds() {
 	if m.ends == nil {
 		return
 	}
-	// The listener first: its worker may be sending an event, which the
-	// reader goroutine, still running, takes (Close waits for the worker).
-	if err := m.ends.conn.Load().Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-		m.log.Debug("closing the conntrack reader", "err", err)
-	}
-	close(m.ends.done)
+	m.ends.close()
 	_ = m.ends.get.Close()
+}
+
+// close stops the reader and returns once it has, every listener closed.
+func (fe *flowEnds) close() {
+	// The listener first: its worker may be sending an event or an error,
+	// which the reader, still running, takes (Close waits for the worker).
+	// An error there makes the reader relisten: it finds the listener
+	// closed, and closes the one it opened itself.
+	if c := fe.lis.close(); c != nil {
+		if err := c.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+			fe.log.Debug("closing the conntrack reader", "err", err)
+		}
+	}
+	close(fe.done)
+	<-fe.stopped
 }
 
 // flowEndOf maps an ended conntrack flow to the slot of the sandbox that

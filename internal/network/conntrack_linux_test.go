@@ -102,13 +102,17 @@ func (r *endRecorder) of(id string) []audit.FlowEnd {
 // Names of TestFlowEnds (own prefix, pool, outside and NFLOG group: never a
 // daemon's or another test's).
 const (
-	cePrefix  = "kmbce"
-	ceSubnet  = "10.108.200.0/24"
 	ceExtNS   = "xkmbce-ext"
 	ceExtIf   = "xkmbce0"
 	ceExtHost = "10.108.250.1"
 	ceExtIP   = "10.108.250.2"
 	ceGroup   = 3511
+)
+
+// This run's own prefix and pool (runnames_linux_test.go).
+var (
+	cePrefix = runPrefix("ce")
+	ceSubnet = runSubnet(7)
 )
 
 // TestFlowEnds: a real sandbox network downloads n bytes from a server in
@@ -188,8 +192,8 @@ func TestFlowEnds(t *testing.T) {
 	download("first listener")
 	// A listener whose worker stopped is replaced (what the reader does
 	// when ti-mo/conntrack reports an error): ended flows still arrive.
-	old := m.ends.conn.Load()
-	if m.ends.relisten(m) == nil || m.ends.conn.Load() == old {
+	old := m.ends.lis.current()
+	if m.ends.relisten() == nil || m.ends.lis.current() == old {
 		t.Fatal("relisten did not open a new listener")
 	}
 	download("after relisten")

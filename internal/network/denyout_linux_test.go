@@ -23,8 +23,6 @@ import (
 //	doLAN     10.95.1.3    a private address nobody opens (a database, a node's API)
 //	doPublic  203.0.113.2  a public address (TEST-NET-3, in no default range)
 const (
-	doPrefix    = "aldo5t"
-	doSubnet    = "10.95.0.0/24"
 	doExtNS     = "xaldo5t-lan"
 	doExtIf     = "xaldo5t0"
 	doLANHost   = "10.95.1.1/29"
@@ -36,6 +34,12 @@ const (
 	doPubPlen   = "/29"
 	doAuditGrp  = 40705
 	doDenyRange = "10.0.0.0/8" // the default range doLAN is in
+)
+
+// This run's own prefix and pool (runnames_linux_test.go).
+var (
+	doPrefix = runPrefix("do")
+	doSubnet = runSubnet(3)
 )
 
 // makeLAN creates the namespace with the three addresses and returns its

@@ -20,11 +20,9 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/audit"
 )
 
-// DNS-aware egress root test. Own names and ranges, none the start of a
-// daemon prefix in use ("airlock", "aln<N>"), so it runs next to them.
+// DNS-aware egress root test. Own names and ranges, so it runs next to
+// daemons.
 const (
-	dnPrefix  = "aldn4t"
-	dnSubnet  = "10.96.4.0/24"
 	dnExtNS   = "xaldn4t-ext"
 	dnExtIf   = "xaldn4t0"
 	dnExtHost = "10.96.5.1"
@@ -33,6 +31,12 @@ const (
 	dnExtDNS  = "10.96.5.4"
 	dnExtPlen = "/29"
 	dnGroup   = 40704 // NFLOG group of this test's audit rules
+)
+
+// This run's own prefix and pool (runnames_linux_test.go).
+var (
+	dnPrefix = runPrefix("dn")
+	dnSubnet = runSubnet(4)
 )
 
 // makeDNSOutside creates the stand-in internet: a namespace with servers on

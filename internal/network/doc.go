@@ -116,13 +116,13 @@
 // repeats the packet. Turning the hook off removes the rules and the sets; teardown too. A
 // microVM's frames leave its namespace through the same veth (the TAP↔eth0 tc redirect is inside
 // the namespace), so the same chain applies to them (not yet tested there). Root test
-// `approval_linux_test.go` (prefix qz28a, pool 10.95.40.0/24, queue 3301).
+// `approval_linux_test.go` (queue 3301).
 //
 // The DNS hold (approval_dns_linux.go): with domain rules in play, a name the rules do not allow
 // and no denyOut name names is held in the filter's Decide until the hook answers; allowed, the
 // query is forwarded and its answers go to @ap_<veth> (max(TTL, MinLearnedTimeout) for "once", the
-// remembered duration otherwise); denied, REFUSED. Root test `approval_dns_linux_test.go` (prefix
-// qz28d, pool 10.96.6.0/24, queue 3303, TestDomainEgress's stand-in resolver).
+// remembered duration otherwise); denied, REFUSED. Root test `approval_dns_linux_test.go` (queue
+// 3303, TestDomainEgress's stand-in resolver).
 //
 // With an egressProxy too (Egress.Relayed, relayhold_linux.go) the chain, reached from socks_pre,
 // accepts the sandbox's TCP after allowOut and the specific denyOut entries instead, and the SOCKS
@@ -137,8 +137,8 @@
 // guest address of the pool (not DNS redirected to the filter, not the volume server) ends when it is
 // destroyed, or, for TCP, when it enters TIME_WAIT or CLOSE (its counters read with a Get; the later
 // destroy skipped). Its counters go to the audit observer's EgressEnd (the activity feed). Bounded:
-// a queue of 4096, dropping (FlowEndsDropped) rather than blocking. Root test `conntrack_linux_test.go`
-// (prefix kmbce, pool 10.108.200.0/24, NFLOG group 3511).
+// a queue of 4096, dropping (FlowEndsDropped, /metrics airlock_egress_flow_ends_dropped_total) rather than blocking. Root test `conntrack_linux_test.go`
+// (NFLOG group 3511).
 //
 // # Operator deny list (--deny-out, --deny-out-except; internal/network/denyout*.go)
 //
@@ -176,7 +176,7 @@
 //     name said; the cluster DNS answering internal names therefore leaks names and addresses, not access.
 //
 //   - **Tests.** `internal/network/denyout_test.go` (flag parsing, defaults, conflicts), root test
-//     `denyout_linux_test.go` (prefix `aldo5t`, pool 10.95.0.0/24, NFLOG group 40705, one namespace standing
+//     `denyout_linux_test.go` (NFLOG group 40705, one namespace standing
 //     in for a LAN host at 10.95.1.3, a mirror at 10.95.1.2 and a public address 203.0.113.2: defaults close
 //     the LAN and keep the public address, the exception opens the mirror but not against the sandbox's
 //     `denyOut 0.0.0.0/0` or internet off, allowOut cannot open the LAN, port 53 to the resolver passes, the
@@ -206,11 +206,15 @@
 // `allowInternetAccess` and `network: {allowOut, denyOut, allowPublicTraffic}`.
 //
 // Tests: `internal/network/egress_test.go` (parsing), `egress_linux_test.go` (rule building; a root test with
-// its own prefix `alo9t`, pool 10.97.0.0/24 and an outside namespace with two addresses: allow one/deny rest,
+// an outside namespace with two addresses: allow one/deny rest,
 // deny one, internet off + allowOut, allowOut 0.0.0.0/0 still cannot reach the host, clear, teardown),
 // `internal/api/network_test.go`, `internal/sandbox/netpolicy_test.go` (restore re-applies),
 // `test/gohttp/egress_test.go` (the rules, and the DNS filter of a domain rule, are back after a real daemon restart; PUT `{}` removes them) and
 // `test/e2e/egress.test.mjs` (npm `e2b`, two servers in a namespace standing in for the internet).
+// Every root test of this package (`*_linux_test.go`) takes a net prefix and a /24 fresh for each run
+// (`runnames_linux_test.go`: "zt" + a random run tag + the test's two characters, a /24 of a /20 of
+// 10.200.0.0/13 that no host route overlaps), so they run beside daemons and beside another run; their
+// stand-in outside namespaces keep fixed "x…" names and ranges.
 // Cost (`node bench/egress.mjs`, n=100, shared 2-core VM with other daemons' nftables traffic): PUT with
 // 2 entries p50 16 ms / p99 650 ms, 64 entries p50 14 ms / p99 1.9 s, clear p50 24 ms / p99 93 ms, against
 // the same run's baseline POST /timeout p50 0.7 ms / p99 14 ms. The p50 is the nftables batch (netlink

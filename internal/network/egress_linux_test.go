@@ -46,14 +46,9 @@ func TestEgressRules(t *testing.T) {
 	}
 }
 
-// Egress root test: own prefix, pool and outside namespace (not the shared
-// altest names), so it can run next to other engineers' tests. Note that
-// veth names "alo9t…" also match the wildcard "alo9*" of a daemon running
-// with --net-prefix alo9: with that table present (it outlives the daemon),
-// its forward chain drops this test's traffic. Delete it first.
+// Egress root test: own prefix, pool and outside namespace, so it can run
+// next to other engineers' tests and daemons.
 const (
-	egPrefix   = "alo9t"
-	egSubnet   = "10.97.0.0/24"
 	egExtNS    = "xalo9t-ext"
 	egExtIf    = "xalo9t0"
 	egExtHost  = "10.97.1.1"
@@ -61,6 +56,12 @@ const (
 	egExtB     = "10.97.1.3"
 	egExtPlen  = "/29"
 	egExtRoute = "10.97.1.0/29"
+)
+
+// This run's own prefix and pool (runnames_linux_test.go).
+var (
+	egPrefix = runPrefix("eg")
+	egSubnet = runSubnet(1)
 )
 
 func makeEgressOutside(t *testing.T) string {

@@ -19,14 +19,18 @@ import (
 
 // Steering to the egress proxy, root test. Own names and ranges.
 const (
-	icPrefix  = "alic8t"
-	icSubnet  = "10.96.8.0/24"
 	icExtNS   = "xalic8t-ext"
 	icExtIf   = "xalic8t0"
 	icExtHost = "10.96.9.1"
 	icExtA    = "10.96.9.2" // a ruled domain's address
 	icExtB    = "10.96.9.3" // another
 	icExtPlen = "/29"
+)
+
+// This run's own prefix and pool (runnames_linux_test.go).
+var (
+	icPrefix = runPrefix("ic")
+	icSubnet = runSubnet(5)
 )
 
 // proxyStandIn listens on the host like the daemon's egress proxy and
@@ -132,7 +136,7 @@ func TestInterceptByDNS(t *testing.T) {
 	needRoot(t)
 	ctx := testCtx(t)
 	proxyPort := proxyStandIn(t)
-	cfg := Config{Subnet: netip.MustParsePrefix("10.96.10.0/24"), NamePrefix: "alid8t", DNSUpstreams: []string{dnExtDNS},
+	cfg := Config{Subnet: netip.MustParsePrefix(runSubnet(8)), NamePrefix: runPrefix("id"), DNSUpstreams: []string{dnExtDNS},
 		InterceptPort: proxyPort, DenyOutExcept: []netip.Prefix{netip.MustParsePrefix("10.96.5.0/29")}}
 	m, err := NewManager(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -66,7 +66,7 @@ func TestInterceptProxyInjects(t *testing.T) {
 			}()
 		}
 	}()
-	cfg := Config{Subnet: netip.MustParsePrefix("10.96.12.0/24"), NamePrefix: "alip8t", DNSUpstreams: []string{dnExtDNS},
+	cfg := Config{Subnet: netip.MustParsePrefix(runSubnet(9)), NamePrefix: runPrefix("ip"), DNSUpstreams: []string{dnExtDNS},
 		InterceptPort: uint16(pl.Addr().(*net.TCPAddr).Port), DenyOutExcept: []netip.Prefix{netip.MustParsePrefix("10.96.5.0/29")}}
 	m, err := NewManager(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

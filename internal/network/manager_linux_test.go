@@ -31,14 +31,18 @@ import (
 
 // Tests use their own prefix, table and pool; they never touch a daemon's.
 const (
-	testPrefix = "altest"
-	testSubnet = "10.99.0.0/24"
 	// An "outside world" the tests build themselves: a netns reached through
 	// a veth whose name does not carry the sandbox prefix.
 	extNS     = "xaltest-ext"
 	extHostIf = "xaltest0"
 	extHostIP = "10.98.0.1"
 	extIP     = "10.98.0.2"
+)
+
+// This run's own prefix and pool (runnames_linux_test.go).
+var (
+	testPrefix = runPrefix("mg")
+	testSubnet = runSubnet(0)
 )
 
 func needRoot(t *testing.T) {
@@ -520,16 +524,16 @@ func TestRuleset(t *testing.T) {
 	text := string(out)
 	t.Logf("ruleset:\n%s", text)
 	for _, s := range []string{
-		`iifname "altest*" ct state established,related accept`,
-		`iifname "altest*" drop`,
-		`iifname "altest*" oifname "altest*" drop`,
-		`iifname "altest*" ip daddr 169.254.0.0/16 drop`,
-		`iifname "altest*" ip daddr 127.0.0.0/8 drop`,
-		`iifname "altest*" ip daddr 10.99.0.0/24 drop`,
+		`iifname "` + testPrefix + `*" ct state established,related accept`,
+		`iifname "` + testPrefix + `*" drop`,
+		`iifname "` + testPrefix + `*" oifname "` + testPrefix + `*" drop`,
+		`iifname "` + testPrefix + `*" ip daddr 169.254.0.0/16 drop`,
+		`iifname "` + testPrefix + `*" ip daddr 127.0.0.0/8 drop`,
+		`iifname "` + testPrefix + `*" ip daddr ` + testSubnet + ` drop`,
 		`iifname @internet_ifaces accept`,
-		`oifname "altest*" ct state established,related accept`,
-		`oifname "altest*" drop`,
-		`ip saddr 10.99.0.0/24 oifname != "altest*" masquerade`,
+		`oifname "` + testPrefix + `*" ct state established,related accept`,
+		`oifname "` + testPrefix + `*" drop`,
+		`ip saddr ` + testSubnet + ` oifname != "` + testPrefix + `*" masquerade`,
 	} {
 		if !strings.Contains(text, s) {
 			t.Errorf("ruleset lacks %q", s)

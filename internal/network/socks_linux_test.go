@@ -52,7 +52,7 @@ func TestSocksSteering(t *testing.T) {
 	ctx := testCtx(t)
 	var m *Manager
 	relayPort := relayStandIn(t, &m, "id-s")
-	cfg := Config{Subnet: netip.MustParsePrefix("10.96.12.0/24"), NamePrefix: "alsk8t", DNSUpstreams: []string{dnExtDNS},
+	cfg := Config{Subnet: netip.MustParsePrefix(runSubnet(10)), NamePrefix: runPrefix("sk"), DNSUpstreams: []string{dnExtDNS},
 		SocksPort: relayPort, DenyOutExcept: []netip.Prefix{netip.MustParsePrefix("10.96.5.0/29")}}
 	var err error
 	m, err = NewManager(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -111,7 +111,7 @@ func TestSocksSteering(t *testing.T) {
 	}
 	mustFail(t, "A with internet off", ep.NetNSPath, dnExtA+":443")
 
-	out, err := exec.Command("nft", "list", "table", "inet", "alsk8t").CombinedOutput()
+	out, err := exec.Command("nft", "list", "table", "inet", runPrefix("sk")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("nft list: %v: %s", err, out)
 	}

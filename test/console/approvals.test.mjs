@@ -187,6 +187,8 @@ test('approvals tab: a held connection is answered in the page (allow, deny, rem
   assert.match(r.out, new RegExp(`hello from ${allowIP.replaceAll('.', '\\.')}`))
   await row(allowIP).waitFor({ state: 'detached' })
   await page.locator('#approvals-recent tr[data-verdict="allow"]', { hasText: allowIP }).waitFor()
+  // Recorded as the console's answer (the feed's entry), not a stream client's.
+  assert.match(await page.locator('#approvals-recent tr', { hasText: allowIP }).first().locator('td').nth(3).innerText(), /^console$/)
   console.log(`allowed: curl connected in ${r.secs}s (held until the click)`)
 
   // An answer the API refuses is shown and leaves the question pending;
@@ -236,6 +238,8 @@ test('approvals tab: a held connection is answered in the page (allow, deny, rem
   assert.equal(res.status, 204, await res.text())
   await row(elsewhereIP).waitFor({ state: 'detached' })
   await page.locator(`#approvals-recent tr[data-decision="${decisionId}"][data-verdict="allow"]`).waitFor()
+  // A POST without "by" is a stream client's answer.
+  assert.equal(await page.locator(`#approvals-recent tr[data-decision="${decisionId}"] td`).nth(3).innerText(), 'stream')
   r = await held
   assert.equal(r.rc, 0, `allowed elsewhere: ${r.out}`)
 
@@ -252,6 +256,15 @@ test('approvals tab: a held connection is answered in the page (allow, deny, rem
   const timedOut = page.locator('#approvals-recent tr[data-verdict="deny"]', { hasText: 'timeout' }).first()
   await timedOut.waitFor()
   assert.match(await timedOut.innerText(), new RegExp(muteIP.replaceAll('.', '\\.')))
+
+  // The egress log names who answered each: the console's clicks, the
+  // REST answer without "by" (a stream client), the deadline.
+  const log = await (await rest('GET', `/sandboxes/${id}/network/log?limit=100`)).text()
+  const by = (addr) => (log.match(/\{[^{}]*\}/g) || []).filter((e) => e.includes(`"ip":"${addr}"`) && e.includes('approval by')).map((e) => e.match(/approval by (\w+)/)[1])
+  for (const [addr, want] of [[allowIP, 'console'], [denyIP, 'console'], [memoIP, 'console'], [elsewhereIP, 'stream'], [muteIP, 'timeout']]) {
+    const got = by(addr) // (a repeat the broker answers from memory says "remembered")
+    assert.ok(got.includes(want) && got.every((b) => b === want || b === 'remembered'), `egress log: ${addr} answered by ${got}, want ${want}: ${log}`)
+  }
 })
 
 test('approvals tab: a sandbox without the hook says so; the console turns it on and off, keeping the policy', { timeout: SLOW }, async () => {

@@ -13,7 +13,6 @@ package gohttp
 import (
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -63,83 +62,31 @@ func diskFullNet(t *testing.T) (string, string) {
 
 func startDiskFullDaemon(t *testing.T) *diskFullDaemon {
 	t.Helper()
-	base := os.Getenv("AIRLOCK_E2E_DATA_DIR")
-	serve := strings.Fields(os.Getenv("AIRLOCK_E2E_SERVE_CMD"))
-	if base == "" || len(serve) == 0 {
-		t.Fatal("AIRLOCK_E2E_DATA_DIR and AIRLOCK_E2E_SERVE_CMD must be set (run scripts/test.sh)")
-	}
-	d := &diskFullDaemon{dataDir: filepath.Clean(base) + ".diskfull"}
-	d.netPrefix, _ = diskFullNet(t)
-	_, subnet := diskFullNet(t)
-	d.sandboxes = filepath.Join(d.dataDir, "sandboxes")
-	// Leftovers of an interrupted run.
-	_ = syscall.Unmount(d.sandboxes, syscall.MNT_DETACH)
-	if err := os.RemoveAll(d.dataDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(d.dataDir, "templates"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(d.dataDir) })
-	// The base template, hard-linked (same filesystem, no copy of data).
-	hash := templateHash(t, base, "base")
-	if out, err := exec.Command("cp", "-al", filepath.Join(base, "templates", hash), filepath.Join(d.dataDir, "templates", hash)).CombinedOutput(); err != nil {
-		t.Fatalf("linking the base template: %v: %s", err, out)
-	}
-	if err := os.MkdirAll(d.sandboxes, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", d.sandboxes, "tmpfs", 0, "size="+strconv.Itoa(diskFullTmpfsMB)+"m,mode=0755"); err != nil {
-		t.Fatalf("mounting a %d MiB tmpfs on %s: %v", diskFullTmpfsMB, d.sandboxes, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(d.sandboxes, 0); err != nil {
-			t.Errorf("unmounting %s: %v (a sandbox mount left behind?)", d.sandboxes, err)
-			_ = syscall.Unmount(d.sandboxes, syscall.MNT_DETACH)
-		}
-	})
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := ln.Addr().String()
-	ln.Close()
-	d.apiURL, d.sandboxURL = "http://"+listen, "http://"+listen
-	d.apiKey = "e2b_" + strings.Repeat("d15cf011", 5)
-	logf, err := os.Create(filepath.Join(d.dataDir, "daemon.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.cmd = exec.Command(serve[0], "serve", "--listen", listen, "--data-dir", d.dataDir, "--api-key", d.apiKey,
-		"--net-prefix", d.netPrefix, "--subnet", subnet, "--templates", "base",
-		"--disk-reserve-mb", strconv.Itoa(diskFullReserveMB))
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = d.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			_ = d.cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		if t.Failed() {
-			if b, err := os.ReadFile(logf.Name()); err == nil {
-				t.Logf("disk-full daemon log (tail):\n%s", tail(string(b), 40))
+	// A tmpfs left mounted by an interrupted run (the data dir is emptied
+	// next).
+	_ = syscall.Unmount(filepath.Join(filepath.Clean(os.Getenv("AIRLOCK_E2E_DATA_DIR"))+".diskfull", "sandboxes"), syscall.MNT_DETACH)
+	var sandboxes string
+	sd := startSecondDaemon(t, secondDaemonOpts{Name: "diskfull", Templates: []string{"base"}, Letter: "x", Below: 0,
+		APIKey: "e2b_" + strings.Repeat("d15cf011", 5), Healthy: 3 * time.Minute,
+		Args: []string{"--templates", "base", "--disk-reserve-mb", strconv.Itoa(diskFullReserveMB)},
+		Prepare: func(dataDir string) {
+			// sandboxes/ is a small tmpfs (the data dir was emptied, but a
+			// mount left by an interrupted run would have kept its files).
+			sandboxes = filepath.Join(dataDir, "sandboxes")
+			if err := os.MkdirAll(sandboxes, 0o755); err != nil {
+				t.Fatal(err)
 			}
-		}
-	})
-	if !waitFor(3*time.Minute, 250*time.Millisecond, func() bool { return healthy(d.apiURL) }) {
-		t.Fatalf("disk-full daemon on %s not healthy", listen)
-	}
-	return d
+			if err := syscall.Mount("tmpfs", sandboxes, "tmpfs", 0, "size="+strconv.Itoa(diskFullTmpfsMB)+"m,mode=0755"); err != nil {
+				t.Fatalf("mounting a %d MiB tmpfs on %s: %v", diskFullTmpfsMB, sandboxes, err)
+			}
+			t.Cleanup(func() {
+				if err := syscall.Unmount(sandboxes, 0); err != nil {
+					t.Errorf("unmounting %s: %v (a sandbox mount left behind?)", sandboxes, err)
+					_ = syscall.Unmount(sandboxes, syscall.MNT_DETACH)
+				}
+			})
+		}})
+	return &diskFullDaemon{env: sd.env, dataDir: sd.dataDir, sandboxes: sandboxes, netPrefix: sd.netPrefix, cmd: sd.cmd}
 }
 
 func tail(s string, n int) string {

@@ -7,15 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -26,66 +20,13 @@ import (
 // /health names base as still building, and a create of base waits for the
 // build (the wait and the build's progress in the log) instead of failing.
 func TestServesFirstTemplateWhileOthersBuild(t *testing.T) {
-	base := os.Getenv("AIRLOCK_E2E_DATA_DIR")
-	serve := strings.Fields(os.Getenv("AIRLOCK_E2E_SERVE_CMD"))
-	if base == "" || len(serve) == 0 {
-		t.Fatal("AIRLOCK_E2E_DATA_DIR and AIRLOCK_E2E_SERVE_CMD must be set (run scripts/test.sh)")
-	}
-	dataDir := filepath.Clean(base) + ".firstrun"
-	_ = os.RemoveAll(dataDir)
-	if err := os.MkdirAll(filepath.Join(dataDir, "templates"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dataDir) })
-	hash := templateHash(t, base, "code-interpreter-v1")
-	if out, err := exec.Command("cp", "-al", filepath.Join(base, "templates", hash), filepath.Join(dataDir, "templates", hash)).CombinedOutput(); err != nil {
-		t.Fatalf("linking code-interpreter-v1: %v: %s", err, out)
-	}
 	// Own network: prefix "b" + the suite's, the third /24 from the top of
 	// the suite's pool (the disk-full daemon has the top one, the warm-pool
 	// daemon the next).
-	prefix, subnet := diskFullNet(t)
-	prefix = "b" + strings.TrimPrefix(prefix, "x")
-	a := netip.MustParsePrefix(subnet).Addr().As4()
-	subnet = netip.PrefixFrom(netip.AddrFrom4([4]byte{a[0], a[1], a[2] - 2, 0}), 24).String()
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := ln.Addr().String()
-	ln.Close()
-	apiURL, apiKey := "http://"+listen, "e2b_"+strings.Repeat("f1r5", 10)
-	logPath := filepath.Join(dataDir, "daemon.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(serve[0], "serve", "--listen", listen, "--data-dir", dataDir, "--api-key", apiKey,
-		"--net-prefix", prefix, "--subnet", subnet, "--kill-on-exit", "--boot-snapshots=false")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				t.Logf("daemon log (tail):\n%s", tail(string(b), 60))
-			}
-		}
-	})
-	logText := func() string { b, _ := os.ReadFile(logPath); return string(b) }
+	fd := startSecondDaemon(t, secondDaemonOpts{Name: "firstrun", Templates: []string{"code-interpreter-v1"},
+		Letter: "b", Below: 2, APIKey: "e2b_" + strings.Repeat("f1r5", 10), Args: []string{"--kill-on-exit", "--boot-snapshots=false"}, LogTail: 60})
+	apiURL, apiKey := fd.apiURL, fd.apiKey
+	logText := fd.log
 
 	type health struct {
 		Status   string   `json:"status"`

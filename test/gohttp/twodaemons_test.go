@@ -3,11 +3,7 @@
 package gohttp
 
 import (
-	"bytes"
-	"context"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,10 +19,9 @@ import (
 // rebuilt the shared nftables table and removed the first's veths as stale.
 func TestSecondDaemonRefused(t *testing.T) {
 	e := loadEnv(t)
-	serve := strings.Fields(os.Getenv("AIRLOCK_E2E_SERVE_CMD"))
 	dataDir := os.Getenv("AIRLOCK_E2E_DATA_DIR")
-	if len(serve) == 0 || dataDir == "" {
-		t.Fatal("AIRLOCK_E2E_SERVE_CMD and AIRLOCK_E2E_DATA_DIR must be set (run scripts/test.sh)")
+	if dataDir == "" {
+		t.Fatal("AIRLOCK_E2E_DATA_DIR must be set (run scripts/test.sh)")
 	}
 	subnet := os.Getenv("AIRLOCK_E2E_SUBNET")
 	if subnet == "" {
@@ -45,25 +40,14 @@ func TestSecondDaemonRefused(t *testing.T) {
 		{"same data dir", dataDir, "zz" + netPrefix(), "the data directory " + filepath.Clean(dataDir)},
 	}
 	for _, c := range cases {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		listen := ln.Addr().String()
-		ln.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cmd := exec.CommandContext(ctx, serve[0], "serve", "--listen", listen, "--data-dir", c.dataDir,
-			"--api-key", "e2b_"+strings.Repeat("0badd0", 6)+"0bad", "--net-prefix", c.prefix, "--subnet", subnet, "--templates", "base")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
 		t0 := time.Now()
-		err = cmd.Run()
-		timedOut := ctx.Err() != nil
-		cancel()
-		msg := out.String()
-		t.Logf("%s: exit %v after %s: %s", c.name, err, time.Since(t0).Round(time.Millisecond), tail(msg, 5))
-		if err == nil || timedOut {
-			t.Errorf("%s: the second daemon did not refuse to start (err %v)", c.name, err)
+		d := startSecondDaemon(t, secondDaemonOpts{Name: "refused", DataDir: c.dataDir, Prefix: c.prefix, Subnet: subnet,
+			APIKey: "e2b_" + strings.Repeat("0badd0", 6) + "0bad", Args: []string{"--templates", "base"}})
+		exited := d.exited(60 * time.Second)
+		msg := d.log()
+		t.Logf("%s: exit %v after %s: %s", c.name, d.err, time.Since(t0).Round(time.Millisecond), tail(msg, 5))
+		if !exited || d.err == nil {
+			t.Errorf("%s: the second daemon did not refuse to start (exited %v, err %v)", c.name, exited, d.err)
 			continue
 		}
 		for _, want := range []string{c.want, "pid " + first, "in use by another airlock daemon", "--subnet " + subnet} {

@@ -3,13 +3,7 @@
 package gohttp
 
 import (
-	"net"
-	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -20,69 +14,12 @@ import (
 // served from it, and a burst of creates grows it (sized from the last
 // minute's demand).
 func TestAutomaticWarmPool(t *testing.T) {
-	base := os.Getenv("AIRLOCK_E2E_DATA_DIR")
-	serve := strings.Fields(os.Getenv("AIRLOCK_E2E_SERVE_CMD"))
-	if base == "" || len(serve) == 0 {
-		t.Fatal("AIRLOCK_E2E_DATA_DIR and AIRLOCK_E2E_SERVE_CMD must be set (run scripts/test.sh)")
-	}
-	dataDir := filepath.Clean(base) + ".warmpool"
-	_ = os.RemoveAll(dataDir)
-	if err := os.MkdirAll(filepath.Join(dataDir, "templates"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dataDir) })
-	for _, name := range []string{"base", "code-interpreter-v1"} {
-		hash := templateHash(t, base, name)
-		if out, err := exec.Command("cp", "-al", filepath.Join(base, "templates", hash), filepath.Join(dataDir, "templates", hash)).CombinedOutput(); err != nil {
-			t.Fatalf("linking template %s: %v: %s", name, err, out)
-		}
-	}
 	// Own network: prefix "w" + the suite's, the /24 below the disk-full
 	// daemon's at the top of the suite's pool.
-	prefix, subnet := diskFullNet(t)
-	prefix = "w" + strings.TrimPrefix(prefix, "x")
-	sp := netip.MustParsePrefix(subnet)
-	a := sp.Addr().As4()
-	subnet = netip.PrefixFrom(netip.AddrFrom4([4]byte{a[0], a[1], a[2] - 1, 0}), 24).String()
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := ln.Addr().String()
-	ln.Close()
-	d := env{apiURL: "http://" + listen, sandboxURL: "http://" + listen, apiKey: "e2b_" + strings.Repeat("5eed", 10)}
-	logPath := filepath.Join(dataDir, "daemon.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(serve[0], "serve", "--listen", listen, "--data-dir", dataDir, "--api-key", d.apiKey,
-		"--net-prefix", prefix, "--subnet", subnet, "--kill-on-exit")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				t.Logf("warm-pool daemon log (tail):\n%s", tail(string(b), 40))
-			}
-		}
-	})
-	logText := func() string { b, _ := os.ReadFile(logPath); return string(b) }
-	count := func(s string) int { return strings.Count(logText(), s) }
+	wd := startSecondDaemon(t, secondDaemonOpts{Name: "warmpool", Templates: []string{"base", "code-interpreter-v1"},
+		Letter: "w", Below: 1, APIKey: "e2b_" + strings.Repeat("5eed", 10), Args: []string{"--kill-on-exit"}})
+	d := wd.env
+	count := func(s string) int { return strings.Count(wd.log(), s) }
 	if !waitFor(4*time.Minute, time.Second, func() bool { return count(`msg="warm pool: sandbox ready"`) >= 1 }) {
 		t.Fatal("no pooled sandbox 4 min after start with default flags")
 	}
@@ -98,7 +35,7 @@ func TestAutomaticWarmPool(t *testing.T) {
 	}
 	servedFromPool := func(id string) bool {
 		return waitFor(10*time.Second, 200*time.Millisecond, func() bool {
-			for _, l := range strings.Split(logText(), "\n") {
+			for _, l := range strings.Split(wd.log(), "\n") {
 				if strings.Contains(l, `msg="sandbox created from the warm pool"`) && strings.Contains(l, "sandbox="+id) {
 					return true
 				}
@@ -137,7 +74,7 @@ func TestAutomaticWarmPool(t *testing.T) {
 		create()
 	}
 	if !waitFor(3*time.Minute, time.Second, func() bool {
-		txt := logText()
+		txt := wd.log()
 		return strings.Contains(txt, "idle=2") || strings.Contains(txt, "idle=3") || strings.Contains(txt, "idle=4")
 	}) {
 		t.Errorf("the automatic pool never held more than one sandbox after a burst of creates")

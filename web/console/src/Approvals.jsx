@@ -172,7 +172,8 @@ export function ApprovalsPanel ({ id, sb, visible = true, onPending, onChanged }
     try { remember = rememberOf(choice, minutes) } catch (e) { setErr(e.message); return }
     setBusy(q.decisionId)
     try {
-      await api('POST', `/sandboxes/${enc(id)}/network/approvals/${enc(q.decisionId)}`, remember === 'once' ? { decision } : { decision, remember })
+      // by: the feed's and the egress log's "by" name the console, not a stream client.
+      await api('POST', `/sandboxes/${enc(id)}/network/approvals/${enc(q.decisionId)}`, remember === 'once' ? { decision, by: 'console' } : { decision, remember, by: 'console' })
       drop(q.decisionId)
       if (feedState !== 'live') addRecent({ decisionId: q.decisionId, time: new Date().toISOString(), dest: dest(q), domain: q.domain, decision, by: 'console', remember: remember === 'once' ? '' : remember })
     } catch (e) {
