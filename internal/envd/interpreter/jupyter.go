@@ -252,9 +252,10 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 	k.warmID, k.trimID = "", ""
 	if k.warmup != "" {
 		k.warmID = k.sendSilent(k.warmup)
-		if k.warmID != "" {
-			k.trimID = k.sendSilent(trimCode)
-		}
+	}
+	if k.flavor == nil && (k.warmup == "" || k.warmID != "") {
+		// Also without a warm-up: ipykernel's own start leaves garbage.
+		k.trimID = k.sendSilent(trimCode)
 	}
 	return nil
 }
@@ -658,7 +659,8 @@ func (k *jupyterKernel) Close() error {
 // failure there is logged to the kernel log and the kernel runs without
 // them. Last it installs the direct channel (fastpath.py) on fds 3 and 4;
 // when that fails it closes both and the agent uses ZeroMQ only.
-// trimCode ends the warm-up: it frees the cyclic garbage the imports left
+// trimCode ends the warm-up (or the kernel's start, when there is none): it
+// frees the cyclic garbage the imports left
 // (gc.collect) and hands glibc's free heap pages back (malloc_trim(0) in every
 // arena, madvise(MADV_DONTNEED) on free pages inside the heaps too), so a
 // boot snapshot taken after the warm-up neither saves nor restores them. It
