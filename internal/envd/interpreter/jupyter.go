@@ -660,9 +660,9 @@ func (k *jupyterKernel) Close() error {
 // them. Last it installs the direct channel (fastpath.py) on fds 3 and 4;
 // when that fails it closes both and the agent uses ZeroMQ only.
 // trimCode ends the warm-up (or the kernel's start, when there is none): it
-// frees the cyclic garbage the imports left
-// (gc.collect) and hands glibc's free heap pages back (malloc_trim(0) in every
-// arena, madvise(MADV_DONTNEED) on free pages inside the heaps too), so a
+// frees the cyclic garbage the imports left (gc.collect) and hands glibc's
+// free heap pages back (malloc_trim(0) in every arena, madvise(MADV_DONTNEED)
+// on free pages inside the heaps too), so a
 // boot snapshot taken after the warm-up neither saves nor restores them. It
 // binds no name in the user's namespace; ctypes is already loaded by numpy.
 const trimCode = `try:
