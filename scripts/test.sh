@@ -443,7 +443,7 @@ if [ "${AIRLOCK_TEST_SKIP_JS:-0}" != 1 ]; then
 	node_flags=(--test --test-reporter=spec)
 	if node --test-concurrency=2 -e 0 >/dev/null 2>&1; then node_flags+=(--test-concurrency=2); fi
 	if node --test-timeout=1000 -e 0 >/dev/null 2>&1; then node_flags+=(--test-timeout=900000); fi
-	read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs egress.test.mjs security.test.mjs metrics.test.mjs limits.test.mjs ports.test.mjs interpreter.test.mjs interpreter-r-java.test.mjs interpreter-stdout.test.mjs templates.test.mjs templates-sdk.test.mjs templates-cli.test.mjs templates-review.test.mjs snapshots.test.mjs fspause.test.mjs volumes.test.mjs volumes-bucket.test.mjs events.test.mjs}"
+	read -r -a node_files <<<"${AIRLOCK_TEST_NODE_FILES:-sandbox.test.mjs commands.test.mjs files.test.mjs isolation.test.mjs egress.test.mjs security.test.mjs metrics.test.mjs limits.test.mjs ports.test.mjs interpreter.test.mjs interpreter-r-java.test.mjs interpreter-stdout.test.mjs interpreter-warmup.test.mjs templates.test.mjs templates-sdk.test.mjs templates-cli.test.mjs templates-review.test.mjs snapshots.test.mjs fspause.test.mjs volumes.test.mjs volumes-bucket.test.mjs events.test.mjs}"
 	(cd test/e2e && node "${node_flags[@]}" "${node_files[@]}") 2>&1 | tee "$NODE_OUT"
 	record js-e2e "${PIPESTATUS[0]}"
 fi

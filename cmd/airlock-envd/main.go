@@ -174,8 +174,16 @@ func interpreterWanted(mode string) bool {
 // the default Python context in the background (the JavaScript one starts on
 // its first use).
 func startInterpreter(ctx context.Context, st *state.State, log *slog.Logger, fz *freeze.Freezer, addr string) (io.Closer, error) {
-	isvc, err := interpreter.New(st, log.With("component", "interpreter"), interpreter.Options{
-		StateDir: "/run/airlock-interpreter", Warmup: interpreter.DefaultWarmup,
+	ilog := log.With("component", "interpreter")
+	// The template chooses the warm-up (a file in its root filesystem); an
+	// unreadable one falls back to the default, logged.
+	warmup, from, err := interpreter.LoadWarmup(interpreter.WarmupFile)
+	if err != nil {
+		ilog.Warn("interpreter warm-up: using the default", "err", err)
+	}
+	ilog.Info("interpreter warm-up", "from", from)
+	isvc, err := interpreter.New(st, ilog, interpreter.Options{
+		StateDir: "/run/airlock-interpreter", Warmup: warmup,
 	})
 	if err != nil {
 		return nil, err

@@ -71,6 +71,18 @@
 // applied to it before its next execution; per-execution `env_vars` are set and restored around
 // the cell.
 //
+// # The warm-up (warmup.go), the template's choice
+//
+// A new Python kernel first runs a silent warm-up (before any cell: `awaitWarm`), then the trim
+// (`trimCode`) as a second request (also when there is no warm-up). The agent reads the warm-up
+// once at start from `/etc/airlock/interpreter-warmup.py` in the template's root filesystem
+// (`WarmupFile`, `LoadWarmup`): no file = `DefaultWarmup` (numpy, pandas, matplotlib.pyplot: the
+// first `import pandas` is free; ~48 MiB of host memory in each idle sandbox, bench/README.md),
+// empty or only comments = none, other text = that IPython cell; unreadable or over 64 KiB = the
+// default, logged. A boot snapshot holds what it loaded. A warm-up whose reply is an error is
+// logged (`interpreter warm-up failed`) and its output dropped, so the first cell is still cell 1
+// with no error; a kernel that dies during its warm-up is restarted without it (logged), once.
+//
 // # R and Java contexts (internal/envd/interpreter/lang_r.go, lang_java.go)
 //
 // `language: "r"` runs Debian's IRkernel (`R -e 'IRkernel::main()'`) through the same ZeroMQ Jupyter

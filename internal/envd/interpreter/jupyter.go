@@ -49,9 +49,13 @@ type jupyterKernel struct {
 	ra     runAs
 	python string
 	warmup string // code run silently after start (pre-imports)
-	// warmID is the warm-up's execute_request id until its reply has been
-	// read (awaitWarm); "" when there is none pending.
+	// warmID and trimID are the execute_request ids of the warm-up and of
+	// the trim after it (trimCode) until their replies have been read
+	// (awaitWarm); "" when there is none pending. They are two requests so
+	// that a warm-up that fails (a template's own, WarmupFile) still gets
+	// the trim.
 	warmID   string
+	trimID   string
 	stateDir string
 	flavor   *kernelFlavor // a kernel other than ipykernel (lang_r.go); nil: ipykernel
 
@@ -245,16 +249,29 @@ func (k *jupyterKernel) start(ctx context.Context) error {
 		}
 	}
 	k.count = 0
-	k.warmID = ""
+	k.warmID, k.trimID = "", ""
 	if k.warmup != "" {
-		if k.warmID, err = k.send(k.shell, "execute_request", map[string]any{
-			"code": k.warmup + "\n" + trimCode, "silent": true, "store_history": false, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
-		}); err != nil {
-			k.warmID = ""
-			k.log.Warn("kernel warmup", "err", err)
-		}
+		k.warmID = k.sendSilent(k.warmup)
+	}
+	if k.flavor == nil && (k.warmup == "" || k.warmID != "") {
+		// Also without a warm-up: ipykernel's own start leaves garbage.
+		k.trimID = k.sendSilent(trimCode)
 	}
 	return nil
+}
+
+// sendSilent queues a silent execute_request of code that does not stop
+// the requests queued after it when it fails; it returns the request's id,
+// or "" (logged) when it could not be sent.
+func (k *jupyterKernel) sendSilent(code string) string {
+	id, err := k.send(k.shell, "execute_request", map[string]any{
+		"code": code, "silent": true, "store_history": false, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
+	})
+	if err != nil {
+		k.log.Warn("kernel warm-up: sending a request", "err", err)
+		return ""
+	}
+	return id
 }
 
 func (k *jupyterKernel) teardown() {
@@ -359,21 +376,69 @@ func pyEnvCode(env map[string]string) (set, restore string) {
 // boot snapshot taken after such a cell caught the imports half done (they
 // then ran again in every restored sandbox: a slow first cell, more memory).
 // k.mu must be held.
+//
+// A warm-up that fails (its reply's status is "error": a syntax error, a
+// missing module) is logged and its error dropped with its other output,
+// never shown to a cell; the kernel keeps what it did before the error. A
+// kernel that dies during its warm-up is restarted by the caller, and
+// without it from then on (logged), so a warm-up that kills the kernel
+// cannot keep the context from starting.
 func (k *jupyterKernel) awaitWarm(ctx context.Context) error {
-	for k.warmID != "" {
+	for k.warmID != "" || k.trimID != "" {
 		select {
 		case m := <-k.shellCh:
-			if m.ParentHeader.MsgID == k.warmID {
+			switch id := m.ParentHeader.MsgID; {
+			case id == "":
+			case id == k.warmID:
 				k.warmID = ""
+				k.logWarmupReply(m)
+			case id == k.trimID:
+				k.trimID = ""
 			}
 		case <-k.iopubCh:
 		case <-k.exited:
-			k.warmID = "" // the caller finds the kernel dead
+			k.drainWarmReplies()
+			if k.warmID != "" {
+				k.log.Error("interpreter warm-up: the kernel died during it; it restarts without a warm-up")
+				k.warmup = ""
+			}
+			k.warmID, k.trimID = "", "" // the caller finds the kernel dead
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for the kernel's warm-up: %w", ctx.Err())
 		}
 	}
 	return nil
+}
+
+// drainWarmReplies reads the replies already received from a kernel that
+// has exited, so that a warm-up that answered before the kernel died is
+// not taken for one that killed it.
+func (k *jupyterKernel) drainWarmReplies() {
+	for {
+		select {
+		case m := <-k.shellCh:
+			if id := m.ParentHeader.MsgID; id != "" && id == k.warmID {
+				k.warmID = ""
+				k.logWarmupReply(m)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// logWarmupReply logs a warm-up whose reply says it failed.
+func (k *jupyterKernel) logWarmupReply(m *jmsg) {
+	var c struct {
+		Status string `json:"status"`
+		Ename  string `json:"ename"`
+		Evalue string `json:"evalue"`
+	}
+	if json.Unmarshal(m.Content, &c) != nil || c.Status == "ok" {
+		return
+	}
+	k.log.Warn("interpreter warm-up failed; the kernel runs without the rest of it",
+		"status", c.Status, "ename", c.Ename, "evalue", c.Evalue)
 }
 
 // runSilent executes code without output and waits for its reply.
@@ -409,16 +474,20 @@ func (k *jupyterKernel) runSilent(ctx context.Context, code string) error {
 func (k *jupyterKernel) Execute(ctx context.Context, code string, env map[string]string, emit func(Output)) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	// The warm-up first: a kernel that died during it restarts without it.
+	if err := k.awaitWarm(ctx); err != nil {
+		return err
+	}
 	select {
 	case <-k.exited:
 		k.teardown()
 		if err := k.start(ctx); err != nil {
 			return err
 		}
+		if err := k.awaitWarm(ctx); err != nil {
+			return err
+		}
 	default:
-	}
-	if err := k.awaitWarm(ctx); err != nil {
-		return err
 	}
 	if k.flavor == nil {
 		if handled, err := k.executeFast(ctx, code, env, false, emit); handled {
@@ -590,9 +659,10 @@ func (k *jupyterKernel) Close() error {
 // failure there is logged to the kernel log and the kernel runs without
 // them. Last it installs the direct channel (fastpath.py) on fds 3 and 4;
 // when that fails it closes both and the agent uses ZeroMQ only.
-// trimCode ends the warm-up: it frees the cyclic garbage the imports left
-// (gc.collect) and hands glibc's free heap pages back (malloc_trim(0) in every
-// arena, madvise(MADV_DONTNEED) on free pages inside the heaps too), so a
+// trimCode ends the warm-up (or the kernel's start, when there is none): it
+// frees the cyclic garbage the imports left (gc.collect) and hands glibc's
+// free heap pages back (malloc_trim(0) in every arena, madvise(MADV_DONTNEED)
+// on free pages inside the heaps too), so a
 // boot snapshot taken after the warm-up neither saves nor restores them. It
 // binds no name in the user's namespace; ctypes is already loaded by numpy.
 const trimCode = `try:
