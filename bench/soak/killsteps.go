@@ -64,6 +64,7 @@ func isKillStep(op string) bool {
 func traceKill(ctx context.Context, rec *recorder, id string) (context.Context, func(error)) {
 	var mu sync.Mutex
 	var getConn, gotConn, wrote, first time.Time
+	start := time.Now()
 	at := func(p *time.Time) {
 		mu.Lock()
 		*p = time.Now()
@@ -84,7 +85,7 @@ func traceKill(ctx context.Context, rec *recorder, id string) (context.Context, 
 		rec.add(killConnect, gotConn.Sub(getConn))
 		rec.add(killAnswer, first.Sub(wrote))
 		rec.mu.Lock()
-		rec.killWall[id] = wallTimes{sent: wrote, answered: first}
+		rec.killWall[id] = wallTimes{start: start, sent: wrote, answered: first, end: time.Now()}
 		rec.mu.Unlock()
 	}
 }

@@ -50,7 +50,8 @@ func TestParseRequestTimings(t *testing.T) {
 		`time=2026-11-29T03:00:00.000Z level=DEBUG msg="request timing" component=api method=GET path=/sandboxes/a/metrics request=r4 read_at=1 write_at=2 to_handler=9s handler=9s to_write=9s`,
 		`time=2026-11-29T03:00:00.000Z level=DEBUG msg="request timing" component=api method=POST path=/sandboxes/a request=r5 read_at=1 write_at=2 to_handler=9s handler=9s to_write=9s`,
 	}, "\n")
-	clients := map[string]wallTimes{"a": {sent: time.UnixMicro(990_000), answered: time.UnixMicro(1_300_000)}}
+	clients := map[string]wallTimes{"a": {start: time.UnixMicro(900_000), sent: time.UnixMicro(990_000),
+		answered: time.UnixMicro(1_300_000), end: time.UnixMicro(1_400_000)}}
 	got, err := parseRequestTimings(strings.NewReader(log), map[string]bool{"a": true}, clients)
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +62,9 @@ func TestParseRequestTimings(t *testing.T) {
 		killRequestPrefix + rowToWrite:   {40 * time.Millisecond},
 		rowWroteToRead:                   {10 * time.Millisecond},
 		rowWriteToFirst:                  {50 * time.Millisecond},
+		rowInDaemon:                      {250 * time.Millisecond},
+		rowOutsideDaemon:                 {60 * time.Millisecond},
+		rowOutsideAnswer:                 {190 * time.Millisecond},
 		getRequestPrefix + rowToHandler:  {0},
 		getRequestPrefix + rowHandler:    {time.Millisecond},
 		getRequestPrefix + rowToWrite:    {3 * time.Millisecond},

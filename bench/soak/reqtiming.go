@@ -13,7 +13,13 @@ package main
 //   - "kill request: wrote → read": the client wrote the request (httptrace)
 //     → the daemon's read returned it;
 //   - "kill request: write → first byte": the daemon wrote the answer → the
-//     client's transport saw its first byte.
+//     client's transport saw its first byte;
+//   - per kill, so that the p50s compare: "kill request: in the daemon
+//     (read → write)", "kill request: answer − in the daemon" (the client's
+//     answer time outside the daemon: both hosts' scheduling, the
+//     loopback), and "kill request: SDK call − answer" (the SDK's call
+//     outside the answer: getting a connection, the request's write by the
+//     transport's goroutine, the answer handed back to the caller).
 //
 // A build without the timing lines prints none of these rows.
 
@@ -35,20 +41,24 @@ const (
 	rowToWrite        = "to write"
 	rowWroteToRead    = killRequestPrefix + "wrote → read"
 	rowWriteToFirst   = killRequestPrefix + "write → first byte"
+	rowInDaemon       = killRequestPrefix + "in the daemon (read → write)"
+	rowOutsideDaemon  = killRequestPrefix + "answer − in the daemon"
+	rowOutsideAnswer  = killRequestPrefix + "SDK call − answer"
 )
 
 // requestTimingOrder is the order of the request timing rows.
 var requestTimingOrder = []string{
 	rowWroteToRead, killRequestPrefix + rowToHandler, killRequestPrefix + rowHandler,
-	killRequestPrefix + rowToWrite, rowWriteToFirst,
+	killRequestPrefix + rowToWrite, rowWriteToFirst, rowInDaemon, rowOutsideDaemon, rowOutsideAnswer,
 	getRequestPrefix + rowToHandler, getRequestPrefix + rowHandler, getRequestPrefix + rowToWrite,
 }
 
 // requestTimingNote is printed under the table.
 const requestTimingNote = "kill/get request rows (daemon debug log, request timing): read → API handler, the handler, its return → the answer's write; kill wrote → read and write → first byte compare the client's and the daemon's clocks"
 
-// wallTimes are a request's two wall-clock instants on one side.
-type wallTimes struct{ sent, answered time.Time }
+// wallTimes are a kill's wall-clock instants on the client: the SDK call's
+// start and end, the request written and the answer's first byte.
+type wallTimes struct{ start, sent, answered, end time.Time }
 
 // requestTimings reads the daemon's log for the timing of ids' kills and
 // GETs; clients holds the kills' client-side times (request written, first
@@ -109,6 +119,10 @@ func parseRequestTimings(r io.Reader, ids map[string]bool, clients map[string]wa
 		}
 		out[rowWroteToRead] = append(out[rowWroteToRead], time.UnixMicro(readAt).Sub(c.sent))
 		out[rowWriteToFirst] = append(out[rowWriteToFirst], c.answered.Sub(time.UnixMicro(writeAt)))
+		in := time.UnixMicro(writeAt).Sub(time.UnixMicro(readAt))
+		out[rowInDaemon] = append(out[rowInDaemon], in)
+		out[rowOutsideDaemon] = append(out[rowOutsideDaemon], c.answered.Sub(c.sent)-in)
+		out[rowOutsideAnswer] = append(out[rowOutsideAnswer], c.end.Sub(c.start)-c.answered.Sub(c.sent))
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading the daemon log: %w", err)
