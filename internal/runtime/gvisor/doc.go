@@ -57,13 +57,10 @@
 //     teardown). On a hybrid cgroup host (v1 controllers at `/sys/fs/cgroup`, v2 without controllers
 //     at `/sys/fs/cgroup/unified`: this project's hosts) `runsc run` and `runsc restore` start inside
 //     a v2 cgroup of the sandbox's own, `unified/<cgroup parent>/<id>` (clone3 `CLONE_INTO_CGROUP`),
-//     which every process runsc starts for it inherits. `Stop` reads the group's `cgroup.procs`, pins
-//     each pid with a pidfd, reads it again and signals the pinned pids still listed: no global kernel
-//     lock, where a `cgroup.kill` write (and a `/proc/<pid>/cgroup` read) waits for the host's
-//     `cgroup_mutex`, which other sandboxes' creates and teardowns hold (issue 24: 20–280 ms in a
-//     third of the soak's kills). `WaitStopped` then writes the group's `cgroup.kill` for forks in
-//     flight. The group has no controllers (it limits nothing); `Destroy` removes it. On a pure v2
-//     host runsc's own cgroup has `cgroup.kill`; without either, `Stop` signals pid by pid as before.
+//     which every process runsc starts for it inherits, so `Stop` is one write to its `cgroup.kill`
+//     instead of a pidfd, a `/proc/<pid>/cgroup` check and a signal for each of ~16 processes. The
+//     group has no controllers (it limits nothing); `Destroy` removes it. On a pure v2 host runsc's own
+//     cgroup has `cgroup.kill`; without either, `Stop` signals pid by pid as before.
 //
 //   - **Waking the agent** (`wake.go`). `Signal(SIGUSR1)` (listen again after a restore) and the
 //     memory watcher's OOM guard wake-up (SIGUSR2) send a datagram to the agent's wake port, UDP

@@ -24,8 +24,7 @@ import (
 // CLONE_INTO_CGROUP: no window in which a process is outside it), and
 // every process runsc starts for the sandbox inherits it: v1 and v2
 // memberships are independent, and runsc in v1 mode never moves a process
-// in the v2 hierarchy. Stop then signals them all from the group's
-// cgroup.procs through pidfds (signalKillGroup), and WaitStopped writes the
+// in the v2 hierarchy. Stop then kills them all with one write to the
 // group's cgroup.kill, which the kernel applies to forks in flight too.
 // The group has no controllers: it limits and accounts nothing. Destroy's
 // removeCgroups removes it with the others.
@@ -99,94 +98,19 @@ func (r *Runtime) startedInKillGroup(id string, in bool) {
 // cgroup.kill, and reports whether it did (false: no group, or one that
 // does not hold the sandbox's processes).
 func (r *Runtime) killGroup(id string) bool {
-	dir := r.usableKillGroup(id)
-	return dir != "" && killCgroupV2(dir)
-}
-
-// usableKillGroup is id's kill group when it holds the sandbox's processes,
-// else "".
-func (r *Runtime) usableKillGroup(id string) string {
 	dir := r.killGroupDir(id)
 	if dir == "" {
-		return ""
+		return false
 	}
 	if _, ok := r.groups.started.Load(id); !ok {
 		// Re-attached after a restart: the group counts only if it holds
 		// the processes.
 		pids, err := readPIDs(filepath.Join(dir, "cgroup.procs"))
 		if err != nil || len(pids) == 0 {
-			return ""
+			return false
 		}
 	}
-	return dir
-}
-
-// signalKillGroup SIGKILLs every process of id's kill group through pidfds,
-// and reports whether it could (false: no usable group, or its
-// cgroup.procs could not be read; Stop then writes cgroup.kill).
-//
-// Why not cgroup.kill (issue 24): a write to cgroup.kill takes the kernel's
-// cgroup_mutex, one lock for every cgroup of the host, which creates (runsc
-// making and joining cgroups, each join waiting for an RCU grace period
-// under it) and background teardowns (removing cgroups) hold: in the
-// 20-client soak the write took 20–280 ms in a third of the kills, most of
-// the kill's time inside the daemon. Reading cgroup.procs, pidfd_open and
-// pidfd_send_signal take no global lock. (Nor does this read
-// /proc/<pid>/cgroup, as the per-pid v1 path does: that read takes
-// cgroup_mutex too.) A pid is pinned with a pidfd, then signalled only if a
-// read after the pinning still lists it, so a pid that exited and was reused
-// meanwhile is never signalled (a process listed in the group is the
-// sandbox's). Rounds until a read shows no new pid, as in Stop's v1 path.
-func (r *Runtime) signalKillGroup(id string) bool {
-	dir := r.usableKillGroup(id)
-	if dir == "" {
-		return false
-	}
-	procs := filepath.Join(dir, "cgroup.procs")
-	ok, _ := signalProcs(procs)
-	return ok
-}
-
-// signalProcs SIGKILLs every process a cgroup.procs file lists, pinned and
-// checked as signalKillGroup says, and reports whether it could read the
-// file, and how many processes it signalled.
-func signalProcs(procs string) (bool, int) {
-	signalled := map[int]bool{}
-	sent := 0
-	for range stopRounds {
-		pids, err := readPIDs(procs)
-		if err != nil {
-			return false, sent
-		}
-		pinned := map[int]int{} // pid → pidfd
-		for _, pid := range pids {
-			if signalled[pid] {
-				continue
-			}
-			signalled[pid] = true
-			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-				pinned[pid] = fd
-			}
-		}
-		if len(pinned) == 0 {
-			return true, sent
-		}
-		again, err := readPIDs(procs)
-		listed := map[int]bool{}
-		for _, pid := range again {
-			listed[pid] = true
-		}
-		for pid, fd := range pinned {
-			if err == nil && listed[pid] && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
-				sent++
-			}
-			unix.Close(fd)
-		}
-		if err != nil {
-			return false, sent
-		}
-	}
-	return true, sent
+	return killCgroupV2(dir)
 }
 
 // forgetKillGroup drops id's record (Destroy; removeCgroups removes the

@@ -30,13 +30,10 @@ const stopRounds = 50
 // (WaitStopped does that, in the background teardown). A sandbox without a
 // cgroup (not running, or cgroups off) is stopped with `runsc kill`.
 //
-// On a hybrid host (this project's: v1 controllers, v2 beside them), for a
-// sandbox started in its kill group (killgroup_linux.go), Stop signals the
-// group's processes through pidfds (signalKillGroup: cgroup.kill waits for
-// the host's cgroup_mutex), and WaitStopped writes the group's cgroup.kill
-// for any fork in flight. Under cgroup v2 otherwise, one write to
-// cgroup.kill does it: the kernel kills every process of the cgroup, forks
-// in flight included. Otherwise, under cgroup
+// Under cgroup v2 one write to cgroup.kill does it: the kernel kills every
+// process of the cgroup, forks in flight included. So it does on a hybrid
+// host (this project's: v1 controllers, v2 beside them) for a sandbox
+// started in its kill group (killgroup_linux.go). Otherwise, under cgroup
 // v1, Stop reads cgroup.procs, signals every pid it has not
 // signalled yet (pinned with a pidfd and checked to be in the cgroup, so
 // a reused pid is never signalled), and reads again until a read shows no
@@ -58,9 +55,8 @@ func (r *Runtime) Stop(ctx context.Context, id, _ string) error {
 	}
 	r.unwatchMemory(id)
 	r.addrs.saving(id) // dying: no more OOM guard wake-ups (wake.go)
-	// The kill group's processes through pidfds, without cgroup.kill's
-	// global lock (killgroup_linux.go); else one write to its cgroup.kill.
-	if r.signalKillGroup(id) || r.killGroup(id) {
+	// One write to the kill group's cgroup.kill (killgroup_linux.go).
+	if r.killGroup(id) {
 		return nil
 	}
 	procs := r.cgroupProcsFile(id)
@@ -122,9 +118,6 @@ func (r *Runtime) WaitStopped(ctx context.Context, id, _ string) error {
 	if err := runtime.CheckID(ErrInvalidSpec, id); err != nil {
 		return err
 	}
-	// Whatever a fork in flight added to the kill group after Stop read it
-	// (off the kill's answer path: cgroup.kill's lock is no matter here).
-	r.killGroup(id)
 	procs := r.cgroupProcsFile(id)
 	if procs == "" {
 		return nil // no cgroup: Destroy's runsc kill and delete do it
