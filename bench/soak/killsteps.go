@@ -48,20 +48,23 @@ var killStepOrder = []string{
 	killTeardownPrefix + "exit", killTeardownPrefix + "runtime", killTeardownPrefix + "network", killTeardownPrefix + "row",
 }
 
-// killStepNote is printed under the table.
+// killStepNote is printed under the table (with requestTimingNote when
+// the daemon logged request timings).
 const killStepNote = "kill client rows: the DELETE's connection and its answer's first byte after the request was written; kill step rows (daemon debug log): total is the kill inside the daemon, index to answer"
 
 // isKillStep reports whether op is a kill step row.
 func isKillStep(op string) bool {
 	return strings.HasPrefix(op, killStepPrefix) || strings.HasPrefix(op, killTeardownPrefix) ||
-		strings.HasPrefix(op, killClientPrefix)
+		strings.HasPrefix(op, killClientPrefix) || strings.HasPrefix(op, killRequestPrefix) ||
+		strings.HasPrefix(op, getRequestPrefix)
 }
 
 // traceKill returns ctx traced for the kill's client rows, and the function
 // that records them once the kill returned (nothing when it failed).
-func traceKill(ctx context.Context, rec *recorder) (context.Context, func(error)) {
+func traceKill(ctx context.Context, rec *recorder, id string) (context.Context, func(error)) {
 	var mu sync.Mutex
 	var getConn, gotConn, wrote, first time.Time
+	start := time.Now()
 	at := func(p *time.Time) {
 		mu.Lock()
 		*p = time.Now()
@@ -81,6 +84,9 @@ func traceKill(ctx context.Context, rec *recorder) (context.Context, func(error)
 		}
 		rec.add(killConnect, gotConn.Sub(getConn))
 		rec.add(killAnswer, first.Sub(wrote))
+		rec.mu.Lock()
+		rec.killWall[id] = wallTimes{start: start, sent: wrote, answered: first, end: time.Now()}
+		rec.mu.Unlock()
 	}
 }
 

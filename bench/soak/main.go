@@ -161,6 +161,9 @@ type recorder struct {
 	errs    map[string]int
 	samples []string
 	ids     map[string]bool
+	// killWall is, per sandbox, when its kill's request was written and
+	// when its answer's first byte came (reqtiming.go).
+	killWall map[string]wallTimes
 }
 
 func (r *recorder) do(op string, f func() error) error {
@@ -202,7 +205,7 @@ func (r *recorder) created(id string) {
 func run(ctx context.Context, c config) Summary {
 	sdk := airlock.New(c.url, c.key)
 	cl := airlock.New(c.url, c.key)
-	rec := &recorder{lat: map[string][]time.Duration{}, errs: map[string]int{}, ids: map[string]bool{}}
+	rec := &recorder{lat: map[string][]time.Duration{}, errs: map[string]int{}, ids: map[string]bool{}, killWall: map[string]wallTimes{}}
 	before := rssKiB(c.pid)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -240,6 +243,13 @@ func run(ctx context.Context, c config) Summary {
 			fmt.Fprintln(os.Stderr, "soak:", err)
 		}
 		for op, ds := range ks {
+			rec.add(op, ds...)
+		}
+		rt, err := requestTimings(c.daemonLog, rec.ids, rec.killWall)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "soak:", err)
+		}
+		for op, ds := range rt {
 			rec.add(op, ds...)
 		}
 	}
@@ -296,7 +306,7 @@ func oneRound(ctx context.Context, c config, sdk *airlock.Client, cl *airlock.Cl
 		_ = rec.do("kill", func() error {
 			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opDeadline)
 			defer cancel()
-			kctx, done := traceKill(kctx, rec)
+			kctx, done := traceKill(kctx, rec, sb.ID)
 			err := sb.Kill(kctx)
 			done(err)
 			return err
@@ -432,7 +442,7 @@ func printSummary(w io.Writer, s Summary) {
 			row(tw, op, o)
 		}
 	}
-	for _, op := range killStepOrder {
+	for _, op := range append(killStepOrder, requestTimingOrder...) {
 		if o, ok := s.KillSteps[op]; ok {
 			row(tw, op, o)
 		}
@@ -443,6 +453,9 @@ func printSummary(w io.Writer, s Summary) {
 	}
 	if len(s.KillSteps) > 0 {
 		fmt.Fprintln(w, killStepNote)
+	}
+	if _, ok := s.KillSteps[killRequestPrefix+rowHandler]; ok {
+		fmt.Fprintln(w, requestTimingNote)
 	}
 	if s.RSSBeforeKiB > 0 {
 		fmt.Fprintf(w, "daemon RSS: %d KiB before, %d KiB after\n", s.RSSBeforeKiB, s.RSSAfterKiB)

@@ -585,7 +585,11 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	d.metrics.closeIdle = sandboxTransport.CloseIdleConnections
 	consoleHandler := console.New(console.Options{APIKey: d.apiKey, Next: apiHandler, Processes: d.mgr, Overview: d.metrics.overview,
 		Counts: func() map[string]int { return sandboxCounts(d.mgr) }, Logger: d.log.With("component", "console"), Trusted: d.trusted()})
-	h := proxy.New(proxy.FromManager(d.mgr), middleware.RequestID(consoleHandler), proxy.Options{
+	var apiSide http.Handler = middleware.RequestID(consoleHandler)
+	if d.timing() {
+		apiSide = middleware.Timing(d.log.With("component", "api"), apiSide)
+	}
+	h := proxy.New(proxy.FromManager(d.mgr), apiSide, proxy.Options{
 		APIHosts:        apiHosts,
 		VerifySignature: guest.VerifySignature,
 		Transport:       conns.Wrap(sandboxTransport),
@@ -599,12 +603,19 @@ func (d *daemon) newHandler(conns *guestconn.Tracker) http.Handler {
 	return h
 }
 
+// timing reports whether API requests log their timing (debug level:
+// middleware.Timing).
+func (d *daemon) timing() bool { return d.log.Enabled(context.Background(), slog.LevelDebug) }
+
 // serve listens, prepares the default templates while /health answers 503,
 // then serves until ctx ends or serving fails, and shuts down.
 func (d *daemon) serve(ctx context.Context) error {
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", d.cfg.Listen, err)
+	}
+	if d.timing() { // under the TLS: net/http must see the *tls.Conn
+		ln = middleware.TimingListener(ln)
 	}
 	if d.node != nil {
 		// Mutual TLS with the api tier (clustertls); the guard refuses what
@@ -613,6 +624,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	srv := &http.Server{
 		Handler:           d.handler,
+		ConnContext:       middleware.TimingConnContext,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       620 * time.Second,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
