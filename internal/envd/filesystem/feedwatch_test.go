@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,11 +47,37 @@ func openWatch(ctx context.Context, t *testing.T, c filesystempbconnect.Filesyst
 	}, stream.ResponseHeader().Get(filefeed.Header) != ""
 }
 
-// TestFeedWatchCoalesces: the activity feed's watch gets one write per path
-// per window, no CHMOD, and past the rate cap a dropped count; an SDK watch
-// on the same directory still gets every event.
+// stepClock is the feed watch's clock in tests: every reading is step
+// later than the one before (one reading per event the limits see), and
+// jump moves it on; so the limits see the same times however fast the
+// host runs (under -race, a flood of creates can take seconds).
+type stepClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *stepClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(c.step)
+	return c.t
+}
+
+func (c *stepClock) jump(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestFeedWatchCoalesces: the feed's watch (filefeed.Header) coalesces
+// writes per path and caps the rate, on the agent's clock, which here
+// moves 2 ms per event seen, whatever the host's speed: an SDK watch on
+// the same directory gets every event.
 func TestFeedWatchCoalesces(t *testing.T) {
 	e := newEnv(t)
+	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: 2 * time.Millisecond}
+	e.svc.now = clock.now
 	dir := openDir(t, 0o755)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -64,7 +91,8 @@ func TestFeedWatchCoalesces(t *testing.T) {
 	}
 
 	// Writes to a.txt alternate with writes to b.txt (inotify merges
-	// identical events queued back to back).
+	// identical events queued back to back): 42 events, well within one
+	// filefeed.Window on the clock.
 	f := filepath.Join(dir, "a.txt")
 	if err := os.WriteFile(f, []byte("one"), 0o644); err != nil {
 		t.Fatal(err)
@@ -109,22 +137,21 @@ func TestFeedWatchCoalesces(t *testing.T) {
 		t.Fatalf("feed watch saw %v, want one create and one write", n)
 	}
 
-	// A flood of creates: at most filefeed.Rate a second, the rest counted
-	// and reported before the next event kept.
-	time.Sleep(filefeed.Window + 100*time.Millisecond)
+	// A flood of creates (the agent has seen every event so far: m1 was
+	// the last): 500 events 2 ms apart on the clock, so 1 s holds all of
+	// them; filefeed.Rate are kept, the rest counted and reported before
+	// the next event kept ("last", the first of the next second).
+	clock.jump(10 * filefeed.Window)
 	const files = 500
-	start := time.Now()
 	for i := 0; i < files; i++ {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("x%d", i)), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	elapsed := time.Since(start)
-	time.Sleep(filefeed.Window + 100*time.Millisecond)
 	if err := os.WriteFile(filepath.Join(dir, "last"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	kept, creates, dropped := 0, 0, 0
+	kept, dropped, droppedBeforeLast := 0, 0, 0
 	for {
 		ev, ok := feedNext()
 		if !ok {
@@ -132,23 +159,22 @@ func TestFeedWatchCoalesces(t *testing.T) {
 		}
 		if ev.GetType() == filesystempb.EventType_EVENT_TYPE_UNSPECIFIED {
 			dropped += int(ev.GetEntry().GetSize())
+			droppedBeforeLast = int(ev.GetEntry().GetSize())
 			continue
 		}
 		if ev.GetName() == "last" {
 			break
 		}
-		kept++
-		if ev.GetType() == filesystempb.EventType_EVENT_TYPE_CREATE {
-			creates++
+		droppedBeforeLast = 0
+		if ev.GetType() != filesystempb.EventType_EVENT_TYPE_CREATE {
+			t.Fatalf("flood: got %v of %s, want only creates", ev.GetType(), ev.GetName())
 		}
+		kept++
 	}
-	if dropped == 0 || creates+dropped < files {
-		t.Fatalf("flood of %d creates in %v: %d kept (%d creates), %d dropped", files, elapsed, kept, creates, dropped)
+	if kept != filefeed.Rate || dropped != files-filefeed.Rate || droppedBeforeLast != dropped {
+		t.Fatalf("flood of %d creates within a second: %d kept, %d dropped (%d reported right before the next kept event); want %d kept, %d dropped, reported before it",
+			files, kept, dropped, droppedBeforeLast, filefeed.Rate, files-filefeed.Rate)
 	}
-	if maxKept := filefeed.Rate * (int(elapsed/time.Second) + 2); kept > maxKept {
-		t.Fatalf("kept %d events in %v, more than %d", kept, elapsed, maxKept)
-	}
-	t.Logf("flood of %d creates in %v: %d kept, %d dropped", files, elapsed, kept, dropped)
 }
 
 // TestFeedWatchSameAsSDK: the feed's raw inotify watch gives the entries

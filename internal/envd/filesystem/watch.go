@@ -279,6 +279,10 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 	// The activity feed's watch asks for its limits to be applied here, so
 	// that only what the feed keeps leaves the sandbox.
 	var feed *filefeed.Limiter
+	now := s.now
+	if now == nil {
+		now = time.Now
+	}
 	if isFeed {
 		feed = &filefeed.Limiter{}
 		stream.ResponseHeader().Set(filefeed.Header, "1")
@@ -296,7 +300,7 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 				if !ok {
 					continue
 				}
-				keep, dropped := feed.Add(time.Now(), k, fe.GetName(), lost)
+				keep, dropped := feed.Add(now(), k, fe.GetName(), lost)
 				lost = 0
 				if !keep {
 					continue
