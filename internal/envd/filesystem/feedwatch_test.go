@@ -338,3 +338,40 @@ func TestInoOverflow(t *testing.T) {
 		t.Fatalf("resolve(IN_CREATE|IN_ISDIR) = %+v, %v", r, ok)
 	}
 }
+
+// TestInoWatcherHold: while held (the feed's rate cap used up), the
+// reader leaves events in the kernel's queue, and reads them all once the
+// hold ends.
+func TestInoWatcherHold(t *testing.T) {
+	dir := t.TempDir()
+	w, err := newInoWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.add(dir); err != nil {
+		t.Fatal(err)
+	}
+	const hold = 400 * time.Millisecond
+	w.holdFor(hold)
+	start := time.Now()
+	for i := 0; i < 50; i++ {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for n < 50 {
+		select {
+		case batch := <-w.events:
+			if at := time.Since(start); at < hold {
+				t.Fatalf("a batch of %d events read %v into a hold of %v", len(batch), at, hold)
+			}
+			n += len(batch)
+		case err := <-w.errors:
+			t.Fatal(err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 50 events read 10 s after the hold ended", n)
+		}
+	}
+}
