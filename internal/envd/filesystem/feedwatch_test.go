@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -373,5 +374,25 @@ func TestInoWatcherHold(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%d of 50 events read 10 s after the hold ended", n)
 		}
+	}
+
+	// A long hold ends early once the kernel holds holdMaxQueued bytes of
+	// events (Linux would drop the ones past its queue's bound).
+	w.holdFor(time.Hour)
+	time.Sleep(2 * feedBatchPause) // the reader is in the hold
+	long := strings.Repeat("n", 200)
+	files := holdMaxQueued/(unix.SizeofInotifyEvent+len(long)) + 1
+	for i := 0; i < files; i++ {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s%d", long, i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case batch := <-w.events:
+		if len(batch) == 0 {
+			t.Fatal("an empty batch")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%d events (over %d bytes) queued: still held 10 s later", files, holdMaxQueued)
 	}
 }

@@ -99,19 +99,34 @@ func (w *inoWatcher) holdFor(d time.Duration) {
 	w.resumeAt.Store(time.Now().Add(d).UnixNano())
 }
 
+// Bounds of a hold: every holdCheck the reader looks at how much the
+// kernel has queued, and ends the hold early past holdMaxQueued bytes
+// (Linux drops events past fs.inotify.max_queued_events, 16384 by
+// default: about 512 KiB of events with short names; gVisor keeps them
+// all).
+const (
+	holdCheck     = 200 * time.Millisecond
+	holdMaxQueued = 256 << 10
+)
+
 // waitHold waits out a hold (holdFor); false when the watcher closed.
 func (w *inoWatcher) waitHold() bool {
-	d := time.Until(time.Unix(0, w.resumeAt.Load()))
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-w.done:
-		return false
+	for {
+		d := time.Until(time.Unix(0, w.resumeAt.Load()))
+		if d <= 0 {
+			return true
+		}
+		t := time.NewTimer(min(d, holdCheck))
+		select {
+		case <-t.C:
+		case <-w.done:
+			t.Stop()
+			return false
+		}
+		// SIOCINQ is FIONREAD: the bytes queued.
+		if n, err := unix.IoctlGetInt(w.fd, unix.SIOCINQ); err == nil && n >= holdMaxQueued {
+			return true
+		}
 	}
 }
 
