@@ -82,8 +82,8 @@
 //     the agent leaves the events in the kernel's queue until it ends and
 //     then reads and counts them in one go (filefeed.Limiter.Full): a
 //     flood costs a few reads a second, not fifty. The host side of a
-//     listener is small (daemon +5 ms CPU, listener +1 ms per 200-file
-//     run; bench/README.md's profile): the cost is inside the sandbox.
+//     listener is small (daemon +2…6 ms CPU, listener +1…7 ms per
+//     200-file run; bench/README.md's profile): the cost is in the sandbox.
 //
 // A nil *Hub is a feed that is off: every method does nothing.
 package activity
