@@ -11,7 +11,10 @@
 # and the /17 halves of SUBNET; EXT's .40/29 is the stand-in host (.41 on
 # the host side, .42 the target). Knobs: ROUNDS, RT_N, HEAVY_N, FLOOR, WORK (activity.mjs);
 # CPU=1 then also runs bench/activity/cpu.mjs (CPU per files run by component, CPU_N runs;
-# CPU=only runs it alone).
+# CPU=only runs it alone); PROFILE=1 runs bench/activity/profile.mjs alone (where a files
+# run's cost goes with a listener: CPU per host process, bytes, entries; PROF_N runs a phase,
+# PERF_DIR for `perf record -g` of those processes per phase). OFF_PORT and ON_PORT are the daemons' ports
+# (default: free ones).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA_DIR=${DATA_DIR:?set DATA_DIR}
@@ -49,15 +52,23 @@ start() { # name port max-entries subnet
 		--deny-out-except "$EXT.40/29" --activity-max-entries "$3" >>"$DATA_DIR.$1.log" 2>&1 &
 	PIDS+=($!)
 }
-start off 49993 0 "$a.$b.0.0/17"
-start on 49994 5000 "$a.$b.128.0/17"
-for port in 49993 49994; do
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+OFF_PORT=${OFF_PORT:-$(free_port)}
+ON_PORT=${ON_PORT:-$(free_port)}
+while [ "$ON_PORT" = "$OFF_PORT" ]; do ON_PORT=$(free_port); done
+start off "$OFF_PORT" 0 "$a.$b.0.0/17"
+start on "$ON_PORT" 5000 "$a.$b.128.0/17"
+for port in "$OFF_PORT" "$ON_PORT"; do
 	for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$port/health" 2>/dev/null && break; sleep 0.5; done
 	curl -fsS -o /dev/null "http://127.0.0.1:$port/health"
 done
+if [ -n "${PROFILE:-}" ]; then
+	ON_URL=http://127.0.0.1:$ON_PORT API_KEY=$KEY DPID=${PIDS[1]} NET_PREFIX=${NET_PREFIX}on node bench/activity/profile.mjs
+	exit 0
+fi
 if [ "${CPU:-}" != only ]; then
-	OFF_URL=http://127.0.0.1:49993 ON_URL=http://127.0.0.1:49994 API_KEY=$KEY TARGET=$EXT.42:9 node bench/activity/activity.mjs
+	OFF_URL=http://127.0.0.1:$OFF_PORT ON_URL=http://127.0.0.1:$ON_PORT API_KEY=$KEY TARGET=$EXT.42:9 node bench/activity/activity.mjs
 fi
 if [ -n "${CPU:-}" ]; then
-	ON_URL=http://127.0.0.1:49994 API_KEY=$KEY DPID=${PIDS[1]} node bench/activity/cpu.mjs
+	ON_URL=http://127.0.0.1:$ON_PORT API_KEY=$KEY DPID=${PIDS[1]} node bench/activity/cpu.mjs
 fi

@@ -78,7 +78,12 @@
 //     itself. SDK watches (no header) still get every event. The agent
 //     serves the feed's watch with raw inotify (IN_ISDIR instead of an
 //     lstat per create, events read and flushed in batches 20 ms apart;
-//     internal/envd/filesystem's doc).
+//     internal/envd/filesystem's doc). Once the cap's second is used up,
+//     the agent leaves the events in the kernel's queue until it ends and
+//     then reads and counts them in one go (filefeed.Limiter.Full): a
+//     flood costs a few reads a second, not fifty. The host side of a
+//     listener is small (daemon +2…6 ms CPU, listener +1…7 ms per
+//     200-file run; bench/README.md's profile): the cost is in the sandbox.
 //
 // A nil *Hub is a feed that is off: every method does nothing.
 package activity

@@ -78,6 +78,16 @@ func (l *Limiter) Add(now time.Time, k Kind, path string, extraDropped int) (kee
 	return true, dropped
 }
 
+// Full reports whether the rate cap's current window is used up at now
+// (every event until the window ends is dropped, whatever it is) and, if
+// so, when the window ends.
+func (l *Limiter) Full(now time.Time) (until time.Time, full bool) {
+	if l.count < Rate || now.Sub(l.rateWindow) >= time.Second || now.Before(l.rateWindow) {
+		return time.Time{}, false
+	}
+	return l.rateWindow.Add(time.Second), true
+}
+
 // Header is the request header with which the feed's watch (WatchDir) asks
 // the agent to apply the Limiter before sending; an agent that does echoes
 // it in the response headers (an older agent ignores it and sends every

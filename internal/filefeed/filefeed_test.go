@@ -65,3 +65,30 @@ func TestRateCapReportsDropped(t *testing.T) {
 		t.Fatalf("count reported twice: %d", d)
 	}
 }
+
+func TestFull(t *testing.T) {
+	now := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
+	var l Limiter
+	if _, full := l.Full(now); full {
+		t.Fatal("a new limiter is full")
+	}
+	for i := 0; i < Rate; i++ {
+		if _, full := l.Full(now); full {
+			t.Fatalf("full after %d events, want after %d", i, Rate)
+		}
+		l.Add(now.Add(time.Duration(i)*time.Millisecond), Create, fmt.Sprintf("/home/user/f%d", i), 0)
+	}
+	at := now.Add(500 * time.Millisecond)
+	if until, full := l.Full(at); !full || !until.Equal(now.Add(time.Second)) {
+		t.Fatalf("after %d events: Full = %v, %v; want true until the window's end %v", Rate, until, full, now.Add(time.Second))
+	}
+	if keep, _ := l.Add(at, Create, "/home/user/late", 0); keep {
+		t.Fatal("an event kept while Full")
+	}
+	if _, full := l.Full(now.Add(time.Second)); full {
+		t.Fatal("still full once the window ended")
+	}
+	if keep, dropped := l.Add(now.Add(time.Second), Create, "/home/user/next", 0); !keep || dropped != 1 {
+		t.Fatalf("first event of the next window: keep %v, dropped %d; want kept, 1 dropped", keep, dropped)
+	}
+}

@@ -21,7 +21,13 @@
 //     within the tree keeps its watches under the new path (IN_MOVED_FROM
 //     and IN_MOVED_TO cookies), one moved out of it loses them. The reader
 //     takes the kernel's events in batches 20 ms apart, and the response
-//     is flushed once per batch (FeedFlushes), not once per event. Entries
+//     is flushed once per batch (FeedFlushes), not once per event. While
+//     filefeed's rate cap is used up (Limiter.Full), every event until its
+//     second ends would be dropped: the reader holds off (holdFor) and
+//     reads them all, to count them, when it ends, or earlier once 256 KiB
+//     are queued (Linux drops events past fs.inotify.max_queued_events).
+//     Files created inside a directory made during a hold, before its
+//     watch is added after the hold, are neither reported nor counted. Entries
 //     are fsnotify's (Name, Op) for the same events, through the same
 //     translation and filefeed's limits; the one difference is a renamed
 //     directory: one RENAME (fsnotify adds a second from IN_MOVE_SELF and,

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,11 +48,37 @@ func openWatch(ctx context.Context, t *testing.T, c filesystempbconnect.Filesyst
 	}, stream.ResponseHeader().Get(filefeed.Header) != ""
 }
 
-// TestFeedWatchCoalesces: the activity feed's watch gets one write per path
-// per window, no CHMOD, and past the rate cap a dropped count; an SDK watch
-// on the same directory still gets every event.
+// stepClock is the feed watch's clock in tests: every reading is step
+// later than the one before (one reading per event the limits see), and
+// jump moves it on; so the limits see the same times however fast the
+// host runs (under -race, a flood of creates can take seconds).
+type stepClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *stepClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(c.step)
+	return c.t
+}
+
+func (c *stepClock) jump(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestFeedWatchCoalesces: the feed's watch (filefeed.Header) coalesces
+// writes per path and caps the rate, on the agent's clock, which here
+// moves 2 ms per event seen, whatever the host's speed: an SDK watch on
+// the same directory gets every event.
 func TestFeedWatchCoalesces(t *testing.T) {
 	e := newEnv(t)
+	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: 2 * time.Millisecond}
+	e.svc.now = clock.now
 	dir := openDir(t, 0o755)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -64,7 +92,8 @@ func TestFeedWatchCoalesces(t *testing.T) {
 	}
 
 	// Writes to a.txt alternate with writes to b.txt (inotify merges
-	// identical events queued back to back).
+	// identical events queued back to back): 42 events, well within one
+	// filefeed.Window on the clock.
 	f := filepath.Join(dir, "a.txt")
 	if err := os.WriteFile(f, []byte("one"), 0o644); err != nil {
 		t.Fatal(err)
@@ -109,22 +138,21 @@ func TestFeedWatchCoalesces(t *testing.T) {
 		t.Fatalf("feed watch saw %v, want one create and one write", n)
 	}
 
-	// A flood of creates: at most filefeed.Rate a second, the rest counted
-	// and reported before the next event kept.
-	time.Sleep(filefeed.Window + 100*time.Millisecond)
+	// A flood of creates (the agent has seen every event so far: m1 was
+	// the last): 500 events 2 ms apart on the clock, so 1 s holds all of
+	// them; filefeed.Rate are kept, the rest counted and reported before
+	// the next event kept ("last", the first of the next second).
+	clock.jump(10 * filefeed.Window)
 	const files = 500
-	start := time.Now()
 	for i := 0; i < files; i++ {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("x%d", i)), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	elapsed := time.Since(start)
-	time.Sleep(filefeed.Window + 100*time.Millisecond)
 	if err := os.WriteFile(filepath.Join(dir, "last"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	kept, creates, dropped := 0, 0, 0
+	kept, dropped, droppedBeforeLast := 0, 0, 0
 	for {
 		ev, ok := feedNext()
 		if !ok {
@@ -132,23 +160,22 @@ func TestFeedWatchCoalesces(t *testing.T) {
 		}
 		if ev.GetType() == filesystempb.EventType_EVENT_TYPE_UNSPECIFIED {
 			dropped += int(ev.GetEntry().GetSize())
+			droppedBeforeLast = int(ev.GetEntry().GetSize())
 			continue
 		}
 		if ev.GetName() == "last" {
 			break
 		}
-		kept++
-		if ev.GetType() == filesystempb.EventType_EVENT_TYPE_CREATE {
-			creates++
+		droppedBeforeLast = 0
+		if ev.GetType() != filesystempb.EventType_EVENT_TYPE_CREATE {
+			t.Fatalf("flood: got %v of %s, want only creates", ev.GetType(), ev.GetName())
 		}
+		kept++
 	}
-	if dropped == 0 || creates+dropped < files {
-		t.Fatalf("flood of %d creates in %v: %d kept (%d creates), %d dropped", files, elapsed, kept, creates, dropped)
+	if kept != filefeed.Rate || dropped != files-filefeed.Rate || droppedBeforeLast != dropped {
+		t.Fatalf("flood of %d creates within a second: %d kept, %d dropped (%d reported right before the next kept event); want %d kept, %d dropped, reported before it",
+			files, kept, dropped, droppedBeforeLast, filefeed.Rate, files-filefeed.Rate)
 	}
-	if maxKept := filefeed.Rate * (int(elapsed/time.Second) + 2); kept > maxKept {
-		t.Fatalf("kept %d events in %v, more than %d", kept, elapsed, maxKept)
-	}
-	t.Logf("flood of %d creates in %v: %d kept, %d dropped", files, elapsed, kept, dropped)
 }
 
 // TestFeedWatchSameAsSDK: the feed's raw inotify watch gives the entries
@@ -310,5 +337,62 @@ func TestInoOverflow(t *testing.T) {
 	r, ok = w.resolve(rawEvent{wd: 1, mask: unix.IN_CREATE | unix.IN_ISDIR, name: "n"})
 	if !ok || !r.isDir || r.ev.Name != "/r/n" || r.ev.Op != fsnotify.Create {
 		t.Fatalf("resolve(IN_CREATE|IN_ISDIR) = %+v, %v", r, ok)
+	}
+}
+
+// TestInoWatcherHold: while held (the feed's rate cap used up), the
+// reader leaves events in the kernel's queue, and reads them all once the
+// hold ends.
+func TestInoWatcherHold(t *testing.T) {
+	dir := t.TempDir()
+	w, err := newInoWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.add(dir); err != nil {
+		t.Fatal(err)
+	}
+	const hold = 400 * time.Millisecond
+	w.holdFor(hold)
+	start := time.Now()
+	for i := 0; i < 50; i++ {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for n < 50 {
+		select {
+		case batch := <-w.events:
+			if at := time.Since(start); at < hold {
+				t.Fatalf("a batch of %d events read %v into a hold of %v", len(batch), at, hold)
+			}
+			n += len(batch)
+		case err := <-w.errors:
+			t.Fatal(err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 50 events read 10 s after the hold ended", n)
+		}
+	}
+
+	// A long hold ends early once the kernel holds holdMaxQueued bytes of
+	// events (Linux would drop the ones past its queue's bound).
+	w.holdFor(time.Hour)
+	time.Sleep(2 * feedBatchPause) // the reader is in the hold
+	long := strings.Repeat("n", 200)
+	files := holdMaxQueued/(unix.SizeofInotifyEvent+len(long)) + 1
+	for i := 0; i < files; i++ {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s%d", long, i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case batch := <-w.events:
+		if len(batch) == 0 {
+			t.Fatal("an empty batch")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%d events (over %d bytes) queued: still held 10 s later", files, holdMaxQueued)
 	}
 }

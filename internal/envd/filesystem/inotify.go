@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -44,6 +45,11 @@ type inoWatcher struct {
 	errors chan error
 	done   chan struct{} // closed by Close
 	once   sync.Once
+	// resumeAt (UnixNano; 0: none) is when the reader may read again
+	// (holdFor): while the feed's rate cap is used up, every event would
+	// be dropped, so they wait in the kernel's queue and are read, and
+	// counted, in one go when the cap's window ends.
+	resumeAt atomic.Int64
 
 	// mu guards the watch maps (resolve runs on the consumer, add also on
 	// the identity.Runner's thread).
@@ -87,6 +93,43 @@ func (w *inoWatcher) add(dir string) error {
 	return nil
 }
 
+// holdFor keeps the reader from reading for d (it finishes a read under
+// way).
+func (w *inoWatcher) holdFor(d time.Duration) {
+	w.resumeAt.Store(time.Now().Add(d).UnixNano())
+}
+
+// Bounds of a hold: every holdCheck the reader looks at how much the
+// kernel has queued, and ends the hold early past holdMaxQueued bytes
+// (Linux drops events past fs.inotify.max_queued_events, 16384 by
+// default: about 512 KiB of events with short names; gVisor keeps them
+// all).
+const (
+	holdCheck     = 200 * time.Millisecond
+	holdMaxQueued = 256 << 10
+)
+
+// waitHold waits out a hold (holdFor); false when the watcher closed.
+func (w *inoWatcher) waitHold() bool {
+	for {
+		d := time.Until(time.Unix(0, w.resumeAt.Load()))
+		if d <= 0 {
+			return true
+		}
+		t := time.NewTimer(min(d, holdCheck))
+		select {
+		case <-t.C:
+		case <-w.done:
+			t.Stop()
+			return false
+		}
+		// SIOCINQ is FIONREAD: the bytes queued.
+		if n, err := unix.IoctlGetInt(w.fd, unix.SIOCINQ); err == nil && n >= holdMaxQueued {
+			return true
+		}
+	}
+}
+
 // Close stops the reader (it closes events and errors) and every watch.
 func (w *inoWatcher) Close() error {
 	w.once.Do(func() { close(w.done) })
@@ -98,6 +141,9 @@ func (w *inoWatcher) read() {
 	defer close(w.errors)
 	buf := make([]byte, unix.SizeofInotifyEvent*4096)
 	for {
+		if !w.waitHold() {
+			return
+		}
 		n, err := w.file.Read(buf)
 		if err != nil {
 			if !errors.Is(err, os.ErrClosed) {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -26,6 +27,9 @@ type Service struct {
 	st    *state.State
 	log   *slog.Logger
 	names names
+	// now is the activity feed watch's clock for filefeed's limits
+	// (time.Now when nil; tests set it before the first watch).
+	now func() time.Time
 
 	// mu guards watchers and closed.
 	mu       sync.Mutex

@@ -279,6 +279,10 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 	// The activity feed's watch asks for its limits to be applied here, so
 	// that only what the feed keeps leaves the sandbox.
 	var feed *filefeed.Limiter
+	now := s.now
+	if now == nil {
+		now = time.Now
+	}
 	if isFeed {
 		feed = &filefeed.Limiter{}
 		stream.ResponseHeader().Set(filefeed.Header, "1")
@@ -289,6 +293,8 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 	// lost counts events the kernel's queue overflowed on (at least one
 	// each time), reported with the feed's next dropped count.
 	lost := 0
+	// lastAdd is when the limits last saw an event.
+	var lastAdd time.Time
 	emit := func(fes []*filesystempb.FilesystemEvent) error {
 		for _, fe := range fes {
 			if feed != nil {
@@ -296,7 +302,8 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 				if !ok {
 					continue
 				}
-				keep, dropped := feed.Add(time.Now(), k, fe.GetName(), lost)
+				lastAdd = now()
+				keep, dropped := feed.Add(lastAdd, k, fe.GetName(), lost)
 				lost = 0
 				if !keep {
 					continue
@@ -385,6 +392,14 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 				}
 			}
 			hold.release()
+			// Past the rate cap every event is dropped until its window
+			// ends: leave them queued in the kernel until then (one read
+			// and one wake-up instead of one per batch).
+			if feed != nil {
+				if until, full := feed.Full(lastAdd); full {
+					d.ino.holdFor(until.Sub(lastAdd))
+				}
+			}
 			keepalive.Reset(interval)
 		}
 	}
