@@ -2,8 +2,10 @@
 // The hot paths' last milliseconds (issue 24): runCode("1+1"),
 // commands.run("true") and create → first runCode result, each next to its
 // floor measured in the same sandbox and the same run:
-//   - a Python process inside the sandbox executing the same cell directly
-//     (IPython's run_cell);
+//   - the kernel's own time for each measured runCode cell, timed in the
+//     kernel: the fast channel's handle() and IPython's run_cell in it (the
+//     runCode row's floor), and a Python process inside the sandbox
+//     executing the same cell directly (a bare InteractiveShell's run_cell);
 //   - a bare `true` fork+exec inside the sandbox;
 //   - the same /execute request sent from inside the sandbox (no daemon hop),
 //     and a GET /health through the daemon's proxy (the hop alone).
