@@ -2,8 +2,10 @@
 // The hot paths' last milliseconds (issue 24): runCode("1+1"),
 // commands.run("true") and create → first runCode result, each next to its
 // floor measured in the same sandbox and the same run:
-//   - a Python process inside the sandbox executing the same cell directly
-//     (IPython's run_cell);
+//   - the kernel's own time for each measured runCode cell, timed in the
+//     kernel: the fast channel's handle() and IPython's run_cell in it (the
+//     runCode row's floor), and a Python process inside the sandbox
+//     executing the same cell directly (a bare InteractiveShell's run_cell);
 //   - a bare `true` fork+exec inside the sandbox;
 //   - the same /execute request sent from inside the sandbox (no daemon hop),
 //     and a GET /health through the daemon's proxy (the hop alone).
@@ -104,6 +106,28 @@ for _ in range(${N}):
     t = time.perf_counter(); once(); print((time.perf_counter() - t) * 1000)
 `
 
+const kernelTimersOn = `
+import gc as _gc, time as _time
+_hp_ch = next(o for o in _gc.get_objects() if type(o).__name__ == "_Channel")
+_hp_t = {"handle": [], "run_cell": []}
+def _hp_wrap(f, k):
+    def w(*a, **kw):
+        t = _time.perf_counter()
+        try:
+            return f(*a, **kw)
+        finally:
+            _hp_t[k].append((_time.perf_counter() - t) * 1000)
+    return w
+_hp_ch.handle = _hp_wrap(_hp_ch.handle, "handle")
+get_ipython().run_cell = _hp_wrap(get_ipython().run_cell, "run_cell")
+`
+const kernelTimersOff = `
+del _hp_ch.handle, get_ipython().run_cell
+import json as _json
+# the N measured cells only: the cell that installed the wrappers and this one are not timed (still running)
+print(_json.dumps({"handle": _hp_t["handle"], "run_cell": _hp_t["run_cell"]}))
+`
+
 const live = new Set()
 try {
   const sbx = await Sandbox.create({ timeoutMs: 600_000 })
@@ -111,16 +135,29 @@ try {
   await sbx.runCode('1+1')
   await sbx.commands.run('true')
 
+  // Time the kernel's own part of each of those cells, in the kernel: the
+  // fast channel's handle() (run_cell, the patches, the records' pipe
+  // writes) and IPython's run_cell inside it. The wrappers cost two
+  // perf_counter() calls each; they are removed after the row.
+  await sbx.runCode(kernelTimersOn)
   const rc = row('runCode("1+1") via the daemon', await measure(N, async () => {
     const ex = await sbx.runCode('1+1')
     if (ex.text !== '2') throw new Error(`1+1 gave ${ex.text} ${JSON.stringify(ex.error)}`)
   }))
+  const kt = await sbx.runCode(kernelTimersOff)
+  const kernel = JSON.parse(kt.logs.stdout.join('') || '{"handle":[],"run_cell":[]}')
   const de = row('  POST /execute 1+1 from inside the sandbox (no daemon hop), back to back', await inSandbox(sbx, directExecute(0)))
   const dg = row('  POST /execute 1+1 from inside the sandbox (no daemon hop), 20 ms apart', await inSandbox(sbx, directExecute(20)))
   const fc = row('  floor: IPython run_cell("1+1") in a Python process in the sandbox', await inSandbox(sbx, floorCell))
-  rc.floor = fc
   de.floor = fc
   dg.floor = fc
+  if (kernel.handle.length > 0) {
+    row('  the kernel: the fast channel\'s handle() of those cells, timed in the kernel', kernel.handle)
+    rc.floor = row('  floor: run_cell("1+1") of those cells, timed in the kernel', kernel.run_cell)
+  } else {
+    console.error('  (no cell went through the fast channel: no in-kernel rows)')
+    rc.floor = fc
+  }
 
   const ct = row('commands.run("true") via the daemon', await measure(N, async () => {
     const r = await sbx.commands.run('true')

@@ -270,6 +270,10 @@ func report(w io.Writer, p *phase, logs map[string]*logInfo) {
 	tw.Flush()
 }
 
+// bareRestore is the step key of the runtime's own `runsc restore` (the
+// "sandbox restored" debug line), the floor of a create beyond the pool.
+const bareRestore = "floor: bare runsc restore (runtime debug line)"
+
 // logInfo is what the daemon's debug log says about one sandbox's create.
 type logInfo struct {
 	pool, waited, restore bool
@@ -295,15 +299,29 @@ func parseLog(r io.Reader) (map[string]*logInfo, error) {
 		line := sc.Text()
 		isStep := strings.Contains(line, " msg=step ")
 		isPool := strings.Contains(line, `msg="sandbox created from the warm pool"`)
-		if !isStep && !isPool {
+		isBare := strings.Contains(line, `msg="sandbox restored"`)
+		if !isStep && !isPool && !isBare {
 			continue
 		}
 		kv := fields(line)
 		id := kv["sandbox"]
+		if isBare {
+			id = kv["id"]
+		}
 		if id == "" {
 			continue
 		}
 		li := get(id)
+		if isBare {
+			// The runtime's own `runsc restore` of this sandbox (gVisor's
+			// debug line): the floor of a fill, measured in the same run.
+			d, err := time.ParseDuration(kv["took"])
+			if err != nil {
+				return nil, fmt.Errorf("restore line %q: %w", line, err)
+			}
+			li.steps[bareRestore] += d
+			continue
+		}
 		if isPool {
 			li.pool, li.waited = true, kv["waited_for_fill"] == "true"
 			continue
