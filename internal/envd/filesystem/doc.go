@@ -26,8 +26,10 @@
 //     second ends would be dropped: the reader holds off (holdFor) and
 //     reads them all, to count them, when it ends, or earlier once 256 KiB
 //     are queued (Linux drops events past fs.inotify.max_queued_events).
-//     Files created inside a directory made during a hold, before its
-//     watch is added after the hold, are neither reported nor counted. Entries
+//     Entries already inside a directory created (not moved in) when its
+//     watch is added (made within a batch, or during a hold) are listed
+//     then and reported as created after it, through the same limits (one
+//     made between the watch and the listing is reported twice). Entries
 //     are fsnotify's (Name, Op) for the same events, through the same
 //     translation and filefeed's limits; the one difference is a renamed
 //     directory: one RENAME (fsnotify adds a second from IN_MOVE_SELF and,

@@ -396,3 +396,52 @@ func TestInoWatcherHold(t *testing.T) {
 		t.Fatalf("%d events (over %d bytes) queued: still held 10 s later", files, holdMaxQueued)
 	}
 }
+
+// TestFeedWatchNewTreeReported: entries made inside a new directory before
+// the feed's watch reaches it (here: a tree made at once, faster than the
+// agent's reads) are reported as created, each path at least once; a
+// directory moved into the tree is not listed as new entries.
+func TestFeedWatchNewTreeReported(t *testing.T) {
+	e := newEnv(t)
+	dir := openDir(t, 0o755)
+	outside := openDir(t, 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	feedNext, _ := openWatch(ctx, t, e.client, dir, true)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(outside, "m", "deep"), 0o755))
+	must(os.WriteFile(filepath.Join(outside, "m", "deep", "old"), nil, 0o644))
+	must(os.MkdirAll(filepath.Join(dir, "nd", "sub"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "nd", "a"), []byte("x"), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "nd", "sub", "b"), []byte("x"), 0o644))
+	must(os.Rename(filepath.Join(outside, "m"), filepath.Join(dir, "moved")))
+	must(os.WriteFile(filepath.Join(dir, "end"), nil, 0o644))
+	created := map[string]int{}
+	for {
+		fe, ok := feedNext()
+		if !ok {
+			t.Fatalf("feed stream ended; creates so far %v", created)
+		}
+		if fe.GetType() == filesystempb.EventType_EVENT_TYPE_CREATE {
+			created[fe.GetName()]++
+		}
+		if fe.GetName() == "end" {
+			break
+		}
+	}
+	for _, p := range []string{"nd", "nd/sub", "nd/a", "nd/sub/b", "moved"} {
+		if created[p] == 0 {
+			t.Errorf("no create of %s: creates %v", p, created)
+		}
+	}
+	for _, p := range []string{"moved/deep", "moved/deep/old"} {
+		if created[p] != 0 {
+			t.Errorf("%s, inside a directory moved in, reported as created: %v", p, created)
+		}
+	}
+}

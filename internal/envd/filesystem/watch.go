@@ -22,6 +22,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/envd/identity"
 	"github.com/airlock-sandbox/airlock/internal/filefeed"
@@ -76,6 +77,10 @@ type dirWatch struct {
 	// rename's arrival under the final name, is not a CREATE. Only the
 	// goroutine reading w.Events touches it.
 	replacing bool
+	// found, when not nil, collects the paths add finds below a directory
+	// it starts watching (the feed's watch: entries created in a new
+	// directory before its watch existed, which no event will report).
+	found *[]string
 }
 
 // watchSpec is what WatchDir and CreateWatcher have in common.
@@ -170,8 +175,12 @@ func (d *dirWatch) add(dir string) error {
 		return nil // unreadable subtree: watch what we can
 	}
 	for _, de := range des {
+		p := filepath.Join(dir, de.Name())
+		if d.found != nil {
+			*d.found = append(*d.found, p)
+		}
 		if de.IsDir() {
-			_ = d.add(filepath.Join(dir, de.Name()))
+			_ = d.add(p)
 		}
 	}
 	return nil
@@ -387,7 +396,22 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystemp
 				if r.isDir {
 					dir = dirYes
 				}
-				if err := emit(d.translate(r.ev, dir)); err != nil {
+				// A directory created (not moved in) may already hold
+				// entries by the time its watch is added: at most a
+				// batch later, or a rate-cap hold later (holdFor).
+				// Nothing else reports them, so they are reported as
+				// created, after it. (One created between the watch and
+				// the listing is also seen by the watch: reported twice.)
+				var found []string
+				if r.isDir && re.mask&unix.IN_CREATE != 0 {
+					d.found = &found
+				}
+				fes := d.translate(r.ev, dir)
+				d.found = nil
+				for _, p := range found {
+					fes = append(fes, d.translate(fsnotify.Event{Name: p, Op: fsnotify.Create}, dirNo)...)
+				}
+				if err := emit(fes); err != nil {
 					return err
 				}
 			}
