@@ -7,6 +7,10 @@ package main
 //   - floor: get sandbox, floor: health — GET /sandboxes/{id} of the live
 //     sandbox and GET /health, through the SDK client (and its transport)
 //     that kills: the daemon's round trip under the soak's load, next to kill.
+//   - floor: agent round trip — GET /contexts on the sandbox's interpreter
+//     port through the SDK (the cell's own path: the daemon's proxy, the
+//     sandbox's network stack, the agent), a request that runs no code:
+//     the cell's time less the kernel's work, next to cell.
 //   - floor: cell in sandbox — the same cell POSTed to the agent's /execute
 //     on 127.0.0.1:49999 from a Python client inside the sandbox, timed
 //     there: the agent and the kernel, without the daemon, the proxy and the
@@ -36,6 +40,7 @@ const floorPrefix = "floor: "
 const (
 	floorGet         = floorPrefix + "get sandbox"
 	floorHealth      = floorPrefix + "health"
+	floorAgent       = floorPrefix + "agent round trip"
 	floorCell        = floorPrefix + "cell in sandbox"
 	floorRestore     = floorPrefix + "create restore"
 	floorWait        = floorPrefix + "create wait"
@@ -45,10 +50,10 @@ const (
 // floorOrder is the order of the floor rows in the table: the daemon's
 // round trip (bounds kill), the cell inside the sandbox (bounds cell), the
 // create's runtime steps (bound create).
-var floorOrder = []string{floorGet, floorHealth, floorCell, floorRestore, floorWait, floorRestoreWait}
+var floorOrder = []string{floorGet, floorHealth, floorAgent, floorCell, floorRestore, floorWait, floorRestoreWait}
 
 // floorNote is printed under the table.
-const floorNote = "floor rows (same run): get sandbox and health bound kill; cell in sandbox bounds cell; create restore+wait bounds create"
+const floorNote = "floor rows (same run): get sandbox and health bound kill; agent round trip and cell in sandbox bound cell; create restore+wait bounds create"
 
 // Every floorEvery-th SDK cell of a round is followed by the daemon floor
 // requests; the in-sandbox cells run once per round, after cell
@@ -94,6 +99,17 @@ func daemonFloor(ctx context.Context, c config, sdk *airlock.Client, rec *record
 			return fmt.Errorf("GET /health answered %s", resp.Status)
 		}
 		return nil
+	})
+}
+
+// agentFloor times a request to sb's interpreter port that runs no code
+// (GET /contexts), through the same SDK path as a cell.
+func agentFloor(ctx context.Context, c config, rec *recorder, sb *airlock.Sandbox) {
+	_ = rec.do(floorAgent, func() error {
+		cctx, cancel := context.WithTimeout(ctx, c.opDeadline)
+		defer cancel()
+		_, err := sb.ListCodeContexts(cctx)
+		return err
 	})
 }
 

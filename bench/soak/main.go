@@ -332,6 +332,7 @@ func oneRound(ctx context.Context, c config, sdk *airlock.Client, cl *airlock.Cl
 		})
 		if i%floorEvery == floorEvery-1 || i == c.cells-1 {
 			daemonFloor(ctx, c, sdk, rec, sb.ID)
+			agentFloor(ctx, c, rec, sb)
 		}
 		if i == min(floorCellAt, c.cells)-1 {
 			cellFloor(ctx, c, proc, sb.AccessToken, rec, clientN*1_000_000+round*1000+900)
