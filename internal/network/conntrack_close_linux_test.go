@@ -127,3 +127,10 @@ func TestFlowEndsCloseWhileRelistening(t *testing.T) {
 		t.Error("no round reached relisten: the race was not exercised")
 	}
 }
+
+// current is the installed listener.
+func (l *ctListener) current() ctConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conn
+}

@@ -124,13 +124,6 @@ func (l *ctListener) close() ctConn {
 	return c
 }
 
-// current is the installed listener (tests).
-func (l *ctListener) current() ctConn {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.conn
-}
-
 // startFlowEnds listens for ended flows when the audit observer takes them
 // (audit.EndObserver). Failing only disables "egress.end".
 func (m *Manager) startFlowEnds() {

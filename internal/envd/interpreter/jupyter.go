@@ -387,14 +387,7 @@ func (k *jupyterKernel) awaitWarm(ctx context.Context) error {
 	for k.warmID != "" || k.trimID != "" {
 		select {
 		case m := <-k.shellCh:
-			switch id := m.ParentHeader.MsgID; {
-			case id == "":
-			case id == k.warmID:
-				k.warmID = ""
-				k.logWarmupReply(m)
-			case id == k.trimID:
-				k.trimID = ""
-			}
+			k.noteWarmReply(m)
 		case <-k.iopubCh:
 		case <-k.exited:
 			k.drainWarmReplies()
@@ -417,13 +410,23 @@ func (k *jupyterKernel) drainWarmReplies() {
 	for {
 		select {
 		case m := <-k.shellCh:
-			if id := m.ParentHeader.MsgID; id != "" && id == k.warmID {
-				k.warmID = ""
-				k.logWarmupReply(m)
-			}
+			k.noteWarmReply(m)
 		default:
 			return
 		}
+	}
+}
+
+// noteWarmReply clears the pending warm-up or trim id that m answers (a
+// failed warm-up logged); other replies are dropped.
+func (k *jupyterKernel) noteWarmReply(m *jmsg) {
+	switch id := m.ParentHeader.MsgID; {
+	case id == "":
+	case id == k.warmID:
+		k.warmID = ""
+		k.logWarmupReply(m)
+	case id == k.trimID:
+		k.trimID = ""
 	}
 }
 
