@@ -14,22 +14,13 @@
 //   BENCH_TEMPLATES="code-interpreter-v1 ci-lean" BENCH_N=8 node bench/firstimport.mjs
 //
 // Environment: E2B_API_URL/E2B_API_KEY (or AIRLOCK_URL/AIRLOCK_API_KEY).
-import { daemon, loadSDK } from './sdk.mjs'
+import { daemon, loadSDK, pct, timed } from './sdk.mjs'
 
 daemon('firstimport')
 const { Sandbox } = await loadSDK('@e2b/code-interpreter')
 const N = Number(process.env.BENCH_N || 8)
 const templates = (process.env.BENCH_TEMPLATES || 'code-interpreter-v1').split(/\s+/).filter(Boolean)
 
-function pct (xs, p) {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]
-}
-async function timed (fn) {
-  const t = performance.now()
-  const r = await fn()
-  return [performance.now() - t, r]
-}
 // inKernel runs an import and prints its own duration in ms.
 const inKernel = (stmt) => `import time as _t\n_s = _t.perf_counter()\n${stmt}\nprint(round((_t.perf_counter() - _s) * 1000, 1))`
 

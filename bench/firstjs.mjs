@@ -8,21 +8,12 @@
 // (with an eager node it is the restored node's first touch).
 //
 // Environment: E2B_API_URL/E2B_API_KEY (or AIRLOCK_URL/AIRLOCK_API_KEY).
-import { daemon, loadSDK } from './sdk.mjs'
+import { daemon, loadSDK, pct, timed } from './sdk.mjs'
 
 daemon('firstjs')
 const { Sandbox } = await loadSDK('@e2b/code-interpreter')
 const N = Number(process.env.BENCH_N || 10)
 
-function pct (xs, p) {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]
-}
-async function timed (fn) {
-  const t = performance.now()
-  const r = await fn()
-  return [performance.now() - t, r]
-}
 const rows = { 'python runCode("1+1") (first cell)': [], 'first JavaScript cell': [], 'second JavaScript cell': [] }
 for (let i = 0; i < N; i++) {
   const sbx = await Sandbox.create({ timeoutMs: 120_000 })

@@ -37,3 +37,16 @@ export async function loadSDK (pkg, dir = join('test', 'e2e')) {
   const req = createRequire(join(root, dir, 'package.json'))
   return import(pathToFileURL(req.resolve(pkg)).href)
 }
+
+// pct is the p-th percentile (nearest rank) of xs.
+export function pct (xs, p) {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]
+}
+
+// timed runs fn and returns [its duration in ms, its result].
+export async function timed (fn) {
+  const t = performance.now()
+  const r = await fn()
+  return [performance.now() - t, r]
+}
