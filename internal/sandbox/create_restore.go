@@ -188,9 +188,10 @@ func (m *Manager) prepareChild(ctx context.Context, r *steps, parent *store.Sand
 func (m *Manager) prepareIn(ctx context.Context, k *child, parent *store.Sandbox, tpl *Template, withRow bool,
 	clone func(context.Context, runtime.Spec) error) error {
 	id := k.id
+	px := decodeExtra(parent.Extra)
 	// A fork child, a sandbox from a named snapshot or a moved sandbox
 	// keeps its parent's rules, which need this node's egress proxy.
-	if err := m.checkRulesRuntime(decodeExtra(parent.Extra).NetworkRules); err != nil { // cabundle.go
+	if err := m.checkRulesRuntime(px.NetworkRules); err != nil { // cabundle.go
 		return err
 	}
 	var err error
@@ -212,7 +213,7 @@ func (m *Manager) prepareIn(ctx context.Context, k *child, parent *store.Sandbox
 		step{stepNetwork, func(ctx context.Context) error {
 			var err error
 			k.ep, err = m.cfg.Network.Setup(ctx, id, k.slot, netOptions(parent.AllowInternet, parentEgress(parent),
-				decodeExtra(parent.Extra).NetworkRules, decodeExtra(parent.Extra).EgressProxy))
+				px.NetworkRules, px.EgressProxy))
 			if err != nil {
 				return fmt.Errorf("setting up network: %w", err)
 			}
@@ -224,7 +225,7 @@ func (m *Manager) prepareIn(ctx context.Context, k *child, parent *store.Sandbox
 			if err != nil {
 				return err
 			}
-			mounts, err := m.runtimeMounts(ctx, decodeExtra(parent.Extra).Volumes)
+			mounts, err := m.runtimeMounts(ctx, px.Volumes)
 			if err != nil {
 				return err
 			}
